@@ -1,0 +1,36 @@
+// Package padlock provides Redis-backed distributed locks for Go services.
+//
+// A Locker is built once per Redis deployment with New (one node, a Sentinel
+// failover client or a Cluster client) and is safe for concurrent use.
+// Acquire takes a lock on a key, waiting up to Options.Wait while another
+// owner holds it:
+//
+//	lk, err := locker.Acquire(ctx, "order:42", padlock.Options{Wait: 2 * time.Second})
+//	if errors.Is(err, padlock.ErrNotAcquired) {
+//		// busy: padlock.RetryAfter(err) says how long the holder still has
+//	}
+//	defer lk.Release(context.Background())
+//
+// Guarantees, and how they are kept:
+//
+//   - Mutual exclusion: taking a lock is one atomic Lua step (SET NX PX) that
+//     stores a crypto-random owner token; Release, Extend and TTL compare the
+//     token inside Lua, so nobody releases or extends a lock they do not hold.
+//   - No deadlock: every lock has a lease (Options.TTL, default 30s). A crashed
+//     holder's lock frees itself when the lease runs out.
+//   - Fencing: Lock.Fence is strictly greater than the fence of every earlier
+//     holder of the same key, across lease expiry. Hand it to the store you
+//     write to and let the store reject writes with an older fence. Fences come
+//     from one counter per Redis Cluster hash slot (at most 16384 counters, no
+//     matter how many distinct keys are locked), floored at the server's clock
+//     in microseconds so that they keep rising even after Redis restarts
+//     without persistence or fails over to a replica that missed the last
+//     increments (as long as the servers' clocks move forward).
+//   - Keys: every Redis key padlock writes starts with the Locker's prefix
+//     (default "padlock:") and carries a Cluster hash tag made from the whole
+//     user key, so a lock and its companions always share one slot.
+//
+// Waiting never hammers Redis: a failed attempt returns the holder's remaining
+// lease, and the waiter sleeps no longer than that, the jittered retry backoff,
+// and the wait budget.
+package padlock

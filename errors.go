@@ -1,0 +1,88 @@
+package padlock
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrNotAcquired reports that the key stayed held by another owner for the
+	// whole wait. The concrete error is a *NotAcquiredError; RetryAfter reads
+	// the holder's remaining lease from it. When the wait ended because the
+	// context did, the error matches ctx.Err() as well.
+	ErrNotAcquired = errors.New("padlock: not acquired")
+
+	// ErrNotHeld reports that a lock is no longer held by its owner: its lease
+	// ran out, or the key now belongs to someone else. Nothing was changed.
+	ErrNotHeld = errors.New("padlock: lock not held")
+
+	// ErrUnavailable reports that Redis could not be reached or refused the
+	// command. The lock was not taken; the underlying go-redis error is wrapped
+	// as well.
+	ErrUnavailable = errors.New("padlock: redis unavailable")
+
+	// ErrInvalid reports a bad argument: an empty key, a bad Options field or
+	// a bad Locker option. The message names the field.
+	ErrInvalid = errors.New("padlock: invalid argument")
+
+	// ErrReleased is the cause a lock's context carries after the lock was
+	// released by its owner.
+	ErrReleased = errors.New("padlock: lock released")
+
+	// ErrLockLost is the cause a lock's context carries after the lock was
+	// lost: renewal found the owner token gone, or Redis stayed unreachable
+	// until the lease might have run out.
+	ErrLockLost = errors.New("padlock: lock lost")
+)
+
+// NotAcquiredError is the error Acquire returns when the key stayed busy.
+// It matches ErrNotAcquired with errors.Is, and also the context error when
+// the wait was cut short by the context.
+type NotAcquiredError struct {
+	// Key is the lock key as passed to Acquire.
+	Key string
+	// RetryAfter is the holder's remaining lease as last seen, or 0 when it
+	// is not known (no attempt reached Redis, or the holder set no lease).
+	RetryAfter time.Duration
+	// Attempts is how many acquisition attempts reached Redis.
+	Attempts int
+
+	cause error // ctx.Err() or the last Redis error, if any
+}
+
+func (e *NotAcquiredError) Error() string {
+	msg := fmt.Sprintf("padlock: not acquired: key %q is held", e.Key)
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf(" (holder's lease ends in %v)", e.RetryAfter.Round(time.Millisecond))
+	}
+	if e.cause != nil {
+		msg += ": " + e.cause.Error()
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrNotAcquired) true.
+func (e *NotAcquiredError) Is(target error) bool { return target == ErrNotAcquired }
+
+// Unwrap returns the context error that ended the wait, if any.
+func (e *NotAcquiredError) Unwrap() error { return e.cause }
+
+// RetryAfter reports the holder's remaining lease carried by an error from
+// Acquire, for a Retry-After header. ok is false when err is not an
+// ErrNotAcquired error or the lease is unknown.
+func RetryAfter(err error) (d time.Duration, ok bool) {
+	var na *NotAcquiredError
+	if errors.As(err, &na) && na.RetryAfter > 0 {
+		return na.RetryAfter, true
+	}
+	return 0, false
+}
+
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+}
+
+func invalid(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
+}

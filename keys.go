@@ -1,0 +1,89 @@
+package padlock
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Redis key layout, for prefix P and user key K (with '%', '{' and '}' in K
+// percent-escaped so the hash tag always spans all of K and the mapping stays
+// one-to-one):
+//
+//	P{K}          the lock: owner token, with the lease as its expiry;
+//	              also the name of the channel release notices go to
+//	P{K}:queue    fair-mode waiters (a companion key in the lock's slot)
+//	Pfence:{T}    the fence counter of the lock's Cluster hash slot, where T
+//	              is a short tag that hashes to that same slot
+//
+// A lock key always has '{' right after P and fence keys never do, so no user
+// key can name a fence counter.
+type keyspace struct{ prefix string }
+
+var keyEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+func (ks keyspace) lock(key string) string {
+	if !strings.ContainsAny(key, "%{}") {
+		return ks.prefix + "{" + key + "}"
+	}
+	return ks.prefix + "{" + keyEscaper.Replace(key) + "}"
+}
+
+func (ks keyspace) fence(lockKey string) string {
+	return ks.prefix + "fence:{" + slotTags()[slot(lockKey)] + "}"
+}
+
+func (ks keyspace) queue(lockKey string) string { return lockKey + ":queue" }
+
+const numSlots = 16384
+
+// slot returns the Redis Cluster hash slot of key, following the hash tag
+// rule: hash only what is between the first '{' and the next '}', if that
+// is not empty.
+func slot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return int(crc16(key) % numSlots)
+}
+
+// slotTags returns, for every hash slot, a short string that hashes to it.
+// Computed once (a few milliseconds) and then only read.
+var slotTags = sync.OnceValue(func() *[numSlots]string {
+	var tags [numSlots]string
+	left := numSlots
+	for n := uint64(0); left > 0; n++ {
+		tag := strconv.FormatUint(n, 36)
+		if s := crc16(tag) % numSlots; tags[s] == "" {
+			tags[s] = tag
+			left--
+		}
+	}
+	return &tags
+})
+
+// crc16 is CRC-16/XMODEM, the checksum Redis Cluster hashes keys with.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^s[i]]
+	}
+	return crc
+}
+
+var crc16Table = func() (t [256]uint16) {
+	for i := range t {
+		crc := uint16(i) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+		t[i] = crc
+	}
+	return t
+}()

@@ -1,0 +1,188 @@
+package padlock
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Lock is a held lock. Its owner must call Release when done; until then the
+// lease is renewed in the background unless Options.NoRenew was set. Done
+// closes, and contexts from Context are cancelled, when the lock is released
+// or lost. Methods are safe for concurrent use.
+type Lock struct {
+	// outer is the handle that took the lock in Redis; it is nil on that
+	// handle itself. A reentrant Acquire returns a handle pointing at it.
+	outer    *Lock
+	released atomic.Bool // this handle's Release ran
+
+	locker *Locker
+	key    string
+	keys   lockKeys
+	token  string
+	fence  int64
+
+	mu         sync.Mutex
+	ttl        time.Duration // current lease length
+	renew      bool
+	validUntil time.Time // monotonic: the lease surely runs until then
+	end        error     // nil while held; ErrReleased or ErrLockLost after
+	ctx        context.Context
+	cancel     context.CancelCauseFunc
+}
+
+// leaseMargin is how much earlier than the lease's nominal end padlock
+// stops trusting it: the clock drift allowance of the Redlock paper (1% of
+// the lease, plus 2ms for timer and scheduling slack).
+func leaseMargin(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+func newLock(l *Locker, key string, k lockKeys, token string, fence int64, o Options, sent time.Time) *Lock {
+	return &Lock{
+		locker:     l,
+		key:        key,
+		keys:       k,
+		token:      token,
+		fence:      fence,
+		ttl:        o.TTL,
+		renew:      !o.NoRenew,
+		validUntil: sent.Add(o.TTL - leaseMargin(o.TTL)),
+	}
+}
+
+// root returns the handle that owns the lock in Redis.
+func (lk *Lock) root() *Lock {
+	if lk.outer != nil {
+		return lk.outer
+	}
+	return lk
+}
+
+// Key returns the key the lock was acquired for, as passed to Acquire.
+func (lk *Lock) Key() string { return lk.root().key }
+
+// Token returns the random owner value stored in Redis for this lock.
+func (lk *Lock) Token() string { return lk.root().token }
+
+// Fence returns the lock's fencing token: strictly greater than the fence of
+// every earlier holder of the same key on the same Redis deployment. Pass it
+// to the store the lock protects and have the store reject writes carrying a
+// fence lower than the highest it has seen.
+func (lk *Lock) Fence() int64 { return lk.root().fence }
+
+// Done returns a channel that is closed when the lock is released or lost.
+// Err then says which.
+func (lk *Lock) Done() <-chan struct{} { return lk.root().context().Done() }
+
+// Err returns nil while the lock is held, ErrReleased after its owner
+// released it, and ErrLockLost after it was lost.
+func (lk *Lock) Err() error {
+	r := lk.root()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.end
+}
+
+// context returns the lock's own context, cancelled with the cause in end
+// when the lock ends. It is made on first use, so locks that nobody watches
+// cost nothing for it.
+func (lk *Lock) context() context.Context {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.ctx == nil {
+		lk.ctx, lk.cancel = context.WithCancelCause(context.Background())
+		if lk.end != nil {
+			lk.cancel(lk.end)
+		}
+	}
+	return lk.ctx
+}
+
+// finish marks the lock ended with cause and reports whether this call did
+// so (false when it had ended already).
+func (lk *Lock) finish(cause error) bool {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.end != nil {
+		return false
+	}
+	lk.end = cause
+	if lk.cancel != nil {
+		lk.cancel(cause)
+	}
+	return true
+}
+
+// Release lets the lock go. It returns ErrNotHeld when the lock was already
+// lost (its lease ran out and maybe someone else took the key), and an
+// ErrUnavailable error when Redis could not be reached; either way the lock
+// is no longer renewed. Release is safe on a nil Lock and when called twice
+// (later calls return nil). Releasing a reentrant handle (see Context) only
+// marks that handle released; the outermost handle releases the lock.
+func (lk *Lock) Release(ctx context.Context) error {
+	if lk == nil || lk.released.Swap(true) {
+		return nil
+	}
+	if lk.outer != nil {
+		return nil
+	}
+	if lk.Err() != nil { // lost: renewal already found it gone
+		return ErrNotHeld
+	}
+	ok, err := lk.locker.store.release(ctx, lk.keys, lk.token)
+	switch {
+	case err != nil:
+		lk.finish(ErrReleased)
+		return unavailable("release", err)
+	case !ok:
+		lk.finish(ErrLockLost)
+		return ErrNotHeld
+	}
+	lk.finish(ErrReleased)
+	return nil
+}
+
+// Extend resets the lock's lease to ttl from now, and makes ttl the lease
+// that later renewals keep. It returns ErrNotHeld when the lock was lost or
+// released, changing nothing.
+func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return invalid("ttl", "must be at least 1ms, got %v", ttl)
+	}
+	r := lk.root()
+	if r.Err() != nil {
+		return ErrNotHeld
+	}
+	sent := time.Now()
+	ok, err := r.locker.store.extend(ctx, r.keys, r.token, ttl)
+	switch {
+	case err != nil:
+		return unavailable("extend", err)
+	case !ok:
+		r.finish(ErrLockLost)
+		return ErrNotHeld
+	}
+	r.mu.Lock()
+	r.ttl = ttl
+	r.validUntil = sent.Add(ttl - leaseMargin(ttl))
+	r.mu.Unlock()
+	return nil
+}
+
+// TTL returns the lock's remaining lease as Redis sees it, or ErrNotHeld
+// when the lock is no longer held by this owner.
+func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	r := lk.root()
+	if r.Err() != nil {
+		return 0, ErrNotHeld
+	}
+	d, ok, err := r.locker.store.pttl(ctx, r.keys, r.token)
+	switch {
+	case err != nil:
+		return 0, unavailable("ttl", err)
+	case !ok:
+		r.finish(ErrLockLost)
+		return 0, ErrNotHeld
+	}
+	return d, nil
+}

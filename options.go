@@ -1,0 +1,104 @@
+package padlock
+
+import (
+	"strings"
+	"time"
+)
+
+// Default values used where Options leaves a field at its zero value.
+const (
+	DefaultTTL       = 30 * time.Second
+	DefaultKeyPrefix = "padlock:"
+)
+
+// Options say how one lock is taken and held. The zero value is the
+// recommended default: a 30s lease renewed while held, one attempt, no wait.
+// Fields left at zero take the Locker's defaults (see WithDefaults) first.
+type Options struct {
+	// TTL is the lease in Redis: how long the lock outlives a holder that
+	// crashed. At least 1ms. Default: 30s.
+	TTL time.Duration
+
+	// Wait is how long Acquire waits for a held key before it gives up with
+	// ErrNotAcquired. Default: 0, a single attempt.
+	Wait time.Duration
+
+	// Retry paces attempts while waiting. Default: jittered exponential
+	// backoff from 2ms to 256ms. The wait never sleeps past the moment the
+	// holder's lease ends, the wait budget or the context.
+	Retry RetryStrategy
+
+	// NoRenew turns off the watchdog for this lock: the lease is fixed at
+	// TTL from acquisition, as for "at most once per TTL" jobs. Default:
+	// false, the lease is renewed every TTL/3 while the lock is held.
+	NoRenew bool
+}
+
+// Validate reports the first invalid field, naming it. The zero value is
+// valid.
+func (o Options) Validate() error {
+	switch {
+	case o.TTL < 0:
+		return invalid("Options.TTL", "must not be negative, got %v", o.TTL)
+	case o.TTL > 0 && o.TTL < time.Millisecond:
+		return invalid("Options.TTL", "must be at least 1ms, got %v", o.TTL)
+	case o.Wait < 0:
+		return invalid("Options.Wait", "must not be negative, got %v", o.Wait)
+	}
+	return nil
+}
+
+// withDefaults fills zero fields from d, then from the package defaults.
+func (o Options) withDefaults(d Options) Options {
+	if o.TTL == 0 {
+		o.TTL = d.TTL
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.Wait == 0 {
+		o.Wait = d.Wait
+	}
+	if o.Retry == nil {
+		o.Retry = d.Retry
+	}
+	if o.Retry == nil {
+		o.Retry = defaultRetry
+	}
+	o.NoRenew = o.NoRenew || d.NoRenew
+	return o
+}
+
+// An Option configures a Locker in New.
+type Option func(*config)
+
+type config struct {
+	prefix   string
+	defaults Options
+}
+
+func defaultConfig() config { return config{prefix: DefaultKeyPrefix} }
+
+// WithKeyPrefix sets the prefix of every Redis key and channel the Locker
+// uses, keeping lock keys apart from the application's own keys. It must not
+// contain '{' or '}', which would change the keys' Cluster hash slots.
+// Default: "padlock:".
+func WithKeyPrefix(prefix string) Option {
+	return func(c *config) { c.prefix = prefix }
+}
+
+// WithDefaults sets the Options used for fields a call to Acquire leaves at
+// zero. NoRenew set here applies to every lock. Default: the zero Options.
+func WithDefaults(o Options) Option {
+	return func(c *config) { c.defaults = o }
+}
+
+func (c config) validate() error {
+	if strings.ContainsAny(c.prefix, "{}") {
+		return invalid("WithKeyPrefix", "must not contain '{' or '}', got %q", c.prefix)
+	}
+	if err := c.defaults.Validate(); err != nil {
+		return invalid("WithDefaults", "%v", err)
+	}
+	return nil
+}

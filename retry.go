@@ -1,0 +1,62 @@
+package padlock
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// RetryStrategy paces the attempts of a waiting Acquire. Implementations must
+// be safe for concurrent use: one strategy serves every Acquire that uses it.
+type RetryStrategy interface {
+	// NextBackoff returns how long to sleep after the given failed attempt
+	// (0 for the first). A negative value stops waiting at once.
+	NextBackoff(attempt int) time.Duration
+}
+
+var defaultRetry = ExponentialBackoff(2*time.Millisecond, 256*time.Millisecond)
+
+// ExponentialBackoff sleeps min·2^attempt, capped at max, with "equal jitter":
+// a random duration in [d/2, d), so waiters that failed together do not retry
+// together. min and max below 1ms are raised to 1ms.
+func ExponentialBackoff(min, max time.Duration) RetryStrategy {
+	min = atLeast(min, time.Millisecond)
+	return exponential{min: min, max: atLeast(max, min)}
+}
+
+type exponential struct{ min, max time.Duration }
+
+func (e exponential) NextBackoff(attempt int) time.Duration {
+	d := e.max
+	if attempt < 32 {
+		if x := e.min << attempt; x > 0 && x < e.max {
+			d = x
+		}
+	}
+	return jitter(d)
+}
+
+// LinearBackoff sleeps d (at least 1ms) with equal jitter after every attempt.
+func LinearBackoff(d time.Duration) RetryStrategy { return linear(atLeast(d, time.Millisecond)) }
+
+type linear time.Duration
+
+func (l linear) NextBackoff(int) time.Duration { return jitter(time.Duration(l)) }
+
+// NoRetry makes Acquire give up after the first attempt, whatever Wait says.
+func NoRetry() RetryStrategy { return noRetry{} }
+
+type noRetry struct{}
+
+func (noRetry) NextBackoff(int) time.Duration { return -1 }
+
+func jitter(d time.Duration) time.Duration {
+	half := d / 2
+	return half + rand.N(d-half)
+}
+
+func atLeast(d, floor time.Duration) time.Duration {
+	if d < floor {
+		return floor
+	}
+	return d
+}
