@@ -23,14 +23,29 @@ type keyspace struct{ prefix string }
 var keyEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 func (ks keyspace) lock(key string) string {
-	if !strings.ContainsAny(key, "%{}") {
-		return ks.prefix + "{" + key + "}"
-	}
-	return ks.prefix + "{" + keyEscaper.Replace(key) + "}"
+	return ks.prefix + "{" + escapeKey(key) + "}"
 }
 
 func (ks keyspace) fence(lockKey string) string {
 	return ks.prefix + "fence:{" + slotTags()[slot(lockKey)] + "}"
+}
+
+// lockAndFence returns lock(key) and fence(lock(key)), built in one
+// allocation: they are made on every Acquire.
+func (ks keyspace) lockAndFence(key string) (lock, fence string) {
+	esc := escapeKey(key)
+	// The prefix has no braces, so the lock key's hash tag is all of esc.
+	tag := slotTags()[crc16(esc)%numSlots]
+	both := ks.prefix + "{" + esc + "}" + ks.prefix + "fence:{" + tag + "}"
+	n := len(ks.prefix) + len(esc) + 2
+	return both[:n], both[n:]
+}
+
+func escapeKey(key string) string {
+	if !strings.ContainsAny(key, "%{}") {
+		return key
+	}
+	return keyEscaper.Replace(key)
 }
 
 func (ks keyspace) queue(lockKey string) string { return lockKey + ":queue" }

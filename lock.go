@@ -19,8 +19,7 @@ type Lock struct {
 
 	locker *Locker
 	key    string
-	keys   lockKeys
-	token  string
+	id     *lockID
 	fence  int64
 
 	mu         sync.Mutex
@@ -37,12 +36,11 @@ type Lock struct {
 // the lease, plus 2ms for timer and scheduling slack).
 func leaseMargin(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
-func newLock(l *Locker, key string, k lockKeys, token string, fence int64, o Options, sent time.Time) *Lock {
+func newLock(l *Locker, key string, id *lockID, fence int64, o Options, sent time.Time) *Lock {
 	return &Lock{
 		locker:     l,
 		key:        key,
-		keys:       k,
-		token:      token,
+		id:         id,
 		fence:      fence,
 		ttl:        o.TTL,
 		renew:      !o.NoRenew,
@@ -62,7 +60,7 @@ func (lk *Lock) root() *Lock {
 func (lk *Lock) Key() string { return lk.root().key }
 
 // Token returns the random owner value stored in Redis for this lock.
-func (lk *Lock) Token() string { return lk.root().token }
+func (lk *Lock) Token() string { return lk.root().id.token }
 
 // Fence returns the lock's fencing token: strictly greater than the fence of
 // every earlier holder of the same key on the same Redis deployment. Pass it
@@ -129,7 +127,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 	if lk.Err() != nil { // lost: renewal already found it gone
 		return ErrNotHeld
 	}
-	ok, err := lk.locker.store.release(ctx, lk.keys, lk.token)
+	ok, err := lk.locker.store.release(ctx, lk.id)
 	switch {
 	case err != nil:
 		lk.finish(ErrReleased)
@@ -154,7 +152,7 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrNotHeld
 	}
 	sent := time.Now()
-	ok, err := r.locker.store.extend(ctx, r.keys, r.token, ttl)
+	ok, err := r.locker.store.extend(ctx, r.id, ttl)
 	switch {
 	case err != nil:
 		return unavailable("extend", err)
@@ -176,7 +174,7 @@ func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if r.Err() != nil {
 		return 0, ErrNotHeld
 	}
-	d, ok, err := r.locker.store.pttl(ctx, r.keys, r.token)
+	d, ok, err := r.locker.store.pttl(ctx, r.id)
 	switch {
 	case err != nil:
 		return 0, unavailable("ttl", err)

@@ -71,9 +71,7 @@ func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, err
 	}
 	o = o.withDefaults(l.defaults)
 
-	rk := l.keys.lock(key)
-	k := lockKeys{lock: rk, fence: l.keys.fence(rk)}
-	token := newToken()
+	id := newLockID(l.keys, key, newToken(), o.TTL)
 	var (
 		deadline  time.Time // zero: a single attempt
 		lastBusy  time.Time // when holderTTL was observed
@@ -86,10 +84,10 @@ func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, err
 	}
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		fence, busyFor, err := l.store.acquire(ctx, k, token, o.TTL)
+		fence, busyFor, err := l.store.acquire(ctx, id)
 		switch {
 		case err == nil && fence > 0:
-			return newLock(l, key, k, token, fence, o, start), nil
+			return newLock(l, key, id, fence, o, start), nil
 		case err == nil:
 			attempts++
 			lastErr, holderTTL, lastBusy = nil, busyFor, time.Now()
@@ -102,7 +100,7 @@ func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, err
 			if maybeSent(err) {
 				// The attempt may have taken the lock before its reply was
 				// lost: don't leave it blocking others for a whole lease.
-				l.cleanup(ctx, k, token)
+				l.cleanup(ctx, id)
 			}
 		}
 		if ctx.Err() != nil {
@@ -138,10 +136,10 @@ func (l *Locker) notAcquired(key string, attempts int, holderTTL time.Duration, 
 // cleanupTimeout bounds the best-effort release after a failed attempt.
 const cleanupTimeout = time.Second
 
-func (l *Locker) cleanup(ctx context.Context, k lockKeys, token string) {
+func (l *Locker) cleanup(ctx context.Context, id *lockID) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_, _ = l.store.release(ctx, k, token)
+	_, _ = l.store.release(ctx, id)
 }
 
 // maybeSent reports whether a failed command may have reached Redis: not
@@ -174,7 +172,9 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 func newToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	var s [22]byte
+	base64.RawURLEncoding.Encode(s[:], b[:])
+	return string(s[:])
 }
 
 func (l *Locker) String() string { return fmt.Sprintf("padlock.Locker(prefix %q)", l.keys.prefix) }

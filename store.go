@@ -12,23 +12,36 @@ import (
 // Each method is one attempt; waiting, renewal and signalling are the
 // Locker's.
 type store interface {
-	// acquire takes the lock for token with a lease of ttl. It returns the
-	// new fence (> 0) on success; otherwise fence is 0 and holderTTL is the
-	// holder's remaining lease (0 when unknown).
-	acquire(ctx context.Context, k lockKeys, token string, ttl time.Duration) (fence int64, holderTTL time.Duration, err error)
-	// release deletes the lock if token holds it; ok reports whether it did.
-	release(ctx context.Context, k lockKeys, token string) (ok bool, err error)
-	// extend resets the lease to ttl if token holds the lock.
-	extend(ctx context.Context, k lockKeys, token string, ttl time.Duration) (ok bool, err error)
-	// pttl returns the remaining lease if token holds the lock.
-	pttl(ctx context.Context, k lockKeys, token string) (d time.Duration, ok bool, err error)
+	// acquire takes the lock for id.token with a lease of id's TTL. It
+	// returns the new fence (> 0) on success; otherwise fence is 0 and
+	// holderTTL is the holder's remaining lease (0 when unknown).
+	acquire(ctx context.Context, id *lockID) (fence int64, holderTTL time.Duration, err error)
+	// release deletes the lock if id.token holds it; ok reports whether it did.
+	release(ctx context.Context, id *lockID) (ok bool, err error)
+	// extend resets the lease to ttl if id.token holds the lock.
+	extend(ctx context.Context, id *lockID, ttl time.Duration) (ok bool, err error)
+	// pttl returns the remaining lease if id.token holds the lock.
+	pttl(ctx context.Context, id *lockID) (d time.Duration, ok bool, err error)
 }
 
-// lockKeys are the Redis keys of one lock, computed once per Acquire.
-type lockKeys struct {
-	lock  string // the lock itself
-	fence string // its slot's fence counter
+// lockID names one lock in Redis: its keys and owner token, with the
+// scripts' arguments built once per Acquire (boxing them for every call
+// would cost allocations on the hot path).
+type lockID struct {
+	keys  [2]string // the lock key, then its slot's fence counter
+	token string
+	argv  [2]any // token, then the lease in ms
 }
+
+func newLockID(ks keyspace, key, token string, ttl time.Duration) *lockID {
+	id := &lockID{token: token}
+	id.keys[0], id.keys[1] = ks.lockAndFence(key)
+	id.argv[0], id.argv[1] = token, ttl.Milliseconds()
+	return id
+}
+
+// lockKey returns the key of the lock itself.
+func (id *lockID) lockKey() string { return id.keys[0] }
 
 // single is the store on one Redis deployment reached through go-redis:
 // a single node, a Sentinel failover client or a Cluster client. Every
@@ -37,8 +50,8 @@ type single struct {
 	client redis.UniversalClient
 }
 
-func (s single) acquire(ctx context.Context, k lockKeys, token string, ttl time.Duration) (int64, time.Duration, error) {
-	n, err := acquireScript.Run(ctx, s.client, []string{k.lock, k.fence}, token, ttl.Milliseconds()).Int64()
+func (s single) acquire(ctx context.Context, id *lockID) (int64, time.Duration, error) {
+	n, err := acquireScript.Run(ctx, s.client, id.keys[:], id.argv[:]...).Int64()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -48,22 +61,22 @@ func (s single) acquire(ctx context.Context, k lockKeys, token string, ttl time.
 	return 0, time.Duration(-1-n) * time.Millisecond, nil
 }
 
-func (s single) release(ctx context.Context, k lockKeys, token string) (bool, error) {
-	n, err := releaseScript.Run(ctx, s.client, []string{k.lock}, token).Int64()
+func (s single) release(ctx context.Context, id *lockID) (bool, error) {
+	n, err := releaseScript.Run(ctx, s.client, id.keys[:1], id.argv[:1]...).Int64()
 	return n == 1, err
 }
 
-func (s single) extend(ctx context.Context, k lockKeys, token string, ttl time.Duration) (bool, error) {
-	n, err := extendScript.Run(ctx, s.client, []string{k.lock}, token, ttl.Milliseconds()).Int64()
+func (s single) extend(ctx context.Context, id *lockID, ttl time.Duration) (bool, error) {
+	n, err := extendScript.Run(ctx, s.client, id.keys[:1], id.token, ttl.Milliseconds()).Int64()
 	return n == 1, err
 }
 
-func (s single) pttl(ctx context.Context, k lockKeys, token string) (time.Duration, bool, error) {
-	n, err := pttlScript.Run(ctx, s.client, []string{k.lock}, token).Int64()
+func (s single) pttl(ctx context.Context, id *lockID) (time.Duration, bool, error) {
+	n, err := pttlScript.Run(ctx, s.client, id.keys[:1], id.argv[:1]...).Int64()
 	if err != nil || n == -3 {
 		return 0, false, err
 	}
-	if n < 0 { // no expiry (-1) or gone between GET and PTTL (impossible in a script)
+	if n < 0 { // the key has no expiry: someone set it by hand
 		n = 0
 	}
 	return time.Duration(n) * time.Millisecond, true, nil

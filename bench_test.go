@@ -1,0 +1,92 @@
+package padlock_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// roundTrips counts the commands and pipelines a client sends; each is one
+// round trip to Redis (a script's EVALSHA that falls back to EVAL counts 2).
+type roundTrips struct{ n atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+
+func benchClient(b *testing.B) (*redis.Client, *roundTrips) {
+	rdb := redistest.Start(b).Client(b)
+	rt := &roundTrips{}
+	rdb.AddHook(rt)
+	return rdb, rt
+}
+
+// BenchmarkAcquireRelease is one uncontended lock cycle: Acquire, then
+// Release. Compare it with BenchmarkFloor (benchstat, -count 10).
+func BenchmarkAcquireRelease(b *testing.B) {
+	rdb, rt := benchClient(b)
+	l := padlock.New(rdb)
+	defer l.Close()
+	ctx := context.Background()
+	o := padlock.Options{NoRenew: true}
+	// Warm up: load the scripts and the connection.
+	lk, err := l.Acquire(ctx, "bench", o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lk.Release(ctx)
+	rt.n.Store(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		lk, err := l.Acquire(ctx, "bench", o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := lk.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(rt.n.Load())/float64(b.N), "roundtrips/op")
+}
+
+// BenchmarkFloor is the least a safe lock cycle can cost with go-redis: SET
+// NX PX to take the key and one EVALSHA to delete it only if it is still
+// ours.
+func BenchmarkFloor(b *testing.B) {
+	rdb, rt := benchClient(b)
+	ctx := context.Background()
+	release := redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
+	if err := release.Load(ctx, rdb).Err(); err != nil {
+		b.Fatal(err)
+	}
+	const token = "0123456789abcdefghijkl"
+	rt.n.Store(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		ok, err := rdb.SetNX(ctx, "floor", token, 30e9).Result()
+		if err != nil || !ok {
+			b.Fatal("SET NX:", ok, err)
+		}
+		if err := release.Run(ctx, rdb, []string{"floor"}, token).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(rt.n.Load())/float64(b.N), "roundtrips/op")
+}

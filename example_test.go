@@ -1,0 +1,87 @@
+package padlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/padlockgo/padlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// exampleRedis stands in for your Redis deployment so the examples run
+// anywhere; use your own client instead.
+func exampleRedis() (redis.UniversalClient, func()) {
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		panic(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	return rdb, func() { rdb.Close(); m.Close() }
+}
+
+func ExampleLocker_Acquire() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	locker := padlock.New(rdb)
+	defer locker.Close()
+	ctx := context.Background()
+
+	lk, err := locker.Acquire(ctx, "order:42", padlock.Options{TTL: 10 * time.Second})
+	if err != nil {
+		fmt.Println("not locked:", err)
+		return
+	}
+	defer lk.Release(ctx)
+
+	// Guard the work with the lock's context: it is cancelled if the lock
+	// is lost. Pass the fence to the store so stale holders are rejected.
+	work := lk.Context(ctx)
+	_ = work
+	fmt.Println("locked", lk.Key(), "with a fence:", lk.Fence() > 0)
+	// Output: locked order:42 with a fence: true
+}
+
+func ExampleLocker_Acquire_wait() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	locker := padlock.New(rdb)
+	defer locker.Close()
+	ctx := context.Background()
+
+	holder, _ := locker.Acquire(ctx, "job:nightly", padlock.Options{})
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		holder.Release(ctx)
+	}()
+
+	// Wait up to two seconds for the holder to let go.
+	lk, err := locker.Acquire(ctx, "job:nightly", padlock.Options{Wait: 2 * time.Second})
+	if err != nil {
+		fmt.Println("not locked:", err)
+		return
+	}
+	defer lk.Release(ctx)
+	fmt.Println("got it after the holder released; fence rose:", lk.Fence() > holder.Fence())
+	// Output: got it after the holder released; fence rose: true
+}
+
+func ExampleRetryAfter() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	locker := padlock.New(rdb)
+	defer locker.Close()
+	ctx := context.Background()
+
+	holder, _ := locker.Acquire(ctx, "invoice:7", padlock.Options{TTL: 30 * time.Second})
+	defer holder.Release(ctx)
+
+	_, err := locker.Acquire(ctx, "invoice:7", padlock.Options{})
+	if errors.Is(err, padlock.ErrNotAcquired) {
+		d, _ := padlock.RetryAfter(err)
+		fmt.Println("busy; retry in about", d.Round(10*time.Second))
+	}
+	// Output: busy; retry in about 30s
+}

@@ -1,0 +1,447 @@
+package padlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
+)
+
+func TestMutualExclusionCounter(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	const workers, rounds = 100, 3
+	counter := 0 // deliberately not atomic: only the lock protects it
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for range workers {
+		wg.Go(func() {
+			for range rounds {
+				lk, err := l.Acquire(ctx, key, padlock.Options{Wait: 20 * time.Second})
+				if err != nil {
+					errs <- err
+					return
+				}
+				v := counter
+				time.Sleep(time.Microsecond) // widen the race window
+				counter = v + 1
+				if err := lk.Release(ctx); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("worker: %v", err)
+	}
+	if counter != workers*rounds {
+		t.Fatalf("counter = %d, want %d", counter, workers*rounds)
+	}
+}
+
+func TestBusyKeyNotAcquired(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	holder := mustAcquire(t, l, ctx, key, padlock.Options{TTL: 10 * time.Second})
+	defer holder.Release(ctx)
+
+	_, err := l.Acquire(ctx, key, padlock.Options{})
+	if !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("Acquire of a held key: got %v, want ErrNotAcquired", err)
+	}
+	var na *padlock.NotAcquiredError
+	if !errors.As(err, &na) || na.Key != key || na.Attempts != 1 {
+		t.Fatalf("got %#v, want a NotAcquiredError for %q after 1 attempt", err, key)
+	}
+	d, ok := padlock.RetryAfter(err)
+	if !ok || d <= 9*time.Second || d > 10*time.Second {
+		t.Fatalf("RetryAfter = %v, %v; want the holder's remaining lease, about 10s", d, ok)
+	}
+	if errors.Is(err, padlock.ErrUnavailable) || errors.Is(err, context.Canceled) {
+		t.Fatalf("busy error %v also matches ErrUnavailable or Canceled", err)
+	}
+}
+
+func TestExpiryFreesCrashedHolder(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	// A holder that "crashes": it never releases and nothing renews it.
+	crashed := mustAcquire(t, l, ctx, key, padlock.Options{TTL: 200 * time.Millisecond, NoRenew: true})
+	_ = crashed
+
+	if _, err := l.Acquire(ctx, key, padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("before expiry: got %v, want ErrNotAcquired", err)
+	}
+	start := time.Now()
+	lk, err := l.Acquire(ctx, key, padlock.Options{Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("after expiry: %v", err)
+	}
+	defer lk.Release(ctx)
+	// The waiter sleeps until the lease ends, not for its whole budget.
+	if waited := time.Since(start); waited > 4*time.Second {
+		t.Fatalf("waited %v for a 200ms lease", waited)
+	}
+	if lk.Fence() <= crashed.Fence() {
+		t.Fatalf("fence %d after expiry, want > the crashed holder's %d", lk.Fence(), crashed.Fence())
+	}
+}
+
+func TestNonOwnerCannotReleaseOrExtend(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	stale := mustAcquire(t, l, ctx, key, padlock.Options{TTL: 50 * time.Millisecond, NoRenew: true})
+	time.Sleep(100 * time.Millisecond) // stale's lease runs out
+	owner := mustAcquire(t, l, ctx, key, padlock.Options{TTL: 10 * time.Second})
+	defer owner.Release(ctx)
+
+	if err := stale.Extend(ctx, time.Minute); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Fatalf("stale Extend: got %v, want ErrNotHeld", err)
+	}
+	if _, err := stale.TTL(ctx); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Fatalf("stale TTL: got %v, want ErrNotHeld", err)
+	}
+	if err := stale.Release(ctx); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Fatalf("stale Release: got %v, want ErrNotHeld", err)
+	}
+	// The owner's lock is untouched: same token, same lease.
+	keys, err := rdb.Keys(ctx, "padlock:{*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("lock keys = %v, %v; want exactly one", keys, err)
+	}
+	if v := rdb.Get(ctx, keys[0]).Val(); v != owner.Token() {
+		t.Fatalf("lock value = %q, want the owner's token %q", v, owner.Token())
+	}
+	if d, err := owner.TTL(ctx); err != nil || d < 9*time.Second {
+		t.Fatalf("owner TTL = %v, %v; want about 10s", d, err)
+	}
+
+	// A token overwritten behind the owner's back is not the owner's either.
+	if err := rdb.Set(ctx, keys[0], "someone-else", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Extend(ctx, time.Minute); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Fatalf("Extend after takeover: got %v, want ErrNotHeld", err)
+	}
+	if err := owner.Release(ctx); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Fatalf("Release after takeover: got %v, want ErrNotHeld", err)
+	}
+	if v := rdb.Get(ctx, keys[0]).Val(); v != "someone-else" {
+		t.Fatalf("lock value after rejected release = %q, want it unchanged", v)
+	}
+}
+
+func TestReleaseNilAndTwice(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	var nilLock *padlock.Lock
+	if err := nilLock.Release(ctx); err != nil {
+		t.Fatalf("nil Release: %v", err)
+	}
+	lk := mustAcquire(t, l, ctx, testKey(t), padlock.Options{})
+	if err := lk.Release(ctx); err != nil {
+		t.Fatalf("first Release: %v", err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatalf("second Release: got %v, want nil", err)
+	}
+	select {
+	case <-lk.Done():
+	default:
+		t.Fatal("Done not closed after Release")
+	}
+	if !errors.Is(lk.Err(), padlock.ErrReleased) {
+		t.Fatalf("Err after Release = %v, want ErrReleased", lk.Err())
+	}
+	// The key is free again.
+	again := mustAcquire(t, l, ctx, testKey(t), padlock.Options{})
+	again.Release(ctx)
+}
+
+func TestExtendAndTTL(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	lk := mustAcquire(t, l, ctx, testKey(t), padlock.Options{TTL: time.Second, NoRenew: true})
+	defer lk.Release(ctx)
+	if err := lk.Extend(ctx, time.Hour); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	d, err := lk.TTL(ctx)
+	if err != nil || d < 59*time.Minute || d > time.Hour {
+		t.Fatalf("TTL after Extend(1h) = %v, %v; want about 1h", d, err)
+	}
+	if err := lk.Extend(ctx, 0); !errors.Is(err, padlock.ErrInvalid) {
+		t.Fatalf("Extend(0): got %v, want ErrInvalid", err)
+	}
+}
+
+func TestFenceMonotonic(t *testing.T) {
+	l, srv, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	var last int64
+	check := func(step string, lk *padlock.Lock) {
+		t.Helper()
+		if lk.Fence() <= last {
+			t.Fatalf("%s: fence %d, want > %d", step, lk.Fence(), last)
+		}
+		last = lk.Fence()
+	}
+	for i := range 5 {
+		lk := mustAcquire(t, l, ctx, key, padlock.Options{})
+		check(fmt.Sprintf("release cycle %d", i), lk)
+		lk.Release(ctx)
+	}
+	for i := range 3 {
+		lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: 30 * time.Millisecond, NoRenew: true})
+		check(fmt.Sprintf("expiry cycle %d", i), lk)
+		time.Sleep(60 * time.Millisecond) // let it expire, unreleased
+	}
+	// Other keys in the same or other slots never lower this key's fences.
+	for i := range 20 {
+		lk := mustAcquire(t, l, ctx, fmt.Sprintf("%s:other:%d", key, i), padlock.Options{})
+		lk.Release(ctx)
+	}
+	lk := mustAcquire(t, l, ctx, key, padlock.Options{})
+	check("after other keys", lk)
+	lk.Release(ctx)
+
+	// A restart without persistence loses the counters; the clock floor
+	// keeps fences rising.
+	if srv.Real() {
+		srv.Restart(t)
+		lk := mustAcquire(t, l, ctx, key, padlock.Options{})
+		check("after restart without persistence", lk)
+		lk.Release(ctx)
+	}
+}
+
+func TestWaitSucceedsWhenHolderReleases(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	holder := mustAcquire(t, l, ctx, key, padlock.Options{TTL: 30 * time.Second})
+
+	released := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		released <- time.Now()
+		holder.Release(ctx)
+	}()
+	lk, err := l.Acquire(ctx, key, padlock.Options{Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("waiting Acquire: %v", err)
+	}
+	defer lk.Release(ctx)
+	at := <-released
+	if lk.Fence() <= holder.Fence() {
+		t.Fatalf("fence %d, want > holder's %d", lk.Fence(), holder.Fence())
+	}
+	// The waiter must not have slept through the holder's 30s lease.
+	if late := time.Since(at); late > 5*time.Second {
+		t.Fatalf("acquired %v after the release", late)
+	}
+}
+
+func TestWaitGivesUpOnTime(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	holder := mustAcquire(t, l, ctx, key, padlock.Options{})
+	defer holder.Release(ctx)
+
+	const wait = 300 * time.Millisecond
+	start := time.Now()
+	_, err := l.Acquire(ctx, key, padlock.Options{Wait: wait})
+	took := time.Since(start)
+	if !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("got %v, want ErrNotAcquired", err)
+	}
+	var na *padlock.NotAcquiredError
+	if errors.As(err, &na); na.Attempts < 2 {
+		t.Fatalf("%d attempts in %v of waiting, want retries", na.Attempts, wait)
+	}
+	// Lower bound only: the wait must be used. (No upper bound tighter than
+	// a generous one: shared machines stall.)
+	if took < wait || took > wait+5*time.Second {
+		t.Fatalf("gave up after %v, want about %v", took, wait)
+	}
+}
+
+func TestContextCancelEndsWait(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	holder := mustAcquire(t, l, ctx, key, padlock.Options{})
+	defer holder.Release(ctx)
+
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"cancel", func() (context.Context, context.CancelFunc) {
+			c, cancel := context.WithCancel(ctx)
+			time.AfterFunc(100*time.Millisecond, cancel)
+			return c, cancel
+		}, context.Canceled},
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(ctx, 100*time.Millisecond)
+		}, context.DeadlineExceeded},
+		{"already canceled", func() (context.Context, context.CancelFunc) {
+			c, cancel := context.WithCancel(ctx)
+			cancel()
+			return c, cancel
+		}, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, cancel := tc.ctx()
+			defer cancel()
+			start := time.Now()
+			_, err := l.Acquire(c, key, padlock.Options{Wait: time.Minute})
+			if !errors.Is(err, padlock.ErrNotAcquired) || !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want ErrNotAcquired and %v", err, tc.want)
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Fatalf("returned %v after the context ended", took)
+			}
+		})
+	}
+}
+
+func TestInvalidInput(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	for _, tc := range []struct {
+		name, key string
+		o         padlock.Options
+		field     string
+	}{
+		{"empty key", "", padlock.Options{}, "key"},
+		{"negative TTL", "k", padlock.Options{TTL: -time.Second}, "Options.TTL"},
+		{"sub-millisecond TTL", "k", padlock.Options{TTL: 500 * time.Microsecond}, "Options.TTL"},
+		{"negative Wait", "k", padlock.Options{Wait: -1}, "Options.Wait"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lk, err := l.Acquire(ctx, tc.key, tc.o)
+			if lk != nil || !errors.Is(err, padlock.ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("got %v, %v; want an ErrInvalid error naming %s", lk, err, tc.field)
+			}
+		})
+	}
+}
+
+func TestNewPanicsOnBadConfiguration(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	for _, tc := range []struct {
+		name  string
+		build func()
+		want  string
+	}{
+		{"nil client", func() { padlock.New(nil) }, "redis client is nil"},
+		{"brace in prefix", func() { padlock.New(rdb, padlock.WithKeyPrefix("app{1}:")) }, "WithKeyPrefix"},
+		{"bad default TTL", func() { padlock.New(rdb, padlock.WithDefaults(padlock.Options{TTL: -1})) }, "Options.TTL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				err, _ := r.(error)
+				if !errors.Is(err, padlock.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("panic value %v, want an ErrInvalid error naming %q", r, tc.want)
+				}
+			}()
+			tc.build()
+		})
+	}
+}
+
+func TestRedisDownIsUnavailable(t *testing.T) {
+	l, srv, _ := newLocker(t)
+	ctx := ctxFor(t)
+	srv.Kill(t)
+	for _, wait := range []time.Duration{0, 200 * time.Millisecond} {
+		lk, err := l.Acquire(ctx, testKey(t), padlock.Options{Wait: wait})
+		if lk != nil || !errors.Is(err, padlock.ErrUnavailable) || errors.Is(err, padlock.ErrNotAcquired) {
+			t.Fatalf("Wait %v: got %v, %v; want ErrUnavailable only", wait, lk, err)
+		}
+	}
+}
+
+func TestKeysWithBracesAndPrefix(t *testing.T) {
+	l, _, rdb := newLocker(t, padlock.WithKeyPrefix("app:locks:"))
+	ctx := ctxFor(t)
+	keys := []string{"a}", "a%7D", "{a}", "a", "}{", "order:{42}:pay"}
+	var held []*padlock.Lock
+	for _, k := range keys {
+		held = append(held, mustAcquire(t, l, ctx, k, padlock.Options{}))
+	}
+	got, err := rdb.Keys(ctx, "app:locks:{*").Result()
+	if err != nil || len(got) != len(keys) {
+		t.Fatalf("lock keys %v, %v; want %d distinct ones", got, err, len(keys))
+	}
+	for _, lk := range held {
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("Release %q: %v", lk.Key(), err)
+		}
+	}
+}
+
+// TestKeyCountBounded locks many distinct keys and checks that what stays
+// behind in Redis is bounded by the number of hash slots, not by how many
+// keys were ever locked.
+func TestKeyCountBounded(t *testing.T) {
+	l, srv, rdb := newLocker(t)
+	ctx := ctxFor(t)
+	before := srv.DBSize(t)
+	const slots = 16384
+	lockMany := func(batch, n int) {
+		var wg sync.WaitGroup
+		for w := range 10 {
+			wg.Go(func() {
+				for i := w; i < n; i += 10 {
+					lk, err := l.Acquire(ctx, fmt.Sprintf("bounded:%d:%d", batch, i), padlock.Options{})
+					if err != nil {
+						t.Errorf("Acquire: %v", err)
+						return
+					}
+					if err := lk.Release(ctx); err != nil {
+						t.Errorf("Release: %v", err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	lockMany(1, 10000)
+	afterFirst := srv.DBSize(t) - before
+	lockMany(2, 10000)
+	afterSecond := srv.DBSize(t) - before
+	t.Logf("keys left after 10,000 distinct locks: %d; after 20,000: %d", afterFirst, afterSecond)
+	if afterSecond > slots {
+		t.Fatalf("%d keys left after 20,000 distinct locks, want at most %d (one fence counter per slot)", afterSecond, slots)
+	}
+	if n := len(srv.Keys(t)); n != int(srv.DBSize(t)) {
+		t.Fatalf("Keys and DBSIZE disagree: %d vs %d", n, srv.DBSize(t))
+	}
+	for _, k := range srv.Keys(t) {
+		if !strings.HasPrefix(k, "padlock:fence:{") {
+			t.Fatalf("key %q left behind; only fence counters may stay", k)
+		}
+	}
+	_ = rdb
+}
