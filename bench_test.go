@@ -28,7 +28,6 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-
 func benchClient(b *testing.B) (*redis.Client, *roundTrips) {
 	rdb := redistest.Start(b).Client(b)
 	rt := &roundTrips{}
