@@ -22,6 +22,18 @@ type store interface {
 	extend(ctx context.Context, id *lockID, ttl time.Duration) (ok bool, err error)
 	// pttl returns the remaining lease if id.token holds the lock.
 	pttl(ctx context.Context, id *lockID) (d time.Duration, ok bool, err error)
+	// renew extends every lock in batch to its ttl if its token still holds
+	// it, in one pipelined round trip per Redis node, and fills in each
+	// renewal's ok and err.
+	renew(ctx context.Context, batch []renewal)
+}
+
+// renewal is one lock's part of a watchdog batch.
+type renewal struct {
+	id  *lockID
+	ttl time.Duration
+	ok  bool  // the token still held the lock and its lease was reset
+	err error // the lock's fate is unknown: Redis was not reached
 }
 
 // lockID names one lock in Redis: its keys and owner token, with the
@@ -80,4 +92,32 @@ func (s single) pttl(ctx context.Context, id *lockID) (time.Duration, bool, erro
 		n = 0
 	}
 	return time.Duration(n) * time.Millisecond, true, nil
+}
+
+func (s single) renew(ctx context.Context, batch []renewal) {
+	cmds := make([]*redis.Cmd, len(batch))
+	// Pipelined on a ClusterClient, the commands are grouped by node and
+	// sent to the nodes in parallel.
+	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range batch {
+			r := &batch[i]
+			cmds[i] = p.EvalSha(ctx, extendScript.Hash(), r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
+		}
+		return nil
+	})
+	var missing []int
+	for i, cmd := range cmds {
+		n, err := cmd.Int64()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			missing = append(missing, i)
+			continue
+		}
+		batch[i].ok, batch[i].err = n == 1, err
+	}
+	// A node that restarted has lost the script cache: run those with EVAL,
+	// which also loads the script again.
+	for _, i := range missing {
+		r := &batch[i]
+		r.ok, r.err = s.extend(ctx, r.id, r.ttl)
+	}
 }
