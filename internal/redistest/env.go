@@ -1,0 +1,65 @@
+package redistest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"testing"
+)
+
+// requireEnv names the environment variable that forbids the miniredis
+// fallback. CI sets it so a missing redis-server is a failure, not a quiet
+// downgrade to a fake that cannot hang or crash.
+const requireEnv = "PADLOCK_REQUIRE_REDIS"
+
+// installHint ends every message about a missing redis-server.
+const installHint = "install it with: apt-get install -y redis-server"
+
+// redisRequired reports whether the environment forbids the fallback.
+// Any value strconv.ParseBool reads as true counts, "1" included.
+func redisRequired() bool {
+	v, _ := strconv.ParseBool(os.Getenv(requireEnv))
+	return v
+}
+
+// findRedisServer returns the path of the redis-server binary, or an error
+// saying why a real server cannot be run. It is looked up on every call, not
+// cached, so t.Setenv("PATH", ...) in a test takes effect.
+func findRedisServer() (string, error) {
+	if !canRunRedis {
+		return "", fmt.Errorf("redistest: real redis-server is not supported on %s", runtime.GOOS)
+	}
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return "", errors.New("redistest: redis-server not found on PATH")
+		}
+		return "", fmt.Errorf("redistest: redis-server unusable: %w", err)
+	}
+	return path, nil
+}
+
+// Require skips t unless a real redis-server can be run, for tests that
+// mean nothing on miniredis (a hung server, Cluster, Sentinel). Under
+// PADLOCK_REQUIRE_REDIS=1 it fails t instead of skipping.
+func Require(t testing.TB) {
+	t.Helper()
+	requireBinary(t)
+}
+
+// requireBinary is Require returning the binary's path.
+func requireBinary(t testing.TB) string {
+	t.Helper()
+	bin, err := findRedisServer()
+	if err == nil {
+		return bin
+	}
+	if redisRequired() {
+		t.Fatalf("%v and %s=1 forbids the miniredis fallback; %s", err, requireEnv, installHint)
+	}
+	t.Skipf("%v; this test needs a real Redis (%s)", err, installHint)
+	return ""
+}
