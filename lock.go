@@ -31,11 +31,6 @@ type Lock struct {
 	cancel     context.CancelCauseFunc
 }
 
-// leaseMargin is how much earlier than the lease's nominal end padlock
-// stops trusting it: the clock drift allowance of the Redlock paper (1% of
-// the lease, plus 2ms for timer and scheduling slack).
-func leaseMargin(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
-
 func newLock(l *Locker, key string, id *lockID, fence int64, o Options, sent time.Time) *Lock {
 	return &Lock{
 		locker:     l,
@@ -44,7 +39,7 @@ func newLock(l *Locker, key string, id *lockID, fence int64, o Options, sent tim
 		fence:      fence,
 		ttl:        o.TTL,
 		renew:      !o.NoRenew,
-		validUntil: sent.Add(o.TTL - leaseMargin(o.TTL)),
+		validUntil: sent.Add(o.TTL - l.cfg.margin(o.TTL)),
 	}
 }
 
@@ -162,7 +157,7 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	r.mu.Lock()
 	r.ttl = ttl
-	r.validUntil = sent.Add(ttl - leaseMargin(ttl))
+	r.validUntil = sent.Add(ttl - r.locker.cfg.margin(ttl))
 	r.mu.Unlock()
 	return nil
 }

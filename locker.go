@@ -19,6 +19,7 @@ type Locker struct {
 	store    store
 	keys     keyspace
 	defaults Options
+	cfg      config
 }
 
 // New returns a Locker on client: a *redis.Client, a Sentinel failover client
@@ -43,6 +44,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		store:    single{client: client},
 		keys:     keyspace{prefix: cfg.prefix},
 		defaults: cfg.defaults,
+		cfg:      cfg,
 	}
 }
 
