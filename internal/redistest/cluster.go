@@ -1,0 +1,191 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// clusterSlots is the number of hash slots of a Redis Cluster.
+	clusterSlots = 16384
+	// clusterTimeout bounds the wait for a new cluster to agree it is ok.
+	// Nodes usually agree in well under a second.
+	clusterTimeout = 20 * time.Second
+)
+
+// Cluster is a Redis Cluster of real redis-server masters (no replicas) on
+// loopback, started for a test and stopped when it ends.
+type Cluster struct {
+	nodes []*Server
+}
+
+// StartCluster starts a Redis Cluster of masters nodes (1 or more) whose
+// hash slots are split evenly among them, in order, and returns once every
+// node reports cluster_state:ok (or fails t after 20 s). Nodes run with a
+// cluster-node-timeout of 1 s, so a killed node is noticed quickly.
+//
+// The cluster is formed with CLUSTER ADDSLOTS and CLUSTER MEET rather than
+// redis-cli --cluster create, which needs at least 3 masters and waits in
+// whole seconds. StartCluster needs a real redis-server: without one it
+// skips t, or fails it under PADLOCK_REQUIRE_REDIS=1.
+func StartCluster(t testing.TB, masters int) *Cluster {
+	t.Helper()
+	if masters < 1 {
+		t.Fatalf("redistest: StartCluster needs masters >= 1, got %d", masters)
+	}
+	bin := requireBinary(t)
+	specs := make([]spec, masters)
+	for i := range specs {
+		specs[i] = spec{bin: bin, dir: t.TempDir(), data: true, args: []string{
+			"--cluster-enabled", "yes",
+			// Relative to the node's own directory, so nodes never share it.
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "1000",
+		}}
+	}
+	c := &Cluster{nodes: startReal(t, specs, true)}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	if err := c.form(ctx); err != nil {
+		t.Fatalf("redistest: form cluster of %v: %v", c.Addrs(), err)
+	}
+	return c
+}
+
+// form gives each node its share of the slots, introduces them to each
+// other and waits until all of them are ok.
+func (c *Cluster) form(ctx context.Context) error {
+	clients := make([]*redis.Client, len(c.nodes))
+	for i, n := range c.nodes {
+		clients[i] = redis.NewClient(n.Options())
+		defer clients[i].Close()
+	}
+	for i, rdb := range clients {
+		// Distinct config epochs, set before the nodes meet, spare them
+		// the collision handling that would otherwise bump epochs one by
+		// one (redis-cli --cluster create does the same).
+		if err := rdb.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err(); err != nil {
+			return fmt.Errorf("%s: set config epoch: %w", c.nodes[i].Addr(), err)
+		}
+		lo, hi := i*clusterSlots/len(c.nodes), (i+1)*clusterSlots/len(c.nodes)
+		slots := make([]int, 0, hi-lo)
+		for s := lo; s < hi; s++ {
+			slots = append(slots, s)
+		}
+		if err := rdb.ClusterAddSlots(ctx, slots...).Err(); err != nil {
+			return fmt.Errorf("%s: add slots %d-%d: %w", c.nodes[i].Addr(), lo, hi-1, err)
+		}
+	}
+	for _, n := range c.nodes[1:] {
+		host, port, _ := strings.Cut(n.Addr(), ":")
+		if err := clients[0].ClusterMeet(ctx, host, port).Err(); err != nil {
+			return fmt.Errorf("%s: meet %s: %w", c.nodes[0].Addr(), n.Addr(), err)
+		}
+	}
+	return awaitClusterOK(ctx, clients)
+}
+
+// awaitClusterOK polls CLUSTER INFO on every node until each knows all the
+// others, sees every slot assigned and says cluster_state:ok.
+func awaitClusterOK(ctx context.Context, clients []*redis.Client) error {
+	want := map[string]string{
+		"cluster_state":          "ok",
+		"cluster_slots_assigned": strconv.Itoa(clusterSlots),
+		"cluster_known_nodes":    strconv.Itoa(len(clients)),
+	}
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	var last string
+	for {
+		ok := true
+		for _, rdb := range clients {
+			info, err := rdb.ClusterInfo(ctx).Result()
+			if err != nil {
+				last = fmt.Sprintf("%s: %v", rdb.Options().Addr, err)
+				ok = false
+				break
+			}
+			if !infoHas(info, want) {
+				last = fmt.Sprintf("%s reports:\n%s", rdb.Options().Addr, info)
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not ok within %v; %s", clusterTimeout, last)
+		case <-poll.C:
+		}
+	}
+}
+
+// infoHas reports whether an INFO-style reply (field:value lines) has all
+// the wanted values.
+func infoHas(info string, want map[string]string) bool {
+	got := map[string]string{}
+	for line := range strings.Lines(info) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			got[k] = v
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Nodes returns the cluster's nodes, in slot order: node i holds the i-th
+// share of the slots. Each can be killed, paused or restarted; a restarted
+// node rejoins with its old slots (its nodes.conf survives) but no data.
+func (c *Cluster) Nodes() []*Server {
+	return append([]*Server(nil), c.nodes...)
+}
+
+// Addrs returns the nodes' addresses, in the order of Nodes.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		addrs[i] = n.Addr()
+	}
+	return addrs
+}
+
+// Options returns a new copy of the go-redis options ClusterClient uses:
+// every node as a seed, and the timeouts of Server.Options (1 s dial, read
+// and write, 2 s pool, one dial attempt). MOVED and ASK redirects keep the
+// go-redis default of 3.
+func (c *Cluster) Options() *redis.ClusterOptions {
+	return &redis.ClusterOptions{
+		Addrs:         c.Addrs(),
+		DialTimeout:   clientDialTimeout,
+		DialerRetries: 1,
+		ReadTimeout:   clientIOTimeout,
+		WriteTimeout:  clientIOTimeout,
+		PoolTimeout:   clientPoolTimeout,
+	}
+}
+
+// Client returns a new go-redis cluster client, made from Options and then
+// changed by each of opts in turn. It is closed when t ends, before the
+// nodes stop.
+func (c *Cluster) Client(t testing.TB, opts ...func(*redis.ClusterOptions)) *redis.ClusterClient {
+	t.Helper()
+	o := c.Options()
+	for _, f := range opts {
+		f(o)
+	}
+	cc := redis.NewClusterClient(o)
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}

@@ -1,0 +1,51 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+func TestClusterServesAllSlots(t *testing.T) {
+	t.Parallel() // a new cluster waits 2 s before it turns ok; overlap those waits
+	c := StartCluster(t, 3)
+	if got := len(c.Nodes()); got != 3 {
+		t.Fatalf("len(Nodes()) = %d, want 3", got)
+	}
+	cc := c.Client(t)
+	ctx := context.Background()
+	const keys = 50
+	for i := range keys {
+		k := fmt.Sprintf("key-%d", i)
+		if err := cc.Set(ctx, k, i, 0).Err(); err != nil {
+			t.Fatalf("SET %s: %v", k, err)
+		}
+	}
+	for i := range keys {
+		k := fmt.Sprintf("key-%d", i)
+		if got, err := cc.Get(ctx, k).Int(); err != nil || got != i {
+			t.Fatalf("GET %s = %d, %v; want %d, nil", k, got, err, i)
+		}
+	}
+	// The keys fell into slots of every node, so every node served some.
+	var total int64
+	for _, n := range c.Nodes() {
+		size := n.DBSize(t)
+		if size == 0 {
+			t.Errorf("node %s holds no keys; want the slots spread over all nodes", n.Addr())
+		}
+		total += size
+	}
+	if total != keys {
+		t.Errorf("nodes hold %d keys in all, want %d", total, keys)
+	}
+}
+
+func TestClusterOfOne(t *testing.T) {
+	t.Parallel()
+	c := StartCluster(t, 1)
+	cc := c.Client(t)
+	if err := cc.Set(context.Background(), "{a}x", 1, 0).Err(); err != nil {
+		t.Fatalf("SET on a one-node cluster: %v", err)
+	}
+}
