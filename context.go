@@ -24,11 +24,10 @@ type heldLocks struct {
 func (lk *Lock) Context(parent context.Context) context.Context {
 	r := lk.root()
 	ctx, cancel := context.WithCancelCause(parent)
-	lockCtx := r.context()
-	stop := context.AfterFunc(lockCtx, func() { cancel(context.Cause(lockCtx)) })
-	// Drop the callback once ctx ends for another reason, so a long-held
-	// lock does not collect one per request context.
-	context.AfterFunc(ctx, func() { stop() })
+	stop := r.guard(cancel)
+	// Forget ctx once it ends for another reason, so a long-held lock does
+	// not collect one entry per request context.
+	context.AfterFunc(ctx, stop)
 	next, _ := parent.Value(ctxKey{}).(*heldLocks)
 	return context.WithValue(ctx, ctxKey{}, &heldLocks{lock: lk, next: next})
 }

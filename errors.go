@@ -26,6 +26,9 @@ var (
 	// a bad Locker option. The message names the field.
 	ErrInvalid = errors.New("padlock: invalid argument")
 
+	// ErrClosed reports an Acquire on a Locker that was closed.
+	ErrClosed = errors.New("padlock: locker closed")
+
 	// ErrReleased is the cause a lock's context carries after the lock was
 	// released by its owner.
 	ErrReleased = errors.New("padlock: lock released")

@@ -22,13 +22,22 @@ type Lock struct {
 	id     *lockID
 	fence  int64
 
-	mu         sync.Mutex
+	renew  bool // the watchdog extends the lease while the lock is held
+
+	// Guarded by the Locker's watchdog.mu.
 	ttl        time.Duration // current lease length
-	renew      bool
-	validUntil time.Time // monotonic: the lease surely runs until then
-	end        error     // nil while held; ErrReleased or ErrLockLost after
-	ctx        context.Context
-	cancel     context.CancelCauseFunc
+	validUntil time.Time     // monotonic: the lease surely runs until then
+	renewBase  time.Time     // when the last acquire or extend was sent
+	renewAt    time.Time     // when the next renewal is due
+	due        time.Time     // the watchdog's next event for this lock
+	inFlight   bool          // a renewal is on its way
+	wdIndex    int           // position in the watchdog's heap, -1 if absent
+
+	mu      sync.Mutex
+	end     error // nil while held; ErrReleased or ErrLockLost after
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	guarded map[*context.CancelCauseFunc]struct{} // contexts from Context, cancelled in finish
 }
 
 func newLock(l *Locker, key string, id *lockID, fence int64, o Options, sent time.Time) *Lock {
@@ -40,6 +49,8 @@ func newLock(l *Locker, key string, id *lockID, fence int64, o Options, sent tim
 		ttl:        o.TTL,
 		renew:      !o.NoRenew,
 		validUntil: sent.Add(o.TTL - l.cfg.margin(o.TTL)),
+		renewBase:  sent,
+		wdIndex:    -1,
 	}
 }
 
@@ -103,7 +114,34 @@ func (lk *Lock) finish(cause error) bool {
 	if lk.cancel != nil {
 		lk.cancel(cause)
 	}
+	// Cancel the guarded contexts here, not from a callback goroutine: when
+	// Done is closed, they are already cancelled too.
+	for cancel := range lk.guarded {
+		(*cancel)(cause)
+	}
+	lk.guarded = nil
 	return true
+}
+
+// guard makes finish cancel the context of cancel, or cancels it now if the
+// lock has ended. It returns a func that undoes that.
+func (lk *Lock) guard(cancel context.CancelCauseFunc) (stop func()) {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.end != nil {
+		cancel(lk.end)
+		return func() {}
+	}
+	if lk.guarded == nil {
+		lk.guarded = make(map[*context.CancelCauseFunc]struct{})
+	}
+	p := &cancel
+	lk.guarded[p] = struct{}{}
+	return func() {
+		lk.mu.Lock()
+		delete(lk.guarded, p)
+		lk.mu.Unlock()
+	}
 }
 
 // Release lets the lock go. It returns ErrNotHeld when the lock was already
@@ -122,6 +160,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 	if lk.Err() != nil { // lost: renewal already found it gone
 		return ErrNotHeld
 	}
+	lk.locker.watchdog.remove(lk)
 	ok, err := lk.locker.store.release(ctx, lk.id)
 	switch {
 	case err != nil:
@@ -155,10 +194,7 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		r.finish(ErrLockLost)
 		return ErrNotHeld
 	}
-	r.mu.Lock()
-	r.ttl = ttl
-	r.validUntil = sent.Add(ttl - r.locker.cfg.margin(ttl))
-	r.mu.Unlock()
+	r.locker.watchdog.extended(r, ttl, sent)
 	return nil
 }
 

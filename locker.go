@@ -20,6 +20,7 @@ type Locker struct {
 	keys     keyspace
 	defaults Options
 	cfg      config
+	watchdog *watchdog
 }
 
 // New returns a Locker on client: a *redis.Client, a Sentinel failover client
@@ -40,18 +41,28 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 	if err := cfg.validate(); err != nil {
 		panic(err)
 	}
+	return newLocker(single{client: client}, cfg)
+}
+
+func newLocker(s store, cfg config) *Locker {
 	return &Locker{
-		store:    single{client: client},
+		store:    s,
 		keys:     keyspace{prefix: cfg.prefix},
 		defaults: cfg.defaults,
 		cfg:      cfg,
+		watchdog: newWatchdog(s, cfg.margin),
 	}
 }
 
-// Close stops the Locker's background work. It does not release held locks:
-// they stop being renewed and expire with their lease. Close is safe to call
-// more than once.
-func (l *Locker) Close() error { return nil }
+// Close stops the Locker's background work and waits for it to end. It does
+// not release held locks: they stop being renewed and expire with their
+// lease, and since nobody watches them any more their Done channels close
+// (ErrLockLost). Acquire fails with ErrClosed afterwards. Close is safe to
+// call more than once.
+func (l *Locker) Close() error {
+	l.watchdog.close()
+	return nil
+}
 
 // Acquire takes the lock on key, waiting up to o.Wait for a holder to let go.
 //
@@ -89,7 +100,12 @@ func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, err
 		fence, busyFor, err := l.store.acquire(ctx, id)
 		switch {
 		case err == nil && fence > 0:
-			return newLock(l, key, id, fence, o, start), nil
+			lk := newLock(l, key, id, fence, o, start)
+			if !l.watchdog.add(lk) {
+				l.cleanup(ctx, id)
+				return nil, ErrClosed
+			}
+			return lk, nil
 		case err == nil:
 			attempts++
 			lastErr, holderTTL, lastBusy = nil, busyFor, time.Now()

@@ -2,6 +2,7 @@ package padlock
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -95,18 +96,47 @@ func (s single) pttl(ctx context.Context, id *lockID) (time.Duration, bool, erro
 }
 
 func (s single) renew(ctx context.Context, batch []renewal) {
-	cmds := make([]*redis.Cmd, len(batch))
+	pending := make([]int, len(batch))
+	for i := range pending {
+		pending[i] = i
+	}
+	// A server that restarted (or never ran EXTEND) lacks the script: load
+	// it once and send those renewals again, rather than one EVAL each.
+	for try := 0; len(pending) > 0; try++ {
+		missing := s.renewOnce(ctx, batch, pending)
+		if len(missing) == 0 || try == 1 {
+			for _, i := range missing {
+				batch[i].err = errNoScript
+			}
+			return
+		}
+		if err := extendScript.Load(ctx, s.client).Err(); err != nil {
+			for _, i := range missing {
+				batch[i].err = err
+			}
+			return
+		}
+		pending = missing
+	}
+}
+
+var errNoScript = errors.New("padlock: extend script not loaded")
+
+// renewOnce pipelines the renewals of batch at pending and returns the ones
+// the server had no script for.
+func (s single) renewOnce(ctx context.Context, batch []renewal, pending []int) (missing []int) {
+	cmds := make([]*redis.Cmd, len(pending))
 	// Pipelined on a ClusterClient, the commands are grouped by node and
 	// sent to the nodes in parallel.
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range batch {
+		for j, i := range pending {
 			r := &batch[i]
-			cmds[i] = p.EvalSha(ctx, extendScript.Hash(), r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
+			cmds[j] = p.EvalSha(ctx, extendScript.Hash(), r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
 		}
 		return nil
 	})
-	var missing []int
-	for i, cmd := range cmds {
+	for j, cmd := range cmds {
+		i := pending[j]
 		n, err := cmd.Int64()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			missing = append(missing, i)
@@ -114,10 +144,5 @@ func (s single) renew(ctx context.Context, batch []renewal) {
 		}
 		batch[i].ok, batch[i].err = n == 1, err
 	}
-	// A node that restarted has lost the script cache: run those with EVAL,
-	// which also loads the script again.
-	for _, i := range missing {
-		r := &batch[i]
-		r.ok, r.err = s.extend(ctx, r.id, r.ttl)
-	}
+	return missing
 }

@@ -1,0 +1,252 @@
+package padlock
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+)
+
+// watchdog keeps a Locker's held locks alive and says when one is lost. It
+// is one goroutine per Locker, started with the first lock that needs it,
+// not a goroutine or timer per lock: it sleeps until the earliest event
+// among its locks, then sends every renewal that is due as one batch (one
+// pipelined round trip per Redis node) and fires the lost signal of every
+// lock whose trusted lease has run out.
+//
+// Each renewing lock is extended every TTL/3. A lock whose renewal is due
+// within the next TTL/6 rides along with a batch that goes out anyway, so
+// many locks settle into few round trips. A lock is lost when renewal finds
+// its token gone, or when its trusted lease (validUntil: TTL less the clock
+// drift margin, counted from when the last successful acquire or extend was
+// sent) runs out with no renewal confirmed, which is how an unreachable
+// Redis shows. Fixed-lease locks (Options.NoRenew) are watched only once
+// someone asks for Done or Context, and only for their lease's end.
+type watchdog struct {
+	store  store
+	margin func(time.Duration) time.Duration
+
+	mu      sync.Mutex
+	locks   lockHeap  // by due time; guarded by mu, as are the Locks' watchdog fields
+	next    time.Time // when the loop will wake up next (zero: never)
+	started bool
+	closed  bool
+	ctx     context.Context // cancelled by close, ending renewals in flight
+	cancel  context.CancelFunc
+	wake    chan struct{}
+	wg      sync.WaitGroup // the loop and the renewal batches in flight
+}
+
+// Locks' renewals that fail for want of an answer are tried again after
+// this fraction of the TTL (and no sooner than retryFloor), until the lock
+// is renewed or its trusted lease runs out.
+const (
+	retryFraction = 10
+	retryFloor    = 5 * time.Millisecond
+)
+
+func newWatchdog(s store, margin func(time.Duration) time.Duration) *watchdog {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &watchdog{store: s, margin: margin, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
+}
+
+// add starts watching lk. It returns false when the watchdog is closed.
+func (w *watchdog) add(lk *Lock) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return false
+	}
+	if lk.wdIndex >= 0 {
+		return true
+	}
+	lk.renewAt = lk.renewBase.Add(lk.ttl / 3)
+	w.schedule(lk)
+	if !w.started {
+		w.started = true
+		w.wg.Add(1)
+		go w.run()
+	}
+	return true
+}
+
+// remove stops watching lk.
+func (w *watchdog) remove(lk *Lock) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if lk.wdIndex >= 0 {
+		heap.Remove(&w.locks, lk.wdIndex)
+	}
+}
+
+// extended records that lk's lease was reset to ttl by a command sent at
+// sent.
+func (w *watchdog) extended(lk *Lock, ttl time.Duration, sent time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	lk.ttl = ttl
+	if v := sent.Add(ttl - w.margin(ttl)); v.After(lk.validUntil) {
+		lk.validUntil = v
+	}
+	lk.renewBase = sent
+	lk.renewAt = sent.Add(ttl / 3)
+	if lk.wdIndex >= 0 {
+		w.schedule(lk)
+	}
+}
+
+// schedule (re)places lk in the heap after its times changed. mu is held.
+func (w *watchdog) schedule(lk *Lock) {
+	lk.due = lk.validUntil
+	if lk.renew && !lk.inFlight && lk.renewAt.Before(lk.due) {
+		lk.due = lk.renewAt
+	}
+	if lk.wdIndex >= 0 {
+		heap.Fix(&w.locks, lk.wdIndex)
+	} else {
+		heap.Push(&w.locks, lk)
+	}
+	if w.next.IsZero() || lk.due.Before(w.next) {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *watchdog) run() {
+	defer w.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait := w.tick(time.Now())
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-w.wake:
+		case <-w.ctx.Done():
+			return
+		}
+	}
+}
+
+// tick handles every event that is due at now and returns how long to
+// sleep until the next one.
+func (w *watchdog) tick(now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var (
+		batch    []renewal
+		locks    []*Lock
+		deadline time.Time
+	)
+	for len(w.locks) > 0 {
+		lk := w.locks[0]
+		early := lk.renew && !lk.inFlight && lk.due.Sub(now) <= lk.ttl/6
+		if lk.due.After(now) && !early {
+			break
+		}
+		if !now.Before(lk.validUntil) {
+			heap.Pop(&w.locks)
+			lk.finish(ErrLockLost)
+			continue
+		}
+		lk.inFlight = true
+		batch = append(batch, renewal{id: lk.id, ttl: lk.ttl})
+		locks = append(locks, lk)
+		if deadline.IsZero() || lk.validUntil.Before(deadline) {
+			deadline = lk.validUntil
+		}
+		w.schedule(lk)
+	}
+	if len(batch) > 0 {
+		w.wg.Add(1)
+		go w.renew(batch, locks, deadline)
+	}
+	w.next = time.Time{}
+	if len(w.locks) == 0 {
+		return time.Hour
+	}
+	w.next = w.locks[0].due
+	return max(time.Until(w.next), 0)
+}
+
+// renew sends one batch and applies its results. Its deadline is the
+// earliest trusted-lease end in the batch: after that, an answer comes too
+// late for at least one lock, and the loop fires its lost signal.
+func (w *watchdog) renew(batch []renewal, locks []*Lock, deadline time.Time) {
+	defer w.wg.Done()
+	ctx, cancel := context.WithDeadline(w.ctx, deadline)
+	defer cancel()
+	sent := time.Now()
+	w.store.renew(ctx, batch)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	for i, lk := range locks {
+		lk.inFlight = false
+		if lk.wdIndex < 0 { // released meanwhile
+			continue
+		}
+		r := batch[i]
+		switch {
+		case r.err == nil && r.ok:
+			if v := sent.Add(r.ttl - w.margin(r.ttl)); v.After(lk.validUntil) {
+				lk.validUntil = v
+			}
+			lk.renewBase = sent
+			lk.renewAt = sent.Add(r.ttl / 3)
+		case r.err == nil: // the token is gone
+			heap.Remove(&w.locks, lk.wdIndex)
+			lk.finish(ErrLockLost)
+			continue
+		default: // no answer: try again soon, until validUntil
+			lk.renewAt = now.Add(max(r.ttl/retryFraction, retryFloor))
+		}
+		w.schedule(lk)
+	}
+}
+
+// close stops the loop and waits for renewals in flight, then fires the
+// lost signal of every lock it still watched: nobody renews them any more.
+func (w *watchdog) close() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	w.cancel()
+	w.mu.Unlock()
+	w.wg.Wait()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.locks) > 0 {
+		heap.Pop(&w.locks).(*Lock).finish(ErrLockLost)
+	}
+}
+
+// lockHeap orders locks by due time; each Lock knows its index.
+type lockHeap []*Lock
+
+func (h lockHeap) Len() int           { return len(h) }
+func (h lockHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h lockHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].wdIndex, h[j].wdIndex = i, j
+}
+func (h *lockHeap) Push(x any) {
+	lk := x.(*Lock)
+	lk.wdIndex = len(*h)
+	*h = append(*h, lk)
+}
+func (h *lockHeap) Pop() any {
+	old := *h
+	lk := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	lk.wdIndex = -1
+	return lk
+}

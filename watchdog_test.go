@@ -1,0 +1,182 @@
+package padlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock"
+)
+
+func TestRenewalKeepsLockPastTTL(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	const ttl = 300 * time.Millisecond
+	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: ttl})
+	defer lk.Release(ctx)
+
+	time.Sleep(5 * ttl)
+	select {
+	case <-lk.Done():
+		t.Fatalf("Done closed while renewing: %v", lk.Err())
+	default:
+	}
+	if d, err := lk.TTL(ctx); err != nil || d <= 0 || d > ttl {
+		t.Fatalf("TTL after 5 leases = %v, %v; want a renewed lease in (0, %v]", d, err, ttl)
+	}
+	if _, err := l.Acquire(ctx, key, padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("second Acquire while renewed: got %v, want ErrNotAcquired", err)
+	}
+}
+
+func TestNoRenewFixedLease(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	const ttl = 200 * time.Millisecond
+	start := time.Now()
+	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: ttl, NoRenew: true})
+	guarded := lk.Context(ctx)
+
+	select {
+	case <-lk.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done not closed after a fixed lease ran out")
+	}
+	if lost := time.Since(start); lost >= ttl {
+		t.Errorf("lost signal after %v, want before the %v lease ends", lost, ttl)
+	}
+	if !errors.Is(lk.Err(), padlock.ErrLockLost) || !errors.Is(context.Cause(guarded), padlock.ErrLockLost) {
+		t.Fatalf("Err = %v, cause = %v; want ErrLockLost", lk.Err(), context.Cause(guarded))
+	}
+	other, err := l.Acquire(ctx, key, padlock.Options{Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("Acquire after the fixed lease: %v", err)
+	}
+	other.Release(ctx)
+}
+
+func TestLostWhenKeyDeleted(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	ctx := ctxFor(t)
+	const ttl = 600 * time.Millisecond
+	lk := mustAcquire(t, l, ctx, testKey(t), padlock.Options{TTL: ttl})
+	guarded := lk.Context(ctx)
+
+	keys, _ := rdb.Keys(ctx, "padlock:{*").Result()
+	if len(keys) != 1 {
+		t.Fatalf("lock keys %v, want one", keys)
+	}
+	if err := rdb.Del(ctx, keys[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-guarded.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("guarded context not cancelled after the lock's key was deleted")
+	}
+	if !errors.Is(context.Cause(guarded), padlock.ErrLockLost) || !errors.Is(lk.Err(), padlock.ErrLockLost) {
+		t.Fatalf("cause %v, Err %v; want ErrLockLost", context.Cause(guarded), lk.Err())
+	}
+	if err := lk.Release(ctx); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Fatalf("Release of a lost lock: got %v, want ErrNotHeld", err)
+	}
+}
+
+// TestLostBeforeExpiryWhenRedisHangs pauses redis-server past the lease:
+// renewals cannot get through, and the holder must hear that the lock is
+// lost before the lease can have run out on the server.
+func TestLostBeforeExpiryWhenRedisHangs(t *testing.T) {
+	l, srv, _ := newLocker(t)
+	ctx := ctxFor(t)
+	const ttl = 900 * time.Millisecond
+	sent := time.Now()
+	lk := mustAcquire(t, l, ctx, testKey(t), padlock.Options{TTL: ttl})
+	guarded := lk.Context(ctx)
+
+	srv.Pause(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume(t)
+		}
+	}()
+	select {
+	case <-guarded.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no lost signal while Redis was paused past the lease")
+	}
+	lostAt := time.Since(sent)
+	if lostAt >= ttl {
+		t.Fatalf("lost signal %v after the acquire was sent, want before the %v lease could end", lostAt, ttl)
+	}
+	if !errors.Is(context.Cause(guarded), padlock.ErrLockLost) {
+		t.Fatalf("cause %v, want ErrLockLost", context.Cause(guarded))
+	}
+	time.Sleep(ttl - lostAt + 50*time.Millisecond) // past the lease for sure
+	srv.Resume(t)
+	resumed = true
+	// The lease ran out on the server: another owner can take the key.
+	other, err := l.Acquire(ctx, testKey(t), padlock.Options{Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("Acquire after the pause: %v", err)
+	}
+	other.Release(ctx)
+}
+
+func TestCloseSignalsHeldLocks(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	lk := mustAcquire(t, l, ctx, testKey(t), padlock.Options{})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lk.Done():
+	default:
+		t.Fatal("Done still open after Close: nobody renews the lock any more")
+	}
+	if _, err := l.Acquire(ctx, testKey(t)+":after", padlock.Options{}); !errors.Is(err, padlock.ErrClosed) {
+		t.Fatalf("Acquire after Close: got %v, want ErrClosed", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// TestRenewalIsBatched holds many locks and counts the round trips their
+// renewals cost: one pipeline per tick, not one command per lock.
+func TestRenewalIsBatched(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	ctx := ctxFor(t)
+	const n, ttl = 2000, 600 * time.Millisecond
+	locks := make([]*padlock.Lock, n)
+	for i := range locks {
+		locks[i] = mustAcquire(t, l, ctx, fmt.Sprintf("%s:%d", testKey(t), i), padlock.Options{TTL: ttl})
+	}
+	rt := &roundTrips{}
+	rdb.AddHook(rt)
+	const hold = 5 * ttl
+	time.Sleep(hold)
+	trips := rt.n.Load()
+	// Renewing every TTL/3 with batches pulled up to TTL/6 early: at most
+	// one batch per TTL/6 and the locks acquired over a spread of time.
+	if limit := int64(hold/(ttl/6)) + 4; trips > limit {
+		t.Fatalf("%d round trips to renew %d locks over %v, want at most %d", trips, n, hold, limit)
+	}
+	if trips < int64(hold/ttl) {
+		t.Fatalf("%d round trips over %v: renewals did not run", trips, hold)
+	}
+	for _, lk := range locks {
+		if lk.Err() != nil {
+			t.Fatalf("lock %s: %v", lk.Key(), lk.Err())
+		}
+	}
+	t.Logf("%d locks renewed over %v in %d round trips", n, hold, trips)
+	for _, lk := range locks {
+		lk.Release(ctx)
+	}
+}
