@@ -22,7 +22,7 @@ type Lock struct {
 	id     *lockID
 	fence  int64
 
-	renew  bool // the watchdog extends the lease while the lock is held
+	renew bool // the watchdog extends the lease while the lock is held
 
 	// Guarded by the Locker's watchdog.mu.
 	ttl        time.Duration // current lease length
