@@ -39,6 +39,24 @@ func TestClusterServesAllSlots(t *testing.T) {
 	if total != keys {
 		t.Errorf("nodes hold %d keys in all, want %d", total, keys)
 	}
+
+	// A restarted node comes back empty but owning its slots.
+	n0 := c.Nodes()[0]
+	before := n0.DBSize(t)
+	n0.Restart(t)
+	c.WaitOK(t)
+	if got := n0.DBSize(t); got != 0 {
+		t.Errorf("restarted node holds %d keys, want 0", got)
+	}
+	missing := 0
+	for i := range keys {
+		if cc.Exists(ctx, fmt.Sprintf("key-%d", i)).Val() == 0 {
+			missing++
+		}
+	}
+	if int64(missing) != before {
+		t.Errorf("after restarting node 0, %d keys are gone, want its %d", missing, before)
+	}
 }
 
 func TestClusterOfOne(t *testing.T) {
