@@ -18,6 +18,8 @@ const MaxKeyLen = 200
 // MaxKeyLen minus ":#" and 64 hex digits.
 const hashedPrefixLen = MaxKeyLen - 2 - sha256.Size*2
 
+const hexDigits = "0123456789ABCDEF"
+
 // mustEscape reports whether Escape rewrites byte b: the escape byte itself,
 // the separator, Cluster hash tag braces, the hashed-key marker and ASCII
 // control bytes.
@@ -44,12 +46,49 @@ func Escape(s string) string {
 	if n == 0 {
 		return s
 	}
-	const hexDigits = "0123456789ABCDEF"
 	b := make([]byte, 0, len(s)+2*n)
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; mustEscape(c) {
 			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
 		} else {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+// EscapeRoute encodes a route template as one key part, like Escape but
+// keeping it readable: ':' (a gin parameter) becomes '$', and '{' and '}'
+// (an http.ServeMux wildcard) become '<' and '>', so "/orders/:id/pay" is
+// "/orders/$id/pay" and "POST /orders/{id}" is "POST /orders/<id>". Literal
+// '$', '<' and '>' are percent-escaped, as is everything Escape escapes, so
+// the encoding stays one-to-one and never contains Sep. Route and the
+// middleware's namespaces use it.
+func EscapeRoute(route string) string {
+	n := 0
+	for i := 0; i < len(route); i++ {
+		switch c := route[i]; {
+		case c == ':' || c == '{' || c == '}':
+			n++
+		case c == '$' || c == '<' || c == '>' || mustEscape(c):
+			n += 3
+		}
+	}
+	if n == 0 {
+		return route
+	}
+	b := make([]byte, 0, len(route)+2*n)
+	for i := 0; i < len(route); i++ {
+		switch c := route[i]; {
+		case c == ':':
+			b = append(b, '$')
+		case c == '{':
+			b = append(b, '<')
+		case c == '}':
+			b = append(b, '>')
+		case c == '$' || c == '<' || c == '>' || mustEscape(c):
+			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
+		default:
 			b = append(b, c)
 		}
 	}

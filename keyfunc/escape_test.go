@@ -36,6 +36,41 @@ func TestEscape(t *testing.T) {
 	}
 }
 
+func TestEscapeRoute(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"/orders/:id/pay", "/orders/$id/pay"},
+		{"/files/*path", "/files/*path"},
+		{"POST /orders/{id}/pay", "POST /orders/<id>/pay"},
+		{"/a/$x/<y>", "/a/%24x/%3Cy%3E"},
+		{"100%#\n", "100%25%23%0A"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			if got := keyfunc.EscapeRoute(tt.in); got != tt.want {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzEscapeRoute checks EscapeRoute is one-to-one and never yields Sep,
+// braces or '#', by decoding its result back.
+func FuzzEscapeRoute(f *testing.F) {
+	for _, s := range []string{"/orders/:id/pay", "POST /o/{id}", "/$x<y>", "%3A", "a:b{c}d#"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, route string) {
+		got := keyfunc.EscapeRoute(route)
+		if strings.ContainsAny(got, ":{}#") {
+			t.Fatalf("EscapeRoute(%q) = %q, want no ':', '{', '}' or '#'", route, got)
+		}
+		r := strings.NewReplacer("$", ":", "<", "{", ">", "}").Replace(got)
+		if back := unescape(t, r); back != route {
+			t.Fatalf("EscapeRoute(%q) = %q decodes to %q", route, got, back)
+		}
+	})
+}
+
 // The injection the package exists to stop: an id with the separator in it
 // must not reach the key of another resource.
 func TestKeyInjection(t *testing.T) {

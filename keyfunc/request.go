@@ -66,16 +66,17 @@ func Form(name string, opts ...BodyOption) Func {
 	}
 }
 
-// Route returns a Func that reads the matched route template, c.FullPath()
-// ("/orders/:id"), so that different routes get different keys. It is
-// missing when no route matched.
+// Route returns a Func that reads the matched route template, c.FullPath(),
+// so that different routes get different keys. The part is escaped with
+// EscapeRoute: "/orders/:id" gives "/orders/$id". It is missing when no
+// route matched.
 func Route() Func {
 	return func(c *gin.Context) (string, error) {
 		v := c.FullPath()
 		if v == "" {
 			return "", missing("route")
 		}
-		return Escape(v), nil
+		return EscapeRoute(v), nil
 	}
 }
 

@@ -20,7 +20,7 @@ func TestTemplate(t *testing.T) {
 		{tmpl: "order:{param.id}:{header.X-Tenant}", want: "order:1%3Ax:acme"},
 		{tmpl: "v1-{param.id}-x:{query.step}", want: "v1-1%3Ax-x:2"},
 		{tmpl: "{json.order.id}:{ctx.user}", want: "o9:bob"},
-		{tmpl: "{route}:{ip}", want: "/orders/%3Aid:192.0.2.1"},
+		{tmpl: "{route}:{ip}", want: "/orders/$id:192.0.2.1"},
 		{tmpl: "nightly-report", want: "nightly-report"},
 		{tmpl: "order:{query.missing}", wantErr: keyfunc.ErrMissingPart},
 	}
