@@ -1,0 +1,125 @@
+package middleware_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/middleware"
+)
+
+// roundTrips counts the commands and pipelines a client sends; each is one
+// round trip to Redis.
+type roundTrips struct{ n atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// discard is a ResponseWriter that keeps nothing, so the benchmark measures
+// the router and the middleware, not a recorder.
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}
+
+// BenchmarkLock is one POST /orders/:id/pay through gin.New: the bare
+// handler, the same behind middleware.Lock on a real Redis, and two PINGs,
+// the round-trip floor of any lock cycle. locked - bare is what the
+// middleware adds to a request; locked - bare - cycle is the middleware's
+// own share of it, the rest being padlock's Acquire and Release.
+func BenchmarkLock(b *testing.B) {
+	srv := redistest.Start(b)
+	handler := func(c *gin.Context) { c.Status(http.StatusNoContent) }
+	req := httptest.NewRequest("POST", "/orders/42/pay", nil)
+
+	run := func(b *testing.B, r *gin.Engine, rt *roundTrips) {
+		w := &discard{h: http.Header{}}
+		r.ServeHTTP(w, req) // warm up: connection, scripts
+		if rt != nil {
+			rt.n.Store(0)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			r.ServeHTTP(w, req)
+		}
+		if rt != nil {
+			b.ReportMetric(float64(rt.n.Load())/float64(b.N), "roundtrips/op")
+		}
+	}
+
+	b.Run("bare", func(b *testing.B) {
+		r := gin.New()
+		r.POST("/orders/:id/pay", handler)
+		run(b, r, nil)
+	})
+	b.Run("locked", func(b *testing.B) {
+		rdb := srv.Client(b)
+		rt := &roundTrips{}
+		rdb.AddHook(rt)
+		l := padlock.New(rdb)
+		defer l.Close()
+		r := gin.New()
+		var failed atomic.Bool
+		r.POST("/orders/:id/pay", middleware.Lock(l, keyfunc.Param("id"), middleware.WithResponder(
+			func(w http.ResponseWriter, r *http.Request, p *middleware.Problem) { failed.Store(true) },
+		)), handler)
+		run(b, r, rt)
+		if failed.Load() {
+			b.Fatal("a request was refused")
+		}
+	})
+	b.Run("cycle", func(b *testing.B) {
+		// Acquire and Release alone, as the middleware calls them.
+		rdb := srv.Client(b)
+		l := padlock.New(rdb)
+		defer l.Close()
+		ctx := context.Background()
+		cycle := func() {
+			lk, err := l.Acquire(ctx, "/orders/$id/pay:42", padlock.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := lk.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cycle()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			cycle()
+		}
+	})
+	b.Run("2ping", func(b *testing.B) {
+		rdb := srv.Client(b)
+		ctx := context.Background()
+		rdb.Ping(ctx)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			rdb.Ping(ctx)
+			rdb.Ping(ctx)
+		}
+	})
+}

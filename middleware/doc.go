@@ -1,0 +1,37 @@
+// Package middleware guards HTTP handlers with padlock locks.
+//
+// Lock is a Gin middleware that builds a lock key from the request with a
+// keyfunc.Func, takes the lock, runs the rest of the chain while holding it
+// and releases it afterwards:
+//
+//	r.POST("/orders/:id/pay", middleware.Lock(locker, keyfunc.Param("id")), pay)
+//
+// What a request gets:
+//
+//   - Lock held elsewhere: 409 Conflict (or 423 Locked, see WithBusyStatus)
+//     with a Retry-After header, in whole seconds rounded up, from the
+//     holder's remaining lease.
+//   - Redis unreachable: 503 Service Unavailable. The handler never runs
+//     without the lock.
+//   - Key part missing, repeated or malformed: 400 Bad Request; body over
+//     the key's limit: 413 Content Too Large.
+//
+// Every error response is an RFC 9457 problem, application/problem+json
+// (see Problem), unless WithResponder writes something else.
+//
+// While the handler runs, c.Request's context carries the lock: it is
+// cancelled if the lock is lost, Acquire with it on the same key is
+// reentrant, and LockFrom reads the lock back (for its fence). The lock is
+// released when the handler returns or panics (the panic goes on to gin's
+// recovery), with a fresh bounded context, so a request whose client went
+// away still releases.
+//
+// Lock keys are namespaced by route template (c.FullPath()) unless
+// WithNamespace says otherwise, so POST /orders/:id/pay and
+// POST /orders/:id/refund do not share a lock on the same id. The final key
+// is keyfunc.Shorten(keyfunc.EscapeRoute(namespace) + ":" + key), for
+// example "/orders/$id/pay:42".
+//
+// LockHTTP is the same middleware for net/http routers (http.ServeMux, chi),
+// sharing the same core.
+package middleware

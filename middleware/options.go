@@ -1,0 +1,132 @@
+package middleware
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/padlockgo/padlock"
+)
+
+// DefaultReleaseTimeout bounds the Release after the handler, unless
+// WithReleaseTimeout says otherwise.
+const DefaultReleaseTimeout = 5 * time.Second
+
+// An Option configures Lock or LockHTTP. Options are checked once, when the
+// middleware is built; an invalid one panics there with a message naming it.
+type Option func(*config)
+
+type config struct {
+	lock           padlock.Options
+	busyStatus     int
+	respond        Responder
+	namespace      string
+	namespaceSet   bool
+	skip           func(*gin.Context) bool
+	skipRequest    func(*http.Request) bool
+	releaseTimeout time.Duration
+	errs           []string // problems options found in their own arguments
+}
+
+func (c *config) invalid(msg string) { c.errs = append(c.errs, msg) }
+
+// WithLockOptions sets how the lock is taken and held: lease (TTL), how long
+// a request waits for a busy key (Wait), retry pacing, renewal. Invalid
+// Options (see padlock.Options.Validate) panic at construction.
+// Default: the zero Options, that is the Locker's defaults: a 30s lease
+// renewed while the handler runs, and no waiting, so a busy key is refused
+// at once.
+func WithLockOptions(o padlock.Options) Option {
+	return func(c *config) { c.lock = o }
+}
+
+// WithBusyStatus sets the status of the response when the key is held by
+// someone else: http.StatusConflict (409) or http.StatusLocked (423); any
+// other value panics at construction. Default: 409.
+func WithBusyStatus(status int) Option {
+	return func(c *config) { c.busyStatus = status }
+}
+
+// WithResponder sets the function that writes refusals (busy, bad key,
+// Redis down). It must write a response; the Gin middleware aborts the chain
+// after it. A nil fn panics at construction. Default: WriteProblem.
+func WithResponder(fn Responder) Option {
+	return func(c *config) { c.respond = fn }
+}
+
+// WithNamespace sets the namespace that goes in front of every key the
+// middleware locks. Requests share a lock when namespace and key are equal,
+// so give two routes the same namespace to make them exclude each other, or
+// "" for no namespace at all. Default: the route template, c.FullPath() in
+// Gin and r.Pattern in net/http (empty when the router does not set it, as
+// with chi: set a namespace there).
+func WithNamespace(ns string) Option {
+	return func(c *config) { c.namespace, c.namespaceSet = ns, true }
+}
+
+// WithSkip makes Lock run the handler without a lock when fn returns true.
+// It is for Lock only; with LockHTTP it panics at construction (use
+// WithSkipRequest). A nil fn panics at construction. Default: never skip.
+func WithSkip(fn func(c *gin.Context) bool) Option {
+	return func(c *config) {
+		if fn == nil {
+			c.invalid("WithSkip: nil func")
+		}
+		c.skip = fn
+	}
+}
+
+// WithSkipRequest makes Lock and LockHTTP run the handler without a lock
+// when fn returns true. A nil fn panics at construction. Default: never skip.
+func WithSkipRequest(fn func(r *http.Request) bool) Option {
+	return func(c *config) {
+		if fn == nil {
+			c.invalid("WithSkipRequest: nil func")
+		}
+		c.skipRequest = fn
+	}
+}
+
+// WithReleaseTimeout bounds the Release after the handler. Release runs on a
+// context detached from the request (so a cancelled request still releases)
+// with this timeout; if Redis does not answer in time, the lock expires
+// with its lease. It must be positive. Default: DefaultReleaseTimeout (5s).
+func WithReleaseTimeout(d time.Duration) Option {
+	return func(c *config) { c.releaseTimeout = d }
+}
+
+// newConfig applies opts and validates the result, panicking with a message
+// that names the middleware and the option at fault.
+func newConfig(fn string, l *padlock.Locker, opts []Option) config {
+	fail := func(format string, args ...any) {
+		panic(fmt.Sprintf("middleware: %s: %s", fn, fmt.Sprintf(format, args...)))
+	}
+	if l == nil {
+		fail("nil *padlock.Locker")
+	}
+	c := config{busyStatus: http.StatusConflict, respond: WriteProblem, releaseTimeout: DefaultReleaseTimeout}
+	for i, o := range opts {
+		if o == nil {
+			fail("option %d is nil", i+1)
+		}
+		o(&c)
+	}
+	if len(c.errs) > 0 {
+		fail("%s", c.errs[0])
+	}
+	if err := c.lock.Validate(); err != nil {
+		fail("WithLockOptions: %v", err)
+	}
+	if c.busyStatus != http.StatusConflict && c.busyStatus != http.StatusLocked {
+		fail("WithBusyStatus: %d, want 409 (http.StatusConflict) or 423 (http.StatusLocked)", c.busyStatus)
+	}
+	if c.respond == nil {
+		fail("WithResponder: nil Responder")
+	}
+	if c.releaseTimeout <= 0 {
+		fail("WithReleaseTimeout: %v, want > 0", c.releaseTimeout)
+	}
+	return c
+}
