@@ -30,15 +30,16 @@ func (ks keyspace) fence(lockKey string) string {
 	return ks.prefix + "fence:{" + slotTags()[slot(lockKey)] + "}"
 }
 
-// lockAndFence returns lock(key) and fence(lock(key)), built in one
-// allocation: they are made on every Acquire.
-func (ks keyspace) lockAndFence(key string) (lock, fence string) {
+// lockKeys returns lock(key), fence(lock(key)) and queue(lock(key)), built
+// in one allocation: they are made on every Acquire.
+func (ks keyspace) lockKeys(key string) (lock, fence, queue string) {
 	esc := escapeKey(key)
 	// The prefix has no braces, so the lock key's hash tag is all of esc.
 	tag := slotTags()[crc16(esc)%numSlots]
-	both := ks.prefix + "{" + esc + "}" + ks.prefix + "fence:{" + tag + "}"
+	all := ks.prefix + "{" + esc + "}" + ks.prefix + "fence:{" + tag + "}" + ks.prefix + "{" + esc + "}:queue"
 	n := len(ks.prefix) + len(esc) + 2
-	return both[:n], both[n:]
+	m := n + len(ks.prefix) + len("fence:{}") + len(tag)
+	return all[:n], all[n:m], all[m:]
 }
 
 func escapeKey(key string) string {

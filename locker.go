@@ -21,6 +21,7 @@ type Locker struct {
 	defaults Options
 	cfg      config
 	watchdog *watchdog
+	notifier *notifier
 }
 
 // New returns a Locker on client: a *redis.Client, a Sentinel failover client
@@ -41,11 +42,12 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 	if err := cfg.validate(); err != nil {
 		panic(err)
 	}
-	return newLocker(single{client: client}, cfg)
+	return newLocker(singleOn(client), newNotifier(client), cfg)
 }
 
-func newLocker(s store, cfg config) *Locker {
+func newLocker(s store, n *notifier, cfg config) *Locker {
 	return &Locker{
+		notifier: n,
 		store:    s,
 		keys:     keyspace{prefix: cfg.prefix},
 		defaults: cfg.defaults,
@@ -61,94 +63,10 @@ func newLocker(s store, cfg config) *Locker {
 // call more than once.
 func (l *Locker) Close() error {
 	l.watchdog.close()
+	if l.notifier != nil {
+		l.notifier.close()
+	}
 	return nil
-}
-
-// Acquire takes the lock on key, waiting up to o.Wait for a holder to let go.
-//
-// On success the caller owns the returned Lock and must Release it. When the
-// key stays held it returns a *NotAcquiredError matching ErrNotAcquired (and
-// ctx.Err() when the context ended the wait) that carries the holder's
-// remaining lease. When Redis cannot be reached it returns an error matching
-// ErrUnavailable: the lock was not taken, and the caller must not proceed as
-// if it were. An empty key or invalid Options return an ErrInvalid error.
-func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, error) {
-	if key == "" {
-		return nil, invalid("key", "must not be empty")
-	}
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	if lk := l.reentrant(ctx, key); lk != nil {
-		return lk, nil
-	}
-	o = o.withDefaults(l.defaults)
-
-	id := newLockID(l.keys, key, newToken(), o.TTL)
-	var (
-		deadline  time.Time // zero: a single attempt
-		lastBusy  time.Time // when holderTTL was observed
-		holderTTL time.Duration
-		attempts  int
-		lastErr   error
-	)
-	if o.Wait > 0 {
-		deadline = time.Now().Add(o.Wait)
-	}
-	for attempt := 0; ; attempt++ {
-		start := time.Now()
-		fence, busyFor, err := l.store.acquire(ctx, id)
-		switch {
-		case err == nil && fence > 0:
-			lk := newLock(l, key, id, fence, o, start)
-			if !l.watchdog.add(lk) {
-				l.cleanup(ctx, id)
-				return nil, ErrClosed
-			}
-			return lk, nil
-		case err == nil:
-			attempts++
-			lastErr, holderTTL, lastBusy = nil, busyFor, time.Now()
-		default:
-			if ctx.Err() != nil {
-				lastErr = nil // reported through the context below
-			} else {
-				lastErr = err
-			}
-			if maybeSent(err) {
-				// The attempt may have taken the lock before its reply was
-				// lost: don't leave it blocking others for a whole lease.
-				l.cleanup(ctx, id)
-			}
-		}
-		if ctx.Err() != nil {
-			return nil, l.notAcquired(key, attempts, holderTTL, lastBusy, context.Cause(ctx))
-		}
-
-		sleep := o.Retry.NextBackoff(attempt)
-		if busyFor > 0 && busyFor < sleep {
-			sleep = busyFor // the holder's lease ends sooner: try right then
-		}
-		if !deadline.IsZero() {
-			sleep = min(sleep, time.Until(deadline))
-		}
-		if deadline.IsZero() || sleep < 0 || time.Until(deadline) <= 0 {
-			if lastErr != nil {
-				return nil, unavailable("acquire", lastErr)
-			}
-			return nil, l.notAcquired(key, attempts, holderTTL, lastBusy, nil)
-		}
-		if !sleepCtx(ctx, sleep) {
-			return nil, l.notAcquired(key, attempts, holderTTL, lastBusy, context.Cause(ctx))
-		}
-	}
-}
-
-func (l *Locker) notAcquired(key string, attempts int, holderTTL time.Duration, seen time.Time, cause error) error {
-	if holderTTL > 0 {
-		holderTTL = max(holderTTL-time.Since(seen), time.Millisecond)
-	}
-	return &NotAcquiredError{Key: key, RetryAfter: holderTTL, Attempts: attempts, cause: cause}
 }
 
 // cleanupTimeout bounds the best-effort release after a failed attempt.
@@ -168,21 +86,6 @@ func maybeSent(err error) bool {
 		return false
 	}
 	return !errors.Is(err, redis.ErrPoolTimeout) && !errors.Is(err, redis.ErrClosed)
-}
-
-// sleepCtx sleeps for d or until ctx ends, and reports whether it slept.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // newToken returns 128 crypto-random bits, base64url-encoded: an owner value

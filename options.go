@@ -32,6 +32,15 @@ type Options struct {
 	// TTL from acquisition, as for "at most once per TTL" jobs. Default:
 	// false, the lease is renewed every TTL/3 while the lock is held.
 	NoRenew bool
+
+	// Fair hands the lock to waiters in the order they arrived, across
+	// processes: a waiter joins a queue in Redis, a release wakes only the
+	// oldest live waiter, and newcomers do not jump the queue. A waiter that
+	// gives up leaves the queue; one that dies is dropped when its wait
+	// runs out. Every user of a key should agree on Fair. Default: false,
+	// where waiters are woken one per Locker per release and the fastest
+	// attempt wins.
+	Fair bool
 }
 
 // Validate reports the first invalid field, naming it. The zero value is
@@ -66,6 +75,7 @@ func (o Options) withDefaults(d Options) Options {
 		o.Retry = defaultRetry
 	}
 	o.NoRenew = o.NoRenew || d.NoRenew
+	o.Fair = o.Fair || d.Fair
 	return o
 }
 

@@ -2,6 +2,7 @@ package padlock
 
 import (
 	_ "embed"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -14,9 +15,9 @@ var (
 	acquireLua    string
 	acquireScript = redis.NewScript(acquireLua)
 
-	//go:embed release.lua
-	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
+	//go:embed acquire_fair.lua
+	acquireFairLua    string
+	acquireFairScript = redis.NewScript(acquireFairLua)
 
 	//go:embed extend.lua
 	extendLua    string
@@ -25,4 +26,38 @@ var (
 	//go:embed pttl.lua
 	pttlLua    string
 	pttlScript = redis.NewScript(pttlLua)
+
+	//go:embed release.lua
+	releaseLua string
+	//go:embed release_fair.lua
+	releaseFairLua string
+	//go:embed leave_fair.lua
+	leaveFairLua string
+)
+
+// publishingScripts are the scripts that send release notices. They come in
+// two flavours: PUBLISH for a node or Sentinel deployment, and SPUBLISH for
+// Cluster, where a sharded notice goes only to the shard that owns the
+// lock's slot instead of to every node.
+type publishingScripts struct {
+	release, releaseFair, leaveFair *redis.Script
+}
+
+func newPublishingScripts(sharded bool) *publishingScripts {
+	flavour := func(src string) *redis.Script {
+		if sharded {
+			src = strings.ReplaceAll(src, "redis.call('publish'", "redis.call('spublish'")
+		}
+		return redis.NewScript(src)
+	}
+	return &publishingScripts{
+		release:     flavour(releaseLua),
+		releaseFair: flavour(releaseFairLua),
+		leaveFair:   flavour(leaveFairLua),
+	}
+}
+
+var (
+	plainScripts   = newPublishingScripts(false)
+	shardedScripts = newPublishingScripts(true)
 )

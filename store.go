@@ -23,6 +23,9 @@ type store interface {
 	extend(ctx context.Context, id *lockID, ttl time.Duration) (ok bool, err error)
 	// pttl returns the remaining lease if id.token holds the lock.
 	pttl(ctx context.Context, id *lockID) (d time.Duration, ok bool, err error)
+	// leaveQueue takes a fair-mode waiter that stops waiting out of the
+	// key's queue.
+	leaveQueue(ctx context.Context, id *lockID) error
 	// renew extends every lock in batch to its ttl if its token still holds
 	// it, in one pipelined round trip per Redis node, and fills in each
 	// renewal's ok and err.
@@ -41,15 +44,20 @@ type renewal struct {
 // scripts' arguments built once per Acquire (boxing them for every call
 // would cost allocations on the hot path).
 type lockID struct {
-	keys  [2]string // the lock key, then its slot's fence counter
+	keys  [3]string // the lock key, its slot's fence counter, its fair queue
 	token string
 	argv  [2]any // token, then the lease in ms
+	fair  bool   // Options.Fair: acquire through the queue, release to it
+
+	// queueFor is how long a fair waiter asks to stay queued; set for its
+	// first attempt only, 0 otherwise.
+	queueFor time.Duration
 }
 
-func newLockID(ks keyspace, key, token string, ttl time.Duration) *lockID {
-	id := &lockID{token: token}
-	id.keys[0], id.keys[1] = ks.lockAndFence(key)
-	id.argv[0], id.argv[1] = token, ttl.Milliseconds()
+func newLockID(ks keyspace, key, token string, o Options) *lockID {
+	id := &lockID{token: token, fair: o.Fair}
+	id.keys[0], id.keys[1], id.keys[2] = ks.lockKeys(key)
+	id.argv[0], id.argv[1] = token, o.TTL.Milliseconds()
 	return id
 }
 
@@ -60,11 +68,27 @@ func (id *lockID) lockKey() string { return id.keys[0] }
 // a single node, a Sentinel failover client or a Cluster client. Every
 // script touches keys of one hash slot, so Cluster routes it to one node.
 type single struct {
-	client redis.UniversalClient
+	client  redis.UniversalClient
+	scripts *publishingScripts
+}
+
+func singleOn(client redis.UniversalClient) single {
+	if _, ok := client.(*redis.ClusterClient); ok {
+		return single{client: client, scripts: shardedScripts}
+	}
+	return single{client: client, scripts: plainScripts}
 }
 
 func (s single) acquire(ctx context.Context, id *lockID) (int64, time.Duration, error) {
-	n, err := acquireScript.Run(ctx, s.client, id.keys[:], id.argv[:]...).Int64()
+	var (
+		n   int64
+		err error
+	)
+	if id.fair {
+		n, err = acquireFairScript.Run(ctx, s.client, id.keys[:], id.token, id.argv[1], id.queueFor.Milliseconds()).Int64()
+	} else {
+		n, err = acquireScript.Run(ctx, s.client, id.keys[:2], id.argv[:]...).Int64()
+	}
 	if err != nil {
 		return 0, 0, err
 	}
@@ -75,8 +99,20 @@ func (s single) acquire(ctx context.Context, id *lockID) (int64, time.Duration, 
 }
 
 func (s single) release(ctx context.Context, id *lockID) (bool, error) {
-	n, err := releaseScript.Run(ctx, s.client, id.keys[:1], id.argv[:1]...).Int64()
+	var (
+		n   int64
+		err error
+	)
+	if id.fair {
+		n, err = s.scripts.releaseFair.Run(ctx, s.client, id.keys[:], id.argv[:1]...).Int64()
+	} else {
+		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.argv[:1]...).Int64()
+	}
 	return n == 1, err
+}
+
+func (s single) leaveQueue(ctx context.Context, id *lockID) error {
+	return s.scripts.leaveFair.Run(ctx, s.client, id.keys[:], id.argv[:1]...).Err()
 }
 
 func (s single) extend(ctx context.Context, id *lockID, ttl time.Duration) (bool, error) {

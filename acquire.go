@@ -1,0 +1,217 @@
+package padlock
+
+import (
+	"context"
+	"time"
+)
+
+// Acquire takes the lock on key, waiting up to o.Wait for a holder to let go.
+//
+// On success the caller owns the returned Lock and must Release it. When the
+// key stays held it returns a *NotAcquiredError matching ErrNotAcquired (and
+// ctx.Err() when the context ended the wait) that carries the holder's
+// remaining lease. When Redis cannot be reached it returns an error matching
+// ErrUnavailable: the lock was not taken, and the caller must not proceed as
+// if it were. An empty key or invalid Options return an ErrInvalid error.
+//
+// A waiting Acquire does not poll. It sleeps until a release notice for the
+// key arrives, re-checking at the holder's lease end and at least every
+// noticeRecheck in case a notice was lost; while notices cannot be received
+// it retries on o.Retry's schedule instead. Only the longest-waiting Acquire
+// per Locker and key competes when a notice comes, so a release costs one
+// attempt per process, not one per waiter.
+//
+// If ctx carries a lock on key from this Locker (see Lock.Context), Acquire
+// returns a reentrant handle on it at once, without asking Redis.
+func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, error) {
+	if key == "" {
+		return nil, invalid("key", "must not be empty")
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if lk := l.reentrant(ctx, key); lk != nil {
+		return lk, nil
+	}
+	o = o.withDefaults(l.defaults)
+	a := &acquisition{l: l, key: key, o: o, id: newLockID(l.keys, key, newToken(), o)}
+	if o.Wait == 0 {
+		if lk, err := a.try(ctx); lk != nil || err != nil {
+			return lk, err
+		}
+		return nil, a.failure(ctx)
+	}
+	a.deadline = time.Now().Add(o.Wait)
+	return a.wait(ctx)
+}
+
+// noticeRecheck bounds how long a waiter trusts the release notices alone:
+// if one was lost, the waiter learns of the release at most this late.
+const noticeRecheck = time.Second
+
+// acquisition is one call of Acquire and what its attempts have seen.
+type acquisition struct {
+	l        *Locker
+	key      string
+	o        Options
+	id       *lockID
+	deadline time.Time // zero: a single attempt
+
+	tries     int           // attempts made
+	answered  int           // attempts Redis answered (busy)
+	holderTTL time.Duration // the holder's remaining lease, as last seen
+	seenAt    time.Time     // when holderTTL was seen
+	lastErr   error         // the last attempt's error, if Redis failed it
+}
+
+// try makes one attempt. It returns the Lock when taken; a non-nil error
+// only when the attempt must not be repeated.
+func (a *acquisition) try(ctx context.Context) (*Lock, error) {
+	a.tries++
+	sent := time.Now()
+	fence, busyFor, err := a.l.store.acquire(ctx, a.id)
+	switch {
+	case err == nil && fence > 0:
+		lk := newLock(a.l, a.key, a.id, fence, a.o, sent)
+		if !a.l.watchdog.add(lk) {
+			a.l.cleanup(ctx, a.id)
+			return nil, ErrClosed
+		}
+		return lk, nil
+	case err == nil:
+		a.answered++
+		a.lastErr, a.holderTTL, a.seenAt = nil, busyFor, time.Now()
+	default:
+		a.lastErr = err
+		if maybeSent(err) {
+			// The attempt may have taken the lock before its reply was
+			// lost: don't leave it blocking others for a whole lease.
+			a.l.cleanup(ctx, a.id)
+		}
+	}
+	return nil, nil
+}
+
+// failure is the error of an Acquire that did not get the lock.
+func (a *acquisition) failure(ctx context.Context) error {
+	if ctx.Err() == nil && a.lastErr != nil {
+		return unavailable("acquire", a.lastErr)
+	}
+	holderTTL := a.holderTTL
+	if holderTTL > 0 {
+		holderTTL = max(holderTTL-time.Since(a.seenAt), time.Millisecond)
+	}
+	var cause error
+	if ctx.Err() != nil {
+		cause = context.Cause(ctx)
+	}
+	return &NotAcquiredError{Key: a.key, RetryAfter: holderTTL, Attempts: a.answered, cause: cause}
+}
+
+// wait is Acquire with a wait budget: attempts paced by release notices.
+func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
+	n := a.l.notifier
+	channel := a.id.lockKey()
+	waiting, wasLive := n.state(channel)
+	// Non-fair newcomers queue behind this Locker's waiters for the key
+	// instead of racing them; fair ones always ask Redis, which keeps the
+	// order (their first attempt joins the queue there).
+	if a.o.Fair || !waiting {
+		a.id.queueFor = a.o.Wait
+		lk, err := a.try(ctx)
+		a.id.queueFor = 0
+		if lk != nil || err != nil {
+			return lk, err
+		}
+		if ctx.Err() != nil || (a.lastErr == nil && time.Until(a.deadline) <= 0) {
+			return nil, a.failure(ctx)
+		}
+	}
+
+	w, _ := n.join(ctx, channel, a.id.token, a.o.Fair)
+	acquired := false
+	defer func() {
+		n.leave(channel, w, acquired)
+		if a.o.Fair && !acquired {
+			a.l.leaveQueue(ctx, a.id)
+		}
+	}()
+	// A release that happened between our first attempt and the moment
+	// the subscription took effect would go unnoticed: try once more after
+	// subscribing, unless notices were flowing before that attempt.
+	tryNow := (a.o.Fair || !waiting) && !wasLive
+	timer := time.NewTimer(0)
+	<-timer.C
+	defer timer.Stop()
+	for {
+		first := a.o.Fair || n.isFirst(w)
+		if tryNow && first {
+			if !wasLive {
+				select {
+				case <-w.kw.ready:
+				case <-time.After(min(subscribeTimeout, max(time.Until(a.deadline), 0))):
+				case <-ctx.Done():
+				}
+				wasLive = n.live(w)
+			}
+			if ctx.Err() == nil {
+				lk, err := a.try(ctx)
+				if lk != nil || err != nil {
+					acquired = lk != nil
+					return lk, err
+				}
+			}
+		}
+		remaining := time.Until(a.deadline)
+		if ctx.Err() != nil || remaining <= 0 {
+			return nil, a.failure(ctx)
+		}
+		d, giveUp := a.sleep(remaining, first, n.live(w))
+		if giveUp {
+			return nil, a.failure(ctx)
+		}
+		timer.Reset(d)
+		select {
+		case <-w.wake:
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, a.failure(ctx)
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		tryNow = true
+	}
+}
+
+// sleep is how long a waiter sleeps before it looks again, short of a
+// notice: never past the wait budget, and for the first in line never past
+// the holder's lease end, nor, with notices flowing, past noticeRecheck,
+// nor, without them, past the next step of the retry strategy. giveUp is
+// true when the strategy says to stop.
+func (a *acquisition) sleep(remaining time.Duration, first, live bool) (d time.Duration, giveUp bool) {
+	d = remaining
+	if !first {
+		return min(d, noticeRecheck), false
+	}
+	if a.holderTTL > 0 {
+		d = min(d, max(a.holderTTL-time.Since(a.seenAt), time.Millisecond))
+	}
+	if live {
+		return min(d, noticeRecheck), false
+	}
+	b := a.o.Retry.NextBackoff(a.tries - 1)
+	if b < 0 {
+		return 0, true
+	}
+	return min(d, b), false
+}
+
+func (l *Locker) leaveQueue(ctx context.Context, id *lockID) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	_ = l.store.leaveQueue(ctx, id)
+}

@@ -1,0 +1,48 @@
+-- KEYS[1] lock key, KEYS[2] fence counter of the lock's hash slot,
+-- KEYS[3] fair-mode waiter queue
+-- ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] how long the caller
+-- will wait in ms: when > 0 and the lock is not taken, the caller joins the
+-- queue (the client sends it on its first attempt only)
+-- Returns the new fence (> 0) when the lock was taken, or -1 - (the holder's
+-- remaining lease in ms; 0 when the key is free but an older waiter is first).
+--
+-- The queue is a list of "<deadline ms>:<token>", oldest first. The lock
+-- goes to the oldest waiter whose deadline has not passed; waiters that gave
+-- up without saying so, or died, are dropped once their deadline passes.
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local head
+while true do
+  local e = redis.call('lindex', KEYS[3], 0)
+  if not e then break end
+  local sep = string.find(e, ':', 1, true)
+  if tonumber(string.sub(e, 1, sep - 1)) >= now then
+    head = string.sub(e, sep + 1)
+    break
+  end
+  redis.call('lpop', KEYS[3])
+end
+local v = redis.call('get', KEYS[1])
+if v == ARGV[1] or (not v and (not head or head == ARGV[1])) then
+  if head == ARGV[1] then redis.call('lpop', KEYS[3]) end
+  redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
+  local fence = redis.call('incr', KEYS[2])
+  local us = t[1] .. string.format('%06d', tonumber(t[2]))
+  if fence < tonumber(us) then
+    redis.call('set', KEYS[2], us)
+    return tonumber(us)
+  end
+  return fence
+end
+local wait = tonumber(ARGV[3])
+if wait > 0 then
+  if redis.call('rpush', KEYS[3], (now + wait) .. ':' .. ARGV[1]) == 1 then
+    redis.call('pexpire', KEYS[3], wait)
+  else
+    redis.call('pexpire', KEYS[3], wait, 'gt')
+  end
+end
+local pttl = 0
+if v then pttl = redis.call('pttl', KEYS[1]) end
+if pttl < 0 then pttl = 0 end
+return -1 - pttl

@@ -1,0 +1,306 @@
+package padlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// notifier delivers release notices to a Locker's waiters, so they wake
+// when a key frees instead of polling. Every release publishes on the lock
+// key's channel (sharded pub/sub on Cluster); the notifier holds one
+// subscription per Locker (one per node on Cluster) and subscribes to a
+// key's channel while some local Acquire waits for that key.
+//
+// One notice wakes one waiter, never a herd: the longest-waiting local
+// waiter for the key, or, when the notice names the token of the next fair
+// waiter in the Redis queue, that waiter. Waiters keep a fallback timer
+// (the holder's remaining lease and the retry backoff) for notices that
+// are lost, e.g. while the subscription reconnects.
+type notifier struct {
+	client  redis.UniversalClient
+	sharded bool // Cluster: SSUBSCRIBE on the node that owns the channel
+
+	mu     sync.Mutex
+	keys   map[string]*keyWaiters // by channel (= lock key)
+	conns  map[string]*redis.PubSub
+	closed bool
+	wg     sync.WaitGroup // one reader per PubSub
+}
+
+// keyWaiters are the local waiters for one lock key, oldest first.
+type keyWaiters struct {
+	waiters []*waiter
+	conn    *redis.PubSub // nil when subscribing failed
+	ready   chan struct{} // closed once the SUBSCRIBE was confirmed or failed
+	live    bool          // confirmed: notices for the key arrive
+}
+
+// waiter is one waiting Acquire.
+type waiter struct {
+	token string
+	fair  bool
+	wake  chan struct{} // capacity 1: a wake-up is never lost, never doubled
+	kw    *keyWaiters
+}
+
+func (w *waiter) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// subscribeTimeout bounds a SUBSCRIBE or UNSUBSCRIBE.
+const subscribeTimeout = time.Second
+
+func newNotifier(client redis.UniversalClient) *notifier {
+	_, sharded := client.(*redis.ClusterClient)
+	return &notifier{
+		client:  client,
+		sharded: sharded,
+		keys:    make(map[string]*keyWaiters),
+		conns:   make(map[string]*redis.PubSub),
+	}
+}
+
+// state reports whether some local Acquire already waits for channel (a
+// newcomer then queues behind it instead of barging in), and whether
+// notices for channel are known to arrive.
+func (n *notifier) state(channel string) (waiting, live bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw := n.keys[channel]
+	if kw == nil {
+		return false, false
+	}
+	return len(kw.waiters) > 0, kw.live
+}
+
+// live reports whether w's notices are known to arrive.
+func (n *notifier) live(w *waiter) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return w.kw.live
+}
+
+// join queues a waiter for channel, subscribing to it first if nobody local
+// waits for it yet. It returns the waiter and whether it is first in line.
+// A failed SUBSCRIBE is not an error: the waiter polls instead.
+func (n *notifier) join(ctx context.Context, channel, token string, fair bool) (w *waiter, first bool) {
+	w = &waiter{token: token, fair: fair, wake: make(chan struct{}, 1)}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		w.kw = &keyWaiters{ready: make(chan struct{})}
+		close(w.kw.ready)
+		return w, true
+	}
+	kw := n.keys[channel]
+	fresh := kw == nil
+	if fresh {
+		kw = &keyWaiters{ready: make(chan struct{})}
+		n.keys[channel] = kw
+	}
+	kw.waiters = append(kw.waiters, w)
+	w.kw = kw
+	first = len(kw.waiters) == 1
+	if !fresh {
+		n.mu.Unlock()
+		return w, first
+	}
+	conn, err := n.conn(ctx, channel)
+	n.mu.Unlock()
+	if err == nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), subscribeTimeout)
+		if n.sharded {
+			err = conn.SSubscribe(sctx, channel)
+		} else {
+			err = conn.Subscribe(sctx, channel)
+		}
+		cancel()
+	}
+	n.mu.Lock()
+	if err == nil {
+		kw.conn = conn
+	} else {
+		kw.markReady(false) // poll instead
+	}
+	n.mu.Unlock()
+	return w, first
+}
+
+// markReady ends the wait for the SUBSCRIBE's outcome. n.mu is held.
+func (kw *keyWaiters) markReady(live bool) {
+	select {
+	case <-kw.ready:
+	default:
+		kw.live = live
+		close(kw.ready)
+	}
+}
+
+// conn returns the PubSub for channel's node, starting it and its reader if
+// needed. n.mu is held.
+func (n *notifier) conn(ctx context.Context, channel string) (*redis.PubSub, error) {
+	node := ""
+	if n.sharded {
+		master, err := n.client.(*redis.ClusterClient).MasterForKey(ctx, channel)
+		if err != nil {
+			return nil, err
+		}
+		node = master.Options().Addr
+	}
+	if ps := n.conns[node]; ps != nil {
+		return ps, nil
+	}
+	var ps *redis.PubSub
+	if n.sharded {
+		// A cluster PubSub binds to the node of the first channel it is
+		// made with; later channels of that node join it.
+		ps = n.client.SSubscribe(ctx)
+	} else {
+		ps = n.client.Subscribe(ctx)
+	}
+	n.conns[node] = ps
+	msgs := ps.ChannelWithSubscriptions(redis.WithChannelSize(256))
+	n.wg.Add(1)
+	go n.read(msgs)
+	return ps, nil
+}
+
+// read dispatches what one subscription receives until it is closed.
+func (n *notifier) read(msgs <-chan any) {
+	defer n.wg.Done()
+	for m := range msgs {
+		switch m := m.(type) {
+		case *redis.Subscription:
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
+				n.confirmed(m.Channel)
+			case "unsubscribe", "sunsubscribe":
+				n.unsubscribed(m.Channel)
+			}
+		case *redis.Message:
+			n.notify(m.Channel, m.Payload)
+		}
+	}
+}
+
+func (n *notifier) confirmed(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if kw := n.keys[channel]; kw != nil {
+		kw.markReady(true)
+	}
+}
+
+// unsubscribed handles the confirmation of an UNSUBSCRIBE. When waiters
+// came back for the channel after the last ones left, their SUBSCRIBE may
+// have reached Redis before that UNSUBSCRIBE: subscribe again for them.
+func (n *notifier) unsubscribed(channel string) {
+	n.mu.Lock()
+	kw := n.keys[channel]
+	var conn *redis.PubSub
+	if kw != nil && len(kw.waiters) > 0 {
+		conn = kw.conn
+	}
+	n.mu.Unlock()
+	if conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+	defer cancel()
+	if n.sharded {
+		_ = conn.SSubscribe(ctx, channel)
+	} else {
+		_ = conn.Subscribe(ctx, channel)
+	}
+}
+
+// notify wakes the waiter a release notice is for: the fair waiter whose
+// token it names, or else the first local waiter in line.
+func (n *notifier) notify(channel, next string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw := n.keys[channel]
+	if kw == nil || len(kw.waiters) == 0 {
+		return
+	}
+	if next != "" {
+		for _, w := range kw.waiters {
+			if w.token == next {
+				w.signal()
+				return
+			}
+		}
+		// The next fair waiter is in another process. Local non-fair
+		// waiters still get their chance.
+	}
+	for _, w := range kw.waiters {
+		if !w.fair {
+			w.signal()
+			return
+		}
+	}
+}
+
+// leave takes w out of line. When w was first and did not get the lock, the
+// next waiter is woken to try in its place.
+func (n *notifier) leave(channel string, w *waiter, acquired bool) {
+	n.mu.Lock()
+	kw := n.keys[channel]
+	if kw == nil || kw != w.kw {
+		n.mu.Unlock()
+		return
+	}
+	wasFirst := len(kw.waiters) > 0 && kw.waiters[0] == w
+	for i, x := range kw.waiters {
+		if x == w {
+			kw.waiters = append(kw.waiters[:i], kw.waiters[i+1:]...)
+			break
+		}
+	}
+	if len(kw.waiters) > 0 {
+		if wasFirst && !acquired {
+			kw.waiters[0].signal()
+		}
+		n.mu.Unlock()
+		return
+	}
+	delete(n.keys, channel)
+	conn := kw.conn
+	n.mu.Unlock()
+	if conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+	defer cancel()
+	if n.sharded {
+		_ = conn.SUnsubscribe(ctx, channel)
+	} else {
+		_ = conn.Unsubscribe(ctx, channel)
+	}
+}
+
+// isFirst reports whether w is first in line for its key.
+func (n *notifier) isFirst(w *waiter) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(w.kw.waiters) > 0 && w.kw.waiters[0] == w
+}
+
+// close ends every subscription and waits for the readers.
+func (n *notifier) close() {
+	n.mu.Lock()
+	n.closed = true
+	conns := n.conns
+	n.conns = map[string]*redis.PubSub{}
+	n.mu.Unlock()
+	for _, ps := range conns {
+		_ = ps.Close()
+	}
+	n.wg.Wait()
+}

@@ -1,0 +1,149 @@
+package padlock
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// scriptCalls counts EVALSHA/EVAL commands, i.e. lock attempts and releases.
+type scriptCalls struct{ n atomic.Int64 }
+
+func (h *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// waitForWaiters waits until n local waiters queue for key.
+func waitForWaiters(t *testing.T, l *Locker, key string, n int) {
+	t.Helper()
+	channel, _, _ := l.keys.lockKeys(key)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		l.notifier.mu.Lock()
+		kw := l.notifier.keys[channel]
+		got := 0
+		if kw != nil {
+			got = len(kw.waiters)
+		}
+		live := kw != nil && kw.live
+		l.notifier.mu.Unlock()
+		if got == n && live {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%d waiters with a live subscription never queued for %q", n, key)
+}
+
+// TestReleaseWakesOneWaiter queues many waiters in one Locker and checks
+// that a release costs one attempt, not one per waiter, and that no waiter
+// polls while the holder keeps the lock.
+func TestReleaseWakesOneWaiter(t *testing.T) {
+	srv := redistest.Start(t)
+	calls := &scriptCalls{}
+	rdb := srv.Client(t)
+	rdb.AddHook(calls)
+	l := New(rdb)
+	defer l.Close()
+	holderLocker := New(srv.Client(t)) // another "process"
+	defer holderLocker.Close()
+	ctx := context.Background()
+	const key, waiters = "herd", 10
+
+	holder, err := holderLocker.Acquire(ctx, key, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lock, waiters)
+	var wg sync.WaitGroup
+	for range waiters {
+		wg.Go(func() {
+			lk, err := l.Acquire(ctx, key, Options{Wait: 30 * time.Second, Retry: LinearBackoff(time.Millisecond)})
+			if err != nil {
+				t.Errorf("waiter: %v", err)
+				return
+			}
+			got <- lk
+		})
+	}
+	waitForWaiters(t, l, key, waiters)
+	before := calls.n.Load()
+	time.Sleep(300 * time.Millisecond) // a polling waiter would try ~300 times here
+	if polled := calls.n.Load() - before; polled != 0 {
+		t.Fatalf("waiters made %d attempts while the lock was held; want 0 (they wait for a notice)", polled)
+	}
+
+	// Every hand-over costs the woken waiter one attempt, and nobody else
+	// any: the only script calls are each waiter's one successful attempt
+	// and its release.
+	before = calls.n.Load()
+	holder.Release(ctx)
+	for range waiters {
+		lk := <-got
+		if err := lk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := calls.n.Load() - before; n != 2*waiters {
+		t.Fatalf("%d script calls for %d hand-overs, want %d (one attempt and one release each)", n, waiters, 2*waiters)
+	}
+	wg.Wait()
+}
+
+// TestWaiterInAnotherLockerWakesOnNotice has the holder and the waiter in
+// different Lockers, as in different processes: the waiter must wake on the
+// release notice, not by polling.
+func TestWaiterInAnotherLockerWakesOnNotice(t *testing.T) {
+	srv := redistest.Start(t)
+	calls := &scriptCalls{}
+	rdb := srv.Client(t)
+	rdb.AddHook(calls)
+	waiterLocker := New(rdb)
+	defer waiterLocker.Close()
+	holderLocker := New(srv.Client(t))
+	defer holderLocker.Close()
+	ctx := context.Background()
+	const key = "notice"
+
+	holder, err := holderLocker.Acquire(ctx, key, Options{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *Lock, 1)
+	go func() {
+		// A backoff this fast would make hundreds of attempts while the
+		// holder holds on; notices make it unnecessary.
+		lk, err := waiterLocker.Acquire(ctx, key, Options{Wait: 30 * time.Second, Retry: LinearBackoff(time.Millisecond)})
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		done <- lk
+	}()
+	waitForWaiters(t, waiterLocker, key, 1)
+	time.Sleep(300 * time.Millisecond)
+	holder.Release(ctx)
+	lk := <-done
+	if lk == nil {
+		return
+	}
+	defer lk.Release(ctx)
+	// The first attempt, one more once subscribed, and the one the notice
+	// triggered.
+	if n := calls.n.Load(); n > 3 {
+		t.Fatalf("waiter made %d attempts, want at most 3", n)
+	}
+}
