@@ -27,6 +27,8 @@
 // the list of parts can always be read back from the key, and two requests
 // that differ in any part never get the same key, however the parts are
 // crafted: an id of "1:pay" gives "order:1%3Apay", never "order:1:pay".
+// Route templates use EscapeRoute instead, which reads better
+// ("/orders/$id/pay") and is just as one-to-one.
 // Shorten hashes keys longer than MaxKeyLen, keeping a readable prefix; a
 // hashed key is the only kind that contains '#'.
 //
