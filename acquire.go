@@ -116,19 +116,20 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 	// Non-fair newcomers queue behind this Locker's waiters for the key
 	// instead of racing them; fair ones always ask Redis, which keeps the
 	// order (their first attempt joins the queue there).
-	if a.o.Fair || !waiting {
+	attempted := a.o.Fair || !waiting
+	if attempted {
 		a.id.queueFor = a.o.Wait
 		lk, err := a.try(ctx)
 		a.id.queueFor = 0
 		if lk != nil || err != nil {
 			return lk, err
 		}
-		if ctx.Err() != nil || (a.lastErr == nil && time.Until(a.deadline) <= 0) {
+		if ctx.Err() != nil || time.Until(a.deadline) <= 0 {
 			return nil, a.failure(ctx)
 		}
 	}
 
-	w, _ := n.join(ctx, channel, a.id.token, a.o.Fair)
+	w, first := n.join(ctx, channel, a.id.token, a.o.Fair)
 	acquired := false
 	defer func() {
 		n.leave(channel, w, acquired)
@@ -138,8 +139,10 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 	}()
 	// A release that happened between our first attempt and the moment
 	// the subscription took effect would go unnoticed: try once more after
-	// subscribing, unless notices were flowing before that attempt.
-	tryNow := (a.o.Fair || !waiting) && !wasLive
+	// subscribing, unless notices were flowing before that attempt. A
+	// newcomer that queued without trying, and finds itself first (the
+	// waiters it saw are gone), tries at once.
+	tryNow := (attempted && !wasLive) || (!attempted && first)
 	timer := time.NewTimer(0)
 	<-timer.C
 	defer timer.Stop()

@@ -6,9 +6,10 @@ import (
 	"sync"
 )
 
-// Redis key layout, for prefix P and user key K (with '%', '{' and '}' in K
-// percent-escaped so the hash tag always spans all of K and the mapping stays
-// one-to-one):
+// Redis key layout, for prefix P and user key K (with '{', '}' and '\' in K
+// escaped as '\[', '\]' and '\\', so the hash tag always spans all of K and
+// the mapping stays one-to-one; keys built by keyfunc never need it, and
+// their own %-escapes pass through untouched):
 //
 //	P{K}          the lock: owner token, with the lease as its expiry;
 //	              also the name of the channel release notices go to
@@ -20,7 +21,7 @@ import (
 // key can name a fence counter.
 type keyspace struct{ prefix string }
 
-var keyEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+var keyEscaper = strings.NewReplacer(`\`, `\\`, "{", `\[`, "}", `\]`)
 
 func (ks keyspace) lock(key string) string {
 	return ks.prefix + "{" + escapeKey(key) + "}"
@@ -43,7 +44,7 @@ func (ks keyspace) lockKeys(key string) (lock, fence, queue string) {
 }
 
 func escapeKey(key string) string {
-	if !strings.ContainsAny(key, "%{}") {
+	if !strings.ContainsAny(key, `{}\`) {
 		return key
 	}
 	return keyEscaper.Replace(key)

@@ -27,7 +27,7 @@ func TestSlotMatchesRedis(t *testing.T) {
 
 func TestFenceKeySharesLockSlot(t *testing.T) {
 	ks := keyspace{prefix: DefaultKeyPrefix}
-	for _, key := range []string{"a", "order:42", "{x}", "}{", "a}b{c", "%7D", "very " + string(make([]byte, 300))} {
+	for _, key := range []string{"a", "order:42", "{x}", "}{", "a}b{c", "%7D", `\]`, "very " + string(make([]byte, 300))} {
 		lk := ks.lock(key)
 		if got, want := slot(ks.fence(lk)), slot(lk); got != want {
 			t.Errorf("key %q: fence slot %d, lock slot %d", key, got, want)
@@ -40,7 +40,7 @@ func TestFenceKeySharesLockSlot(t *testing.T) {
 
 func TestLockKeysAreDistinct(t *testing.T) {
 	ks := keyspace{prefix: DefaultKeyPrefix}
-	keys := []string{"a}", "a%7D", "a%257D", "{a}", "%7Ba%7D", "a", "a{", "a%7B"}
+	keys := []string{"a}", `a\]`, `a\\]`, `a\`, `a\\`, "{a}", `\[a\]`, "a", "a{", `a\[`, "a%7D", "a%257D"}
 	seen := map[string]string{}
 	for _, k := range keys {
 		rk := ks.lock(k)
@@ -61,4 +61,30 @@ func TestSlotTagsCoverEverySlot(t *testing.T) {
 			t.Fatalf("slot %d: tag %q hashes to %d", s, tag, slot(tag))
 		}
 	}
+}
+
+// FuzzLockKeys checks the key layout for any pair of user keys: distinct
+// keys get distinct lock keys, and a lock's keys share one hash slot whose
+// tag is the whole escaped key.
+func FuzzLockKeys(f *testing.F) {
+	for _, seed := range [][2]string{{"a}", `a\]`}, {"{", `\[`}, {`\`, `\\`}, {"}x", "x"}, {"order:1", "order:1:pay"}} {
+		f.Add(seed[0], seed[1])
+	}
+	ks := keyspace{prefix: DefaultKeyPrefix}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if a == "" || b == "" {
+			return
+		}
+		la, fa, qa := ks.lockKeys(a)
+		lb, _, _ := ks.lockKeys(b)
+		if a != b && la == lb {
+			t.Fatalf("keys %q and %q both map to %q", a, b, la)
+		}
+		if la != ks.lock(a) || fa != ks.fence(la) || qa != ks.queue(la) {
+			t.Fatalf("lockKeys(%q) = %q, %q, %q; disagrees with lock/fence/queue", a, la, fa, qa)
+		}
+		if s := slot(la); slot(fa) != s || slot(qa) != s || int(crc16(la[len(ks.prefix)+1:len(la)-1])%numSlots) != s {
+			t.Fatalf("key %q: slots lock %d, fence %d, queue %d", a, s, slot(fa), slot(qa))
+		}
+	})
 }

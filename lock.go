@@ -71,8 +71,15 @@ func (lk *Lock) Token() string { return lk.root().id.token }
 // Fence returns the lock's fencing token: strictly greater than the fence of
 // every earlier holder of the same key on the same Redis deployment. Pass it
 // to the store the lock protects and have the store reject writes carrying a
-// fence lower than the highest it has seen.
-func (lk *Lock) Fence() int64 { return lk.root().fence }
+// fence lower than the highest it has seen. On a Redlock Locker it is 0:
+// counters on independent nodes give no sequence that only grows (see
+// NewRedlock).
+func (lk *Lock) Fence() int64 {
+	if r := lk.root(); !r.locker.cfg.redlock {
+		return r.fence
+	}
+	return 0
+}
 
 // Done returns a channel that is closed when the lock is released or lost.
 // Err then says which.
@@ -182,6 +189,9 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return invalid("ttl", "must be at least 1ms, got %v", ttl)
 	}
 	r := lk.root()
+	if err := r.locker.cfg.checkLease("ttl", ttl); err != nil {
+		return err
+	}
 	if r.Err() != nil {
 		return ErrNotHeld
 	}

@@ -42,7 +42,11 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 	if err := cfg.validate(); err != nil {
 		panic(err)
 	}
-	return newLocker(singleOn(client), newNotifier(client), cfg)
+	s, err := withReplicaAck(singleOn(client), cfg)
+	if err != nil {
+		panic(err)
+	}
+	return newLocker(s, newNotifier(client), cfg)
 }
 
 func newLocker(s store, n *notifier, cfg config) *Locker {

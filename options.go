@@ -87,6 +87,15 @@ type config struct {
 	defaults    Options
 	driftFactor float64
 	driftFixed  time.Duration
+
+	// Redlock (NewRedlock) only; see redlock.go.
+	redlock     bool          // fences are not offered
+	nodeTimeout time.Duration // 0: DefaultNodeTimeout
+	maxLease    time.Duration // 0: the default TTL
+
+	// WithReplicaAck (New only); see replicas.go.
+	ackReplicas int
+	ackTimeout  time.Duration
 }
 
 func defaultConfig() config {
@@ -132,5 +141,5 @@ func (c config) validate() error {
 	if err := c.defaults.Validate(); err != nil {
 		return invalid("WithDefaults", "%v", err)
 	}
-	return nil
+	return c.validateModes()
 }

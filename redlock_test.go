@@ -1,0 +1,478 @@
+package padlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// Redlock tests keep leases short so that the delayed-restart rule, which
+// holds a node's vote back until it has been up for the max lease, costs a
+// freshly started node about a second rather than the default 30s.
+const (
+	rlMaxLease    = time.Second
+	rlNodeTimeout = 100 * time.Millisecond
+)
+
+// redlockOn returns a Redlock Locker on servers, with clients of its own
+// (another process, as far as Redis can tell), closed when t ends.
+func redlockOn(t testing.TB, servers []*redistest.Server, opts ...padlock.Option) *padlock.Locker {
+	t.Helper()
+	clients := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		clients[i] = s.Client(t, func(o *redis.Options) {
+			o.ContextTimeoutEnabled = true
+			// After a pool's size in failed dials go-redis probes a dead node from
+			// a goroutine that sees its pool closed only a second later,
+			// past goleak's patience. Tests that kill nodes never get there.
+			o.PoolSize, o.PipelinePoolSize = 1000, 1000
+		})
+	}
+	opts = append([]padlock.Option{
+		padlock.WithMaxLease(rlMaxLease),
+		padlock.WithNodeTimeout(rlNodeTimeout),
+		padlock.WithDefaults(padlock.Options{TTL: rlMaxLease}),
+	}, opts...)
+	l, err := padlock.NewRedlock(clients, opts...)
+	if err != nil {
+		t.Fatalf("NewRedlock: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// startRedlock starts n real nodes and returns a Locker on them once every
+// node has been up long enough to vote. (Waiting for a majority to vote is
+// not enough for tests that then take nodes away.)
+func startRedlock(t testing.TB, n int, opts ...padlock.Option) (*padlock.Locker, []*redistest.Server) {
+	t.Helper()
+	redistest.Require(t)
+	servers := redistest.StartN(t, n)
+	// Uptime comes in whole seconds: a node first asked after a full
+	// max lease has passed votes at once.
+	time.Sleep(rlMaxLease)
+	l := redlockOn(t, servers, opts...)
+	awaitVotes(t, l)
+	return l, servers
+}
+
+// awaitVotes waits until l can take a lock, that is, until enough nodes
+// have been up for the max lease.
+func awaitVotes(t testing.TB, l *padlock.Locker) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	for deadline := time.Now().Add(rlMaxLease + 5*time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var lk *padlock.Lock
+		if lk, err = l.Acquire(ctx, "probe:"+testKey(t), padlock.Options{NoRenew: true}); err == nil {
+			_ = lk.Release(ctx)
+			return
+		}
+	}
+	t.Fatalf("nodes never voted: %v", err)
+}
+
+func TestRedlockMutualExclusion(t *testing.T) {
+	t.Parallel()
+	l1, servers := startRedlock(t, 5)
+	l2 := redlockOn(t, servers)
+	awaitVotes(t, l2)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	const workers, rounds = 20, 5
+	counter := 0 // deliberately not atomic: only the lock protects it
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for w := range workers {
+		l := l1
+		if w%2 == 1 {
+			l = l2
+		}
+		wg.Go(func() {
+			for range rounds {
+				lk, err := l.Acquire(ctx, key, padlock.Options{Wait: 20 * time.Second})
+				if err != nil {
+					errs <- err
+					return
+				}
+				v := counter
+				time.Sleep(time.Millisecond) // widen the race window
+				counter = v + 1
+				if err := lk.Release(ctx); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("worker: %v", err)
+	}
+	if counter != workers*rounds {
+		t.Fatalf("counter = %d, want %d", counter, workers*rounds)
+	}
+}
+
+func TestRedlockBusy(t *testing.T) {
+	t.Parallel()
+	l, servers := startRedlock(t, 5)
+	other := redlockOn(t, servers)
+	awaitVotes(t, other)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	holder := mustAcquire(t, l, ctx, key, padlock.Options{TTL: 800 * time.Millisecond})
+	defer holder.Release(ctx)
+	if got := holder.Fence(); got != 0 {
+		t.Errorf("Fence() = %d on a Redlock Locker, want 0 (no monotonic fence without consensus)", got)
+	}
+	_, err := other.Acquire(ctx, key, padlock.Options{})
+	if !errors.Is(err, padlock.ErrNotAcquired) || errors.Is(err, padlock.ErrUnavailable) {
+		t.Fatalf("Acquire of a held key: got %v, want ErrNotAcquired and not ErrUnavailable", err)
+	}
+	if d, ok := padlock.RetryAfter(err); !ok || d <= 500*time.Millisecond || d > 800*time.Millisecond {
+		t.Errorf("RetryAfter = %v, %v; want the holder's remaining lease, about 800ms", d, ok)
+	}
+	if d, err := holder.TTL(ctx); err != nil || d <= 500*time.Millisecond || d > 800*time.Millisecond {
+		t.Errorf("TTL() = %v, %v; want about 800ms", d, err)
+	}
+}
+
+func TestRedlockMinorityDown(t *testing.T) {
+	t.Parallel()
+	l, servers := startRedlock(t, 5)
+	other := redlockOn(t, servers)
+	awaitVotes(t, other)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	servers[0].Kill(t)
+	servers[3].Kill(t)
+	for i := range 3 {
+		lk, err := l.Acquire(ctx, key, padlock.Options{})
+		if err != nil {
+			t.Fatalf("round %d: Acquire with 2 of 5 nodes down: %v", i, err)
+		}
+		if _, err := other.Acquire(ctx, key, padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
+			t.Fatalf("round %d: second owner's Acquire: got %v, want ErrNotAcquired", i, err)
+		}
+		if err := lk.Extend(ctx, 900*time.Millisecond); err != nil {
+			t.Fatalf("round %d: Extend: %v", i, err)
+		}
+		if d, err := lk.TTL(ctx); err != nil || d <= 800*time.Millisecond {
+			t.Fatalf("round %d: TTL() after Extend = %v, %v; want about 900ms", i, d, err)
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("round %d: Release: %v", i, err)
+		}
+	}
+}
+
+func TestRedlockMajorityDownFailsFast(t *testing.T) {
+	t.Parallel()
+	l, servers := startRedlock(t, 5)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	for _, s := range servers[:3] {
+		s.Kill(t)
+	}
+
+	// One attempt asks all nodes and then undoes itself on all that may
+	// hold the lock, each bounded by the node timeout; the Locker may
+	// clean up once more.
+	budget := 3*rlNodeTimeout + 200*time.Millisecond
+	start := time.Now()
+	_, err := l.Acquire(ctx, key, padlock.Options{})
+	took := time.Since(start)
+	if !errors.Is(err, padlock.ErrNotAcquired) || !errors.Is(err, padlock.ErrUnavailable) {
+		t.Fatalf("Acquire with 3 of 5 nodes down: got %v, want ErrNotAcquired and ErrUnavailable", err)
+	}
+	if !strings.Contains(err.Error(), "2 of 5 nodes agreed, 3 needed") {
+		t.Errorf("error %q does not say how many nodes agreed", err)
+	}
+	if took > budget {
+		t.Errorf("Acquire took %v, want at most %v", took, budget)
+	}
+	// Nothing is left behind on the nodes that granted it.
+	for _, s := range servers[3:] {
+		if keys := s.Keys(t); len(keys) != 0 {
+			t.Errorf("node %s holds %q after the failed attempt, want nothing", s, keys)
+		}
+	}
+
+	// A waiting Acquire gives up when its wait does, never hangs.
+	start = time.Now()
+	_, err = l.Acquire(ctx, key, padlock.Options{Wait: 300 * time.Millisecond})
+	if !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("waiting Acquire: got %v, want ErrNotAcquired", err)
+	}
+	if took := time.Since(start); took > 300*time.Millisecond+budget {
+		t.Errorf("waiting Acquire took %v, want at most %v", took, 300*time.Millisecond+budget)
+	}
+}
+
+func TestRedlockHungNodes(t *testing.T) {
+	t.Parallel()
+	l, servers := startRedlock(t, 5)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	servers[2].Pause(t)
+	var slowest time.Duration
+	for i := range 5 {
+		start := time.Now()
+		lk, err := l.Acquire(ctx, key, padlock.Options{})
+		if err != nil {
+			t.Fatalf("round %d: Acquire with one node hung: %v", i, err)
+		}
+		slowest = max(slowest, time.Since(start))
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("round %d: Release: %v", i, err)
+		}
+	}
+	// The hung node is waited for up to the node timeout, no longer.
+	if budget := rlNodeTimeout + 100*time.Millisecond; slowest > budget {
+		t.Errorf("slowest Acquire with one node hung took %v, want at most %v", slowest, budget)
+	}
+
+	// With a majority hung the attempt fails just as fast.
+	servers[0].Pause(t)
+	servers[4].Pause(t)
+	start := time.Now()
+	_, err := l.Acquire(ctx, key, padlock.Options{})
+	if !errors.Is(err, padlock.ErrNotAcquired) || !errors.Is(err, padlock.ErrUnavailable) {
+		t.Fatalf("Acquire with 3 of 5 nodes hung: got %v, want ErrNotAcquired and ErrUnavailable", err)
+	}
+	if took, budget := time.Since(start), 3*rlNodeTimeout+200*time.Millisecond; took > budget {
+		t.Errorf("Acquire with 3 of 5 nodes hung took %v, want at most %v", took, budget)
+	}
+
+	// Resumed nodes vote again at once: they did not restart. (They may
+	// still grant key to the failed attempt, whose requests waited in their
+	// sockets while the releases could not reach them; the lease ends that.)
+	for _, s := range servers {
+		s.Resume(t)
+	}
+	lk := mustAcquire(t, l, ctx, key+":after", padlock.Options{})
+	if err := lk.Release(ctx); err != nil {
+		t.Fatalf("Release after resume: %v", err)
+	}
+}
+
+// TestRedlockValidity shows that a majority that answers only after the
+// lease's validity is not a lock, and that the attempt is undone on every
+// node, the late ones included.
+func TestRedlockValidity(t *testing.T) {
+	t.Parallel()
+	l, servers := startRedlock(t, 3)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	// Every attempt waits the node timeout for the hung node, longer than
+	// a 50ms lease minus its drift allowance lasts.
+	servers[1].Pause(t)
+	_, err := l.Acquire(ctx, key, padlock.Options{TTL: 50 * time.Millisecond})
+	if !errors.Is(err, padlock.ErrNotAcquired) || !strings.Contains(err.Error(), "but after") {
+		t.Fatalf("Acquire whose majority came too late: got %v, want ErrNotAcquired saying it came too late", err)
+	}
+	for _, s := range []*redistest.Server{servers[0], servers[2]} {
+		if keys := s.Keys(t); len(keys) != 0 {
+			t.Errorf("node %s holds %q after the late attempt, want nothing", s, keys)
+		}
+	}
+	// The hung node got the request too; once it wakes up, the release
+	// that followed (or the 50ms lease) frees it.
+	servers[1].Resume(t)
+	time.Sleep(100 * time.Millisecond)
+	if keys := servers[1].Keys(t); len(keys) != 0 {
+		t.Errorf("hung node holds %q after it resumed, want nothing", keys)
+	}
+}
+
+// TestRedlockRestartedNodeDoesNotVote is the delayed-restart rule at work.
+// A holds the lock on nodes 0 and 1; its request never reached node 2 (we
+// drop it there by hand, as a lost packet would). Node 0 restarts and
+// forgets the lock. Without the rule, B would now get nodes 0 and 2, a
+// majority, while A still holds the lock.
+func TestRedlockRestartedNodeDoesNotVote(t *testing.T) {
+	t.Parallel()
+	la, servers := startRedlock(t, 3)
+	lb := redlockOn(t, servers)
+	awaitVotes(t, lb)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	asked := time.Now() // A's lease runs from no earlier than this
+	a := mustAcquire(t, la, ctx, key, padlock.Options{TTL: rlMaxLease, NoRenew: true})
+	defer a.Release(ctx)
+	if err := servers[2].Client(t).FlushAll(ctx).Err(); err != nil {
+		t.Fatalf("drop A's lock on node 2: %v", err)
+	}
+	servers[0].Restart(t)
+
+	_, err := lb.Acquire(ctx, key, padlock.Options{})
+	if err == nil {
+		t.Fatal("B acquired the lock A holds, through the node that restarted and forgot it")
+	}
+	if !errors.Is(err, padlock.ErrNotAcquired) || !strings.Contains(err.Error(), "restarted within the max lease") {
+		t.Fatalf("B's Acquire: got %v, want ErrNotAcquired saying a node restarted", err)
+	}
+	if time.Since(asked) >= rlMaxLease {
+		t.Fatal("test too slow: A's lease ended before B tried")
+	}
+
+	// Once A's lease is over and the node has been up for the max lease,
+	// it votes again.
+	lk := mustAcquire(t, lb, ctx, key, padlock.Options{Wait: 5 * time.Second})
+	if since := time.Since(asked); since < rlMaxLease {
+		t.Errorf("B acquired %v after A asked for a %v lease, before it ended", since, rlMaxLease)
+	}
+	_ = lk.Release(ctx)
+}
+
+func TestRedlockRenewal(t *testing.T) {
+	t.Parallel()
+	l, servers := startRedlock(t, 5)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	const ttl = 300 * time.Millisecond
+	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: ttl})
+	defer lk.Release(ctx)
+	servers[1].Kill(t)
+	servers[4].Pause(t)
+	time.Sleep(3 * ttl)
+	if err := lk.Err(); err != nil {
+		t.Fatalf("lock with 3 of 5 nodes up was lost: %v", err)
+	}
+	if d, err := lk.TTL(ctx); err != nil || d <= 0 {
+		t.Fatalf("TTL() after %v of renewals = %v, %v; want the lease still held", 3*ttl, d, err)
+	}
+
+	// Losing the majority fires the lost signal, before the lease ends.
+	servers[0].Kill(t)
+	lost := time.Now()
+	select {
+	case <-lk.Done():
+		if !errors.Is(lk.Err(), padlock.ErrLockLost) {
+			t.Fatalf("Err() = %v, want ErrLockLost", lk.Err())
+		}
+		if took := time.Since(lost); took > ttl+50*time.Millisecond {
+			t.Errorf("lost signal came %v after the majority was lost, want within the %v lease", took, ttl)
+		}
+	case <-time.After(3 * ttl):
+		t.Fatal("Done did not close after the majority was lost")
+	}
+}
+
+func TestRedlockLeaseLimit(t *testing.T) {
+	t.Parallel()
+	l, _ := startRedlock(t, 3)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	_, err := l.Acquire(ctx, key, padlock.Options{TTL: 2 * rlMaxLease})
+	if !errors.Is(err, padlock.ErrInvalid) || !strings.Contains(err.Error(), "Options.TTL") {
+		t.Fatalf("Acquire with a TTL above the max lease: got %v, want ErrInvalid naming Options.TTL", err)
+	}
+	lk := mustAcquire(t, l, ctx, key, padlock.Options{})
+	defer lk.Release(ctx)
+	if err := lk.Extend(ctx, 2*rlMaxLease); !errors.Is(err, padlock.ErrInvalid) {
+		t.Fatalf("Extend above the max lease: got %v, want ErrInvalid", err)
+	}
+	if _, err := l.Acquire(ctx, key+":fair", padlock.Options{Fair: true}); !errors.Is(err, padlock.ErrInvalid) {
+		t.Fatalf("Acquire with Fair: got %v, want ErrInvalid", err)
+	}
+}
+
+func TestNewRedlockInvalid(t *testing.T) {
+	srv := redistest.Start(t)
+	deadlines := func(o *redis.Options) { o.ContextTimeoutEnabled = true }
+	good := func() redis.UniversalClient { return srv.Client(t, deadlines) }
+	shared := good()
+	other := redistest.Start(t)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}})
+	t.Cleanup(func() { cc.Close() })
+
+	tests := []struct {
+		name    string
+		clients []redis.UniversalClient
+		opts    []padlock.Option
+		want    string // in the error message
+	}{
+		{"no clients", nil, nil, "no clients"},
+		{"nil client", []redis.UniversalClient{good(), nil}, nil, "clients[1]: is nil"},
+		{"same client twice", []redis.UniversalClient{shared, other.Client(t, deadlines), shared}, nil, "clients[2]: is clients[0] again"},
+		{"same node twice", []redis.UniversalClient{good(), good()}, nil, "clients[1]: reaches " + srv.Addr()},
+		{"cluster client", []redis.UniversalClient{cc}, nil, "Cluster client"},
+		{"deadline ignored", []redis.UniversalClient{other.Client(t)}, nil, "ContextTimeoutEnabled"},
+		{"node timeout", []redis.UniversalClient{good()}, []padlock.Option{padlock.WithNodeTimeout(-time.Second)}, "WithNodeTimeout"},
+		{"node timeout above max lease", []redis.UniversalClient{good()},
+			[]padlock.Option{padlock.WithMaxLease(time.Second), padlock.WithNodeTimeout(time.Second)}, "WithNodeTimeout"},
+		{"max lease", []redis.UniversalClient{good()}, []padlock.Option{padlock.WithMaxLease(-1)}, "WithMaxLease"},
+		{"default TTL above max lease", []redis.UniversalClient{good()},
+			[]padlock.Option{padlock.WithMaxLease(time.Second), padlock.WithDefaults(padlock.Options{TTL: time.Minute})}, "WithDefaults"},
+		{"fair", []redis.UniversalClient{good()}, []padlock.Option{padlock.WithDefaults(padlock.Options{Fair: true})}, "Fair"},
+		{"replica ack", []redis.UniversalClient{good()}, []padlock.Option{padlock.WithReplicaAck(1, time.Second)}, "WithReplicaAck"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := padlock.NewRedlock(tt.clients, tt.opts...)
+			if l != nil {
+				l.Close()
+			}
+			if !errors.Is(err, padlock.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want ErrInvalid mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewRejectsRedlockOptions(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	for _, opt := range []padlock.Option{padlock.WithNodeTimeout(time.Second), padlock.WithMaxLease(time.Minute)} {
+		func() {
+			defer func() {
+				err, _ := recover().(error)
+				if !errors.Is(err, padlock.ErrInvalid) || !strings.Contains(err.Error(), "NewRedlock only") {
+					t.Errorf("New with a Redlock option: got panic %v, want ErrInvalid saying it is for NewRedlock only", err)
+				}
+			}()
+			padlock.New(rdb, opt).Close()
+		}()
+	}
+}
+
+func ExampleNewRedlock() {
+	// One client per independent Redis master; ContextTimeoutEnabled lets
+	// the node timeout cut a hung node short.
+	var clients []redis.UniversalClient
+	for _, addr := range []string{"redis-a:6379", "redis-b:6379", "redis-c:6379"} {
+		clients = append(clients, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
+	}
+	locker, err := padlock.NewRedlock(clients, padlock.WithNodeTimeout(50*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
+
+	ctx := context.Background()
+	lk, err := locker.Acquire(ctx, "report:daily", padlock.Options{TTL: 10 * time.Second})
+	if err != nil {
+		fmt.Println("not locked:", err) // busy, or no majority of nodes reachable
+		return
+	}
+	defer lk.Release(ctx)
+	// ... the work, under lk.Context(ctx); lk.Fence() is 0 here.
+}

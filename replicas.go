@@ -1,0 +1,242 @@
+package padlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// WithReplicaAck makes a Locker (New) wait, after each write that takes or
+// keeps a lock, until at least replicas replicas of the master confirm they
+// have it (Redis WAIT), for up to timeout.
+//
+// Replication in Redis is asynchronous: a master can grant a lock and fail
+// before any replica has seen it, and then Sentinel or Cluster promotes a
+// replica on which the key is free, so a second owner takes it while the
+// first still works under it. With WithReplicaAck, Acquire treats an
+// acquisition no replica confirmed as failed: it releases the lock and
+// returns an ErrUnavailable error saying so, instead of handing out a lock
+// a failover may silently lose. Extend and renewals are confirmed too; an
+// unconfirmed one counts as Redis not answering, so a lock whose renewals
+// stay unconfirmed is lost when its trusted lease runs out.
+//
+// The confirmation shares the round trip of the write (the same connection,
+// pipelined), but it adds the time the replicas take, and blocks until
+// timeout while too few are connected. This narrows the failover hazard; it
+// does not close it: a failover may still promote a replica that did not
+// confirm, when fewer replicas than exist were required. Require as many as
+// a failover may choose from (often all), or use NewRedlock.
+//
+// replicas must be at least 1 and timeout at least 1ms and shorter than the
+// client's ReadTimeout, or New panics. Default: off. NewRedlock rejects it.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return func(c *config) { c.ackReplicas, c.ackTimeout = replicas, timeout }
+}
+
+func (c config) validateReplicaAck() error {
+	if c.ackReplicas == 0 && c.ackTimeout == 0 {
+		return nil
+	}
+	switch {
+	case c.ackReplicas < 1:
+		return invalid("WithReplicaAck", "replicas must be at least 1, got %d", c.ackReplicas)
+	case c.ackTimeout < time.Millisecond:
+		// WAIT with a timeout of 0 would block for ever.
+		return invalid("WithReplicaAck", "timeout must be at least 1ms, got %v", c.ackTimeout)
+	}
+	return nil
+}
+
+// withReplicaAck returns s, or s confirming its writes when cfg asks for
+// WithReplicaAck.
+func withReplicaAck(s single, cfg config) (store, error) {
+	if cfg.ackReplicas == 0 {
+		return s, nil
+	}
+	if rt := readTimeout(s.client); rt > 0 && cfg.ackTimeout >= rt {
+		return nil, invalid("WithReplicaAck", "timeout %v must be shorter than the client's ReadTimeout %v, which would cut WAIT short", cfg.ackTimeout, rt)
+	}
+	return acked{single: s, replicas: cfg.ackReplicas, timeout: cfg.ackTimeout}, nil
+}
+
+// readTimeout returns the read timeout of client, 0 when none or unknown.
+func readTimeout(client redis.UniversalClient) time.Duration {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		return c.Options().ReadTimeout
+	}
+	return 0
+}
+
+// acked is the store of a Locker with WithReplicaAck: single, with a WAIT
+// after each write that takes or keeps a lock. WAIT counts the replicas
+// that have every write its own connection made, so it is pipelined right
+// behind the write, on the connection to the master of the key's slot.
+type acked struct {
+	single
+	replicas int
+	timeout  time.Duration
+}
+
+// replicaError reports a write that too few replicas confirmed.
+type replicaError struct {
+	got, want int64
+	timeout   time.Duration
+}
+
+func (e *replicaError) Error() string {
+	return fmt.Sprintf("padlock: replicas did not confirm the lock: %d of %d acknowledged within %v", e.got, e.want, e.timeout)
+}
+
+// master returns the client whose pipelines reach the master of key's
+// slot over one connection.
+func (a acked) master(ctx context.Context, key string) (redis.UniversalClient, error) {
+	if cc, ok := a.client.(*redis.ClusterClient); ok {
+		return cc.MasterForKey(ctx, key)
+	}
+	return a.client, nil
+}
+
+// evalAcked runs script and then WAIT in one pipeline on c, falling back
+// from EVALSHA to EVAL when the server lacks the script.
+func (a acked) evalAcked(ctx context.Context, c redis.UniversalClient, script *redis.Script, keys []string, args ...any) (*redis.Cmd, *redis.Cmd) {
+	var (
+		cmd  *redis.Cmd
+		wait *redis.Cmd
+	)
+	for _, sha := range [...]bool{true, false} {
+		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if sha {
+				cmd = script.EvalSha(ctx, p, keys, args...)
+			} else {
+				cmd = script.Eval(ctx, p, keys, args...)
+			}
+			wait = p.Do(ctx, "WAIT", a.replicas, a.timeout.Milliseconds())
+			return nil
+		})
+		if !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			break
+		}
+	}
+	return cmd, wait
+}
+
+// confirmed returns an error unless wait reports enough replicas.
+func (a acked) confirmed(wait *redis.Cmd) error {
+	n, err := wait.Int64()
+	if err != nil {
+		return fmt.Errorf("padlock: replicas did not confirm the lock: WAIT: %w", err)
+	}
+	if n < int64(a.replicas) {
+		return &replicaError{got: n, want: int64(a.replicas), timeout: a.timeout}
+	}
+	return nil
+}
+
+func (a acked) acquire(ctx context.Context, id *lockID) (int64, time.Duration, error) {
+	c, err := a.master(ctx, id.lockKey())
+	if err != nil {
+		return 0, 0, err
+	}
+	cmd, wait := a.evalAcked(ctx, c, acquireScript, id.keys[:], id.argv[:]...)
+	n, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return 0, 0, err
+	case n <= 0:
+		return 0, time.Duration(-1-n) * time.Millisecond, nil
+	}
+	if err := a.confirmed(wait); err != nil {
+		// A lock that a failover may lose is not handed out; the Locker's
+		// clean-up would release it too, but not after every kind of error.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_, _ = a.single.release(rctx, id)
+		return 0, 0, err
+	}
+	return n, 0, nil
+}
+
+func (a acked) extend(ctx context.Context, id *lockID, ttl time.Duration) (bool, error) {
+	c, err := a.master(ctx, id.lockKey())
+	if err != nil {
+		return false, err
+	}
+	cmd, wait := a.evalAcked(ctx, c, extendScript, id.keys[:1], id.token, ttl.Milliseconds())
+	n, err := cmd.Int64()
+	if err != nil || n != 1 {
+		return false, err
+	}
+	if err := a.confirmed(wait); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// renew sends the batch as one pipeline per master, in parallel, each
+// ending with a WAIT that confirms all of its renewals at once.
+func (a acked) renew(ctx context.Context, batch []renewal) {
+	groups := map[redis.UniversalClient][]int{}
+	for i := range batch {
+		c, err := a.master(ctx, batch[i].id.lockKey())
+		if err != nil {
+			batch[i].ok, batch[i].err = false, err
+			continue
+		}
+		groups[c] = append(groups[c], i)
+	}
+	var wg sync.WaitGroup
+	for c, idx := range groups {
+		wg.Go(func() { a.renewOn(ctx, c, batch, idx) })
+	}
+	wg.Wait()
+}
+
+// renewOn renews the renewals of batch at idx through c, the master of
+// their slots.
+func (a acked) renewOn(ctx context.Context, c redis.UniversalClient, batch []renewal, idx []int) {
+	for try := 0; len(idx) > 0; try++ {
+		cmds := make([]*redis.Cmd, len(idx))
+		var wait *redis.Cmd
+		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for j, i := range idx {
+				r := &batch[i]
+				cmds[j] = extendScript.EvalSha(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
+			}
+			wait = p.Do(ctx, "WAIT", a.replicas, a.timeout.Milliseconds())
+			return nil
+		})
+		confirmErr := a.confirmed(wait)
+		var missing []int
+		for j, i := range idx {
+			n, err := cmds[j].Int64()
+			switch {
+			case redis.HasErrorPrefix(err, "NOSCRIPT"):
+				missing = append(missing, i)
+			case err == nil && n == 1 && confirmErr != nil:
+				batch[i].ok, batch[i].err = false, confirmErr
+			default:
+				batch[i].ok, batch[i].err = n == 1, err
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		// A server that restarted lacks the script: load it once and send
+		// those renewals again.
+		loadErr := extendScript.Load(ctx, c).Err()
+		if try == 1 || loadErr != nil {
+			for _, i := range missing {
+				batch[i].ok, batch[i].err = false, errors.Join(errNoScript, loadErr)
+			}
+			return
+		}
+		idx = missing
+	}
+}
