@@ -5,10 +5,24 @@ import "context"
 // ctxKey is the context key under which a guarded context carries its locks.
 type ctxKey struct{}
 
-// heldLocks is the chain of locks a context carries, innermost first.
-type heldLocks struct {
-	lock *Lock
-	next *heldLocks
+// guardedCtx is a context from Lock.Context: a cancellable copy of its
+// parent that carries the lock. It is also a link in the chain of locks the
+// context carries, innermost first, and the lock's handle to cancel it.
+// Embedding the *cancelCtx keeps the standard library's fast paths: contexts
+// derived from it register with that cancelCtx instead of starting a
+// goroutine to watch it.
+type guardedCtx struct {
+	context.Context
+	lock   *Lock
+	next   *guardedCtx // the lock the parent carried, if any
+	cancel context.CancelCauseFunc
+}
+
+func (g *guardedCtx) Value(key any) any {
+	if key == (ctxKey{}) {
+		return g
+	}
+	return g.Context.Value(key)
 }
 
 // Context returns a copy of parent that carries the lock and is cancelled as
@@ -22,21 +36,18 @@ type heldLocks struct {
 // only the outermost handle's Release lets the lock go. FromContext returns
 // the innermost lock such a context carries.
 func (lk *Lock) Context(parent context.Context) context.Context {
-	r := lk.root()
 	ctx, cancel := context.WithCancelCause(parent)
-	stop := r.guard(cancel)
-	// Forget ctx once it ends for another reason, so a long-held lock does
-	// not collect one entry per request context.
-	context.AfterFunc(ctx, stop)
-	next, _ := parent.Value(ctxKey{}).(*heldLocks)
-	return context.WithValue(ctx, ctxKey{}, &heldLocks{lock: lk, next: next})
+	next, _ := parent.Value(ctxKey{}).(*guardedCtx)
+	g := &guardedCtx{Context: ctx, lock: lk, next: next, cancel: cancel}
+	lk.root().guard(g)
+	return g
 }
 
 // FromContext returns the innermost lock ctx carries (see Lock.Context), or
 // nil when it carries none.
 func FromContext(ctx context.Context) *Lock {
-	if h, _ := ctx.Value(ctxKey{}).(*heldLocks); h != nil {
-		return h.lock
+	if g, _ := ctx.Value(ctxKey{}).(*guardedCtx); g != nil {
+		return g.lock
 	}
 	return nil
 }
@@ -44,9 +55,9 @@ func FromContext(ctx context.Context) *Lock {
 // reentrant returns a new handle on the lock ctx already carries for key
 // through l, or nil when it carries none that is still held.
 func (l *Locker) reentrant(ctx context.Context, key string) *Lock {
-	h, _ := ctx.Value(ctxKey{}).(*heldLocks)
-	for ; h != nil; h = h.next {
-		if r := h.lock.root(); r.locker == l && r.key == key && r.Err() == nil {
+	g, _ := ctx.Value(ctxKey{}).(*guardedCtx)
+	for ; g != nil; g = g.next {
+		if r := g.lock.root(); r.locker == l && r.key == key && r.Err() == nil {
 			return &Lock{outer: r}
 		}
 	}

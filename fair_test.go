@@ -121,4 +121,3 @@ func waitQueueLen(t *testing.T, rdb *redis.Client, key string, n int) {
 	entries := rdb.LRange(ctx, queue, 0, -1).Val()
 	t.Fatalf("queue %s is %s, want %d waiters", queue, strings.Join(entries, ", "), n)
 }
-

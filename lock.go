@@ -37,7 +37,7 @@ type Lock struct {
 	end     error // nil while held; ErrReleased or ErrLockLost after
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	guarded map[*context.CancelCauseFunc]struct{} // contexts from Context, cancelled in finish
+	guarded []*guardedCtx // contexts from Context, cancelled in finish
 }
 
 func newLock(l *Locker, key string, id *lockID, fence int64, o Options, sent time.Time) *Lock {
@@ -123,32 +123,34 @@ func (lk *Lock) finish(cause error) bool {
 	}
 	// Cancel the guarded contexts here, not from a callback goroutine: when
 	// Done is closed, they are already cancelled too.
-	for cancel := range lk.guarded {
-		(*cancel)(cause)
+	for _, g := range lk.guarded {
+		g.cancel(cause)
 	}
 	lk.guarded = nil
 	return true
 }
 
-// guard makes finish cancel the context of cancel, or cancels it now if the
-// lock has ended. It returns a func that undoes that.
-func (lk *Lock) guard(cancel context.CancelCauseFunc) (stop func()) {
+// guard makes finish cancel g, or cancels it now if the lock has ended.
+// Contexts that ended on their own are dropped whenever the list would
+// grow, so a long-held lock does not collect one per request.
+func (lk *Lock) guard(g *guardedCtx) {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	if lk.end != nil {
-		cancel(lk.end)
-		return func() {}
+		g.cancel(lk.end)
+		return
 	}
-	if lk.guarded == nil {
-		lk.guarded = make(map[*context.CancelCauseFunc]struct{})
+	if len(lk.guarded) == cap(lk.guarded) {
+		live := lk.guarded[:0]
+		for _, x := range lk.guarded {
+			if x.Err() == nil {
+				live = append(live, x)
+			}
+		}
+		clear(lk.guarded[len(live):])
+		lk.guarded = live
 	}
-	p := &cancel
-	lk.guarded[p] = struct{}{}
-	return func() {
-		lk.mu.Lock()
-		delete(lk.guarded, p)
-		lk.mu.Unlock()
-	}
+	lk.guarded = append(lk.guarded, g)
 }
 
 // Release lets the lock go. It returns ErrNotHeld when the lock was already
