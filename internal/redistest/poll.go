@@ -20,4 +20,3 @@ func poll(ctx context.Context, done func() bool, why func() string) error {
 	}
 	return nil
 }
-
