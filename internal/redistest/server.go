@@ -233,8 +233,8 @@ func (s *Server) killLocked() error {
 }
 
 // Pause freezes a real server with SIGSTOP: connections are still accepted
-// by the kernel but no command is answered, as with a server stuck in a long
-// GC-like stall or a partitioned network. It returns once the process is
+// by the kernel but no command is answered, as with a server stuck on a slow
+// command or cut off by a network partition. It returns once the process is
 // stopped. On the fallback, which cannot hang, Pause skips the test.
 func (s *Server) Pause(t testing.TB) {
 	t.Helper()
