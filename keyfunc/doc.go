@@ -40,4 +40,13 @@
 //
 // RequestFunc is the same idea for a plain *http.Request (chi, http.ServeMux):
 // PathValue, RequestQuery, RequestHeader, RequestJSON and JoinRequest.
+//
+// # Function arguments
+//
+// Arg and Args build keys from a function's argument instead of a request,
+// for the decorator package, with the same escaping:
+//
+//	keyfunc.Arg("order", func(r PayRequest) string { return r.OrderID }) // "order:42"
+//
+// Key does the same for code that has the raw parts at hand.
 package keyfunc
