@@ -1,0 +1,56 @@
+package decorator_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
+)
+
+// newLocker returns a Locker on a fresh Redis server, closed when t ends,
+// and a client to the same server.
+func newLocker(t testing.TB) (*padlock.Locker, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	l := padlock.New(rdb)
+	t.Cleanup(func() { _ = l.Close() })
+	return l, rdb
+}
+
+// hold takes key on l for the test, released when t ends.
+func hold(t testing.TB, l *padlock.Locker, key string) *padlock.Lock {
+	t.Helper()
+	lk, err := l.Acquire(context.Background(), key, padlock.Options{})
+	if err != nil {
+		t.Fatalf("Acquire(%q): %v", key, err)
+	}
+	t.Cleanup(func() { _ = lk.Release(context.Background()) })
+	return lk
+}
+
+// checkFree fails t unless key can be taken at once.
+func checkFree(t testing.TB, l *padlock.Locker, key string) {
+	t.Helper()
+	lk, err := l.Acquire(context.Background(), key, padlock.Options{})
+	if err != nil {
+		t.Fatalf("Acquire(%q) after the call: got %v, want the lock released", key, err)
+	}
+	_ = lk.Release(context.Background())
+}
+
+// eventually polls cond until it holds or 5s pass.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
