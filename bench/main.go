@@ -1,0 +1,173 @@
+// Command bench compares padlock with go-redsync/redsync, bsm/redislock and
+// the raw go-redis floor in one run, on redis-server processes it starts on
+// loopback, and prints one Markdown table. See README.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var (
+		cfg       config
+		scenarios string
+		jsonPath  string
+		bin       string
+		timeout   time.Duration
+		quiet     bool
+	)
+	flag.StringVar(&scenarios, "scenarios", "uncontended,contended,renewal,redlock", "comma-separated scenarios to run")
+	flag.DurationVar(&cfg.window, "duration", 3*time.Second, "measured window of each uncontended, contended and Redlock run")
+	flag.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each window (contended: at least 1s)")
+	flag.IntVar(&cfg.workers, "workers", 32, "contended: goroutines competing for one key")
+	flag.IntVar(&cfg.procs, "procs", 4, "contended: Lockers (each with its own go-redis client) the workers are spread over in the multi-process rows")
+	flag.DurationVar(&cfg.hold, "hold", time.Millisecond, "contended: time.Sleep inside the critical section")
+	flag.DurationVar(&cfg.think, "think", 0, "contended: time.Sleep between Release and the worker's next Acquire (0: straight back)")
+	flag.DurationVar(&cfg.wait, "wait", 5*time.Second, "contended: each library's wait budget for one Acquire")
+	flag.DurationVar(&cfg.poll, "poll", 5*time.Millisecond, "contended: retry delay of the tuned peer rows")
+	flag.IntVar(&cfg.locks, "locks", 10000, "renewal: locks held at once")
+	flag.DurationVar(&cfg.renewTTL, "renew-ttl", 3*time.Second, "renewal: lease of the held locks (renewed every TTL/3)")
+	flag.DurationVar(&cfg.renewWindow, "renew-duration", 10*time.Second, "renewal: measured window of each library")
+	flag.BoolVar(&cfg.renewPeers, "renew-peers", true, "renewal: also hold the locks with redsync and redislock, one goroutine per lock")
+	flag.IntVar(&cfg.nodes, "nodes", 5, "redlock: independent redis-servers")
+	flag.DurationVar(&cfg.redlockTTL, "redlock-ttl", 5*time.Second, "redlock: lock TTL, and padlock's WithMaxLease")
+	flag.DurationVar(&cfg.redlockRTT, "redlock-rtt", time.Millisecond, "redlock: also measure with this round-trip time added to every node (simulated in the client; 0: loopback only)")
+	flag.IntVar(&cfg.rounds, "rounds", 1, "uncontended, contended and Redlock: measure each row this many times, interleaved, and show the median")
+	noPeers := flag.Bool("no-peers", false, "measure padlock (and the floor) only")
+	flag.StringVar(&jsonPath, "json", "", "also write the results as JSON to this file")
+	flag.StringVar(&bin, "redis-server", "redis-server", "redis-server binary")
+	flag.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.BoolVar(&quiet, "q", false, "no progress on stderr")
+	flag.Parse()
+	cfg.skipPeers = *noPeers
+
+	want := map[string]bool{}
+	for s := range strings.SplitSeq(scenarios, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.Contains([]string{scUncontended, scContended, scRenewal, scRedlock}, s) {
+			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q\n", s)
+			return 2
+		}
+		want[s] = true
+	}
+	if cfg.workers < 1 || cfg.procs < 1 || cfg.locks < 1 || cfg.nodes < 1 || cfg.poll <= 0 || cfg.window <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: -workers, -procs, -locks, -nodes, -poll and -duration must be positive")
+		return 2
+	}
+	cfg.progress = func(format string, args ...any) {
+		if !quiet {
+			fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	l, err := newLauncher(bin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cfg.launcher = l
+	defer l.stopAll()
+
+	started, loadBefore := time.Now(), loadAverage()
+	var results []result
+	err = func() error {
+		if want[scRedlock] {
+			if err := startRedlockServers(ctx, &cfg); err != nil {
+				return err
+			}
+		}
+		steps := []struct {
+			name string
+			run  func(context.Context, *config) ([]result, error)
+		}{
+			{scUncontended, runUncontended},
+			{scContended, runContended},
+			{scRenewal, runRenewal},
+			{scRedlock, runRedlock},
+		}
+		for _, s := range steps {
+			if !want[s.name] {
+				continue
+			}
+			rs, err := s.run(ctx, &cfg)
+			results = append(results, rs...)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	annotate(results)
+	targets := checkTargets(results, cfg.workers)
+	settings := describe(&cfg, time.Since(started), loadBefore, loadAverage())
+	writeMarkdown(os.Stdout, results, targets, settings)
+	if jsonPath != "" {
+		if jerr := writeJSON(jsonPath, results, targets, settings); jerr != nil {
+			fmt.Fprintln(os.Stderr, jerr)
+			return 1
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}
+
+// describe says how the run was set up, for the reader of the table.
+func describe(cfg *config, took time.Duration, loadBefore, loadAfter string) []string {
+	load := ""
+	if loadBefore != "" {
+		load = fmt.Sprintf(" Load average (1 min) %s at the start, %s at the end.", loadBefore, loadAfter)
+	}
+	return []string{
+		fmt.Sprintf("Run: %s/%s, %d CPUs, %s, redis-server on 127.0.0.1 (--save '' --appendonly no), a fresh server per row "+
+			"(Redlock: %d servers, FLUSHALL + CONFIG RESETSTAT between rows); %v windows after %v warm-up, %d round(s); total %v.%s",
+			runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), cfg.nodes, cfg.window, cfg.warmup, cfg.rounds, took.Round(time.Second), load),
+		fmt.Sprintf("Contended: %d goroutines on one key, each holding it %v (time.Sleep) per acquisition; wait = from calling Acquire "+
+			"to holding the lock, across give-ups; wait budget %v for every library. Peers use one go-redis client; "+
+			"padlock rows say how many Lockers (each with its own client) share the workers. go-redis PoolSize = workers+2.",
+			cfg.workers, cfg.hold, cfg.wait),
+		fmt.Sprintf("Renewal: %d locks on distinct keys, TTL %v. padlock: one Locker, whose watchdog renews them; "+
+			"peers: one goroutine per lock, started when it was taken, calling redsync Mutex.ExtendContext or redislock "+
+			"Lock.Refresh every TTL/3. One go-redis client, PoolSize 64. CPU: getrusage of this process and INFO used_cpu of the server, "+
+			"per second of the window.", cfg.locks, cfg.renewTTL),
+		fmt.Sprintf("Redlock: one goroutine, Acquire+Release on one key; %d independent servers on this machine; clients with "+
+			"ContextTimeoutEnabled. Simulated RTT rows: the client does not read a reply before the RTT has passed since "+
+			"the request was written (the servers still share this machine's CPUs).", cfg.nodes),
+		"Round trips/op: commands and pipelines the clients sent (a go-redis hook), plus pub/sub (UN)SUBSCRIBE requests " +
+			"(from commandstats, as go-redis sends them outside hooks). Server cmds/op: INFO commandstats calls, commands " +
+			"run inside Lua scripts included, the benchmark's own INFO/FLUSHALL left out.",
+	}
+}
+
+func writeJSON(path string, rs []result, ts []target, settings []string) error {
+	b, err := json.MarshalIndent(struct {
+		Results  []result `json:"results"`
+		Targets  []target `json:"targets"`
+		Settings []string `json:"settings"`
+	}{rs, ts, settings}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

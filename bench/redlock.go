@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	"github.com/padlockgo/padlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// startRedlockServers starts the Redlock nodes at the beginning of the run:
+// padlock counts a node's votes only once it has been up for the max lease
+// (its delayed-restart rule), so they must be old enough by the time the
+// scenario runs.
+func startRedlockServers(ctx context.Context, cfg *config) error {
+	servers, err := cfg.launcher.start(ctx, cfg.nodes)
+	if err != nil {
+		return err
+	}
+	cfg.redlockServer = servers
+	return nil
+}
+
+func runRedlock(ctx context.Context, cfg *config) ([]result, error) {
+	servers := cfg.redlockServer
+	// INFO's uptime is in whole seconds: wait a second more.
+	oldest := servers[0].started
+	for _, s := range servers {
+		if s.started.After(oldest) {
+			oldest = s.started
+		}
+	}
+	if d := time.Until(oldest.Add(cfg.redlockTTL + 1500*time.Millisecond)); d > 0 {
+		cfg.progress("redlock: waiting %v until the nodes have been up for the max lease", d.Round(100*time.Millisecond))
+		if !sleepCtx(ctx, d) {
+			return nil, ctx.Err()
+		}
+	}
+	smp := newSampler(servers)
+	defer smp.close()
+	ttl := cfg.redlockTTL
+	single := fmt.Sprintf("1 node, TTL %v", ttl)
+	quorum := fmt.Sprintf("%d nodes, TTL %v", len(servers), ttl)
+	type rcase struct {
+		library, setup string
+		peer           bool
+		nodes          int
+		build          func(nodes []redis.UniversalClient) (contender, error)
+	}
+	cases := []rcase{
+		{libPadlock, "New, " + single, false, 1, func(n []redis.UniversalClient) (contender, error) {
+			return &padlockLib{lockers: []*padlock.Locker{padlock.New(n[0])}, opts: padlock.Options{TTL: ttl}}, nil
+		}},
+		{libPadlock, "NewRedlock, WithMaxLease(TTL), " + quorum, false, len(servers), func(n []redis.UniversalClient) (contender, error) {
+			l, err := padlock.NewRedlock(n, padlock.WithMaxLease(ttl))
+			if err != nil {
+				return nil, err
+			}
+			return &padlockLib{lockers: []*padlock.Locker{l}, opts: padlock.Options{TTL: ttl}}, nil
+		}},
+	}
+	if !cfg.skipPeers {
+		cases = append(cases,
+			rcase{libRedsync, "1 pool, WithExpiry(TTL), " + single, true, 1, func(n []redis.UniversalClient) (contender, error) {
+				return newRedsync([][]redis.UniversalClient{n}, redsync.WithExpiry(ttl)), nil
+			}},
+			rcase{libRedsync, fmt.Sprintf("%d pools, WithExpiry(TTL), ", len(servers)) + quorum, true, len(servers), func(n []redis.UniversalClient) (contender, error) {
+				return newRedsync([][]redis.UniversalClient{n}, redsync.WithExpiry(ttl)), nil
+			}},
+		)
+	}
+	nets := []time.Duration{0}
+	if cfg.redlockRTT > 0 {
+		nets = append(nets, cfg.redlockRTT)
+	}
+	var out []result
+	for _, rtt := range nets {
+		network := ""
+		if rtt > 0 {
+			network = fmt.Sprintf("+%v RTT (simulated)", rtt)
+		}
+		rs, err := inRounds(cfg.rounds, len(cases), func(i int) (result, error) {
+			c := cases[i]
+			cfg.progress("redlock: %s (%s) %s", c.library, c.setup, network)
+			if err := smp.reset(ctx); err != nil {
+				return result{}, err
+			}
+			hook := &roundTrips{}
+			clients := make([]redis.UniversalClient, c.nodes)
+			for i := range clients {
+				// NewRedlock needs context deadlines to reach the socket.
+				o := &redis.Options{Addr: servers[i].addr, ContextTimeoutEnabled: true}
+				if rtt > 0 {
+					o.Dialer = slowDialer(rtt)
+				}
+				cl := redis.NewClient(o)
+				cl.AddHook(hook)
+				clients[i] = cl
+			}
+			defer func() {
+				for _, cl := range clients {
+					cl.Close()
+				}
+			}()
+			lib, err := c.build(clients)
+			if err != nil {
+				return result{}, fmt.Errorf("redlock %s: %w", c.library, err)
+			}
+			r, err := measure(ctx, lib, hook, smp, workload{
+				workers: 1,
+				key:     func(int) string { return "bench:redlock" },
+				warmup:  cfg.warmup,
+				window:  cfg.window,
+			})
+			lib.close()
+			if err != nil {
+				return result{}, fmt.Errorf("redlock %s: %w", c.library, err)
+			}
+			r.Scenario, r.Library, r.Setup, r.Peer, r.Network, r.Nodes = scRedlock, c.library, c.setup, c.peer, network, c.nodes
+			return r, nil
+		})
+		out = append(out, rs...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}

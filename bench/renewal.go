@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	rsredis "github.com/go-redsync/redsync/v4/redis"
+	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/padlockgo/padlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// acquirers is how many goroutines take (and let go of) the held locks.
+const acquirers = 16
+
+// forEach runs f(i) for i in [0, n) on acquirers goroutines and returns the
+// first error.
+func forEach(n int, f func(i int) error) error {
+	var (
+		next  atomic.Int64
+		first error
+		once  sync.Once
+		wg    sync.WaitGroup
+	)
+	for range acquirers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// holder holds cfg.locks locks on one server for one library and keeps them
+// renewed its own way.
+type holder interface {
+	// start prepares renewing, before the first take; renewals counts
+	// the renewals sent. A holder that leaves renewals at zero renews by
+	// pipeline, and each pipelined command is one renewal.
+	start(ctx context.Context, renewals *atomic.Int64)
+	// take acquires lock i and starts renewing it.
+	take(ctx context.Context, i int, key string) error
+	// lost counts the locks no longer held.
+	lost() int
+	// release lets every lock go and stops the renewals.
+	release(ctx context.Context)
+}
+
+func runRenewal(ctx context.Context, cfg *config) ([]result, error) {
+	type rcase struct {
+		library, setup string
+		peer           bool
+		window         time.Duration
+		build          func(c *redis.Client) holder
+	}
+	cases := []rcase{{libPadlock, fmt.Sprintf("TTL %v, watchdog renews every TTL/3, 1 Locker", cfg.renewTTL), false, cfg.renewWindow,
+		func(c *redis.Client) holder { return newPadlockHolder(c, cfg) }}}
+	if cfg.renewPeers && !cfg.skipPeers {
+		cases = append(cases,
+			rcase{libRedsync, fmt.Sprintf("expiry %v, ExtendContext every TTL/3, goroutine per lock", cfg.renewTTL), true, cfg.renewWindow,
+				func(c *redis.Client) holder { return newRedsyncHolder(c, cfg) }},
+			rcase{libRedislock, fmt.Sprintf("TTL %v, Refresh every TTL/3, goroutine per lock", cfg.renewTTL), true, cfg.renewWindow,
+				func(c *redis.Client) holder { return newRedislockHolder(c, cfg) }},
+		)
+	}
+	var out []result
+	for _, c := range cases {
+		cfg.progress("renewal: %s holds %d locks (%s)", c.library, cfg.locks, c.setup)
+		r, err := renewOnFreshServer(ctx, cfg, c.build, c.window)
+		if err != nil {
+			return out, fmt.Errorf("renewal %s: %w", c.library, err)
+		}
+		r.Scenario, r.Library, r.Setup, r.Peer = scRenewal, c.library, c.setup, c.peer
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Client) holder, window time.Duration) (result, error) {
+	servers, err := cfg.launcher.start(ctx, 1)
+	if err != nil {
+		return result{}, err
+	}
+	defer cfg.launcher.stop(servers[0])
+	smp := newSampler(servers)
+	defer smp.close()
+	hook := &roundTrips{}
+	client := newClient(servers[0].addr, hook, 64)
+	defer client.Close()
+
+	h := build(client)
+	var renewals atomic.Int64
+	defer h.release(context.WithoutCancel(ctx))
+	h.start(ctx, &renewals)
+	takeStart := time.Now()
+	if err := forEach(cfg.locks, func(i int) error {
+		return h.take(ctx, i, "bench:held:"+strconv.Itoa(i))
+	}); err != nil {
+		return result{}, err
+	}
+	took := time.Since(takeStart)
+	// Let the first renewals go out, so the window sees the steady state.
+	if !sleepCtx(ctx, cfg.renewTTL*2/3) {
+		return result{}, ctx.Err()
+	}
+	before, err := smp.sample(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	h0, cpu0, n0, t0 := hook.load(), processCPU(), renewals.Load(), time.Now()
+	if !sleepCtx(ctx, window) {
+		return result{}, ctx.Err()
+	}
+	h1, cpu1, n1, t1 := hook.load(), processCPU(), renewals.Load(), time.Now()
+	after, err := smp.sample(ctx)
+	if err != nil {
+		return result{}, err
+	}
+	hc := h1.sub(h0)
+	r := result{Workers: cfg.locks, Seconds: t1.Sub(t0).Seconds(), Ops: n1 - n0, Violations: int64(h.lost())}
+	if r.Ops == 0 {
+		r.Ops = hc.piped
+	}
+	d := diff(before, after)
+	fillCounts(&r, hc, d, cpu1-cpu0)
+	secs := r.Seconds
+	tick := cfg.renewTTL / 3
+	r.PipelinesPerTick = float64(hc.pipelines) / secs * tick.Seconds()
+	r.OtherRoundTrips = hc.commands + d.pubsub
+	r.Extra = append(r.Extra,
+		fmt.Sprintf("%.0f round trips/s", float64(hc.commands+hc.pipelines+d.pubsub)/secs),
+		fmt.Sprintf("%.2f pipelines per %v tick", r.PipelinesPerTick, tick),
+		fmt.Sprintf("%.0f commands/s", float64(d.commands)/secs),
+		fmt.Sprintf("client CPU %.1f%%", 100*(cpu1-cpu0).Seconds()/secs),
+		fmt.Sprintf("redis CPU %.1f%%", 100*d.cpu.Seconds()/secs),
+		fmt.Sprintf("%d locks taken in %v", cfg.locks, took.Round(time.Millisecond)),
+	)
+	if hc.pipelines > 0 {
+		r.Extra = append(r.Extra, fmt.Sprintf("%.0f renewals per pipeline", float64(hc.piped)/float64(hc.pipelines)))
+	}
+	return r, nil
+}
+
+// ---- padlock: the watchdog renews in pipelined batches ------------------
+
+type padlockHolder struct {
+	locker *padlock.Locker
+	ttl    time.Duration
+	locks  []*padlock.Lock
+}
+
+func newPadlockHolder(c *redis.Client, cfg *config) *padlockHolder {
+	return &padlockHolder{locker: padlock.New(c), ttl: cfg.renewTTL, locks: make([]*padlock.Lock, cfg.locks)}
+}
+
+func (p *padlockHolder) take(ctx context.Context, i int, key string) error {
+	lk, err := p.locker.Acquire(ctx, key, padlock.Options{TTL: p.ttl})
+	p.locks[i] = lk
+	return err
+}
+
+// start has nothing to do: the watchdog renews from the first Acquire on.
+// Its renewals are the commands it pipelines, counted by the run's hook.
+func (p *padlockHolder) start(context.Context, *atomic.Int64) {}
+
+func (p *padlockHolder) lost() int {
+	n := 0
+	for _, lk := range p.locks {
+		if lk == nil || lk.Err() != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *padlockHolder) release(ctx context.Context) {
+	_ = forEach(len(p.locks), func(i int) error {
+		_ = p.locks[i].Release(ctx) // safe on nil
+		return nil
+	})
+	p.locker.Close()
+}
+
+// ---- peers: one goroutine per lock extends it every TTL/3 ---------------
+
+// tickers runs one renewal loop per lock, each started when its lock was
+// taken, until stop.
+type tickers struct {
+	ttl      time.Duration
+	ctx      context.Context
+	cancel   context.CancelFunc
+	renewals *atomic.Int64
+	wg       sync.WaitGroup
+	failed   atomic.Int64 // locks whose extension failed: lost
+}
+
+func (t *tickers) start(ctx context.Context, renewals *atomic.Int64) {
+	t.ctx, t.cancel = context.WithCancel(ctx)
+	t.renewals = renewals
+}
+
+// spawn renews one lock every TTL/3 with extend.
+func (t *tickers) spawn(extend func(ctx context.Context) error) {
+	t.wg.Go(func() {
+		tk := time.NewTicker(t.ttl / 3)
+		defer tk.Stop()
+		for {
+			select {
+			case <-t.ctx.Done():
+				return
+			case <-tk.C:
+			}
+			t.renewals.Add(1) // when sent, as the round-trip hook counts it
+			if err := extend(t.ctx); err != nil {
+				if t.ctx.Err() == nil {
+					t.failed.Add(1)
+				}
+				return
+			}
+		}
+	})
+}
+
+func (t *tickers) stop() {
+	if t.cancel != nil {
+		t.cancel()
+	}
+	t.wg.Wait()
+}
+
+type redsyncHolder struct {
+	rs      *redsync.Redsync
+	ttl     time.Duration
+	mutexes []*redsync.Mutex
+	t       tickers
+}
+
+func newRedsyncHolder(c *redis.Client, cfg *config) *redsyncHolder {
+	return &redsyncHolder{
+		rs:      redsync.New([]rsredis.Pool{rsgoredis.NewPool(c)}...),
+		ttl:     cfg.renewTTL,
+		mutexes: make([]*redsync.Mutex, cfg.locks),
+		t:       tickers{ttl: cfg.renewTTL},
+	}
+}
+
+func (h *redsyncHolder) take(ctx context.Context, i int, key string) error {
+	m := h.rs.NewMutex(key, redsync.WithExpiry(h.ttl), redsync.WithTries(1))
+	if err := m.LockContext(ctx); err != nil {
+		return err
+	}
+	h.mutexes[i] = m
+	h.t.spawn(func(ctx context.Context) error {
+		ok, err := m.ExtendContext(ctx)
+		if err == nil && !ok {
+			err = errors.New("redsync: not extended")
+		}
+		return err
+	})
+	return nil
+}
+
+func (h *redsyncHolder) start(ctx context.Context, renewals *atomic.Int64) { h.t.start(ctx, renewals) }
+
+func (h *redsyncHolder) lost() int { return int(h.t.failed.Load()) }
+
+func (h *redsyncHolder) release(ctx context.Context) {
+	h.t.stop()
+	_ = forEach(len(h.mutexes), func(i int) error {
+		if m := h.mutexes[i]; m != nil {
+			_, _ = m.UnlockContext(ctx)
+		}
+		return nil
+	})
+}
+
+type redislockHolder struct {
+	c     *redislock.Client
+	ttl   time.Duration
+	locks []*redislock.Lock
+	t     tickers
+}
+
+func newRedislockHolder(c *redis.Client, cfg *config) *redislockHolder {
+	return &redislockHolder{c: redislock.New(c), ttl: cfg.renewTTL, locks: make([]*redislock.Lock, cfg.locks), t: tickers{ttl: cfg.renewTTL}}
+}
+
+func (h *redislockHolder) take(ctx context.Context, i int, key string) error {
+	lk, err := h.c.Obtain(ctx, key, h.ttl, nil)
+	if err != nil {
+		return err
+	}
+	h.locks[i] = lk
+	h.t.spawn(func(ctx context.Context) error { return lk.Refresh(ctx, h.ttl, nil) })
+	return nil
+}
+
+func (h *redislockHolder) start(ctx context.Context, renewals *atomic.Int64) {
+	h.t.start(ctx, renewals)
+}
+
+func (h *redislockHolder) lost() int { return int(h.t.failed.Load()) }
+
+func (h *redislockHolder) release(ctx context.Context) {
+	h.t.stop()
+	_ = forEach(len(h.locks), func(i int) error {
+		if lk := h.locks[i]; lk != nil {
+			_ = lk.Release(ctx)
+		}
+		return nil
+	})
+}

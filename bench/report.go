@@ -1,0 +1,227 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// target is one of the issue's goals, checked against the measured rows.
+type target struct {
+	Goal     string `json:"goal"`
+	Measured string `json:"measured"`
+	Pass     bool   `json:"pass"`
+}
+
+// bestPeer returns the highest ops/s among the peers of scenario.
+func bestPeer(rs []result, scenario string) (result, bool) { return bestPeerOn(rs, "", scenario) }
+
+func bestPeerOn(rs []result, network, scenario string) (result, bool) {
+	return bestPeerOf(rs, network, scenario, 0)
+}
+
+// bestPeerOf is bestPeerOn for rows on nodes nodes (Redlock; 0 elsewhere).
+func bestPeerOf(rs []result, network, scenario string, nodes int) (result, bool) {
+	var best result
+	found := false
+	for _, r := range rs {
+		if r.Network == network && r.Scenario == scenario && r.Nodes == nodes && r.Peer && r.Ops > 0 && (!found || r.OpsPerSec > best.OpsPerSec) {
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
+func find(rs []result, scenario, library, setupPrefix string) (result, bool) {
+	return findOn(rs, "", scenario, library, setupPrefix)
+}
+
+// findOn finds the row of the given network (see result.Network).
+func findOn(rs []result, network, scenario, library, setupPrefix string) (result, bool) {
+	for _, r := range rs {
+		if r.Network == network && r.Scenario == scenario && r.Library == library && strings.HasPrefix(r.Setup, setupPrefix) {
+			return r, true
+		}
+	}
+	return result{}, false
+}
+
+// annotate fills in the ratios and notes that compare rows.
+func annotate(rs []result) {
+	for i := range rs {
+		r := &rs[i]
+		if best, ok := bestPeerOf(rs, r.Network, r.Scenario, r.Nodes); ok && r.Scenario != scRenewal {
+			r.VsBestPeer = r.OpsPerSec / best.OpsPerSec
+		}
+		switch r.Scenario {
+		case scUncontended:
+			if f, ok := find(rs, scUncontended, libFloor, ""); ok && f.OpsPerSec > 0 && r.Library != libFloor {
+				r.Extra = append(r.Extra, fmt.Sprintf("%.2fx floor", r.OpsPerSec/f.OpsPerSec))
+			}
+		case scContended:
+			if r.FIFOBound > 0 {
+				r.Extra = append(r.Extra, fmt.Sprintf("p99 = %.1fx FIFO bound (%v)", float64(r.P99)/float64(r.FIFOBound), ms(r.FIFOBound)))
+			}
+			r.Extra = append(r.Extra, fmt.Sprintf("key held %.0f%% of the time", 100*r.Utilization))
+			if r.Ops > 0 {
+				r.Extra = append(r.Extra, fmt.Sprintf("%.0f%% re-taken by the previous holder", 100*float64(r.Retaken)/float64(r.Ops)))
+			}
+		case scRedlock:
+			if r.Library == libPadlock && strings.HasPrefix(r.Setup, "NewRedlock") {
+				if s, ok := findOn(rs, r.Network, scRedlock, libPadlock, "New,"); ok && s.Mean > 0 {
+					r.Extra = append(r.Extra, fmt.Sprintf("vs 1-node padlock: mean %.2fx, p50 %.2fx",
+						float64(r.Mean)/float64(s.Mean), float64(r.P50)/float64(s.P50)))
+				}
+			}
+			if r.Library == libRedsync && !strings.HasPrefix(r.Setup, "1 pool") {
+				if s, ok := findOn(rs, r.Network, scRedlock, libRedsync, "1 pool"); ok && s.Mean > 0 {
+					r.Extra = append(r.Extra, fmt.Sprintf("vs 1-node redsync: mean %.2fx", float64(r.Mean)/float64(s.Mean)))
+				}
+			}
+			r.Extra = append(r.Extra, "mean "+us(r.Mean))
+		}
+		if r.Errors > 0 {
+			r.Extra = append(r.Extra, fmt.Sprintf("%d errors, first: %s", r.Errors, r.FirstError))
+		}
+	}
+}
+
+// checkTargets compares the padlock rows with the issue's targets.
+func checkTargets(rs []result, workers int) []target {
+	var ts []target
+	add := func(goal string, pass bool, format string, args ...any) {
+		ts = append(ts, target{Goal: goal, Measured: fmt.Sprintf(format, args...), Pass: pass})
+	}
+	if p, ok := find(rs, scUncontended, libPadlock, "New, zero"); ok {
+		if best, ok := bestPeer(rs, scUncontended); ok {
+			add("uncontended cycles/s >= best peer", p.OpsPerSec >= best.OpsPerSec,
+				"%.0f vs %s %.0f (%.2fx)", p.OpsPerSec, best.Library, best.OpsPerSec, p.OpsPerSec/best.OpsPerSec)
+		}
+		add("uncontended: 2 round trips per cycle", p.RoundTripsOp <= 2.005, "%.2f", p.RoundTripsOp)
+	}
+	uncontendedCmds := func(fair bool) (float64, bool) {
+		prefix := "New, zero"
+		if fair {
+			prefix = "New, Fair"
+		}
+		u, ok := find(rs, scUncontended, libPadlock, prefix)
+		return u.CommandsOp, ok
+	}
+	best, haveBest := bestPeer(rs, scContended)
+	for _, r := range rs {
+		if r.Scenario != scContended || r.Library != libPadlock {
+			continue
+		}
+		fair := strings.HasPrefix(r.Setup, "Fair")
+		name := "contended (" + r.Setup + ")"
+		if !fair && haveBest {
+			add(name+": acquisitions/s >= 1.1x best peer", r.OpsPerSec >= 1.1*best.OpsPerSec,
+				"%.0f vs %s %.0f (%.2fx)", r.OpsPerSec, best.Library, best.OpsPerSec, r.OpsPerSec/best.OpsPerSec)
+		}
+		add(name+": <= 4 round trips per acquisition", r.RoundTripsOp <= 4, "%.2f", r.RoundTripsOp)
+		if u, ok := uncontendedCmds(fair); ok {
+			extra := r.CommandsOp - u
+			add(name+": <= 2 server commands per acquisition beyond an uncontended cycle", extra <= 2,
+				"%.2f - %.2f = %.2f", r.CommandsOp, u, extra)
+		}
+		if fair && r.FIFOBound > 0 {
+			add(name+fmt.Sprintf(": p99 wait <= 2x FIFO bound (%d x mean cycle)", workers), r.P99 <= 2*r.FIFOBound,
+				"p99 %v vs bound %v (%.2fx)", ms(r.P99), ms(r.FIFOBound), float64(r.P99)/float64(r.FIFOBound))
+		}
+	}
+	if r, ok := find(rs, scRenewal, libPadlock, ""); ok {
+		add(fmt.Sprintf("renewal of %d locks: <= 1 pipelined round trip per node per tick (TTL/3)", r.Workers),
+			r.PipelinesPerTick <= 1.0 && r.OtherRoundTrips == 0,
+			"%.2f pipelines per tick, %d other round trips in the window, %.5f round trips per renewal",
+			r.PipelinesPerTick, r.OtherRoundTrips, r.RoundTripsOp)
+	}
+	for _, q := range rs {
+		if q.Scenario != scRedlock || q.Library != libPadlock || !strings.HasPrefix(q.Setup, "NewRedlock") {
+			continue
+		}
+		s, ok := findOn(rs, q.Network, scRedlock, libPadlock, "New,")
+		if !ok || s.Mean == 0 {
+			continue
+		}
+		net := "loopback"
+		if q.Network != "" {
+			net = q.Network
+		}
+		ratio := float64(q.Mean) / float64(s.Mean)
+		add("Redlock Acquire+Release latency <= 1.5x single node ("+net+")", ratio <= 1.5,
+			"mean %v vs %v (%.2fx); p50 %v vs %v (%.2fx)", us(q.Mean), us(s.Mean), ratio,
+			us(q.P50), us(s.P50), float64(q.P50)/float64(s.P50))
+	}
+	var viol int64
+	for _, r := range rs {
+		viol += r.Violations
+	}
+	add("mutual exclusion: 0 violations (two holders at once, or a held lock lost)", viol == 0, "%d", viol)
+	return ts
+}
+
+func writeMarkdown(w io.Writer, rs []result, ts []target, settings []string) {
+	fmt.Fprintln(w, "| scenario | library | setup | ops/s | vs best peer | round trips/op | server cmds/op | p50 | p99 | CPU/op client+redis | violations | gave up | notes |")
+	fmt.Fprintln(w, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+	for _, r := range rs {
+		vs := "-"
+		if r.VsBestPeer > 0 {
+			vs = fmt.Sprintf("%.2fx", r.VsBestPeer)
+		}
+		p50, p99 := "-", "-"
+		if r.Scenario != scRenewal {
+			p50, p99 = ms(r.P50), ms(r.P99)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %.0f | %s | %.2f | %.2f | %s | %s | %s + %s | %d | %d | %s |\n",
+			r.name(), r.Library, r.Setup, r.OpsPerSec, vs, r.RoundTripsOp, r.CommandsOp, p50, p99,
+			us(r.ClientCPUOp), us(r.ServerCPUOp), r.Violations, r.GaveUp, strings.Join(r.Extra, "; "))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Server commands per op, by command (INFO commandstats; commands run inside scripts included):")
+	fmt.Fprintln(w)
+	for _, r := range rs {
+		fmt.Fprintf(w, "- %s / %s / %s: %s\n", r.name(), r.Library, r.Setup, r.breakdown)
+	}
+	if len(ts) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| target | measured | result |")
+		fmt.Fprintln(w, "|---|---|---|")
+		for _, t := range ts {
+			res := "FAIL"
+			if t.Pass {
+				res = "pass"
+			}
+			fmt.Fprintf(w, "| %s | %s | %s |\n", t.Goal, t.Measured, res)
+		}
+	}
+	fmt.Fprintln(w)
+	for _, s := range settings {
+		fmt.Fprintln(w, s)
+	}
+}
+
+// ms formats a latency for the table: milliseconds, with more digits below 10ms.
+func ms(d time.Duration) string {
+	f := float64(d) / float64(time.Millisecond)
+	switch {
+	case d == 0:
+		return "0"
+	case f < 10:
+		return fmt.Sprintf("%.3fms", f)
+	default:
+		return fmt.Sprintf("%.1fms", f)
+	}
+}
+
+func us(d time.Duration) string {
+	return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
+}
+
+// name is the scenario as the table shows it.
+func (r result) name() string {
+	if r.Network != "" {
+		return r.Scenario + " " + r.Network
+	}
+	return r.Scenario
+}

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// result is one row of the table: one library in one scenario.
+type result struct {
+	Scenario string `json:"scenario"`
+	Library  string `json:"library"`
+	Setup    string `json:"setup"`
+	Peer     bool   `json:"peer"`              // counts as "the best peer" of its scenario
+	Network  string `json:"network,omitempty"` // "" for loopback, else the simulated round trip added
+	Rounds   int    `json:"rounds,omitempty"`  // rounds measured; the row is the median one
+	Nodes    int    `json:"nodes,omitempty"`   // Redlock scenario: nodes the lock lives on
+
+	Workers int     `json:"workers"`
+	Seconds float64 `json:"seconds"` // measured window
+	Ops     int64   `json:"ops"`     // cycles, acquisitions or renewals in the window
+
+	OpsPerSec      float64            `json:"ops_per_sec"`
+	RoundTripsOp   float64            `json:"round_trips_per_op"`
+	CommandsOp     float64            `json:"server_commands_per_op"`
+	CommandsByName map[string]float64 `json:"server_commands_by_name_per_op,omitempty"`
+	P50            time.Duration      `json:"p50_ns"` // wait (contended) or cycle latency
+	P99            time.Duration      `json:"p99_ns"`
+	Mean           time.Duration      `json:"mean_ns"`
+	ClientCPUOp    time.Duration      `json:"client_cpu_per_op_ns"`
+	ServerCPUOp    time.Duration      `json:"server_cpu_per_op_ns"`
+
+	Violations int64  `json:"violations"` // two holders at once, or a held lock lost
+	GaveUp     int64  `json:"gave_up"`    // Acquire calls that ran out of wait or tries
+	Errors     int64  `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+
+	// Contended only.
+	Retaken     int64         `json:"retaken,omitempty"`       // acquisitions by the previous holder again
+	MeanHeld    time.Duration `json:"mean_held_ns,omitempty"`  // from holding to Release returned
+	Utilization float64       `json:"utilization,omitempty"`   // share of the window the key was held
+	FIFOBound   time.Duration `json:"fifo_bound_ns,omitempty"` // workers × mean cycle
+	VsBestPeer  float64       `json:"ops_vs_best_peer"`        // ops/s ÷ the best peer's
+	// Renewal only.
+	PipelinesPerTick float64 `json:"pipelines_per_tick,omitempty"`
+	OtherRoundTrips  int64   `json:"other_round_trips,omitempty"` // not pipelined
+
+	Extra     []string `json:"notes,omitempty"` // scenario-specific figures
+	breakdown string
+}
+
+// workload says what the workers of one measured run do.
+type workload struct {
+	procs   int // clients the workers are spread over (worker w uses w % procs); 0 means 1
+	workers int
+	key     func(w int) string
+	hold    time.Duration // time.Sleep inside the critical section
+	think   time.Duration // time.Sleep between Release and the next Acquire
+	wait    bool          // latency is the wait for the lock, not the cycle
+	warmup  time.Duration
+	window  time.Duration
+}
+
+// workerStats is what one worker saw in the measured window.
+type workerStats struct {
+	lat      []time.Duration
+	ops      int64
+	held     time.Duration
+	gaveUp   int64
+	errs     int64
+	firstErr error
+}
+
+const (
+	phaseWarmup int32 = iota
+	phaseMeasure
+	phaseDone
+)
+
+// stopGrace bounds how long workers may take to stop after the window.
+const stopGrace = 15 * time.Second
+
+// measure runs wl against lib, counting round trips with hook and server
+// work with smp, and returns the row (Scenario, Library and Setup are the
+// caller's to fill in).
+func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler, wl workload) (result, error) {
+	var (
+		phase      atomic.Int32
+		inside     atomic.Int32
+		violations atomic.Int64
+		lastHolder atomic.Int64
+		retaken    atomic.Int64 // acquisitions by the worker that held the lock last
+		stats      = make([]workerStats, wl.workers)
+		wg         sync.WaitGroup
+	)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for w := range wl.workers {
+		wg.Go(func() {
+			st := &stats[w]
+			key := wl.key(w)
+			for runCtx.Err() == nil {
+				start := time.Now()
+				var release releaseFunc
+				for release == nil {
+					rel, err := lib.acquire(runCtx, w, key)
+					if err == nil {
+						release = rel
+						break
+					}
+					if runCtx.Err() != nil {
+						return
+					}
+					if phase.Load() == phaseMeasure {
+						if errors.Is(err, errGaveUp) {
+							st.gaveUp++
+						} else {
+							st.errs++
+							if st.firstErr == nil {
+								st.firstErr = err
+							}
+						}
+					}
+					if !errors.Is(err, errGaveUp) {
+						time.Sleep(time.Millisecond) // don't spin on a failing server
+					}
+				}
+				got := time.Now()
+				counted := phase.Load() == phaseMeasure
+				if inside.Add(1) != 1 {
+					violations.Add(1)
+				}
+				if lastHolder.Swap(int64(w)) == int64(w) && counted {
+					retaken.Add(1)
+				}
+				if wl.hold > 0 {
+					time.Sleep(wl.hold)
+				}
+				inside.Add(-1)
+				rctx, rcancel := context.WithTimeout(context.WithoutCancel(runCtx), 5*time.Second)
+				err := release(rctx)
+				rcancel()
+				end := time.Now()
+				if err != nil && counted {
+					st.errs++
+					if st.firstErr == nil {
+						st.firstErr = fmt.Errorf("release: %w", err)
+					}
+				}
+				if wl.think > 0 {
+					time.Sleep(wl.think)
+				}
+				if counted {
+					st.ops++
+					st.held += end.Sub(got)
+					if wl.wait {
+						st.lat = append(st.lat, got.Sub(start))
+					} else {
+						st.lat = append(st.lat, end.Sub(start))
+					}
+				}
+			}
+		})
+	}
+
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	stop := func() error {
+		phase.Store(phaseDone)
+		cancel()
+		select {
+		case <-stopped:
+			return nil
+		case <-time.After(stopGrace):
+			return fmt.Errorf("bench: workers did not stop within %v", stopGrace)
+		}
+	}
+
+	if !sleepCtx(ctx, wl.warmup) {
+		_ = stop()
+		return result{}, ctx.Err()
+	}
+	before, err := smp.sample(ctx)
+	if err != nil {
+		_ = stop()
+		return result{}, err
+	}
+	h0, cpu0, t0 := hook.load(), processCPU(), time.Now()
+	phase.Store(phaseMeasure)
+	ok := sleepCtx(ctx, wl.window)
+	phase.Store(phaseDone)
+	h1, cpu1, t1 := hook.load(), processCPU(), time.Now()
+	after, serr := smp.sample(context.WithoutCancel(ctx))
+	if err := stop(); err != nil {
+		return result{}, err
+	}
+	if !ok {
+		return result{}, ctx.Err()
+	}
+	if serr != nil {
+		return result{}, serr
+	}
+
+	r := result{Workers: wl.workers, Seconds: t1.Sub(t0).Seconds(), Violations: violations.Load(), Retaken: retaken.Load()}
+	var lat []time.Duration
+	var held time.Duration
+	perProc := make([]int64, max(wl.procs, 1))
+	for i := range stats {
+		st := &stats[i]
+		perProc[i%len(perProc)] += st.ops
+		r.Ops += st.ops
+		r.GaveUp += st.gaveUp
+		r.Errors += st.errs
+		held += st.held
+		lat = append(lat, st.lat...)
+		if st.firstErr != nil && r.FirstError == "" {
+			r.FirstError = st.firstErr.Error()
+		}
+	}
+	d := diff(before, after)
+	fillCounts(&r, h1.sub(h0), d, cpu1-cpu0)
+	r.P50, r.P99, r.Mean = percentiles(lat)
+	if len(perProc) > 1 && r.Ops > 0 {
+		lo, hi := slices.Min(perProc), slices.Max(perProc)
+		r.Extra = append(r.Extra, fmt.Sprintf("acquisitions per client %.0f%%-%.0f%%", 100*float64(lo)/float64(r.Ops), 100*float64(hi)/float64(r.Ops)))
+	}
+	if r.Ops > 0 {
+		r.MeanHeld = held / time.Duration(r.Ops)
+		r.Utilization = held.Seconds() / r.Seconds
+	}
+	return r, nil
+}
+
+// fillCounts sets the rates and per-op figures of r from its ops and window.
+func fillCounts(r *result, h hookCounts, d delta, clientCPU time.Duration) {
+	if r.Seconds > 0 {
+		r.OpsPerSec = float64(r.Ops) / r.Seconds
+	}
+	if r.Ops == 0 {
+		return
+	}
+	ops := float64(r.Ops)
+	r.RoundTripsOp = float64(h.commands+h.pipelines+d.pubsub) / ops
+	r.CommandsOp = float64(d.commands) / ops
+	r.CommandsByName = map[string]float64{}
+	for name, n := range d.calls {
+		r.CommandsByName[name] = float64(n) / ops
+	}
+	r.breakdown = breakdown(d.calls, ops)
+	r.ClientCPUOp = clientCPU / time.Duration(r.Ops)
+	r.ServerCPUOp = d.cpu / time.Duration(r.Ops)
+}
+
+func percentiles(lat []time.Duration) (p50, p99, mean time.Duration) {
+	if len(lat) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(lat)
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	at := func(q float64) time.Duration {
+		i := int(q*float64(len(lat))+0.5) - 1
+		return lat[min(max(i, 0), len(lat)-1)]
+	}
+	return at(0.50), at(0.99), sum / time.Duration(len(lat))
+}
+
+// sleepCtx sleeps d and reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// inRounds measures n cases rounds times, interleaved (every case once per
+// round, so drifting machine load touches all of them alike), and keeps
+// each case's median round by ops/s, noting the spread.
+func inRounds(rounds, n int, measureCase func(i int) (result, error)) ([]result, error) {
+	all := make([][]result, n)
+	for range max(rounds, 1) {
+		for i := range n {
+			r, err := measureCase(i)
+			if err != nil {
+				return medians(all), err
+			}
+			all[i] = append(all[i], r)
+		}
+	}
+	return medians(all), nil
+}
+
+func medians(all [][]result) []result {
+	var out []result
+	for _, rs := range all {
+		if len(rs) == 0 {
+			continue
+		}
+		sorted := slices.Clone(rs)
+		slices.SortFunc(sorted, func(a, b result) int { return cmpFloat(a.OpsPerSec, b.OpsPerSec) })
+		m := sorted[(len(sorted)-1)/2]
+		if len(rs) > 1 {
+			// Safety counts are summed over all rounds, not taken from one.
+			m.Violations, m.Errors = 0, 0
+			for _, r := range rs {
+				m.Violations += r.Violations
+				m.Errors += r.Errors
+				if m.FirstError == "" {
+					m.FirstError = r.FirstError
+				}
+			}
+			m.Rounds = len(rs)
+			m.Extra = append(m.Extra, fmt.Sprintf("median of %d rounds (ops/s %.0f-%.0f)", len(rs), sorted[0].OpsPerSec, sorted[len(sorted)-1].OpsPerSec))
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

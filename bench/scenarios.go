@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/padlockgo/padlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// config is what the flags say.
+type config struct {
+	warmup, window time.Duration
+	workers, procs int
+	hold, wait     time.Duration
+	poll           time.Duration // the tuned peers' retry delay
+	rounds         int
+	think          time.Duration // contended: pause between Release and the next Acquire
+	redlockRTT     time.Duration // simulated network for the second Redlock block; 0: none
+
+	locks         int
+	renewTTL      time.Duration
+	renewWindow   time.Duration
+	renewPeers    bool
+	nodes         int
+	redlockTTL    time.Duration
+	skipPeers     bool
+	verbose       bool
+	progress      func(format string, args ...any)
+	launcher      *launcher
+	redlockServer []*server // started early, so they are old enough to vote
+}
+
+// Scenario names.
+const (
+	scUncontended = "uncontended"
+	scContended   = "contended"
+	scRenewal     = "renewal"
+	scRedlock     = "redlock"
+)
+
+// case_ is one row to measure on a fresh server: how to build the library
+// on the run's clients.
+type case_ struct {
+	library, setup string
+	peer           bool
+	procs          int // clients ("processes") the workers are spread over
+	build          func(clients []*redis.Client) contender
+}
+
+// onFreshServer starts a server, builds c's library on procs clients that
+// count round trips, measures wl, and stops the server.
+func onFreshServer(ctx context.Context, cfg *config, scenario string, c case_, wl workload) (result, error) {
+	servers, err := cfg.launcher.start(ctx, 1)
+	if err != nil {
+		return result{}, err
+	}
+	defer cfg.launcher.stop(servers[0])
+	smp := newSampler(servers)
+	defer smp.close()
+	hook := &roundTrips{}
+	clients := make([]*redis.Client, max(c.procs, 1))
+	for i := range clients {
+		clients[i] = newClient(servers[0].addr, hook, wl.workers+2)
+	}
+	defer func() {
+		for _, cl := range clients {
+			cl.Close()
+		}
+	}()
+	lib := c.build(clients)
+	r, err := measure(ctx, lib, hook, smp, wl)
+	lib.close()
+	if err != nil {
+		return result{}, fmt.Errorf("%s %s %s: %w", scenario, c.library, c.setup, err)
+	}
+	r.Scenario, r.Library, r.Setup, r.Peer = scenario, c.library, c.setup, c.peer
+	return r, nil
+}
+
+func universal(cs []*redis.Client) []redis.UniversalClient {
+	out := make([]redis.UniversalClient, len(cs))
+	for i, c := range cs {
+		out[i] = c
+	}
+	return out
+}
+
+func newLockers(clients []*redis.Client) []*padlock.Locker {
+	ls := make([]*padlock.Locker, len(clients))
+	for i, c := range clients {
+		ls[i] = padlock.New(c)
+	}
+	return ls
+}
+
+// redislockClients wraps each go-redis client in a redislock.Client.
+func redislockClients(clients []*redis.Client) []*redislock.Client {
+	out := make([]*redislock.Client, len(clients))
+	for i, c := range clients {
+		out[i] = redislock.New(c)
+	}
+	return out
+}
+
+// oneNodeEach gives every "process" its own single-node redsync.
+func oneNodeEach(clients []*redis.Client) [][]redis.UniversalClient {
+	out := make([][]redis.UniversalClient, len(clients))
+	for i, c := range clients {
+		out[i] = []redis.UniversalClient{c}
+	}
+	return out
+}
+
+const peerTTL = 30 * time.Second // redislock needs one; padlock's default
+
+func uncontendedCases(cfg *config) []case_ {
+	cs := []case_{
+		{libFloor, "SET NX PX + EVALSHA compare-and-delete", false, 1, func(cl []*redis.Client) contender {
+			return &floor{clients: cl, ttl: peerTTL}
+		}},
+		{libPadlock, "New, zero Options (30s lease, renewed)", false, 1, func(cl []*redis.Client) contender {
+			return &padlockLib{lockers: newLockers(cl)}
+		}},
+		{libPadlock, "New, Fair (fair-mode scripts)", false, 1, func(cl []*redis.Client) contender {
+			return &padlockLib{lockers: newLockers(cl), opts: padlock.Options{Fair: true}}
+		}},
+	}
+	if cfg.skipPeers {
+		return cs
+	}
+	return append(cs,
+		case_{libRedsync, "1 pool, defaults (8s expiry)", true, 1, func(cl []*redis.Client) contender {
+			return newRedsync(oneNodeEach(cl))
+		}},
+		case_{libRedislock, "Obtain 30s, no retry", true, 1, func(cl []*redis.Client) contender {
+			return &redislockLib{clients: redislockClients(cl), ttl: peerTTL}
+		}},
+	)
+}
+
+func contendedCases(cfg *config) []case_ {
+	waitOpts := padlock.Options{Wait: cfg.wait}
+	fairOpts := padlock.Options{Wait: cfg.wait, Fair: true}
+	procs := cfg.procs
+	cs := []case_{
+		{libPadlock, fmt.Sprintf("Wait %v, 1 Locker", cfg.wait), false, 1, func(cl []*redis.Client) contender {
+			return &padlockLib{lockers: newLockers(cl), opts: waitOpts}
+		}},
+		{libPadlock, fmt.Sprintf("Wait %v, %d Lockers", cfg.wait, procs), false, procs, func(cl []*redis.Client) contender {
+			return &padlockLib{lockers: newLockers(cl), opts: waitOpts}
+		}},
+		{libPadlock, fmt.Sprintf("Fair, Wait %v, 1 Locker", cfg.wait), false, 1, func(cl []*redis.Client) contender {
+			return &padlockLib{lockers: newLockers(cl), opts: fairOpts}
+		}},
+		{libPadlock, fmt.Sprintf("Fair, Wait %v, %d Lockers", cfg.wait, procs), false, procs, func(cl []*redis.Client) contender {
+			return &padlockLib{lockers: newLockers(cl), opts: fairOpts}
+		}},
+	}
+	if cfg.skipPeers {
+		return cs
+	}
+	pollTries := max(int(cfg.wait/cfg.poll), 1)
+	return append(cs,
+		case_{libRedsync, "defaults: 32 tries, delay rand 50-250ms", true, 1, func(cl []*redis.Client) contender {
+			return newRedsync(oneNodeEach(cl))
+		}},
+		case_{libRedsync, fmt.Sprintf("WithRetryDelay(%v), WithTries(%d)", cfg.poll, pollTries), true, 1, func(cl []*redis.Client) contender {
+			return newRedsync(oneNodeEach(cl), redsync.WithRetryDelay(cfg.poll), redsync.WithTries(pollTries))
+		}},
+		case_{libRedislock, fmt.Sprintf("LinearBackoff(100ms), deadline %v", cfg.wait), true, 1, func(cl []*redis.Client) contender {
+			return &redislockLib{clients: redislockClients(cl), ttl: peerTTL, wait: cfg.wait,
+				retry: func() redislock.RetryStrategy { return redislock.LinearBackoff(100 * time.Millisecond) }}
+		}},
+		case_{libRedislock, fmt.Sprintf("LinearBackoff(%v), deadline %v", cfg.poll, cfg.wait), true, 1, func(cl []*redis.Client) contender {
+			return &redislockLib{clients: redislockClients(cl), ttl: peerTTL, wait: cfg.wait,
+				retry: func() redislock.RetryStrategy { return redislock.LinearBackoff(cfg.poll) }}
+		}},
+	)
+}
+
+func runUncontended(ctx context.Context, cfg *config) ([]result, error) {
+	cases := uncontendedCases(cfg)
+	return inRounds(cfg.rounds, len(cases), func(i int) (result, error) {
+		c := cases[i]
+		cfg.progress("uncontended: %s (%s)", c.library, c.setup)
+		return onFreshServer(ctx, cfg, scUncontended, c, workload{
+			workers: 1,
+			key:     func(int) string { return "bench:uncontended" },
+			warmup:  cfg.warmup,
+			window:  cfg.window,
+		})
+	})
+}
+
+func runContended(ctx context.Context, cfg *config) ([]result, error) {
+	cases := contendedCases(cfg)
+	return inRounds(cfg.rounds, len(cases), func(i int) (result, error) {
+		c := cases[i]
+		cfg.progress("contended: %s (%s)", c.library, c.setup)
+		r, err := onFreshServer(ctx, cfg, scContended, c, workload{
+			procs:   c.procs,
+			workers: cfg.workers,
+			think:   cfg.think,
+			key:     func(int) string { return "bench:contended" },
+			hold:    cfg.hold,
+			wait:    true,
+			warmup:  max(cfg.warmup, time.Second),
+			window:  cfg.window,
+		})
+		if err != nil {
+			return r, err
+		}
+		if r.Ops > 0 {
+			cycle := time.Duration(r.Seconds / float64(r.Ops) * float64(time.Second))
+			r.FIFOBound = time.Duration(cfg.workers) * cycle
+			r.Extra = append(r.Extra, fmt.Sprintf("mean cycle %v = held %v + handoff gap %v", us(cycle), us(r.MeanHeld), us(cycle-r.MeanHeld)))
+		}
+		return r, nil
+	})
+}
