@@ -69,8 +69,10 @@ var (
 // ErrInvalid. The uptime is read (INFO server) after a new connection to a
 // node was made, not on every Acquire: a restart always breaks the
 // connections, so a node is checked again exactly when it may have
-// restarted. Locking goes on meanwhile while a majority of the other nodes
-// is up. Clients must be allowed INFO.
+// restarted. Uptime comes in whole seconds, so a node votes a second or two
+// after the max lease. Locking goes on meanwhile while a majority of the
+// other nodes is up; a freshly started set of nodes grants its first lock
+// only that long after starting. Clients must be allowed INFO.
 //
 // Fences: Lock.Fence returns 0 on a Redlock Locker. Each node could count
 // acquisitions, but counters on independent nodes do not add up to one

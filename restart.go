@@ -27,8 +27,9 @@ import (
 // from one that started before the check and is therefore that same one.
 // Only when the client has dialled since is the next grant followed by a
 // new check. The check itself can only err on the safe side: it takes the
-// process to have started as late as its uptime, in whole seconds, allows,
-// and a process with a new run_id as a new process.
+// process to have started as late as its uptime in whole seconds allows (so
+// a node votes one or two seconds after the max lease), and a process with
+// a new run_id as a new process.
 type restartGuard struct {
 	maxLease time.Duration
 
@@ -88,8 +89,10 @@ func (g *restartGuard) check(ctx context.Context, c redis.UniversalClient, dials
 	if err != nil {
 		return time.Time{}, err
 	}
-	// The process started at most uptime (rounded down) before it answered.
-	started := answered.Add(-uptime)
+	// Redis counts uptime as whole seconds now less whole seconds at start,
+	// each rounded down: the process has been up for more than uptime less
+	// one second.
+	started := answered.Add(time.Second - uptime)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.checked && runID == g.runID {
