@@ -185,9 +185,10 @@ func WithNodeTimeout(d time.Duration) Option {
 // WithMaxLease sets the longest lease any owner sets on the nodes of a
 // Redlock Locker (NewRedlock): Acquire and Extend reject a longer TTL, and a
 // node that restarted does not vote until it has been up this long (see
-// NewRedlock). Give every Locker that shares the nodes the same value.
-// Default: the Locker's default TTL (30s unless WithDefaults sets another).
-// New rejects it.
+// NewRedlock). Give every Locker that shares the nodes the same value. Below
+// 30s, set a default TTL within it too (WithDefaults), or every Acquire must
+// name its TTL. Default: the Locker's default TTL (30s unless WithDefaults
+// sets another). New rejects it.
 func WithMaxLease(d time.Duration) Option {
 	return func(c *config) { c.maxLease = d }
 }

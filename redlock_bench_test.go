@@ -26,19 +26,17 @@ func BenchmarkRedlock5(b *testing.B) {
 		c.AddHook(rt)
 		clients[i] = c
 	}
-	l, err := padlock.NewRedlock(clients, padlock.WithMaxLease(rlMaxLease))
+	// A node timeout for a loaded machine: it bounds a stall, it does not
+	// add to a cycle whose nodes answer.
+	l, err := padlock.NewRedlock(clients, padlock.WithMaxLease(rlMaxLease), padlock.WithNodeTimeout(rlNodeTimeout),
+		padlock.WithDefaults(padlock.Options{TTL: rlMaxLease}))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
 	ctx := context.Background()
-	o := padlock.Options{TTL: rlMaxLease, NoRenew: true}
-	// Warm up: load the scripts, dial, check the nodes' uptime.
-	lk, err := l.Acquire(ctx, "bench", o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	lk.Release(ctx)
+	o := padlock.Options{NoRenew: true}
+	awaitVotes(b, l) // and warm up: load the scripts, dial, check uptimes
 	rt.n.Store(0)
 	b.ReportAllocs()
 	b.ResetTimer()
