@@ -34,6 +34,9 @@ func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, err
 		return lk, nil
 	}
 	o = o.withDefaults(l.defaults)
+	if err := l.cfg.checkLease("Options.TTL", o.TTL); err != nil {
+		return nil, err
+	}
 	a := &acquisition{l: l, key: key, o: o, id: newLockID(l.keys, key, newToken(), o)}
 	if o.Wait == 0 {
 		if lk, err := a.try(ctx); lk != nil || err != nil {
