@@ -47,6 +47,7 @@ func run() int {
 	flag.DurationVar(&cfg.redlockTTL, "redlock-ttl", 5*time.Second, "redlock: lock TTL, and padlock's WithMaxLease")
 	flag.DurationVar(&cfg.redlockRTT, "redlock-rtt", time.Millisecond, "redlock: also measure with this round-trip time added to every node (simulated in the client; 0: loopback only)")
 	flag.IntVar(&cfg.rounds, "rounds", 1, "uncontended, contended and Redlock: measure each row this many times, interleaved, and show the median")
+	flag.DurationVar(&cfg.settle, "settle", 0, "before each row, wait up to this long for the machine to be nearly idle (for shared machines; 0: don't wait)")
 	noPeers := flag.Bool("no-peers", false, "measure padlock (and the floor) only")
 	flag.StringVar(&jsonPath, "json", "", "also write the results as JSON to this file")
 	flag.StringVar(&bin, "redis-server", "redis-server", "redis-server binary")

@@ -21,6 +21,7 @@ type roundTrips struct {
 	commands  atomic.Int64 // sent on their own
 	pipelines atomic.Int64
 	piped     atomic.Int64 // commands sent in pipelines
+	slowest   atomic.Int64 // the longest pipeline round trip, in ns
 }
 
 func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -36,7 +37,16 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.pipelines.Add(1)
 		h.piped.Add(int64(len(cmds)))
-		return next(ctx, cmds)
+		start := time.Now()
+		err := next(ctx, cmds)
+		d := int64(time.Since(start))
+		for {
+			old := h.slowest.Load()
+			if d <= old || h.slowest.CompareAndSwap(old, d) {
+				break
+			}
+		}
+		return err
 	}
 }
 

@@ -87,6 +87,7 @@ func runRedlock(ctx context.Context, cfg *config) ([]result, error) {
 			if err := smp.reset(ctx); err != nil {
 				return result{}, err
 			}
+			settleBeforeRow(ctx, cfg)
 			hook := &roundTrips{}
 			clients := make([]redis.UniversalClient, c.nodes)
 			for i := range clients {

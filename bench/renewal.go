@@ -17,8 +17,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// acquirers is how many goroutines take (and let go of) the held locks.
-const acquirers = 16
+// acquirers is how many goroutines take (and let go of) the held locks;
+// takeTries bounds the attempts for one.
+const (
+	acquirers = 16
+	takeTries = 5
+)
 
 // forEach runs f(i) for i in [0, n) on acquirers goroutines and returns the
 // first error.
@@ -93,6 +97,7 @@ func runRenewal(ctx context.Context, cfg *config) ([]result, error) {
 }
 
 func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Client) holder, window time.Duration) (result, error) {
+	settleBeforeRow(ctx, cfg)
 	servers, err := cfg.launcher.start(ctx, 1)
 	if err != nil {
 		return result{}, err
@@ -110,7 +115,15 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Clie
 	h.start(ctx, &renewals)
 	takeStart := time.Now()
 	if err := forEach(cfg.locks, func(i int) error {
-		return h.take(ctx, i, "bench:held:"+strconv.Itoa(i))
+		// A loaded machine can fail a take (redsync gives SET NX 5% of
+		// the expiry): try again, a few times, before giving up the row.
+		var err error
+		for range takeTries {
+			if err = h.take(ctx, i, "bench:held:"+strconv.Itoa(i)); err == nil || ctx.Err() != nil {
+				break
+			}
+		}
+		return err
 	}); err != nil {
 		return result{}, err
 	}
@@ -123,11 +136,24 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Clie
 	if err != nil {
 		return result{}, err
 	}
-	h0, cpu0, n0, t0 := hook.load(), processCPU(), renewals.Load(), time.Now()
-	if !sleepCtx(ctx, window) {
-		return result{}, ctx.Err()
+	hook.slowest.Store(0)
+	h0, m0, n0, t0 := hook.load(), markCPU(), renewals.Load(), time.Now()
+	// Watch for lost locks while the window runs, to say when they went.
+	var firstLoss time.Duration
+	watch := time.NewTicker(100 * time.Millisecond)
+	for end := t0.Add(window); time.Now().Before(end); {
+		select {
+		case <-ctx.Done():
+			watch.Stop()
+			return result{}, ctx.Err()
+		case <-watch.C:
+		}
+		if firstLoss == 0 && h.lost() > 0 {
+			firstLoss = time.Since(t0)
+		}
 	}
-	h1, cpu1, n1, t1 := hook.load(), processCPU(), renewals.Load(), time.Now()
+	watch.Stop()
+	h1, m1, n1, t1 := hook.load(), markCPU(), renewals.Load(), time.Now()
 	after, err := smp.sample(ctx)
 	if err != nil {
 		return result{}, err
@@ -138,7 +164,9 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Clie
 		r.Ops = hc.piped
 	}
 	d := diff(before, after)
-	fillCounts(&r, hc, d, cpu1-cpu0)
+	cpu := m1.self - m0.self
+	fillCounts(&r, hc, d, cpu)
+	r.OtherLoad, _ = otherLoad(m0, m1, d.cpu)
 	secs := r.Seconds
 	tick := cfg.renewTTL / 3
 	r.PipelinesPerTick = float64(hc.pipelines) / secs * tick.Seconds()
@@ -147,12 +175,16 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Clie
 		fmt.Sprintf("%.0f round trips/s", float64(hc.commands+hc.pipelines+d.pubsub)/secs),
 		fmt.Sprintf("%.2f pipelines per %v tick", r.PipelinesPerTick, tick),
 		fmt.Sprintf("%.0f commands/s", float64(d.commands)/secs),
-		fmt.Sprintf("client CPU %.1f%%", 100*(cpu1-cpu0).Seconds()/secs),
+		fmt.Sprintf("client CPU %.1f%%", 100*cpu.Seconds()/secs),
 		fmt.Sprintf("redis CPU %.1f%%", 100*d.cpu.Seconds()/secs),
 		fmt.Sprintf("%d locks taken in %v", cfg.locks, took.Round(time.Millisecond)),
 	)
 	if hc.pipelines > 0 {
-		r.Extra = append(r.Extra, fmt.Sprintf("%.0f renewals per pipeline", float64(hc.piped)/float64(hc.pipelines)))
+		r.Extra = append(r.Extra, fmt.Sprintf("%.0f renewals per pipeline, slowest pipeline %v", float64(hc.piped)/float64(hc.pipelines),
+			time.Duration(hook.slowest.Load()).Round(100*time.Microsecond)))
+	}
+	if r.Violations > 0 {
+		r.Extra = append(r.Extra, fmt.Sprintf("%d locks lost, the first %v into the window", r.Violations, firstLoss.Round(100*time.Millisecond)))
 	}
 	return r, nil
 }

@@ -81,6 +81,9 @@ func annotate(rs []result) {
 			}
 			r.Extra = append(r.Extra, "mean "+us(r.Mean))
 		}
+		if r.OtherLoad >= 0.05 {
+			r.Extra = append(r.Extra, loadNote(r.OtherLoad))
+		}
 		if r.Errors > 0 {
 			r.Extra = append(r.Extra, fmt.Sprintf("%d errors, first: %s", r.Errors, r.FirstError))
 		}

@@ -45,6 +45,8 @@ type result struct {
 	Utilization float64       `json:"utilization,omitempty"`   // share of the window the key was held
 	FIFOBound   time.Duration `json:"fifo_bound_ns,omitempty"` // workers × mean cycle
 	VsBestPeer  float64       `json:"ops_vs_best_peer"`        // ops/s ÷ the best peer's
+	OtherLoad   float64       `json:"other_load"`              // share of the machine's CPU other processes used in the window
+
 	// Renewal only.
 	PipelinesPerTick float64 `json:"pipelines_per_tick,omitempty"`
 	OtherRoundTrips  int64   `json:"other_round_trips,omitempty"` // not pipelined
@@ -189,11 +191,11 @@ func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler,
 		_ = stop()
 		return result{}, err
 	}
-	h0, cpu0, t0 := hook.load(), processCPU(), time.Now()
+	h0, m0, t0 := hook.load(), markCPU(), time.Now()
 	phase.Store(phaseMeasure)
 	ok := sleepCtx(ctx, wl.window)
 	phase.Store(phaseDone)
-	h1, cpu1, t1 := hook.load(), processCPU(), time.Now()
+	h1, m1, t1 := hook.load(), markCPU(), time.Now()
 	after, serr := smp.sample(context.WithoutCancel(ctx))
 	if err := stop(); err != nil {
 		return result{}, err
@@ -222,7 +224,8 @@ func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler,
 		}
 	}
 	d := diff(before, after)
-	fillCounts(&r, h1.sub(h0), d, cpu1-cpu0)
+	fillCounts(&r, h1.sub(h0), d, m1.self-m0.self)
+	r.OtherLoad, _ = otherLoad(m0, m1, d.cpu)
 	r.P50, r.P99, r.Mean = percentiles(lat)
 	if len(perProc) > 1 && r.Ops > 0 {
 		lo, hi := slices.Min(perProc), slices.Max(perProc)

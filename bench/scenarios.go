@@ -19,6 +19,7 @@ type config struct {
 	poll           time.Duration // the tuned peers' retry delay
 	rounds         int
 	think          time.Duration // contended: pause between Release and the next Acquire
+	settle         time.Duration // before each row, wait up to this long for an idle machine
 	redlockRTT     time.Duration // simulated network for the second Redlock block; 0: none
 
 	locks         int
@@ -28,7 +29,6 @@ type config struct {
 	nodes         int
 	redlockTTL    time.Duration
 	skipPeers     bool
-	verbose       bool
 	progress      func(format string, args ...any)
 	launcher      *launcher
 	redlockServer []*server // started early, so they are old enough to vote
@@ -42,9 +42,9 @@ const (
 	scRedlock     = "redlock"
 )
 
-// case_ is one row to measure on a fresh server: how to build the library
+// rowSpec is one row to measure on a fresh server: how to build the library
 // on the run's clients.
-type case_ struct {
+type rowSpec struct {
 	library, setup string
 	peer           bool
 	procs          int // clients ("processes") the workers are spread over
@@ -53,7 +53,8 @@ type case_ struct {
 
 // onFreshServer starts a server, builds c's library on procs clients that
 // count round trips, measures wl, and stops the server.
-func onFreshServer(ctx context.Context, cfg *config, scenario string, c case_, wl workload) (result, error) {
+func onFreshServer(ctx context.Context, cfg *config, scenario string, c rowSpec, wl workload) (result, error) {
+	settleBeforeRow(ctx, cfg)
 	servers, err := cfg.launcher.start(ctx, 1)
 	if err != nil {
 		return result{}, err
@@ -117,8 +118,8 @@ func oneNodeEach(clients []*redis.Client) [][]redis.UniversalClient {
 
 const peerTTL = 30 * time.Second // redislock needs one; padlock's default
 
-func uncontendedCases(cfg *config) []case_ {
-	cs := []case_{
+func uncontendedCases(cfg *config) []rowSpec {
+	cs := []rowSpec{
 		{libFloor, "SET NX PX + EVALSHA compare-and-delete", false, 1, func(cl []*redis.Client) contender {
 			return &floor{clients: cl, ttl: peerTTL}
 		}},
@@ -133,20 +134,20 @@ func uncontendedCases(cfg *config) []case_ {
 		return cs
 	}
 	return append(cs,
-		case_{libRedsync, "1 pool, defaults (8s expiry)", true, 1, func(cl []*redis.Client) contender {
+		rowSpec{libRedsync, "1 pool, defaults (8s expiry)", true, 1, func(cl []*redis.Client) contender {
 			return newRedsync(oneNodeEach(cl))
 		}},
-		case_{libRedislock, "Obtain 30s, no retry", true, 1, func(cl []*redis.Client) contender {
+		rowSpec{libRedislock, "Obtain 30s, no retry", true, 1, func(cl []*redis.Client) contender {
 			return &redislockLib{clients: redislockClients(cl), ttl: peerTTL}
 		}},
 	)
 }
 
-func contendedCases(cfg *config) []case_ {
+func contendedCases(cfg *config) []rowSpec {
 	waitOpts := padlock.Options{Wait: cfg.wait}
 	fairOpts := padlock.Options{Wait: cfg.wait, Fair: true}
 	procs := cfg.procs
-	cs := []case_{
+	cs := []rowSpec{
 		{libPadlock, fmt.Sprintf("Wait %v, 1 Locker", cfg.wait), false, 1, func(cl []*redis.Client) contender {
 			return &padlockLib{lockers: newLockers(cl), opts: waitOpts}
 		}},
@@ -165,17 +166,17 @@ func contendedCases(cfg *config) []case_ {
 	}
 	pollTries := max(int(cfg.wait/cfg.poll), 1)
 	return append(cs,
-		case_{libRedsync, "defaults: 32 tries, delay rand 50-250ms", true, 1, func(cl []*redis.Client) contender {
+		rowSpec{libRedsync, "defaults: 32 tries, delay rand 50-250ms", true, 1, func(cl []*redis.Client) contender {
 			return newRedsync(oneNodeEach(cl))
 		}},
-		case_{libRedsync, fmt.Sprintf("WithRetryDelay(%v), WithTries(%d)", cfg.poll, pollTries), true, 1, func(cl []*redis.Client) contender {
+		rowSpec{libRedsync, fmt.Sprintf("WithRetryDelay(%v), WithTries(%d)", cfg.poll, pollTries), true, 1, func(cl []*redis.Client) contender {
 			return newRedsync(oneNodeEach(cl), redsync.WithRetryDelay(cfg.poll), redsync.WithTries(pollTries))
 		}},
-		case_{libRedislock, fmt.Sprintf("LinearBackoff(100ms), deadline %v", cfg.wait), true, 1, func(cl []*redis.Client) contender {
+		rowSpec{libRedislock, fmt.Sprintf("LinearBackoff(100ms), deadline %v", cfg.wait), true, 1, func(cl []*redis.Client) contender {
 			return &redislockLib{clients: redislockClients(cl), ttl: peerTTL, wait: cfg.wait,
 				retry: func() redislock.RetryStrategy { return redislock.LinearBackoff(100 * time.Millisecond) }}
 		}},
-		case_{libRedislock, fmt.Sprintf("LinearBackoff(%v), deadline %v", cfg.poll, cfg.wait), true, 1, func(cl []*redis.Client) contender {
+		rowSpec{libRedislock, fmt.Sprintf("LinearBackoff(%v), deadline %v", cfg.poll, cfg.wait), true, 1, func(cl []*redis.Client) contender {
 			return &redislockLib{clients: redislockClients(cl), ttl: peerTTL, wait: cfg.wait,
 				retry: func() redislock.RetryStrategy { return redislock.LinearBackoff(cfg.poll) }}
 		}},
