@@ -43,6 +43,21 @@ func bodyLimit(fn string, opts []BodyOption) int64 {
 	return cfg.limit
 }
 
+// ReadBody returns the body of c's request, at most limit bytes (limit <= 0
+// means DefaultMaxBodyBytes), reading it at most once per request: bytes a
+// key part or c.ShouldBindBodyWith left under gin.BodyBytesKey are reused,
+// and bytes read here are left there, so ShouldBindBodyWith in the handler
+// reuses them too. c.Request.Body is restored either way, so the handler can
+// still read or bind it. A larger body is an error matching ErrBodyTooLarge;
+// one that cannot be read, ErrMalformedBody. Middlewares that need the body
+// (middleware.Idempotency fingerprints it) call it.
+func ReadBody(c *gin.Context, limit int64) ([]byte, error) {
+	if limit <= 0 {
+		limit = DefaultMaxBodyBytes
+	}
+	return ginBody(c, limit)
+}
+
 // ginBody returns the request body, read at most once per request: bytes a
 // previous part or c.ShouldBindBodyWith left under gin.BodyBytesKey are
 // reused, and bytes read here are left there, so ShouldBindBodyWith in the
