@@ -10,16 +10,17 @@ import (
 // ProblemContentType is the media type of problem responses (RFC 9457).
 const ProblemContentType = "application/problem+json"
 
-// Problem is an RFC 9457 problem detail: what Lock and LockHTTP answer
-// instead of running the handler. A Responder may change it before writing
-// it with WriteProblem, or write something else entirely.
+// Problem is an RFC 9457 problem detail: what Lock, LockHTTP and
+// Idempotency answer instead of running the handler. A Responder may change
+// it before writing it with WriteProblem, or write something else entirely.
 type Problem struct {
 	// Type is a URI naming the kind of problem. Default: "about:blank",
 	// meaning the status code says it all.
 	Type string `json:"type"`
 	// Title is the status text, as RFC 9457 asks for "about:blank".
 	Title string `json:"title"`
-	// Status is the HTTP status code: 400, 409, 413, 423, 500 or 503.
+	// Status is the HTTP status code: 400, 409, 413, 422 (Idempotency),
+	// 423, 500 or 503.
 	Status int `json:"status"`
 	// Detail explains this occurrence, for a human.
 	Detail string `json:"detail,omitempty"`
@@ -29,7 +30,8 @@ type Problem struct {
 	Key string `json:"key,omitempty"`
 
 	// RetryAfter is the holder's remaining lease on busy responses, 0 when
-	// unknown. WriteProblem turns it into a Retry-After header.
+	// unknown. WriteProblem turns it into a Retry-After header; a negative
+	// value means none, for a 409 that retrying will not resolve.
 	RetryAfter time.Duration `json:"-"`
 	// Err is the error behind the problem, for logs; it is not sent.
 	Err error `json:"-"`
@@ -41,12 +43,12 @@ type Responder func(w http.ResponseWriter, r *http.Request, p *Problem)
 
 // WriteProblem writes p as an application/problem+json response, with a
 // Retry-After header when p.RetryAfter is set (whole seconds, rounded up,
-// at least 1) and always for 409 and 423.
+// at least 1) and for 409 and 423 unless p.RetryAfter is negative.
 func WriteProblem(w http.ResponseWriter, _ *http.Request, p *Problem) {
 	h := w.Header()
 	h.Set("Content-Type", ProblemContentType)
 	h.Set("Cache-Control", "no-store")
-	if p.RetryAfter > 0 || p.Status == http.StatusConflict || p.Status == http.StatusLocked {
+	if p.RetryAfter > 0 || (p.RetryAfter == 0 && (p.Status == http.StatusConflict || p.Status == http.StatusLocked)) {
 		h.Set("Retry-After", strconv.FormatInt(retryAfterSeconds(p.RetryAfter), 10))
 	}
 	body, err := json.Marshal(p)

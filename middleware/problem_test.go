@@ -18,6 +18,7 @@ func TestRetryAfter(t *testing.T) {
 		{http.StatusConflict, time.Second, "1"},
 		{http.StatusConflict, time.Second + time.Nanosecond, "2"},
 		{http.StatusLocked, 29500 * time.Millisecond, "30"},
+		{http.StatusConflict, -1, ""}, // a 409 that retrying will not resolve
 		{http.StatusServiceUnavailable, 0, ""},
 		{http.StatusServiceUnavailable, 3 * time.Second, "3"},
 	}

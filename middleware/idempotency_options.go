@@ -1,0 +1,253 @@
+package middleware
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/padlockgo/padlock/keyfunc"
+)
+
+// Defaults of the Idempotency middleware.
+const (
+	// DefaultRetention is how long a stored response is replayed.
+	DefaultRetention = 24 * time.Hour
+
+	// DefaultMaxResponseBytes is the largest response body stored for
+	// replay: 1 MiB.
+	DefaultMaxResponseBytes = 1 << 20
+
+	// DefaultRecordPrefix starts the Redis key of every stored record.
+	DefaultRecordPrefix = "padlock:idempotency:"
+)
+
+// Fingerprint returns what identifies a request's payload, so that the same
+// Idempotency-Key sent with a different request is refused (422) instead of
+// answered with another request's response. body is the request body,
+// already read and bounded (see WithMaxBodyBytes). The result is stored with
+// the response: return a digest, not the payload. An error from the keyfunc
+// package (ErrMalformedBody, ErrMissingPart) refuses the request with 400;
+// any other error with 500.
+type Fingerprint func(c *gin.Context, body []byte) (string, error)
+
+// An IdempotencyOption configures Idempotency. Options are checked once,
+// when the middleware is built; an invalid one panics there with a message
+// naming it.
+type IdempotencyOption func(*idemConfig)
+
+type idemConfig struct {
+	optional     bool
+	caller       func(*gin.Context) (string, error)
+	fingerprint  Fingerprint
+	retention    time.Duration
+	maxResponse  int
+	maxBody      int64
+	prefix       string
+	wait         time.Duration
+	storeTimeout time.Duration
+	storeStatus  func(status int) bool
+	lockTTL      time.Duration
+	errs         []string
+}
+
+func (c *idemConfig) invalid(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Sprintf(format, args...))
+}
+
+// OptionalKey lets requests without an Idempotency-Key through: they run
+// the handler with no idempotency at all. Default: the key is required, and
+// a request without one gets 400, as the draft says for operations that
+// document the key as required.
+func OptionalKey() IdempotencyOption {
+	return func(c *idemConfig) { c.optional = true }
+}
+
+// WithCaller sets how the caller is identified: the authenticated user,
+// API client or tenant, as an earlier middleware established it. Keys are
+// scoped by caller, so two clients that happen to send the same key never
+// see each other's response. fn returns the raw identity; it is escaped
+// here (a keyfunc.Func such as keyfunc.Header("X-Client-ID") or
+// keyfunc.Value("user") works too). An empty identity, or an error matching
+// keyfunc.ErrMissingPart or ErrAmbiguousPart, refuses the request with 400;
+// other errors with 500. A nil fn panics at construction.
+//
+// Default: no caller, so all clients share one key space per route. That is
+// only safe when keys are unguessable and never shared across clients;
+// applications with more than one client should set it.
+func WithCaller(fn func(c *gin.Context) (string, error)) IdempotencyOption {
+	return func(c *idemConfig) {
+		if fn == nil {
+			c.invalid("WithCaller: nil func")
+		}
+		c.caller = fn
+	}
+}
+
+// WithFingerprint sets how a request's payload is fingerprinted. A nil fn
+// panics at construction. Default: the SHA-256 of the method, the request
+// URI (escaped path and query, as sent) and the body, so the key reused for
+// another resource on the same route (/orders/1/pay, then /orders/2/pay) or
+// with another body is refused with 422. Set it to ignore fields that
+// legitimately change between retries (a client timestamp).
+func WithFingerprint(fn Fingerprint) IdempotencyOption {
+	return func(c *idemConfig) {
+		if fn == nil {
+			c.invalid("WithFingerprint: nil Fingerprint")
+		}
+		c.fingerprint = fn
+	}
+}
+
+// WithRetention sets how long a stored response is kept and replayed, from
+// when the first request finished. A retry after that runs the handler
+// again. It must be at least 1ms. Default: DefaultRetention (24h).
+func WithRetention(d time.Duration) IdempotencyOption {
+	return func(c *idemConfig) { c.retention = d }
+}
+
+// WithMaxResponseBytes sets the largest response body that is stored for
+// replay; it bounds the memory a request holds too, since the response is
+// held back until it is stored. A larger response is still sent in full (it
+// streams once it passes n bytes), carrying "Idempotent-Replayable: false";
+// what is stored then is a marker, and a retry with the same key gets 409
+// saying the request was processed but its response cannot be replayed, so
+// the handler never runs twice. It must be positive. Default:
+// DefaultMaxResponseBytes (1 MiB).
+func WithMaxResponseBytes(n int) IdempotencyOption {
+	return func(c *idemConfig) { c.maxResponse = n }
+}
+
+// WithMaxBodyBytes sets the largest request body the middleware reads to
+// fingerprint; a larger one is refused with 413 before the handler runs.
+// The body stays readable by the handler (c.ShouldBindJSON) and is cached
+// under gin.BodyBytesKey for c.ShouldBindBodyWith. It must be positive.
+// Default: keyfunc.DefaultMaxBodyBytes (1 MiB).
+func WithMaxBodyBytes(n int64) IdempotencyOption {
+	return func(c *idemConfig) { c.maxBody = n }
+}
+
+// WithRecordPrefix sets the start of the Redis key of every stored record.
+// It must not be empty, and must not contain '{' or '}', which would change
+// the keys' Cluster hash slots. Default: DefaultRecordPrefix.
+func WithRecordPrefix(prefix string) IdempotencyOption {
+	return func(c *idemConfig) { c.prefix = prefix }
+}
+
+// WaitForInFlight makes a request whose key is in flight (an earlier
+// request with it is still running) wait up to d for that request to
+// finish, and then get its replay, instead of 409 at once. With a wait,
+// identical requests sent at once all get the same answer from one run of
+// the handler; a request still waiting after d gets 409. It must not be
+// negative. Default: 0, the draft's behaviour: 409 Conflict with
+// Retry-After at once.
+func WaitForInFlight(d time.Duration) IdempotencyOption {
+	return func(c *idemConfig) { c.wait = d }
+}
+
+// WithInFlightTTL sets the lease of the in-flight lock: how long a key stays
+// busy (409) after the process running its first request died, before a
+// retry can run it. While the handler runs the lease is renewed, so a slow
+// handler keeps its key. It must be at least 1ms. Default: the Locker's
+// lease (padlock.WithDefaults; 30s unless set there).
+func WithInFlightTTL(d time.Duration) IdempotencyOption {
+	return func(c *idemConfig) { c.lockTTL = d }
+}
+
+// WithStoreTimeout bounds the write of the record after the handler, and
+// the release of the in-flight lock. Both run on a context detached from
+// the request, so a client that went away still gets its response stored
+// for its retry. It must be positive. Default: DefaultReleaseTimeout (5s).
+func WithStoreTimeout(d time.Duration) IdempotencyOption {
+	return func(c *idemConfig) { c.storeTimeout = d }
+}
+
+// WithStoreStatus sets which response statuses are stored and replayed. A
+// status it rejects is sent with "Idempotent-Replayable: false" and not
+// stored, so a retry runs the handler again. A nil fn panics at
+// construction. Default: DefaultStoreStatus.
+func WithStoreStatus(fn func(status int) bool) IdempotencyOption {
+	return func(c *idemConfig) {
+		if fn == nil {
+			c.invalid("WithStoreStatus: nil func")
+		}
+		c.storeStatus = fn
+	}
+}
+
+// DefaultStoreStatus stores every status below 500 but 408 Request Timeout
+// and 429 Too Many Requests: successes, and client errors too (like Stripe,
+// a 400 or 404 from the handler is the answer a retry gets), but not the
+// transient refusals and server errors a client is expected to retry. A 5xx
+// is not stored because a retry of a failed request should get a chance to
+// succeed; the handler must then be safe to run again after a 5xx (roll
+// back, or fail before the side effect), or the app should store 5xx too.
+func DefaultStoreStatus(status int) bool {
+	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
+}
+
+// newIdemConfig applies opts and validates the result, panicking with a
+// message that names the option at fault.
+func newIdemConfig(opts []IdempotencyOption) idemConfig {
+	fail := func(format string, args ...any) {
+		panic(fmt.Sprintf("middleware: Idempotency: %s", fmt.Sprintf(format, args...)))
+	}
+	c := idemConfig{
+		fingerprint:  defaultFingerprint,
+		retention:    DefaultRetention,
+		maxResponse:  DefaultMaxResponseBytes,
+		maxBody:      keyfunc.DefaultMaxBodyBytes,
+		prefix:       DefaultRecordPrefix,
+		storeTimeout: DefaultReleaseTimeout,
+		storeStatus:  DefaultStoreStatus,
+	}
+	for i, o := range opts {
+		if o == nil {
+			fail("option %d is nil", i+1)
+		}
+		o(&c)
+	}
+	switch {
+	case len(c.errs) > 0:
+		fail("%s", c.errs[0])
+	case c.retention < time.Millisecond:
+		fail("WithRetention: %v, want >= 1ms", c.retention)
+	case c.maxResponse <= 0:
+		fail("WithMaxResponseBytes: %d, want > 0", c.maxResponse)
+	case c.maxBody <= 0:
+		fail("WithMaxBodyBytes: %d, want > 0", c.maxBody)
+	case c.prefix == "" || strings.ContainsAny(c.prefix, "{}"):
+		fail("WithRecordPrefix: %q, want a non-empty prefix without '{' or '}'", c.prefix)
+	case c.wait < 0:
+		fail("WaitForInFlight: %v, want >= 0", c.wait)
+	case c.lockTTL != 0 && c.lockTTL < time.Millisecond:
+		fail("WithInFlightTTL: %v, want >= 1ms", c.lockTTL)
+	case c.storeTimeout <= 0:
+		fail("WithStoreTimeout: %v, want > 0", c.storeTimeout)
+	}
+	return c
+}
+
+// defaultFingerprint is the SHA-256 of the method, the request URI and the
+// body, each but the last length-prefixed so that no two requests hash the
+// same input.
+func defaultFingerprint(c *gin.Context, body []byte) (string, error) {
+	r := c.Request
+	var buf [256]byte
+	b := appendField(buf[:0], r.Method)
+	b = appendField(b, r.URL.EscapedPath())
+	b = appendField(b, r.URL.RawQuery)
+	h := sha256.New()
+	_, _ = h.Write(b)
+	_, _ = h.Write(body)
+	var sum [sha256.Size]byte
+	return string(h.Sum(sum[:0])), nil
+}
+
+func appendField(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}

@@ -1,0 +1,254 @@
+package middleware
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+
+	"github.com/gin-gonic/gin"
+)
+
+// errWriteAfterEnd is what a write to the recorder returns once the
+// Idempotency middleware has taken the response over: a goroutine of the
+// handler that outlived it cannot change a response that was stored.
+var errWriteAfterEnd = errors.New("middleware: Idempotency: write after the handler returned")
+
+// recorder is the gin.ResponseWriter the handler writes to under
+// Idempotency. It holds status, headers and body back until the handler
+// returns, so the record can be stored before the client sees the response
+// (a client that got an answer never gets 409 for it on a retry). A body
+// that outgrows the limit, a Flush or a Hijack commits the response: what
+// was held goes out, the rest streams through, and the response is marked
+// as one a retry cannot get back. All methods lock mu, so a handler that
+// writes from several goroutines does not race with the middleware.
+type recorder struct {
+	w     gin.ResponseWriter // the writer the middleware was given
+	limit int
+
+	mu        sync.Mutex
+	status    int
+	size      int // gin's Size: -1 until the header counts as written
+	buf       bytes.Buffer
+	committed bool // status and header went to w
+	hijacked  bool
+	late      bool // a status change came after the header was written
+	ended     bool // the middleware took over; writes fail
+}
+
+var _ gin.ResponseWriter = (*recorder)(nil)
+
+func newRecorder(w gin.ResponseWriter, limit int) *recorder {
+	return &recorder{w: w, limit: limit, status: http.StatusOK, size: -1}
+}
+
+// Header returns the header map of the underlying writer: nothing is sent
+// until the response is committed, so the handler's changes land there.
+func (r *recorder) Header() http.Header { return r.w.Header() }
+
+// WriteHeader sets the status, as gin's writer does: a status set after the
+// header counts as written is ignored. Such a late change is remembered,
+// though: it is how an error after the body started shows (gin's recovery
+// behind this middleware answering a panic with 500), and a response that
+// ended that way is not stored.
+func (r *recorder) WriteHeader(code int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case code <= 0 || r.ended:
+	case r.size < 0:
+		r.status = code
+	case code != r.status:
+		r.late = true
+	}
+}
+
+func (r *recorder) WriteHeaderNow() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.size < 0 && !r.ended {
+		r.size = 0
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.write(b, "")
+}
+
+func (r *recorder) WriteString(s string) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.write(nil, s)
+}
+
+// write writes b, or s when b is nil.
+func (r *recorder) write(b []byte, s string) (n int, err error) {
+	if r.ended {
+		return 0, errWriteAfterEnd
+	}
+	if r.size < 0 {
+		r.size = 0
+	}
+	l := len(b) + len(s)
+	if !r.committed && r.buf.Len()+l > r.limit {
+		r.commit()
+	}
+	switch {
+	case r.committed && b != nil:
+		n, err = r.w.Write(b)
+	case r.committed:
+		n, err = r.w.WriteString(s)
+	case b != nil:
+		n, err = r.buf.Write(b)
+	default:
+		n, err = r.buf.WriteString(s)
+	}
+	r.size += n
+	return n, err
+}
+
+// commit sends the status, the header and what the body holds so far,
+// marking the response as not replayable. r.mu must be held.
+func (r *recorder) commit() {
+	if r.committed {
+		return
+	}
+	r.committed = true
+	r.w.Header().Set(IdempotentReplayableHeader, "false")
+	r.w.WriteHeader(r.status)
+	r.w.WriteHeaderNow()
+	if r.buf.Len() > 0 {
+		_, _ = r.w.Write(r.buf.Bytes())
+	}
+	r.buf = bytes.Buffer{}
+}
+
+// Flush commits the response and flushes it: a streamed response is not
+// stored for replay.
+func (r *recorder) Flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return
+	}
+	if r.size < 0 {
+		r.size = 0
+	}
+	r.commit()
+	r.w.Flush()
+}
+
+// Hijack hands the connection to the handler. Nothing is stored for the
+// request then: there is no HTTP response to replay.
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return nil, nil, errWriteAfterEnd
+	}
+	if r.size > 0 {
+		return nil, nil, errors.New("middleware: Idempotency: hijack after the body was written")
+	}
+	r.hijacked, r.committed = true, true
+	r.size = 0
+	return r.w.Hijack()
+}
+
+// CloseNotify is the underlying writer's.
+//
+// Deprecated: use the request context, as http.CloseNotifier says.
+func (r *recorder) CloseNotify() <-chan bool { return r.w.CloseNotify() }
+
+func (r *recorder) Pusher() http.Pusher { return r.w.Pusher() }
+
+func (r *recorder) Status() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+func (r *recorder) Size() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.size
+}
+
+func (r *recorder) Written() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.size >= 0
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer for what
+// the recorder does not implement itself (deadlines).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.w }
+
+// outcome is the response as the handler left it.
+type outcome struct {
+	status    int
+	body      []byte
+	committed bool // sent already, at least in part
+	hijacked  bool
+	late      bool // see WriteHeader
+}
+
+// end stops the recorder, so later writes fail, and returns what the
+// handler wrote.
+func (r *recorder) end() outcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ended = true
+	return outcome{status: r.status, body: r.buf.Bytes(), committed: r.committed, hijacked: r.hijacked, late: r.late}
+}
+
+// send writes a response that was held back to w, with body.
+func send(w gin.ResponseWriter, status int, body []byte) {
+	w.WriteHeader(status)
+	w.WriteHeaderNow()
+	if len(body) > 0 {
+		_, _ = w.Write(body)
+	}
+}
+
+// unstoredHeaders are never stored with a response, nor replayed: they
+// belong to the connection or the moment (hop-by-hop fields, Date,
+// Content-Length, which is recomputed), carry credentials (Set-Cookie: a
+// replay never hands out a session), or are the middleware's own.
+var unstoredHeaders = map[string]bool{
+	"Connection":               true,
+	"Keep-Alive":               true,
+	"Proxy-Connection":         true,
+	"Proxy-Authenticate":       true,
+	"Te":                       true,
+	"Trailer":                  true,
+	"Transfer-Encoding":        true,
+	"Upgrade":                  true,
+	"Date":                     true,
+	"Content-Length":           true,
+	"Set-Cookie":               true,
+	IdempotentReplayedHeader:   true,
+	IdempotentReplayableHeader: true,
+}
+
+// handlerHeader returns the fields of h the handler set: those not in
+// before (the header as it was when the handler started, set by middlewares
+// in front, such as a request id, which a replay must not overwrite) or
+// changed since, without unstoredHeaders.
+func handlerHeader(h, before http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for name, vals := range h {
+		if unstoredHeaders[name] || len(vals) == 0 {
+			continue
+		}
+		if old, ok := before[name]; ok && slices.Equal(old, vals) {
+			continue
+		}
+		out[name] = vals
+	}
+	return out
+}
