@@ -1,0 +1,409 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
+)
+
+func TestCreateOrderValidation(t *testing.T) {
+	_, ts := startApp(t, testConfig(t))
+	tests := []struct {
+		name      string
+		body      string
+		status    int
+		wantField string // a field named in the problem's errors
+		wantRule  string
+	}{
+		{"valid", `{"customer":"alice","amount_cents":1299,"currency":"EUR"}`, http.StatusCreated, "", ""},
+		{"missing customer", `{"amount_cents":1299,"currency":"EUR"}`, http.StatusBadRequest, "customer", "required"},
+		{"negative amount", `{"customer":"a","amount_cents":-5,"currency":"EUR"}`, http.StatusBadRequest, "amount_cents", "gt"},
+		{"zero amount", `{"customer":"a","amount_cents":0,"currency":"EUR"}`, http.StatusBadRequest, "amount_cents", "required"},
+		{"unknown currency", `{"customer":"a","amount_cents":1,"currency":"EURO"}`, http.StatusBadRequest, "currency", "iso4217"},
+		{"malformed JSON", `{"customer":`, http.StatusBadRequest, "", ""},
+		{"body too large", `{"customer":"` + strings.Repeat("a", maxBodyBytes) + `"}`, http.StatusRequestEntityTooLarge, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := do(t, ts.Client(), "POST", ts.URL+"/orders", tt.body)
+			if tt.status == http.StatusCreated {
+				if r.status != tt.status || r.header.Get("Location") != fmt.Sprintf("/orders/%v", r.body["id"]) || r.body["status"] != "pending" {
+					t.Fatalf("got %d %s (Location %q), want 201 with a pending order", r.status, r.raw, r.header.Get("Location"))
+				}
+				return
+			}
+			checkProblem(t, r, tt.status)
+			if tt.wantField == "" {
+				return
+			}
+			for _, e := range r.body["errors"].([]any) {
+				if e := e.(map[string]any); e["field"] == tt.wantField && e["rule"] == tt.wantRule {
+					return
+				}
+			}
+			t.Fatalf("got errors %v, want field %s breaking %s", r.body["errors"], tt.wantField, tt.wantRule)
+		})
+	}
+}
+
+func TestRoutesMisc(t *testing.T) {
+	_, ts := startApp(t, testConfig(t))
+	tests := []struct {
+		method, path string
+		status       int
+		contains     string
+	}{
+		{"GET", "/", http.StatusOK, `"routes"`},
+		{"GET", "/healthz", http.StatusOK, `"status":"ok"`},
+		{"GET", "/locks", http.StatusOK, `"locks":[]`},
+		{"GET", "/nope", http.StatusNotFound, "no such route"},
+		{"DELETE", "/orders", http.StatusMethodNotAllowed, "method not allowed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			r := do(t, ts.Client(), tt.method, ts.URL+tt.path, "")
+			if r.status != tt.status || !strings.Contains(r.raw, tt.contains) {
+				t.Fatalf("got %d %s, want %d containing %s", r.status, r.raw, tt.status, tt.contains)
+			}
+		})
+	}
+}
+
+// Two runs of one job at once: the second gets 409 with Retry-After while
+// the first holds the lock, which the lock view lists; the first finishes
+// with its fence, through four reentrant checkpoints.
+func TestJobs(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.jobDuration = time.Second
+	_, ts := startApp(t, cfg)
+	c := ts.Client()
+
+	var first response
+	var wg sync.WaitGroup
+	wg.Go(func() { first = do(t, c, "POST", ts.URL+"/jobs/nightly-report/run", "") })
+	var held []any
+	eventually(t, "the job's lock in /locks", func() bool {
+		held, _ = do(t, c, "GET", ts.URL+"/locks", "").body["locks"].([]any)
+		return len(held) == 1
+	})
+	lock := held[0].(map[string]any)
+	if lock["key"] != "job:nightly-report" || lock["ttl_ms"].(float64) <= 0 || !strings.HasSuffix(lock["owner"].(string), "…") {
+		t.Fatalf("got lock view entry %v, want job:nightly-report with a lease and an owner", lock)
+	}
+
+	second := do(t, c, "POST", ts.URL+"/jobs/nightly-report/run", "")
+	checkProblem(t, second, http.StatusConflict)
+	if second.header.Get("Retry-After") == "" || second.body["key"] != "job:nightly-report" {
+		t.Fatalf("got %v, Retry-After %q; want the key and Retry-After", second.body, second.header.Get("Retry-After"))
+	}
+	wg.Wait()
+	if first.status != http.StatusOK || first.body["fence"].(float64) <= 0 || first.body["steps"] != float64(jobSteps) {
+		t.Fatalf("first run: got %d %s, want 200 with a fence and %d steps", first.status, first.raw, jobSteps)
+	}
+	// Free again: another run goes through.
+	if r := do(t, c, "POST", ts.URL+"/jobs/nightly-report/run?seconds=0.05", ""); r.status != http.StatusOK {
+		t.Fatalf("third run: got %d %s, want 200", r.status, r.raw)
+	}
+	checkProblem(t, do(t, c, "POST", ts.URL+"/jobs/x/run?seconds=100", ""), http.StatusBadRequest)
+}
+
+func TestLoadConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    func(config) bool
+		wantErr string
+	}{
+		{"defaults", nil, func(c config) bool {
+			return c.Addr == "127.0.0.1:8080" && c.RedisMode == modeEmbedded && c.DBPath == "" && c.LogFormat == "text"
+		}, ""},
+		{"one address", map[string]string{"REDIS_ADDR": "localhost:6379"}, func(c config) bool { return c.RedisMode == modeSingle }, ""},
+		{"a list is redlock", map[string]string{"REDIS_ADDR": "a:1, b:2,c:3"}, func(c config) bool {
+			return c.RedisMode == modeRedlock && len(c.RedisAddrs) == 3 && c.RedisAddrs[1] == "b:2"
+		}, ""},
+		{"cluster", map[string]string{"REDIS_ADDR": "a:1,b:2", "REDIS_MODE": "cluster"}, func(c config) bool { return c.RedisMode == modeCluster }, ""},
+		{"everything", map[string]string{"ADDR": ":9090", "DB_PATH": "/tmp/x.db", "LOG_FORMAT": "json"}, func(c config) bool {
+			return c.Addr == ":9090" && c.DBPath == "/tmp/x.db" && c.LogFormat == "json"
+		}, ""},
+		{"bad mode", map[string]string{"REDIS_ADDR": "a:1", "REDIS_MODE": "sentinel"}, nil, `REDIS_MODE: "sentinel", want single, cluster or redlock`},
+		{"mode without address", map[string]string{"REDIS_MODE": "cluster"}, nil, `REDIS_MODE: "cluster" needs REDIS_ADDR`},
+		{"single with a list", map[string]string{"REDIS_ADDR": "a:1,b:2", "REDIS_MODE": "single"}, nil, "REDIS_MODE: single takes one address, REDIS_ADDR has 2"},
+		{"bad address", map[string]string{"REDIS_ADDR": "localhost"}, nil, `REDIS_ADDR: "localhost" is not host:port`},
+		{"bad ADDR", map[string]string{"ADDR": "8080"}, nil, `ADDR: "8080" is not host:port`},
+		{"bad log format", map[string]string{"LOG_FORMAT": "xml"}, nil, `LOG_FORMAT: "xml", want text or json`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := loadConfig(func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error starting %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !tt.want(cfg) {
+				t.Fatalf("got %+v, %v", cfg, err)
+			}
+		})
+	}
+}
+
+// syncBuffer is a log sink that run writes to while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// bootRun runs the app as main does, with cfg, until the returned stop is
+// called; it returns the address it listens on and its JSON log.
+func bootRun(t *testing.T, cfg config) (url string, logs *syncBuffer, stop func() error) {
+	t.Helper()
+	cfg.Addr = "127.0.0.1:0"
+	logs = &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, slog.New(slog.NewJSONHandler(logs, nil))) }()
+	stop = func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(15 * time.Second):
+			t.Fatal("run did not return after its context was cancelled")
+			return nil
+		}
+	}
+	eventually(t, "the listening log line", func() bool {
+		for line := range strings.SplitSeq(logs.String(), "\n") {
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
+				url = "http://" + rec.Addr
+				return true
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("run returned %v before listening; log:\n%s", err, logs)
+		default:
+		}
+		return false
+	})
+	return url, logs, stop
+}
+
+// With no configuration the app starts an embedded miniredis and a temp
+// database, says so, serves, and shuts down cleanly, removing the database.
+func TestRunEmbedded(t *testing.T) {
+	cfg, err := loadConfig(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.providerLatency = time.Millisecond
+	url, logs, stop := bootRun(t, cfg)
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+
+	if r := do(t, c, "GET", url+"/healthz", ""); r.status != http.StatusOK || r.body["redis"] != "embedded miniredis" {
+		t.Fatalf("healthz: got %d %s, want 200 on embedded miniredis", r.status, r.raw)
+	}
+	r := do(t, c, "POST", url+"/orders", `{"customer":"bob","amount_cents":500,"currency":"USD"}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: got %d %s", r.status, r.raw)
+	}
+	pay := fmt.Sprintf("%s/orders/%v/pay", url, r.body["id"])
+	if r := do(t, c, "POST", pay, ""); r.status != http.StatusOK || r.body["charge"] == nil || r.body["fence"].(float64) <= 0 {
+		t.Fatalf("pay: got %d %s, want 200 with a charge and a fence", r.status, r.raw)
+	}
+	if r := do(t, c, "POST", pay, ""); r.status != http.StatusOK || r.body["already_paid"] != true {
+		t.Fatalf("pay again: got %d %s, want already_paid", r.status, r.raw)
+	}
+	c.CloseIdleConnections()
+	if err := stop(); err != nil {
+		t.Fatalf("run: got %v, want nil after a clean shutdown", err)
+	}
+	out := logs.String()
+	for _, want := range []string{`"mode":"embedded miniredis"`, `"msg":"shutting down"`, `"msg":"stopped"`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("log lacks %s:\n%s", want, out)
+		}
+	}
+	var path string
+	for line := range strings.SplitSeq(out, "\n") {
+		var rec struct{ Msg, Path string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "database: sqlite" {
+			path = rec.Path
+		}
+	}
+	if _, err := os.Stat(path); path == "" || !os.IsNotExist(err) {
+		t.Fatalf("temp database %q: got %v, want it removed at exit", path, err)
+	}
+}
+
+// Shutdown waits for a request in flight: a job started before the signal
+// finishes and answers 200.
+func TestRunGraceful(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.jobDuration = 500 * time.Millisecond
+	url, logs, stop := bootRun(t, cfg)
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+
+	var r response
+	var wg sync.WaitGroup
+	wg.Go(func() { r = do(t, c, "POST", url+"/jobs/slow/run", "") })
+	eventually(t, "the job to start", func() bool { return strings.Contains(logs.String(), `"msg":"job started"`) })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if r.status != http.StatusOK || r.body["steps"] != float64(jobSteps) {
+		t.Fatalf("job in flight at shutdown: got %d %s, want 200 with every step done", r.status, r.raw)
+	}
+}
+
+// Redlock over three independent servers: locking works (once the nodes
+// have been up for the lock TTL), the lock view counts the nodes holding a
+// lock, fences are 0, and a payment still charges once.
+func TestRunRedlock(t *testing.T) {
+	redistest.Require(t)
+	cfg := testConfig(t)
+	srvs := redistest.StartN(t, 3)
+	cfg.RedisAddrs = []string{srvs[0].Addr(), srvs[1].Addr(), srvs[2].Addr()}
+	cfg.RedisMode = modeRedlock
+	cfg.lockTTL = time.Second // a fresh node votes after this long
+	cfg.jobDuration = 400 * time.Millisecond
+	url, logs, stop := bootRun(t, cfg)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	if !strings.Contains(logs.String(), "redlock gives no fencing tokens") {
+		t.Fatalf("log lacks the no-fencing warning:\n%s", logs)
+	}
+	// A node votes once it has surely been up for the lock TTL; uptime
+	// comes in whole seconds, hence the extra second.
+	time.Sleep(cfg.lockTTL + 1100*time.Millisecond)
+
+	r := do(t, c, "POST", url+"/orders", `{"customer":"carol","amount_cents":700,"currency":"GBP"}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: got %d %s", r.status, r.raw)
+	}
+	pay := fmt.Sprintf("%s/orders/%v/pay", url, r.body["id"])
+	var wg sync.WaitGroup
+	results := make([]response, 20)
+	for i := range results {
+		wg.Go(func() { results[i] = do(t, c, "POST", pay, "") })
+	}
+	var view response
+	wg.Go(func() {
+		r := do(t, c, "POST", url+"/jobs/redlock/run", "")
+		if r.status != http.StatusOK {
+			t.Errorf("job: got %d %s", r.status, r.raw)
+		}
+	})
+	// The lock is taken once a majority grants it; the third node's grant
+	// may land a moment later.
+	eventually(t, "the job's lock on 3 nodes in the lock view", func() bool {
+		view = do(t, c, "GET", url+"/locks", "")
+		locks, _ := view.body["locks"].([]any)
+		for _, l := range locks {
+			if l := l.(map[string]any); l["key"] == "job:redlock" && l["nodes"] == float64(3) {
+				return true
+			}
+		}
+		return false
+	})
+	wg.Wait()
+	charged := 0
+	for _, r := range results {
+		switch {
+		case r.status == http.StatusOK && r.body["charge"] != nil:
+			charged++
+			if r.body["fence"] != float64(0) {
+				t.Fatalf("got fence %v on Redlock, want 0", r.body["fence"])
+			}
+		case r.status == http.StatusOK && r.body["already_paid"] == true, r.status == http.StatusConflict:
+		default:
+			t.Fatalf("got %d %s, want 200 or 409", r.status, r.raw)
+		}
+	}
+	if charged != 1 {
+		t.Fatalf("got %d charges, want 1", charged)
+	}
+}
+
+// The embedded Redis wakes waiters with release notices: padlock publishes
+// them from its Lua scripts, which miniredis delivers to subscribers, so a
+// waiting pay request does not poll. A waiter subscribes to the lock's
+// channel and gets the lock right after the release.
+func TestEmbeddedRedisNotices(t *testing.T) {
+	e, err := startEmbeddedRedis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	rdb := redis.NewClient(&redis.Options{Addr: e.addr()})
+	defer rdb.Close()
+	l := padlock.New(rdb, padlock.WithDefaults(padlock.Options{
+		// A retry pace far slower than a notice: a waiter that polled would
+		// take seconds.
+		Retry: padlock.LinearBackoff(5 * time.Second),
+	}))
+	defer l.Close()
+	ctx := context.Background()
+
+	held, err := l.Acquire(ctx, "k", padlock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		lk, err := l.Acquire(ctx, "k", padlock.Options{Wait: 10 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- time.Now()
+		_ = lk.Release(ctx)
+	})
+	eventually(t, "the waiter to subscribe", func() bool {
+		return e.m.PubSubNumSub("padlock:{k}")["padlock:{k}"] == 1
+	})
+	released := time.Now()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	// Without the notice the waiter would sleep until its 1s re-check.
+	if d := (<-got).Sub(released); d > 300*time.Millisecond {
+		t.Fatalf("waiter got the lock %v after the release, want it at once (woken by the notice)", d)
+	}
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The test the app exists for: 200 concurrent pay requests for one order
+// charge it exactly once. Every other answer is a 200 that says the order
+// was paid already and charged nothing, or a 409 (the lock stayed busy for
+// the whole wait); never a second charge, never a 5xx. The provider is
+// asked to authorize exactly once: that is the lock's doing (the database
+// transaction alone would keep the ledger right, but not stop 200
+// authorizations, each a hold on the customer's card).
+func TestConcurrentPaysChargeOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		wait time.Duration
+	}{
+		{"waiting 2s", 2 * time.Second}, // the app's default: most find it paid
+		{"no wait", 0},                  // most get 409 at once
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.payWait = tt.wait
+			a, ts := startApp(t, cfg)
+			id := createOrder(t, ts)
+			var authorizations atomic.Int64
+			provider := a.server.authorize
+			a.server.authorize = func(ctx context.Context, o Order) error {
+				authorizations.Add(1)
+				return provider(ctx, o)
+			}
+
+			const n = 200
+			tr := &http.Transport{MaxConnsPerHost: n, MaxIdleConnsPerHost: n}
+			defer tr.CloseIdleConnections()
+			client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+			url := fmt.Sprintf("%s/orders/%d/pay", ts.URL, id)
+
+			results := make([]response, n)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					<-start
+					results[i] = do(t, client, "POST", url, "")
+				})
+			}
+			close(start)
+			wg.Wait()
+
+			var charged, alreadyPaid, busy int
+			for i, r := range results {
+				switch {
+				case r.status == http.StatusOK && r.body["already_paid"] == false && r.body["charge"] != nil:
+					charged++
+				case r.status == http.StatusOK && r.body["already_paid"] == true && r.body["charge"] == nil:
+					alreadyPaid++
+				case r.status == http.StatusConflict:
+					checkProblem(t, r, http.StatusConflict)
+					busy++
+				default:
+					t.Errorf("response %d: got %d %s, want 200 (charged or already paid) or 409", i, r.status, r.raw)
+				}
+			}
+			charges, err := a.store.charges(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d requests: %d charged, %d already paid, %d busy (409)", n, charged, alreadyPaid, busy)
+			if len(charges) != 1 || charged != 1 {
+				t.Fatalf("got %d charges in the ledger and %d charging answers, want exactly 1 of each", len(charges), charged)
+			}
+			if got := authorizations.Load(); got != 1 {
+				t.Fatalf("got %d provider authorizations, want 1", got)
+			}
+			if charged+alreadyPaid+busy != n {
+				t.Fatalf("got %d classified answers, want %d", charged+alreadyPaid+busy, n)
+			}
+		})
+	}
+}
+
+func TestPaySequence(t *testing.T) {
+	_, ts := startApp(t, testConfig(t))
+	id := createOrder(t, ts)
+	url := fmt.Sprintf("%s/orders/%d/pay", ts.URL, id)
+
+	first := do(t, ts.Client(), "POST", url, "")
+	if first.status != http.StatusOK || first.body["already_paid"] != false || first.body["charge"] == nil {
+		t.Fatalf("first pay: got %d %s, want 200 with a charge", first.status, first.raw)
+	}
+	fence1 := first.body["fence"].(float64)
+	second := do(t, ts.Client(), "POST", url, "")
+	if second.status != http.StatusOK || second.body["already_paid"] != true || second.body["charge"] != nil {
+		t.Fatalf("second pay: got %d %s, want 200 already_paid without a charge", second.status, second.raw)
+	}
+	if fence2 := second.body["fence"].(float64); fence2 <= fence1 {
+		t.Fatalf("got fences %v then %v, want them rising", fence1, fence2)
+	}
+	got := do(t, ts.Client(), "GET", fmt.Sprintf("%s/orders/%d", ts.URL, id), "")
+	if charges := got.body["charges"].([]any); got.status != http.StatusOK || len(charges) != 1 {
+		t.Fatalf("GET order: got %d %s, want 200 with one charge", got.status, got.raw)
+	}
+}
+
+func TestPayErrors(t *testing.T) {
+	_, ts := startApp(t, testConfig(t))
+	tests := []struct {
+		name   string
+		path   string
+		status int
+	}{
+		{"unknown order", "/orders/999/pay", http.StatusNotFound},
+		{"id not a number", "/orders/abc/pay", http.StatusBadRequest},
+		{"id not positive", "/orders/0/pay", http.StatusBadRequest},
+		{"GET order unknown", "/orders/999", http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			method := "POST"
+			if tt.name == "GET order unknown" {
+				method = "GET"
+			}
+			checkProblem(t, do(t, ts.Client(), method, ts.URL+tt.path, ""), tt.status)
+		})
+	}
+}
+
+// While one request pays, a second one for the same order that may not
+// wait gets 409 with Retry-After, and charges nothing.
+func TestPayBusy(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.payWait = 0
+	a, ts := startApp(t, cfg)
+	id := createOrder(t, ts)
+	inside, finish := make(chan struct{}), make(chan struct{})
+	a.server.authorize = func(ctx context.Context, _ Order) error {
+		close(inside)
+		<-finish
+		return nil
+	}
+	url := fmt.Sprintf("%s/orders/%d/pay", ts.URL, id)
+	var first response
+	var wg sync.WaitGroup
+	wg.Go(func() { first = do(t, ts.Client(), "POST", url, "") })
+	<-inside
+	second := do(t, ts.Client(), "POST", url, "")
+	close(finish)
+	wg.Wait()
+
+	checkProblem(t, second, http.StatusConflict)
+	if second.header.Get("Retry-After") == "" || second.body["key"] != fmt.Sprintf("/orders/$id/pay:%d", id) {
+		t.Fatalf("got Retry-After %q and key %v, want both set", second.header.Get("Retry-After"), second.body["key"])
+	}
+	if first.status != http.StatusOK || first.body["charge"] == nil {
+		t.Fatalf("first: got %d %s, want 200 with a charge", first.status, first.raw)
+	}
+}
+
+// A pay request whose lock is lost while the provider works stops, answers
+// 409 and charges nothing. Deleting the lock key in Redis stands in for a
+// lease that ran out.
+func TestPayLockLost(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.lockTTL = 600 * time.Millisecond // renewed every 200ms: the loss shows fast
+	a, ts := startApp(t, cfg)
+	id := createOrder(t, ts)
+	inside := make(chan struct{})
+	a.server.authorize = func(ctx context.Context, _ Order) error {
+		close(inside)
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}
+	var r response
+	var wg sync.WaitGroup
+	wg.Go(func() { r = do(t, ts.Client(), "POST", fmt.Sprintf("%s/orders/%d/pay", ts.URL, id), "") })
+	<-inside
+	rdb := a.backend.nodes[0]
+	if err := rdb.Del(context.Background(), fmt.Sprintf("padlock:{/orders/$id/pay:%d}", id)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+
+	checkProblem(t, r, http.StatusConflict)
+	o, err := a.store.order(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	charges, _ := a.store.charges(context.Background(), id)
+	if o.Status != statusPending || len(charges) != 0 {
+		t.Fatalf("got status %s and %d charges, want pending and none", o.Status, len(charges))
+	}
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/padlockgo/padlock"
+)
+
+// backend is the Redis side of the app: the Locker, and the clients behind
+// it for the lock view and health checks.
+type backend struct {
+	mode   string // a config mode name
+	desc   string // for logs and /healthz: "embedded miniredis", ...
+	locker *padlock.Locker
+	nodes  []redis.UniversalClient // what /locks scans: one per node, or the Cluster client
+	fenced bool                    // Lock.Fence gives fences (not on Redlock)
+	embed  *embeddedRedis          // nil unless embedded
+}
+
+// connect builds the backend cfg asks for. Its locker uses cfg.lockTTL as
+// the lease of every lock.
+func connect(ctx context.Context, cfg config, logger *slog.Logger) (*backend, error) {
+	defaults := padlock.WithDefaults(padlock.Options{TTL: cfg.lockTTL})
+	b := &backend{mode: cfg.RedisMode, fenced: true}
+	switch cfg.RedisMode {
+	case modeEmbedded:
+		e, err := startEmbeddedRedis()
+		if err != nil {
+			return nil, fmt.Errorf("starting embedded redis: %w", err)
+		}
+		b.embed = e
+		b.desc = "embedded miniredis"
+		rdb := redis.NewClient(&redis.Options{Addr: e.addr()})
+		b.nodes = []redis.UniversalClient{rdb}
+		b.locker = padlock.New(rdb, defaults)
+		logger.Info("redis: embedded miniredis, in-process; locks live only as long as this process (set REDIS_ADDR to use real servers)",
+			"mode", b.desc, "addr", e.addr())
+	case modeSingle:
+		rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddrs[0]})
+		b.desc = "single node"
+		b.nodes = []redis.UniversalClient{rdb}
+		b.locker = padlock.New(rdb, defaults)
+		logger.Info("redis: single node", "mode", b.desc, "addr", cfg.RedisAddrs[0])
+	case modeCluster:
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisAddrs})
+		b.desc = "cluster"
+		b.nodes = []redis.UniversalClient{rdb}
+		b.locker = padlock.New(rdb, defaults)
+		logger.Info("redis: cluster", "mode", b.desc, "seeds", cfg.RedisAddrs)
+	case modeRedlock:
+		clients := make([]redis.UniversalClient, len(cfg.RedisAddrs))
+		for i, a := range cfg.RedisAddrs {
+			// Redlock bounds each node's answer with a context deadline,
+			// which go-redis applies only with ContextTimeoutEnabled.
+			clients[i] = redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
+		}
+		b.desc = "redlock"
+		b.nodes = clients
+		b.fenced = false
+		l, err := padlock.NewRedlock(clients, defaults)
+		if err != nil {
+			b.closeClients()
+			return nil, err
+		}
+		b.locker = l
+		logger.Info("redis: redlock over independent masters; a node votes once it has been up for the lock TTL",
+			"mode", b.desc, "nodes", cfg.RedisAddrs, "lock_ttl", cfg.lockTTL)
+		logger.Warn("redis: redlock gives no fencing tokens (Fence is 0), so the database cannot reject a stale lock holder's write; payments rely on the lock and the order's status alone")
+	default:
+		return nil, fmt.Errorf("unknown redis mode %q", cfg.RedisMode)
+	}
+	if err := b.ping(ctx); err != nil {
+		b.close()
+		return nil, fmt.Errorf("redis (%s): %w", b.desc, err)
+	}
+	return b, nil
+}
+
+// ping checks that every node answers.
+func (b *backend) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var errs []error
+	for _, n := range b.nodes {
+		if err := n.Ping(ctx).Err(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// close stops the Locker, then the clients, then the embedded server.
+func (b *backend) close() {
+	if b.locker != nil {
+		_ = b.locker.Close()
+	}
+	b.closeClients()
+	if b.embed != nil {
+		b.embed.close()
+	}
+}
+
+func (b *backend) closeClients() {
+	for _, n := range b.nodes {
+		_ = n.Close()
+	}
+}
+
+// clockTick is how often the embedded Redis's clock moves on.
+const clockTick = 10 * time.Millisecond
+
+// embeddedRedis is a miniredis whose keys expire in real time. miniredis
+// only expires keys when told that time has passed (FastForward): without
+// the ticker, a lease would never end and a crashed holder's lock would
+// stay forever.
+type embeddedRedis struct {
+	m    *miniredis.Miniredis
+	stop chan struct{} // closed to stop the clock goroutine
+	done chan struct{} // closed when it has stopped
+}
+
+func startEmbeddedRedis() (*embeddedRedis, error) {
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	e := &embeddedRedis{m: m, stop: make(chan struct{}), done: make(chan struct{})}
+	go e.driveClock()
+	return e, nil
+}
+
+func (e *embeddedRedis) addr() string { return e.m.Addr() }
+
+func (e *embeddedRedis) driveClock() {
+	defer close(e.done)
+	tick := time.NewTicker(clockTick)
+	defer tick.Stop()
+	// Move by the time that really passed, not by clockTick: ticks are
+	// dropped when the machine is busy.
+	last := time.Now()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-tick.C:
+			now := time.Now()
+			e.m.FastForward(now.Sub(last))
+			last = now
+		}
+	}
+}
+
+// close stops the clock, waits for its goroutine, and closes the server.
+func (e *embeddedRedis) close() {
+	close(e.stop)
+	<-e.done
+	e.m.Close()
+}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/decorator"
+	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/middleware"
+)
+
+// maxBodyBytes bounds request bodies.
+const maxBodyBytes = 64 << 10
+
+// server holds the app's parts and serves its routes.
+type server struct {
+	cfg     config
+	logger  *slog.Logger
+	store   *store
+	backend *backend
+	engine  *gin.Engine
+
+	// authorize is the fake payment provider: it takes a while, like a
+	// real one, and stops when ctx ends. Tests replace it.
+	authorize func(ctx context.Context, o Order) error
+
+	runJob     func(context.Context, job) (jobResult, error) // decorated: one run per job name at a time
+	checkpoint func(context.Context, job) error              // decorated with the same key: reentrant inside runJob
+
+	inflight sync.WaitGroup // requests being served, waited for at shutdown
+}
+
+// newServer wires the routes. The returned server is an http.Handler.
+func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
+	s := &server{cfg: cfg, logger: logger, store: st, backend: b}
+	s.authorize = s.fakeProvider
+
+	jobKey := keyfunc.Arg("job", func(j job) string { return j.Name })
+	s.runJob = decorator.WithLock(b.locker, jobKey, padlock.Options{Wait: cfg.jobWait}, s.job)
+	s.checkpoint = decorator.WithLockErr(b.locker, jobKey, padlock.Options{}, s.saveCheckpoint)
+
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(s.track, s.logRequest, gin.CustomRecovery(s.recovered))
+	r.NoRoute(func(c *gin.Context) {
+		writeProblem(c, newProblem(http.StatusNotFound, "no such route; GET / lists them"))
+	})
+	r.NoMethod(func(c *gin.Context) {
+		writeProblem(c, newProblem(http.StatusMethodNotAllowed, "method not allowed on this route"))
+	})
+
+	r.GET("/", s.index)
+	r.GET("/healthz", s.healthz)
+	r.GET("/locks", s.locks)
+
+	// Create order. middleware.Idempotency goes in front of createOrder
+	// here, so that a retried POST with the same Idempotency-Key answers
+	// with the first order instead of creating a second one.
+	r.POST("/orders", s.createOrder)
+	r.GET("/orders/:id", s.getOrder)
+
+	// Pay order: one payment per order at a time, across every instance of
+	// the app sharing the Redis. A second request waits up to payWait for
+	// the first to finish (then finds the order paid), or gets 409.
+	payLock := middleware.Lock(b.locker, keyfunc.Param("id"),
+		middleware.WithLockOptions(padlock.Options{Wait: cfg.payWait}),
+		middleware.WithResponder(s.lockRefused))
+	r.POST("/orders/:id/pay", payLock, s.pay)
+
+	r.POST("/jobs/:name/run", s.runJobRoute)
+	s.engine = r
+	return s
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
+
+// track counts the requests in flight, so shutdown can wait for them.
+func (s *server) track(c *gin.Context) {
+	s.inflight.Add(1)
+	defer s.inflight.Done()
+	c.Next()
+}
+
+func (s *server) logRequest(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	s.logger.Info("request", "method", c.Request.Method, "path", c.Request.URL.Path,
+		"status", c.Writer.Status(), "ms", time.Since(start).Milliseconds())
+}
+
+func (s *server) recovered(c *gin.Context, v any) {
+	s.logger.Error("handler panicked", "path", c.Request.URL.Path, "panic", v)
+	writeProblem(c, newProblem(http.StatusInternalServerError, "internal error"))
+}
+
+// lockRefused is the lock middleware's responder: it logs why a request
+// did not get its lock, then writes the middleware's problem response.
+func (s *server) lockRefused(w http.ResponseWriter, r *http.Request, p *middleware.Problem) {
+	switch {
+	case p.Status == http.StatusConflict || p.Status == http.StatusLocked:
+		s.logger.Info("lock busy", "key", p.Key, "retry_after", p.RetryAfter.Round(time.Millisecond), "path", r.URL.Path)
+	case p.Status >= 500:
+		s.logger.Warn("lock unavailable", "status", p.Status, "path", r.URL.Path, "err", p.Err)
+	}
+	middleware.WriteProblem(w, r, p)
+}
+
+func (s *server) index(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{
+		"service": "padlock example: orders and payments",
+		"redis":   s.backend.desc,
+		"routes": []string{
+			"POST /orders            {customer, amount_cents, currency} -> 201",
+			"GET  /orders/:id        the order and its charges",
+			"POST /orders/:id/pay    pays once; locked per order (409 if busy)",
+			"POST /jobs/:name/run    ?seconds=N; one run per name at a time (409 if busy)",
+			"GET  /locks             locks held right now",
+			"GET  /healthz           redis and database reachable",
+		},
+	})
+}
+
+func (s *server) healthz(c *gin.Context) {
+	ctx := c.Request.Context()
+	if err := s.backend.ping(ctx); err != nil {
+		s.logger.Warn("healthz: redis", "err", err)
+		writeProblem(c, newProblem(http.StatusServiceUnavailable, "redis unreachable"))
+		return
+	}
+	if err := s.store.db.PingContext(ctx); err != nil {
+		s.logger.Warn("healthz: database", "err", err)
+		writeProblem(c, newProblem(http.StatusServiceUnavailable, "database unreachable"))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ok", "redis": s.backend.desc, "fencing": s.backend.fenced})
+}
+
+// createOrderRequest is the body of POST /orders.
+type createOrderRequest struct {
+	Customer    string `json:"customer" binding:"required,max=100"`
+	AmountCents int64  `json:"amount_cents" binding:"required,gt=0,lte=100000000"`
+	Currency    string `json:"currency" binding:"required,iso4217"`
+}
+
+func (s *server) createOrder(c *gin.Context) {
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBodyBytes)
+	var req createOrderRequest
+	if err := c.ShouldBindJSON(&req); err != nil {
+		writeProblem(c, bindProblem(err, &req))
+		return
+	}
+	o, err := s.store.createOrder(c.Request.Context(), req.Customer, req.AmountCents, req.Currency)
+	if err != nil {
+		s.fail(c, "creating order", err)
+		return
+	}
+	s.logger.Info("order created", "order", o.ID, "amount_cents", o.AmountCents, "currency", o.Currency)
+	c.Header("Location", "/orders/"+strconv.FormatInt(o.ID, 10))
+	c.JSON(http.StatusCreated, o)
+}
+
+// orderURI is the :id of the order routes.
+type orderURI struct {
+	ID int64 `uri:"id" binding:"required,gt=0"`
+}
+
+func (s *server) getOrder(c *gin.Context) {
+	var uri orderURI
+	if err := c.ShouldBindUri(&uri); err != nil {
+		writeProblem(c, bindProblem(err, &uri))
+		return
+	}
+	ctx := c.Request.Context()
+	o, err := s.store.order(ctx, uri.ID)
+	if err != nil {
+		s.fail(c, "loading order", err)
+		return
+	}
+	charges, err := s.store.charges(ctx, uri.ID)
+	if err != nil {
+		s.fail(c, "loading charges", err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"order": o, "charges": charges})
+}
+
+// payResponse is the answer of a pay request: the one that charged, or
+// one that found the order paid already and charged nothing.
+type payResponse struct {
+	Order       Order   `json:"order"`
+	AlreadyPaid bool    `json:"already_paid"`
+	Charge      *Charge `json:"charge"` // nil when nothing was charged
+	Fence       int64   `json:"fence"`
+}
+
+// pay runs holding the order's lock (see the route). Its fence goes to the
+// store, which refuses the write of a holder that has been superseded.
+func (s *server) pay(c *gin.Context) {
+	var uri orderURI
+	if err := c.ShouldBindUri(&uri); err != nil {
+		writeProblem(c, bindProblem(err, &uri))
+		return
+	}
+	ctx := c.Request.Context() // cancelled if the lock is lost
+	fence := middleware.LockFrom(c).Fence()
+
+	o, err := s.store.claim(ctx, uri.ID, fence)
+	if err != nil {
+		s.fail(c, "claiming order", err)
+		return
+	}
+	if o.Status == statusPaid {
+		c.JSON(http.StatusOK, payResponse{Order: o, AlreadyPaid: true, Fence: fence})
+		return
+	}
+	if err := s.authorize(ctx, o); err != nil {
+		s.fail(c, "authorizing payment", err)
+		return
+	}
+	o, ch, err := s.store.pay(ctx, uri.ID, fence)
+	if err != nil {
+		s.fail(c, "paying order", err)
+		return
+	}
+	s.logger.Info("order paid", "order", o.ID, "charge", ch.ID, "amount_cents", ch.AmountCents, "fence", fence)
+	c.JSON(http.StatusOK, payResponse{Order: o, Charge: &ch, Fence: fence})
+}
+
+// fakeProvider stands in for a payment provider's authorization call.
+func (s *server) fakeProvider(ctx context.Context, _ Order) error {
+	t := time.NewTimer(s.cfg.providerLatency)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// fail answers c for err, an error of the work behind a route.
+func (s *server) fail(c *gin.Context, what string, err error) {
+	ctx := c.Request.Context()
+	switch {
+	case errors.Is(err, errNotFound):
+		writeProblem(c, newProblem(http.StatusNotFound, "order not found"))
+	case errors.Is(err, errStale):
+		s.logger.Warn("write refused by the fence: a newer lock holder took over", "op", what, "path", c.Request.URL.Path)
+		writeProblem(c, newProblem(http.StatusConflict, "another request took over this order; nothing was charged by this one"))
+	case errors.Is(err, padlock.ErrLockLost) || errors.Is(context.Cause(ctx), padlock.ErrLockLost):
+		s.logger.Warn("lock lost mid-request; stopped", "op", what, "path", c.Request.URL.Path)
+		writeProblem(c, newProblem(http.StatusConflict, "the lock on this resource was lost before the work finished; nothing was committed by this request"))
+	case ctx.Err() != nil:
+		s.logger.Info("request ended by the client", "op", what, "path", c.Request.URL.Path)
+		writeProblem(c, newProblem(http.StatusServiceUnavailable, "the request was cancelled"))
+	default:
+		s.logger.Error(what, "err", err, "path", c.Request.URL.Path)
+		writeProblem(c, newProblem(http.StatusInternalServerError, "internal error"))
+	}
+}
