@@ -50,6 +50,7 @@ func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, err
 
 // noticeRecheck bounds how long a waiter trusts the release notices alone:
 // if one was lost, the waiter learns of the release at most this late.
+// (Locker.recheck holds it, so tests can prove wake-ups come from notices.)
 const noticeRecheck = time.Second
 
 // acquisition is one call of Acquire and what its attempts have seen.
@@ -201,13 +202,13 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 func (a *acquisition) sleep(remaining time.Duration, first, live bool) (d time.Duration, giveUp bool) {
 	d = remaining
 	if !first {
-		return min(d, noticeRecheck), false
+		return min(d, a.l.recheck), false
 	}
 	if a.holderTTL > 0 {
 		d = min(d, max(a.holderTTL-time.Since(a.seenAt), time.Millisecond))
 	}
 	if live {
-		return min(d, noticeRecheck), false
+		return min(d, a.l.recheck), false
 	}
 	b := a.o.Retry.NextBackoff(a.tries - 1)
 	if b < 0 {

@@ -22,6 +22,7 @@ type Locker struct {
 	cfg      config
 	watchdog *watchdog
 	notifier *notifier
+	recheck  time.Duration // noticeRecheck
 }
 
 // New returns a Locker on client: a *redis.Client, a Sentinel failover client
@@ -52,6 +53,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 func newLocker(s store, n *notifier, cfg config) *Locker {
 	return &Locker{
 		notifier: n,
+		recheck:  noticeRecheck,
 		store:    s,
 		keys:     keyspace{prefix: cfg.prefix},
 		defaults: cfg.defaults,

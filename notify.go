@@ -25,8 +25,10 @@ type notifier struct {
 
 	mu     sync.Mutex
 	keys   map[string]*keyWaiters // by channel (= lock key)
-	conns  map[string]*redis.PubSub
 	closed bool
+
+	connMu sync.Mutex // guards conns; held while a subscription is made
+	conns  map[string]*redis.PubSub
 	wg     sync.WaitGroup // one reader per PubSub
 }
 
@@ -107,21 +109,13 @@ func (n *notifier) join(ctx context.Context, channel, token string, fair bool) (
 	kw.waiters = append(kw.waiters, w)
 	w.kw = kw
 	first = len(kw.waiters) == 1
+	n.mu.Unlock()
 	if !fresh {
-		n.mu.Unlock()
 		return w, first
 	}
-	conn, err := n.conn(ctx, channel)
-	n.mu.Unlock()
-	if err == nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), subscribeTimeout)
-		if n.sharded {
-			err = conn.SSubscribe(sctx, channel)
-		} else {
-			err = conn.Subscribe(sctx, channel)
-		}
-		cancel()
-	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), subscribeTimeout)
+	conn, err := n.subscribe(sctx, channel)
+	cancel()
 	n.mu.Lock()
 	if err == nil {
 		kw.conn = conn
@@ -142,9 +136,9 @@ func (kw *keyWaiters) markReady(live bool) {
 	}
 }
 
-// conn returns the PubSub for channel's node, starting it and its reader if
-// needed. n.mu is held.
-func (n *notifier) conn(ctx context.Context, channel string) (*redis.PubSub, error) {
+// subscribe subscribes to channel on the PubSub of its node, starting that
+// PubSub and its reader first if needed.
+func (n *notifier) subscribe(ctx context.Context, channel string) (*redis.PubSub, error) {
 	node := ""
 	if n.sharded {
 		master, err := n.client.(*redis.ClusterClient).MasterForKey(ctx, channel)
@@ -153,16 +147,25 @@ func (n *notifier) conn(ctx context.Context, channel string) (*redis.PubSub, err
 		}
 		node = master.Options().Addr
 	}
+	n.connMu.Lock()
+	defer n.connMu.Unlock()
+	if n.conns == nil {
+		return nil, ErrClosed
+	}
 	if ps := n.conns[node]; ps != nil {
-		return ps, nil
+		if n.sharded {
+			return ps, ps.SSubscribe(ctx, channel)
+		}
+		return ps, ps.Subscribe(ctx, channel)
 	}
 	var ps *redis.PubSub
 	if n.sharded {
-		// A cluster PubSub binds to the node of the first channel it is
-		// made with; later channels of that node join it.
-		ps = n.client.SSubscribe(ctx)
+		// A cluster PubSub binds to the node of the channels it is made
+		// with, so it must be made with this one; later channels of the
+		// same node join it.
+		ps = n.client.SSubscribe(ctx, channel)
 	} else {
-		ps = n.client.Subscribe(ctx)
+		ps = n.client.Subscribe(ctx, channel)
 	}
 	n.conns[node] = ps
 	msgs := ps.ChannelWithSubscriptions(redis.WithChannelSize(256))
@@ -296,9 +299,11 @@ func (n *notifier) isFirst(w *waiter) bool {
 func (n *notifier) close() {
 	n.mu.Lock()
 	n.closed = true
-	conns := n.conns
-	n.conns = map[string]*redis.PubSub{}
 	n.mu.Unlock()
+	n.connMu.Lock()
+	conns := n.conns
+	n.conns = nil
+	n.connMu.Unlock()
 	for _, ps := range conns {
 		_ = ps.Close()
 	}
