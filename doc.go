@@ -25,7 +25,8 @@
 //     matter how many distinct keys are locked), floored at the server's clock
 //     in microseconds so that they keep rising even after Redis restarts
 //     without persistence or fails over to a replica that missed the last
-//     increments (as long as the servers' clocks move forward).
+//     increments (as long as the servers' clocks move forward). A Redlock
+//     Locker (NewRedlock) offers no fences: Fence returns 0 there.
 //   - Keys: every Redis key padlock writes starts with the Locker's prefix
 //     (default "padlock:") and carries a Cluster hash tag made from the whole
 //     user key, so a lock and its companions always share one slot.
