@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,10 +32,11 @@ type Cluster struct {
 // node reports cluster_state:ok (or fails t after 20 s). Nodes run with a
 // cluster-node-timeout of 1 s, so a killed node is noticed quickly.
 //
-// The cluster is formed with CLUSTER ADDSLOTS and CLUSTER MEET rather than
-// redis-cli --cluster create, which needs at least 3 masters and waits in
-// whole seconds. StartCluster needs a real redis-server: without one it
-// skips t, or fails it under PADLOCK_REQUIRE_REDIS=1.
+// With 3 or more masters the cluster is formed the way operators form one,
+// with redis-cli --cluster create; with fewer (which redis-cli refuses), or
+// without redis-cli, with CLUSTER ADDSLOTS and CLUSTER MEET, which gives
+// the same slot layout. StartCluster needs a real redis-server: without one
+// it skips t, or fails it under PADLOCK_REQUIRE_REDIS=1.
 func StartCluster(t testing.TB, masters int) *Cluster {
 	t.Helper()
 	if masters < 1 {
@@ -66,6 +68,15 @@ func (c *Cluster) form(ctx context.Context) error {
 	for i, n := range c.nodes {
 		clients[i] = redis.NewClient(n.Options())
 		defer clients[i].Close()
+	}
+	if cli, err := exec.LookPath("redis-cli"); err == nil && len(c.nodes) >= 3 {
+		args := append([]string{"--cluster", "create"}, c.Addrs()...)
+		args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+		out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+		}
+		return awaitClusterOK(ctx, clients)
 	}
 	for i, rdb := range clients {
 		// Distinct config epochs, set before the nodes meet, spare them
