@@ -407,3 +407,67 @@ func TestEmbeddedRedisNotices(t *testing.T) {
 		t.Fatalf("waiter got the lock %v after the release, want it at once (woken by the notice)", d)
 	}
 }
+
+// A Redis Cluster of three masters: the app pays once with fences, and the
+// lock view scans every master.
+func TestRunCluster(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	cfg := testConfig(t)
+	cfg.RedisAddrs = cluster.Addrs()
+	cfg.RedisMode = modeCluster
+	cfg.jobDuration = 400 * time.Millisecond
+	url, logs, stop := bootRun(t, cfg)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	if !strings.Contains(logs.String(), `"mode":"cluster"`) {
+		t.Fatalf("log lacks the cluster mode:\n%s", logs)
+	}
+
+	r := do(t, c, "POST", url+"/orders", `{"customer":"dan","amount_cents":900,"currency":"JPY"}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: got %d %s", r.status, r.raw)
+	}
+	pay := fmt.Sprintf("%s/orders/%v/pay", url, r.body["id"])
+	results := make([]response, 20)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() { results[i] = do(t, c, "POST", pay, "") })
+	}
+	// Jobs whose keys land on different masters, all in the view at once.
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	for _, n := range names {
+		wg.Go(func() {
+			if r := do(t, c, "POST", url+"/jobs/"+n+"/run", ""); r.status != http.StatusOK {
+				t.Errorf("job %s: got %d %s", n, r.status, r.raw)
+			}
+		})
+	}
+	eventually(t, "every job in the lock view", func() bool {
+		view := do(t, c, "GET", url+"/locks", "")
+		for _, n := range names {
+			if !strings.Contains(view.raw, `"key":"job:`+n+`"`) {
+				return false
+			}
+		}
+		return true
+	})
+	wg.Wait()
+	charged := 0
+	for _, r := range results {
+		switch {
+		case r.status == http.StatusOK && r.body["charge"] != nil:
+			charged++
+		case r.status == http.StatusOK && r.body["already_paid"] == true, r.status == http.StatusConflict:
+		default:
+			t.Fatalf("got %d %s, want 200 or 409", r.status, r.raw)
+		}
+	}
+	if charged != 1 {
+		t.Fatalf("got %d charges, want 1", charged)
+	}
+}
