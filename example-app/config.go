@@ -34,6 +34,11 @@ Configuration, all optional, from the environment:
 Try it:
   curl -s -X POST localhost:8080/orders -H 'Content-Type: application/json' \
        -d '{"customer":"alice","amount_cents":1299,"currency":"EUR"}'
+  curl -si -X POST localhost:8080/orders -H 'Content-Type: application/json' \
+       -H 'Idempotency-Key: "order-alice-1"' -H 'X-Client-ID: shop-1' \
+       -d '{"customer":"alice","amount_cents":1299,"currency":"EUR"}'
+       (run it twice: the second answer is the first order again,
+       with Idempotent-Replayed: true)
   curl -s -X POST localhost:8080/orders/1/pay
   curl -s localhost:8080/locks
 `

@@ -61,10 +61,16 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 	r.GET("/healthz", s.healthz)
 	r.GET("/locks", s.locks)
 
-	// Create order. middleware.Idempotency goes in front of createOrder
-	// here, so that a retried POST with the same Idempotency-Key answers
-	// with the first order instead of creating a second one.
-	r.POST("/orders", s.createOrder)
+	// Create order. A retried POST with the same Idempotency-Key answers
+	// with the first order (Idempotent-Replayed: true) instead of creating
+	// a second one; the key is optional here, and scoped by the client
+	// that sends it (X-Client-ID stands in for authentication). The stored
+	// answers live on the first Redis node (in redlock mode, that one node).
+	idem := middleware.Idempotency(b.locker, b.nodes[0],
+		middleware.OptionalKey(),
+		middleware.WithCaller(keyfunc.Header("X-Client-ID")),
+		middleware.WithMaxBodyBytes(maxBodyBytes))
+	r.POST("/orders", idem, s.createOrder)
 	r.GET("/orders/:id", s.getOrder)
 
 	// Pay order: one payment per order at a time, across every instance of
@@ -118,7 +124,7 @@ func (s *server) index(c *gin.Context) {
 		"service": "padlock example: orders and payments",
 		"redis":   s.backend.desc,
 		"routes": []string{
-			"POST /orders            {customer, amount_cents, currency} -> 201",
+			"POST /orders            {customer, amount_cents, currency} -> 201; with Idempotency-Key and X-Client-ID a retry replays the first answer",
 			"GET  /orders/:id        the order and its charges",
 			"POST /orders/:id/pay    pays once; locked per order (409 if busy)",
 			"POST /jobs/:name/run    ?seconds=N; one run per name at a time (409 if busy)",
