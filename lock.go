@@ -153,17 +153,37 @@ func (lk *Lock) guard(g *guardedCtx) {
 	lk.guarded = append(lk.guarded, g)
 }
 
+// unguard cancels, with ErrReleased, the contexts made from handle h.
+func (lk *Lock) unguard(h *Lock) {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	live := lk.guarded[:0]
+	for _, g := range lk.guarded {
+		if g.lock == h {
+			g.cancel(ErrReleased)
+		} else {
+			live = append(live, g)
+		}
+	}
+	clear(lk.guarded[len(live):])
+	lk.guarded = live
+}
+
 // Release lets the lock go. It returns ErrNotHeld when the lock was already
 // lost (its lease ran out and maybe someone else took the key), and an
 // ErrUnavailable error when Redis could not be reached; either way the lock
 // is no longer renewed. Release is safe on a nil Lock and when called twice
-// (later calls return nil). Releasing a reentrant handle (see Context) only
-// marks that handle released; the outermost handle releases the lock.
+// (later calls return nil). Releasing a reentrant handle (see Context) ends
+// the contexts made from that handle (ErrReleased) and nothing else; the
+// outermost handle releases the lock.
 func (lk *Lock) Release(ctx context.Context) error {
 	if lk == nil || lk.released.Swap(true) {
 		return nil
 	}
 	if lk.outer != nil {
+		// The handle's scope is over: contexts made from it end now; the
+		// outer lock goes on.
+		lk.outer.unguard(lk)
 		return nil
 	}
 	if lk.Err() != nil { // lost: renewal already found it gone

@@ -73,13 +73,15 @@ func (g *guard) acquire(ctx context.Context, key string) (*padlock.Lock, *Proble
 	switch {
 	case ctx.Err() != nil:
 		return nil, newProblem(http.StatusServiceUnavailable, "the request ended before the lock was acquired", err)
+	// Unavailable first: under Redlock, too few nodes answering is both
+	// not acquired and unavailable, and it is the service that failed.
+	case errors.Is(err, padlock.ErrUnavailable), errors.Is(err, padlock.ErrClosed):
+		return nil, newProblem(http.StatusServiceUnavailable, "the lock service is unavailable", err)
 	case errors.Is(err, padlock.ErrNotAcquired):
 		p := newProblem(g.busyStatus, "another request holds the lock on this resource; retry later", err)
 		p.Key = key
 		p.RetryAfter, _ = padlock.RetryAfter(err)
 		return nil, p
-	case errors.Is(err, padlock.ErrUnavailable), errors.Is(err, padlock.ErrClosed):
-		return nil, newProblem(http.StatusServiceUnavailable, "the lock service is unavailable", err)
 	}
 	return nil, newProblem(http.StatusInternalServerError, "the lock could not be taken", err)
 }
