@@ -183,8 +183,10 @@ func TestClusterWakeUpAcrossSlots(t *testing.T) {
 		waitForWaiters(t, waiters, key, 1)
 		before := calls.n.Load()
 		time.Sleep(200 * time.Millisecond)
-		if polled := calls.n.Load() - before; polled != 0 {
-			t.Errorf("node %d: the waiter made %d attempts while the lock was held, want 0", node, polled)
+		// At most the one attempt made right after subscribing (it may
+		// land inside this window); a 1ms retry strategy would make ~200.
+		if polled := calls.n.Load() - before; polled > 1 {
+			t.Errorf("node %d: the waiter made %d attempts while the lock was held, want at most 1", node, polled)
 		}
 		released := time.Now()
 		if err := holder.Release(ctx); err != nil {

@@ -83,8 +83,11 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 	waitForWaiters(t, l, key, waiters)
 	before := calls.n.Load()
 	time.Sleep(300 * time.Millisecond) // a polling waiter would try ~300 times here
-	if polled := calls.n.Load() - before; polled != 0 {
-		t.Fatalf("waiters made %d attempts while the lock was held; want 0 (they wait for a notice)", polled)
+	// At most one attempt per waiter that started before the subscription
+	// was live, made right after subscribing (it may land inside this
+	// window); polling at 1ms would make thousands.
+	if polled := calls.n.Load() - before; polled > waiters {
+		t.Fatalf("waiters made %d attempts while the lock was held; want at most %d (they wait for a notice)", polled, waiters)
 	}
 
 	// Every hand-over costs the woken waiter one attempt, and nobody else
