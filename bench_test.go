@@ -2,7 +2,6 @@ package padlock_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/padlockgo/padlock"
@@ -10,27 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// roundTrips counts the commands and pipelines a client sends; each is one
-// round trip to Redis (a script's EVALSHA that falls back to EVAL counts 2).
-type roundTrips struct{ n atomic.Int64 }
-
-func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
-func benchClient(b *testing.B) (*redis.Client, *roundTrips) {
+func benchClient(b *testing.B) (*redis.Client, *redistest.Counter) {
 	rdb := redistest.Start(b).Client(b)
-	rt := &roundTrips{}
+	rt := redistest.CountRoundTrips()
 	rdb.AddHook(rt)
 	return rdb, rt
 }
@@ -49,7 +30,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		b.Fatal(err)
 	}
 	lk.Release(ctx)
-	rt.n.Store(0)
+	rt.Reset()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -61,7 +42,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(rt.n.Load())/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(rt.Load())/float64(b.N), "roundtrips/op")
 }
 
 // BenchmarkFloor is the least a safe lock cycle can cost with go-redis: SET
@@ -75,7 +56,7 @@ func BenchmarkFloor(b *testing.B) {
 		b.Fatal(err)
 	}
 	const token = "0123456789abcdefghijkl"
-	rt.n.Store(0)
+	rt.Reset()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -87,5 +68,5 @@ func BenchmarkFloor(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(rt.n.Load())/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(rt.Load())/float64(b.N), "roundtrips/op")
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
 )
 
 func TestReentrantThroughContext(t *testing.T) {
@@ -21,13 +22,13 @@ func TestReentrantThroughContext(t *testing.T) {
 		t.Fatal("FromContext of a plain context is not nil")
 	}
 
-	rt := &roundTrips{}
+	rt := redistest.CountRoundTrips()
 	rdb.AddHook(rt)
 	inner, err := l.Acquire(guarded, key, padlock.Options{})
 	if err != nil {
 		t.Fatalf("reentrant Acquire: %v", err)
 	}
-	if n := rt.n.Load(); n != 0 {
+	if n := rt.Load(); n != 0 {
 		t.Fatalf("reentrant Acquire cost %d round trips, want 0", n)
 	}
 	if inner.Fence() != outer.Fence() || inner.Token() != outer.Token() || inner.Key() != key {

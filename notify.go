@@ -153,10 +153,7 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (*redis.PubSub
 		return nil, ErrClosed
 	}
 	if ps := n.conns[node]; ps != nil {
-		if n.sharded {
-			return ps, ps.SSubscribe(ctx, channel)
-		}
-		return ps, ps.Subscribe(ctx, channel)
+		return ps, n.send(ctx, ps, true, channel)
 	}
 	var ps *redis.PubSub
 	if n.sharded {
@@ -216,11 +213,21 @@ func (n *notifier) unsubscribed(channel string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 	defer cancel()
-	if n.sharded {
-		_ = conn.SSubscribe(ctx, channel)
-	} else {
-		_ = conn.Subscribe(ctx, channel)
+	_ = n.send(ctx, conn, true, channel)
+}
+
+// send subscribes conn to channel, or unsubscribes it, in the flavour of
+// the deployment: sharded on Cluster, plain elsewhere.
+func (n *notifier) send(ctx context.Context, conn *redis.PubSub, subscribe bool, channel string) error {
+	switch {
+	case n.sharded && subscribe:
+		return conn.SSubscribe(ctx, channel)
+	case n.sharded:
+		return conn.SUnsubscribe(ctx, channel)
+	case subscribe:
+		return conn.Subscribe(ctx, channel)
 	}
+	return conn.Unsubscribe(ctx, channel)
 }
 
 // notify wakes the waiter a release notice is for: the fair waiter whose
@@ -281,11 +288,7 @@ func (n *notifier) leave(channel string, w *waiter, acquired bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 	defer cancel()
-	if n.sharded {
-		_ = conn.SUnsubscribe(ctx, channel)
-	} else {
-		_ = conn.Unsubscribe(ctx, channel)
-	}
+	_ = n.send(ctx, conn, false, channel)
 }
 
 // isFirst reports whether w is first in line for its key.

@@ -3,29 +3,11 @@ package padlock
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/padlockgo/padlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
-
-// scriptCalls counts EVALSHA/EVAL commands, i.e. lock attempts and releases.
-type scriptCalls struct{ n atomic.Int64 }
-
-func (h *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name == "evalsha" || name == "eval" {
-			h.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
 
 // waitForWaiters waits until n local waiters queue for key.
 func waitForWaiters(t *testing.T, l *Locker, key string, n int) {
@@ -54,7 +36,7 @@ func waitForWaiters(t *testing.T, l *Locker, key string, n int) {
 // polls while the holder keeps the lock.
 func TestReleaseWakesOneWaiter(t *testing.T) {
 	srv := redistest.Start(t)
-	calls := &scriptCalls{}
+	calls := redistest.CountCommands("evalsha", "eval")
 	rdb := srv.Client(t)
 	rdb.AddHook(calls)
 	l := New(rdb)
@@ -81,19 +63,19 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 		})
 	}
 	waitForWaiters(t, l, key, waiters)
-	before := calls.n.Load()
+	before := calls.Load()
 	time.Sleep(300 * time.Millisecond) // a polling waiter would try ~300 times here
 	// At most one attempt per waiter that started before the subscription
 	// was live, made right after subscribing (it may land inside this
 	// window); polling at 1ms would make thousands.
-	if polled := calls.n.Load() - before; polled > waiters {
+	if polled := calls.Load() - before; polled > waiters {
 		t.Fatalf("waiters made %d attempts while the lock was held; want at most %d (they wait for a notice)", polled, waiters)
 	}
 
 	// Every hand-over costs the woken waiter one attempt, and nobody else
 	// any: the only script calls are each waiter's one successful attempt
 	// and its release.
-	before = calls.n.Load()
+	before = calls.Load()
 	holder.Release(ctx)
 	for range waiters {
 		lk := <-got
@@ -101,7 +83,7 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := calls.n.Load() - before; n != 2*waiters {
+	if n := calls.Load() - before; n != 2*waiters {
 		t.Fatalf("%d script calls for %d hand-overs, want %d (one attempt and one release each)", n, waiters, 2*waiters)
 	}
 	wg.Wait()
@@ -112,7 +94,7 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 // release notice, not by polling.
 func TestWaiterInAnotherLockerWakesOnNotice(t *testing.T) {
 	srv := redistest.Start(t)
-	calls := &scriptCalls{}
+	calls := redistest.CountCommands("evalsha", "eval")
 	rdb := srv.Client(t)
 	rdb.AddHook(calls)
 	waiterLocker := New(rdb)
@@ -146,7 +128,7 @@ func TestWaiterInAnotherLockerWakesOnNotice(t *testing.T) {
 	defer lk.Release(ctx)
 	// The first attempt, one more once subscribed, and the one the notice
 	// triggered.
-	if n := calls.n.Load(); n > 3 {
+	if n := calls.Load(); n > 3 {
 		t.Fatalf("waiter made %d attempts, want at most 3", n)
 	}
 }

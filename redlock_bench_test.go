@@ -19,7 +19,7 @@ func BenchmarkRedlock5(b *testing.B) {
 	redistest.Require(b)
 	servers := redistest.StartN(b, 5)
 	time.Sleep(rlNodesVote) // until the nodes may vote (see NewRedlock)
-	rt := &roundTrips{}
+	rt := redistest.CountRoundTrips()
 	clients := make([]redis.UniversalClient, len(servers))
 	for i, s := range servers {
 		c := s.Client(b, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
@@ -37,7 +37,7 @@ func BenchmarkRedlock5(b *testing.B) {
 	ctx := context.Background()
 	o := padlock.Options{NoRenew: true}
 	awaitVotes(b, l) // and warm up: load the scripts, dial, check uptimes
-	rt.n.Store(0)
+	rt.Reset()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -49,7 +49,7 @@ func BenchmarkRedlock5(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(rt.n.Load())/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(rt.Load())/float64(b.N), "roundtrips/op")
 }
 
 // BenchmarkFloor5 is BenchmarkFloor on five nodes at once, each through its

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/padlockgo/padlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 func quorumOf(n int) *quorum {
@@ -108,29 +106,13 @@ func TestParseServerInfo(t *testing.T) {
 	}
 }
 
-// infoCalls counts INFO commands.
-type infoCalls struct{ n atomic.Int64 }
-
-func (h *infoCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *infoCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "info" {
-			h.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-func (h *infoCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 // TestRestartGuardChecksOnNewConnections: the uptime is read once after
 // each new connection, not per request, and a restart is noticed.
 func TestRestartGuardChecksOnNewConnections(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	infos := &infoCalls{}
+	infos := redistest.CountCommands("info")
 	rdb.AddHook(infos)
 	g := &restartGuard{maxLease: time.Millisecond}
 	rdb.AddHook(g)
@@ -143,20 +125,20 @@ func TestRestartGuardChecksOnNewConnections(t *testing.T) {
 		}
 		return g.counts(ctx, rdb, sent)
 	}
-	before := infos.n.Load()
+	before := infos.Load()
 	if ok, err := grant(); err != nil || ok {
 		t.Fatalf("grant from a node up for less than a second: counts = %v, %v; want false (uptime is trusted a second less)", ok, err)
 	}
-	if n := infos.n.Load() - before; n != 1 {
+	if n := infos.Load() - before; n != 1 {
 		t.Fatalf("%d INFO calls for the first grant, want 1", n)
 	}
 	// That check said when the node votes; no need to ask again.
 	time.Sleep(1100 * time.Millisecond)
-	before = infos.n.Load()
+	before = infos.Load()
 	if ok, err := grant(); err != nil || !ok {
 		t.Fatalf("grant a max lease (and the rounding second) later: counts = %v, %v; want true", ok, err)
 	}
-	if n := infos.n.Load() - before; n != 0 {
+	if n := infos.Load() - before; n != 0 {
 		t.Fatalf("%d INFO calls without a new connection, want 0", n)
 	}
 
@@ -165,14 +147,14 @@ func TestRestartGuardChecksOnNewConnections(t *testing.T) {
 		t.Fatalf("CLIENT KILL: %v", err)
 	}
 	_ = rdb.Ping(ctx).Err() // meets the killed connection (no retries)
-	before = infos.n.Load()
+	before = infos.Load()
 	if ok, err := grant(); err != nil || !ok {
 		t.Fatalf("grant on a new connection: counts = %v, %v; want true", ok, err)
 	}
 	if ok, err := grant(); err != nil || !ok {
 		t.Fatalf("second grant: counts = %v, %v; want true", ok, err)
 	}
-	if n := infos.n.Load() - before; n != 1 {
+	if n := infos.Load() - before; n != 1 {
 		t.Fatalf("%d INFO calls for two grants on one new connection, want 1", n)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
 )
 
 func TestRenewalKeepsLockPastTTL(t *testing.T) {
@@ -157,11 +158,11 @@ func TestRenewalIsBatched(t *testing.T) {
 	for i := range locks {
 		locks[i] = mustAcquire(t, l, ctx, fmt.Sprintf("%s:%d", testKey(t), i), padlock.Options{TTL: ttl})
 	}
-	rt := &roundTrips{}
+	rt := redistest.CountRoundTrips()
 	rdb.AddHook(rt)
 	const hold = 5 * ttl
 	time.Sleep(hold)
-	trips := rt.n.Load()
+	trips := rt.Load()
 	// Renewing every TTL/3 with batches pulled up to TTL/6 early: at most
 	// one batch per TTL/6 and the locks acquired over a spread of time.
 	if limit := int64(hold/(ttl/6)) + 4; trips > limit {

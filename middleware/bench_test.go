@@ -8,31 +8,12 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/padlockgo/padlock/keyfunc"
 	"github.com/padlockgo/padlock/middleware"
 )
-
-// roundTrips counts the commands and pipelines a client sends; each is one
-// round trip to Redis.
-type roundTrips struct{ n atomic.Int64 }
-
-func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
 
 // discard is a ResponseWriter that keeps nothing, so the benchmark measures
 // the router and the middleware, not a recorder.
@@ -52,11 +33,11 @@ func BenchmarkLock(b *testing.B) {
 	handler := func(c *gin.Context) { c.Status(http.StatusNoContent) }
 	req := httptest.NewRequest("POST", "/orders/42/pay", nil)
 
-	run := func(b *testing.B, r *gin.Engine, rt *roundTrips) {
+	run := func(b *testing.B, r *gin.Engine, rt *redistest.Counter) {
 		w := &discard{h: http.Header{}}
 		r.ServeHTTP(w, req) // warm up: connection, scripts
 		if rt != nil {
-			rt.n.Store(0)
+			rt.Reset()
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -64,7 +45,7 @@ func BenchmarkLock(b *testing.B) {
 			r.ServeHTTP(w, req)
 		}
 		if rt != nil {
-			b.ReportMetric(float64(rt.n.Load())/float64(b.N), "roundtrips/op")
+			b.ReportMetric(float64(rt.Load())/float64(b.N), "roundtrips/op")
 		}
 	}
 
@@ -75,7 +56,7 @@ func BenchmarkLock(b *testing.B) {
 	})
 	b.Run("locked", func(b *testing.B) {
 		rdb := srv.Client(b)
-		rt := &roundTrips{}
+		rt := redistest.CountRoundTrips()
 		rdb.AddHook(rt)
 		l := padlock.New(rdb)
 		defer l.Close()

@@ -57,7 +57,7 @@ func BenchmarkIdempotency(b *testing.B) {
 		c.Data(http.StatusCreated, "application/json", []byte(`{"id":1,"item":"book","qty":1}`))
 	}
 
-	setup := func(b *testing.B, idem bool) (*gin.Engine, *roundTrips) {
+	setup := func(b *testing.B, idem bool) (*gin.Engine, *redistest.Counter) {
 		r := gin.New()
 		if !idem {
 			r.POST("/orders", handler)
@@ -65,14 +65,14 @@ func BenchmarkIdempotency(b *testing.B) {
 		}
 		rdb := srv.Client(b)
 		rdb.FlushDB(context.Background()) // keys from an earlier -count round
-		rt := &roundTrips{}
+		rt := redistest.CountRoundTrips()
 		rdb.AddHook(rt)
 		l := padlock.New(rdb)
 		b.Cleanup(func() { _ = l.Close() })
 		r.POST("/orders", middleware.Idempotency(l, rdb), handler)
 		return r, rt
 	}
-	run := func(b *testing.B, r *gin.Engine, rt *roundTrips, next func(req *http.Request)) {
+	run := func(b *testing.B, r *gin.Engine, rt *redistest.Counter, next func(req *http.Request)) {
 		req := httptest.NewRequest("POST", "/orders", nil)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", `"warm-up"`)
@@ -81,7 +81,7 @@ func BenchmarkIdempotency(b *testing.B) {
 		w := &sink{discard{h: http.Header{}}}
 		r.ServeHTTP(w, req) // warm up: connection, scripts, the stored record
 		if rt != nil {
-			rt.n.Store(0)
+			rt.Reset()
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -94,7 +94,7 @@ func BenchmarkIdempotency(b *testing.B) {
 			r.ServeHTTP(w, req)
 		}
 		if rt != nil {
-			b.ReportMetric(float64(rt.n.Load())/float64(b.N), "roundtrips/op")
+			b.ReportMetric(float64(rt.Load())/float64(b.N), "roundtrips/op")
 		}
 	}
 
