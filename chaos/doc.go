@@ -1,0 +1,28 @@
+// Package chaos tries to break padlock's promises with real faults, and
+// counts how often it succeeds.
+//
+// Its tests are built only with the chaos tag:
+//
+//	go test -tags chaos -count=1 -v ./chaos/
+//
+// TestChaos runs each scenario PADLOCK_CHAOS_RUNS times (default 1): three
+// or more worker processes (internal/worker, built once per test run)
+// contend for one lock on real redis-server processes and write to a
+// fenced store (internal/fenced) with their fences, while the test pauses
+// (SIGSTOP), kills (SIGKILL) or starves a lock holder, or kills, restarts or
+// pauses a Redis server, or fails a Sentinel master over. Every critical
+// section and every store operation is recorded (internal/record); the test
+// then counts overlapping critical sections, stale writes the store
+// accepted, lock-lost signals and fence regressions, checks the store's
+// history for linearizability with porcupine, and fails a scenario whose
+// counts break what it claims. It prints the table RELIABILITY.md shows,
+// and writes it as Markdown to the file PADLOCK_CHAOS_REPORT names.
+//
+// TestLoadExampleApp runs the example app on loopback against a real
+// redis-server, fires concurrent pays at a few hot orders for
+// PADLOCK_LOAD_DURATION (default 3s), and fails on any double charge; it
+// reports request counts and latency percentiles.
+//
+// Without redis-server the tests skip, or fail under
+// PADLOCK_REQUIRE_REDIS=1.
+package chaos

@@ -1,0 +1,302 @@
+// Command worker is one contender of the chaos suite: a process that takes
+// a padlock lock on a key again and again, does its work under it and
+// writes to the fenced store with the lock's fence, recording every step
+// (see package record) so the suite can check what happened when it
+// paused, killed or starved the worker or the Redis servers under it.
+//
+// Each iteration: Acquire (waiting up to -wait); claim the store with the
+// fence (a first write, as the example app claims an order); work for
+// -hold, stopping early if the lock's context ends; read the store; write
+// the result with the fence; Release. With -check-ctx (the default) the
+// worker skips a write once its lock's context has ended, as a correct
+// user does; -check-ctx=false writes anyway, leaving it to the fence.
+//
+// The worker runs at most -iterations iterations and stops after
+// -duration, whichever comes first, or at SIGTERM once the iteration under
+// way is done.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/chaos/internal/fenced"
+	"github.com/padlockgo/padlock/chaos/internal/record"
+)
+
+type flags struct {
+	id         int
+	mode       string
+	addrs      string
+	master     string
+	key        string
+	ttl        time.Duration
+	wait       time.Duration
+	hold       time.Duration
+	gap        time.Duration
+	iterations int
+	duration   time.Duration
+	store      string
+	out        string
+	checkCtx   bool
+	spin       int
+	replicaAck int
+	ackTimeout time.Duration
+	maxLease   time.Duration
+	nodeTO     time.Duration
+}
+
+func main() {
+	var f flags
+	flag.IntVar(&f.id, "id", 0, "worker id, recorded with every event")
+	flag.StringVar(&f.mode, "mode", "single", "single | redlock | sentinel")
+	flag.StringVar(&f.addrs, "addrs", "", "comma-separated Redis addresses (sentinel: the sentinels')")
+	flag.StringVar(&f.master, "master", "mymaster", "sentinel: the master's name")
+	flag.StringVar(&f.key, "key", "chaos", "the lock key, also the store register")
+	flag.DurationVar(&f.ttl, "ttl", time.Second, "lock lease")
+	flag.DurationVar(&f.wait, "wait", 5*time.Second, "how long Acquire waits")
+	flag.DurationVar(&f.hold, "hold", 200*time.Millisecond, "work time under the lock")
+	flag.DurationVar(&f.gap, "gap", 5*time.Millisecond, "at most this long (random) between a release and the next Acquire")
+	flag.IntVar(&f.iterations, "iterations", 1000, "at most this many iterations")
+	flag.DurationVar(&f.duration, "duration", 10*time.Second, "stop after this long")
+	flag.StringVar(&f.store, "store", "", "fenced store URL")
+	flag.StringVar(&f.out, "out", "", "file to append the record to")
+	flag.BoolVar(&f.checkCtx, "check-ctx", true, "skip writes once the lock's context ended")
+	flag.IntVar(&f.spin, "spin", 0, "goroutines that burn CPU for the whole run (watchdog starvation)")
+	flag.IntVar(&f.replicaAck, "replica-ack", 0, "sentinel/single: WithReplicaAck replicas (0: off)")
+	flag.DurationVar(&f.ackTimeout, "ack-timeout", 200*time.Millisecond, "WithReplicaAck timeout")
+	flag.DurationVar(&f.maxLease, "max-lease", 0, "redlock: WithMaxLease (0: the TTL)")
+	flag.DurationVar(&f.nodeTO, "node-timeout", 250*time.Millisecond, "redlock: WithNodeTimeout")
+	flag.Parse()
+	if err := run(f); err != nil {
+		fmt.Fprintf(os.Stderr, "worker %d: %v\n", f.id, err)
+		os.Exit(1)
+	}
+}
+
+func run(f flags) error {
+	if f.out == "" || f.store == "" || f.addrs == "" {
+		return errors.New("-out, -store and -addrs are required")
+	}
+	rec, err := record.Create(f.out, f.id)
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
+
+	locker, closeRedis, err := newLocker(f)
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+	defer locker.Close()
+
+	// SIGTERM ends the run after the current iteration: the lock held
+	// then is released as usual.
+	ctx, cancel := context.WithTimeout(context.Background(), f.duration)
+	defer cancel()
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	for range f.spin {
+		go burn(ctx)
+	}
+	w := &worker{f: f, rec: rec, locker: locker,
+		store: fenced.Client{Base: f.store, HTTP: &http.Client{Timeout: 2 * time.Second}}}
+	rec.Add(record.Event{Kind: record.Start})
+	for n := 0; n < f.iterations && ctx.Err() == nil; n++ {
+		w.iteration(ctx, n)
+		sleep(ctx, time.Duration(rand.Int64N(int64(f.gap)+1)))
+	}
+	rec.Add(record.Event{Kind: record.Exit})
+	return nil
+}
+
+// burn spins until ctx ends, taking a CPU from whatever else the process
+// would run: with GOMAXPROCS=1, the watchdog.
+func burn(ctx context.Context) {
+	x := uint64(1)
+	for i := 0; ; i++ {
+		x = x*6364136223846793005 + 1442695040888963407
+		if i&0xfffff == 0 && ctx.Err() != nil {
+			_ = x
+			return
+		}
+	}
+}
+
+func newLocker(f flags) (*padlock.Locker, func(), error) {
+	addrs := strings.Split(f.addrs, ",")
+	opts := []padlock.Option{padlock.WithDefaults(padlock.Options{TTL: f.ttl})}
+	switch f.mode {
+	case "single":
+		c := redis.NewClient(clientOptions(addrs[0]))
+		if f.replicaAck > 0 {
+			opts = append(opts, padlock.WithReplicaAck(f.replicaAck, f.ackTimeout))
+		}
+		return padlock.New(c, opts...), func() { _ = c.Close() }, nil
+	case "sentinel":
+		c := redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:    f.master,
+			SentinelAddrs: addrs,
+			DialTimeout:   time.Second,
+			DialerRetries: 1,
+			ReadTimeout:   time.Second,
+			WriteTimeout:  time.Second,
+			PoolTimeout:   2 * time.Second,
+			MaxRetries:    -1,
+		})
+		if f.replicaAck > 0 {
+			opts = append(opts, padlock.WithReplicaAck(f.replicaAck, f.ackTimeout))
+		}
+		return padlock.New(c, opts...), func() { _ = c.Close() }, nil
+	case "redlock":
+		clients := make([]redis.UniversalClient, len(addrs))
+		for i, a := range addrs {
+			o := clientOptions(a)
+			o.ContextTimeoutEnabled = true
+			clients[i] = redis.NewClient(o)
+		}
+		maxLease := f.maxLease
+		if maxLease == 0 {
+			maxLease = f.ttl
+		}
+		opts = append(opts, padlock.WithMaxLease(maxLease), padlock.WithNodeTimeout(f.nodeTO))
+		l, err := padlock.NewRedlock(clients, opts...)
+		closeAll := func() {
+			for _, c := range clients {
+				_ = c.Close()
+			}
+		}
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		return l, closeAll, nil
+	}
+	return nil, nil, fmt.Errorf("-mode %q: want single, redlock or sentinel", f.mode)
+}
+
+// clientOptions are short timeouts, one dial attempt and no retries, so a
+// fault shows on the first command, as in the library's own tests.
+func clientOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:          addr,
+		DialTimeout:   time.Second,
+		DialerRetries: 1,
+		ReadTimeout:   time.Second,
+		WriteTimeout:  time.Second,
+		PoolTimeout:   2 * time.Second,
+		MaxRetries:    -1,
+	}
+}
+
+type worker struct {
+	f      flags
+	rec    *record.Writer
+	locker *padlock.Locker
+	store  fenced.Client
+	op     int
+}
+
+func (w *worker) iteration(ctx context.Context, n int) {
+	call := record.Now()
+	lk, err := w.locker.Acquire(ctx, w.f.key, padlock.Options{Wait: w.f.wait})
+	if err != nil {
+		w.rec.Add(record.Event{Kind: record.AcquireFailed, N: n, T0: call, Err: err.Error()})
+		// Redis may be down or failing over: don't spin on it.
+		sleep(ctx, 20*time.Millisecond+time.Duration(rand.Int64N(int64(30*time.Millisecond))))
+		return
+	}
+	w.rec.Add(record.Event{Kind: record.Acquire, N: n, T0: call, Fence: lk.Fence()})
+
+	// The lost signal is recorded the moment Done fires, from its own
+	// goroutine, whatever the worker is doing then.
+	var watch sync.WaitGroup
+	watch.Go(func() {
+		<-lk.Done()
+		if errors.Is(lk.Err(), padlock.ErrLockLost) {
+			w.rec.Add(record.Event{Kind: record.Lost, N: n})
+		}
+	})
+	lctx := lk.Context(context.WithoutCancel(ctx))
+
+	fence := lk.Fence()
+	w.write(lctx, n, fence, fmt.Sprintf("w%d-%d:claim", w.f.id, n))
+	if w.f.checkCtx {
+		sleep(lctx, w.f.hold)
+	} else {
+		sleep(ctx, w.f.hold)
+	}
+	w.read(lctx, n)
+	w.write(lctx, n, fence, fmt.Sprintf("w%d-%d:commit", w.f.id, n))
+
+	w.rec.Add(record.Event{Kind: record.Release, N: n})
+	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	err = lk.Release(rctx)
+	cancel()
+	e := record.Event{Kind: record.Released, N: n}
+	if err != nil {
+		e.Err = err.Error()
+	}
+	w.rec.Add(e)
+	watch.Wait()
+}
+
+func (w *worker) write(lctx context.Context, n int, fence int64, value string) {
+	if w.f.checkCtx && lctx.Err() != nil {
+		w.rec.Add(record.Event{Kind: record.Skip, N: n, Fence: fence, Value: value})
+		return
+	}
+	w.op++
+	op := w.op
+	w.rec.Add(record.Event{Kind: record.Call, N: n, Op: op, Key: w.f.key, Write: true, Fence: fence, Value: value,
+		CtxErr: lctx.Err() != nil})
+	// The store call itself is not cut short by the lock's context: once
+	// sent, a write is the fence's business.
+	ok, err := w.store.Write(context.Background(), w.f.key, fence, value)
+	e := record.Event{Kind: record.Return, N: n, Op: op, OK: ok}
+	if err != nil {
+		e.Err = err.Error()
+	}
+	w.rec.Add(e)
+}
+
+func (w *worker) read(lctx context.Context, n int) {
+	if w.f.checkCtx && lctx.Err() != nil {
+		return
+	}
+	w.op++
+	op := w.op
+	w.rec.Add(record.Event{Kind: record.Call, N: n, Op: op, Key: w.f.key})
+	fence, value, err := w.store.Read(context.Background(), w.f.key)
+	e := record.Event{Kind: record.Return, N: n, Op: op, OK: err == nil, Fence: fence, Value: value}
+	if err != nil {
+		e.Err = err.Error()
+	}
+	w.rec.Add(e)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
