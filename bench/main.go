@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -31,8 +32,9 @@ func run() int {
 		quiet     bool
 	)
 	flag.StringVar(&scenarios, "scenarios", "uncontended,contended,renewal,redlock", "comma-separated scenarios to run")
-	flag.DurationVar(&cfg.window, "duration", 3*time.Second, "measured window of each uncontended, contended and Redlock run")
+	flag.DurationVar(&cfg.window, "duration", 2*time.Second, "measured window of each uncontended, contended and Redlock run")
 	flag.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each window (contended: at least 1s)")
+	flag.IntVar(&cfg.parallel, "parallel", 8, "uncontended: also measure this many goroutines, each cycling its own key (0: one goroutine only)")
 	flag.IntVar(&cfg.workers, "workers", 32, "contended: goroutines competing for one key")
 	flag.IntVar(&cfg.procs, "procs", 4, "contended: Lockers (each with its own go-redis client) the workers are spread over in the multi-process rows")
 	flag.DurationVar(&cfg.hold, "hold", time.Millisecond, "contended: time.Sleep inside the critical section")
@@ -41,7 +43,7 @@ func run() int {
 	flag.DurationVar(&cfg.poll, "poll", 5*time.Millisecond, "contended: retry delay of the tuned peer rows")
 	flag.IntVar(&cfg.locks, "locks", 10000, "renewal: locks held at once")
 	flag.DurationVar(&cfg.renewTTL, "renew-ttl", 3*time.Second, "renewal: lease of the held locks (renewed every TTL/3)")
-	flag.DurationVar(&cfg.renewWindow, "renew-duration", 10*time.Second, "renewal: measured window of each library")
+	flag.DurationVar(&cfg.renewWindow, "renew-duration", 5*time.Second, "renewal: measured window of each library")
 	flag.BoolVar(&cfg.renewPeers, "renew-peers", true, "renewal: also hold the locks with redsync and redislock, one goroutine per lock")
 	flag.IntVar(&cfg.nodes, "nodes", 5, "redlock: independent redis-servers")
 	flag.DurationVar(&cfg.redlockTTL, "redlock-ttl", 5*time.Second, "redlock: lock TTL, and padlock's WithMaxLease")
@@ -49,6 +51,8 @@ func run() int {
 	flag.IntVar(&cfg.rounds, "rounds", 1, "uncontended, contended and Redlock: measure each row this many times, interleaved, and show the median")
 	flag.DurationVar(&cfg.settle, "settle", 0, "before each row, wait up to this long for the machine to be nearly idle (for shared machines; 0: don't wait)")
 	noPeers := flag.Bool("no-peers", false, "measure padlock (and the floor) only")
+	libs := flag.String("libs", "", "comma-separated libraries to measure: floor, padlock, redsync, redislock (default all)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the clients' side) to this file")
 	flag.StringVar(&jsonPath, "json", "", "also write the results as JSON to this file")
 	flag.StringVar(&bin, "redis-server", "redis-server", "redis-server binary")
 	flag.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
@@ -68,6 +72,31 @@ func run() int {
 	if cfg.workers < 1 || cfg.procs < 1 || cfg.locks < 1 || cfg.nodes < 1 || cfg.poll <= 0 || cfg.window <= 0 {
 		fmt.Fprintln(os.Stderr, "bench: -workers, -procs, -locks, -nodes, -poll and -duration must be positive")
 		return 2
+	}
+	if *libs != "" {
+		names := map[string]string{"floor": libFloor, "padlock": libPadlock, "redsync": libRedsync, "redislock": libRedislock}
+		cfg.libs = map[string]bool{}
+		for s := range strings.SplitSeq(*libs, ",") {
+			name, ok := names[strings.TrimSpace(s)]
+			if !ok {
+				fmt.Fprintf(os.Stderr, "bench: unknown library %q in -libs\n", s)
+				return 2
+			}
+			cfg.libs[name] = true
+		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	cfg.progress = func(format string, args ...any) {
 		if !quiet {

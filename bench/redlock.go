@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -71,6 +72,7 @@ func runRedlock(ctx context.Context, cfg *config) ([]result, error) {
 			}},
 		)
 	}
+	cases = slices.DeleteFunc(cases, func(c rcase) bool { return !cfg.wantLib(c.library) })
 	nets := []time.Duration{0}
 	if cfg.redlockRTT > 0 {
 		nets = append(nets, cfg.redlockRTT)
@@ -119,7 +121,7 @@ func runRedlock(ctx context.Context, cfg *config) ([]result, error) {
 			if err != nil {
 				return result{}, fmt.Errorf("redlock %s: %w", c.library, err)
 			}
-			r.Scenario, r.Library, r.Setup, r.Peer, r.Network, r.Nodes = scRedlock, c.library, c.setup, c.peer, network, c.nodes
+			r.Scenario, r.Library, r.Setup, r.Peer, r.Variant, r.Nodes = scRedlock, c.library, c.setup, c.peer, network, c.nodes
 			return r, nil
 		})
 		out = append(out, rs...)

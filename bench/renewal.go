@@ -73,15 +73,21 @@ func runRenewal(ctx context.Context, cfg *config) ([]result, error) {
 		window         time.Duration
 		build          func(c *redis.Client) holder
 	}
-	cases := []rcase{{libPadlock, fmt.Sprintf("TTL %v, watchdog renews every TTL/3, 1 Locker", cfg.renewTTL), false, cfg.renewWindow,
+	all := []rcase{{libPadlock, fmt.Sprintf("TTL %v, watchdog renews every TTL/3, 1 Locker", cfg.renewTTL), false, cfg.renewWindow,
 		func(c *redis.Client) holder { return newPadlockHolder(c, cfg) }}}
 	if cfg.renewPeers && !cfg.skipPeers {
-		cases = append(cases,
+		all = append(all,
 			rcase{libRedsync, fmt.Sprintf("expiry %v, ExtendContext every TTL/3, goroutine per lock", cfg.renewTTL), true, cfg.renewWindow,
 				func(c *redis.Client) holder { return newRedsyncHolder(c, cfg) }},
 			rcase{libRedislock, fmt.Sprintf("TTL %v, Refresh every TTL/3, goroutine per lock", cfg.renewTTL), true, cfg.renewWindow,
 				func(c *redis.Client) holder { return newRedislockHolder(c, cfg) }},
 		)
+	}
+	var cases []rcase
+	for _, c := range all {
+		if cfg.wantLib(c.library) {
+			cases = append(cases, c)
+		}
 	}
 	var out []result
 	for _, c := range cases {

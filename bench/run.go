@@ -16,7 +16,7 @@ type result struct {
 	Library  string `json:"library"`
 	Setup    string `json:"setup"`
 	Peer     bool   `json:"peer"`              // counts as "the best peer" of its scenario
-	Network  string `json:"network,omitempty"` // "" for loopback, else the simulated round trip added
+	Variant  string `json:"variant,omitempty"` // rows compare within a variant: goroutines (uncontended), simulated RTT (Redlock)
 	Rounds   int    `json:"rounds,omitempty"`  // rounds measured; the row is the median one
 	Nodes    int    `json:"nodes,omitempty"`   // Redlock scenario: nodes the lock lives on
 
@@ -90,21 +90,33 @@ const stopGrace = 15 * time.Second
 // work with smp, and returns the row (Scenario, Library and Setup are the
 // caller's to fill in).
 func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler, wl workload) (result, error) {
+	// perKey watches one key: who is inside, who held it last.
+	type perKey struct {
+		inside     atomic.Int32
+		lastHolder atomic.Int64
+	}
 	var (
 		phase      atomic.Int32
-		inside     atomic.Int32
 		violations atomic.Int64
-		lastHolder atomic.Int64
 		retaken    atomic.Int64 // acquisitions by the worker that held the lock last
 		stats      = make([]workerStats, wl.workers)
+		keys       = map[string]*perKey{}
 		wg         sync.WaitGroup
 	)
+	for w := range wl.workers {
+		if keys[wl.key(w)] == nil {
+			k := &perKey{}
+			k.lastHolder.Store(-1)
+			keys[wl.key(w)] = k
+		}
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for w := range wl.workers {
 		wg.Go(func() {
 			st := &stats[w]
 			key := wl.key(w)
+			k := keys[key]
 			for runCtx.Err() == nil {
 				start := time.Now()
 				var release releaseFunc
@@ -133,16 +145,16 @@ func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler,
 				}
 				got := time.Now()
 				counted := phase.Load() == phaseMeasure
-				if inside.Add(1) != 1 {
+				if k.inside.Add(1) != 1 {
 					violations.Add(1)
 				}
-				if lastHolder.Swap(int64(w)) == int64(w) && counted {
+				if k.lastHolder.Swap(int64(w)) == int64(w) && counted {
 					retaken.Add(1)
 				}
 				if wl.hold > 0 {
 					time.Sleep(wl.hold)
 				}
-				inside.Add(-1)
+				k.inside.Add(-1)
 				rctx, rcancel := context.WithTimeout(context.WithoutCancel(runCtx), 5*time.Second)
 				err := release(rctx)
 				rcancel()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -18,6 +19,7 @@ type config struct {
 	hold, wait     time.Duration
 	poll           time.Duration // the tuned peers' retry delay
 	rounds         int
+	parallel       int           // uncontended: goroutines of the second block
 	think          time.Duration // contended: pause between Release and the next Acquire
 	settle         time.Duration // before each row, wait up to this long for an idle machine
 	redlockRTT     time.Duration // simulated network for the second Redlock block; 0: none
@@ -29,6 +31,7 @@ type config struct {
 	nodes         int
 	redlockTTL    time.Duration
 	skipPeers     bool
+	libs          map[string]bool // nil: all
 	progress      func(format string, args ...any)
 	launcher      *launcher
 	redlockServer []*server // started early, so they are old enough to vote
@@ -118,6 +121,17 @@ func oneNodeEach(clients []*redis.Client) [][]redis.UniversalClient {
 
 const peerTTL = 30 * time.Second // redislock needs one; padlock's default
 
+// keep drops the rows of libraries the flags leave out.
+func keep(cfg *config, cs []rowSpec) []rowSpec {
+	var out []rowSpec
+	for _, c := range cs {
+		if cfg.wantLib(c.library) && !(c.peer && cfg.skipPeers) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 func uncontendedCases(cfg *config) []rowSpec {
 	cs := []rowSpec{
 		{libFloor, "SET NX PX + EVALSHA compare-and-delete", false, 1, func(cl []*redis.Client) contender {
@@ -126,21 +140,21 @@ func uncontendedCases(cfg *config) []rowSpec {
 		{libPadlock, "New, zero Options (30s lease, renewed)", false, 1, func(cl []*redis.Client) contender {
 			return &padlockLib{lockers: newLockers(cl)}
 		}},
+		{libPadlock, "New, NoRenew (fixed lease: no watchdog)", false, 1, func(cl []*redis.Client) contender {
+			return &padlockLib{lockers: newLockers(cl), opts: padlock.Options{NoRenew: true}}
+		}},
 		{libPadlock, "New, Fair (fair-mode scripts)", false, 1, func(cl []*redis.Client) contender {
 			return &padlockLib{lockers: newLockers(cl), opts: padlock.Options{Fair: true}}
 		}},
 	}
-	if cfg.skipPeers {
-		return cs
-	}
-	return append(cs,
+	return keep(cfg, append(cs,
 		rowSpec{libRedsync, "1 pool, defaults (8s expiry)", true, 1, func(cl []*redis.Client) contender {
 			return newRedsync(oneNodeEach(cl))
 		}},
 		rowSpec{libRedislock, "Obtain 30s, no retry", true, 1, func(cl []*redis.Client) contender {
 			return &redislockLib{clients: redislockClients(cl), ttl: peerTTL}
 		}},
-	)
+	))
 }
 
 func contendedCases(cfg *config) []rowSpec {
@@ -161,11 +175,8 @@ func contendedCases(cfg *config) []rowSpec {
 			return &padlockLib{lockers: newLockers(cl), opts: fairOpts}
 		}},
 	}
-	if cfg.skipPeers {
-		return cs
-	}
 	pollTries := max(int(cfg.wait/cfg.poll), 1)
-	return append(cs,
+	return keep(cfg, append(cs,
 		rowSpec{libRedsync, "defaults: 32 tries, delay rand 50-250ms", true, 1, func(cl []*redis.Client) contender {
 			return newRedsync(oneNodeEach(cl))
 		}},
@@ -180,21 +191,42 @@ func contendedCases(cfg *config) []rowSpec {
 			return &redislockLib{clients: redislockClients(cl), ttl: peerTTL, wait: cfg.wait,
 				retry: func() redislock.RetryStrategy { return redislock.LinearBackoff(cfg.poll) }}
 		}},
-	)
+	))
 }
 
+// runUncontended measures lock cycles on keys nobody else wants: from one
+// goroutine (each cycle waits on two round trips, so this is latency), and
+// from cfg.parallel goroutines on a key each (the client and server CPUs
+// are the limit, so this is the cost of a cycle).
 func runUncontended(ctx context.Context, cfg *config) ([]result, error) {
 	cases := uncontendedCases(cfg)
-	return inRounds(cfg.rounds, len(cases), func(i int) (result, error) {
-		c := cases[i]
-		cfg.progress("uncontended: %s (%s)", c.library, c.setup)
-		return onFreshServer(ctx, cfg, scUncontended, c, workload{
-			workers: 1,
-			key:     func(int) string { return "bench:uncontended" },
-			warmup:  cfg.warmup,
-			window:  cfg.window,
+	var out []result
+	for _, workers := range []int{1, cfg.parallel} {
+		if workers < 1 || (workers == 1 && len(out) > 0) {
+			continue
+		}
+		variant := ""
+		if workers > 1 {
+			variant = fmt.Sprintf("x%d goroutines", workers)
+		}
+		rs, err := inRounds(cfg.rounds, len(cases), func(i int) (result, error) {
+			c := cases[i]
+			cfg.progress("uncontended %s: %s (%s)", variant, c.library, c.setup)
+			r, err := onFreshServer(ctx, cfg, scUncontended, c, workload{
+				workers: workers,
+				key:     func(w int) string { return "bench:uncontended:" + strconv.Itoa(w) },
+				warmup:  cfg.warmup,
+				window:  cfg.window,
+			})
+			r.Variant = variant
+			return r, err
 		})
-	})
+		out = append(out, rs...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 func runContended(ctx context.Context, cfg *config) ([]result, error) {
@@ -222,4 +254,9 @@ func runContended(ctx context.Context, cfg *config) ([]result, error) {
 		}
 		return r, nil
 	})
+}
+
+// wantLib reports whether the flags ask for library's rows.
+func (cfg *config) wantLib(library string) bool {
+	return cfg.libs == nil || cfg.libs[library]
 }
