@@ -185,15 +185,7 @@ func (e *env) proc(id int) *proc {
 // stop asks every worker to finish its iteration and exit (SIGTERM), waits
 // up to timeout, and kills the ones still running.
 func (e *env) stop(timeout time.Duration) {
-	e.mu.Lock()
-	procs := slices.Collect(func(yield func(*proc) bool) {
-		for _, p := range e.procs {
-			if !yield(p) {
-				return
-			}
-		}
-	})
-	e.mu.Unlock()
+	procs := e.all()
 	for _, p := range procs {
 		_ = p.cmd.Process.Signal(syscall.SIGCONT)
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
@@ -221,14 +213,20 @@ func (e *env) kill(id int) {
 	e.mu.Unlock()
 }
 
-func (e *env) killAll() {
+// all returns every worker started, in id order.
+func (e *env) all() []*proc {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	procs := make([]*proc, 0, len(e.procs))
 	for _, p := range e.procs {
 		procs = append(procs, p)
 	}
-	e.mu.Unlock()
-	for _, p := range procs {
+	slices.SortFunc(procs, func(a, b *proc) int { return a.id - b.id })
+	return procs
+}
+
+func (e *env) killAll() {
+	for _, p := range e.all() {
 		select {
 		case <-p.exited:
 		default:
@@ -266,18 +264,11 @@ func (e *env) resume(id int) {
 // events returns every worker's record so far.
 func (e *env) events() []record.Event {
 	e.t.Helper()
-	e.mu.Lock()
-	ids := make([]int, 0, len(e.procs))
-	for id := range e.procs {
-		ids = append(ids, id)
-	}
-	e.mu.Unlock()
-	slices.Sort(ids)
 	var all []record.Event
-	for _, id := range ids {
-		evs, err := record.ReadFile(e.proc(id).out)
+	for _, p := range e.all() {
+		evs, err := record.ReadFile(p.out)
 		if err != nil && !os.IsNotExist(err) {
-			e.t.Fatalf("worker %d record: %v", id, err)
+			e.t.Fatalf("worker %d record: %v", p.id, err)
 		}
 		all = append(all, evs...)
 	}

@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -128,13 +129,10 @@ func run(f flags) error {
 // would run: with GOMAXPROCS=1, the watchdog.
 func burn(ctx context.Context) {
 	x := uint64(1)
-	for i := 0; ; i++ {
+	for i := 0; i&0xfffff != 0 || ctx.Err() == nil; i++ {
 		x = x*6364136223846793005 + 1442695040888963407
-		if i&0xfffff == 0 && ctx.Err() != nil {
-			_ = x
-			return
-		}
 	}
+	runtime.KeepAlive(x)
 }
 
 func newLocker(f flags) (*padlock.Locker, func(), error) {
