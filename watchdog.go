@@ -28,12 +28,12 @@ type watchdog struct {
 
 	mu      sync.Mutex
 	locks   lockHeap  // by due time; guarded by mu, as are the Locks' watchdog fields
-	next    time.Time // when the loop will wake up next (zero: never)
+	timer   *time.Timer // wakes the loop at the earliest due time
+	next    time.Time   // when timer fires (zero: stopped)
 	started bool
 	closed  bool
 	ctx     context.Context // cancelled by close, ending renewals in flight
 	cancel  context.CancelFunc
-	wake    chan struct{}
 	wg      sync.WaitGroup // the loop and the renewal batches in flight
 }
 
@@ -47,7 +47,9 @@ const (
 
 func newWatchdog(s store, margin func(time.Duration) time.Duration) *watchdog {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &watchdog{store: s, margin: margin, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	return &watchdog{store: s, margin: margin, ctx: ctx, cancel: cancel, timer: timer}
 }
 
 // add starts watching lk. It returns false when the watchdog is closed.
@@ -106,33 +108,34 @@ func (w *watchdog) schedule(lk *Lock) {
 	} else {
 		heap.Push(&w.locks, lk)
 	}
-	if w.next.IsZero() || lk.due.Before(w.next) {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+	w.arm(lk.due)
+}
+
+// arm makes the timer fire by t, resetting it only when t is earlier than
+// it was set for: a lock taken and released in the meantime costs the loop
+// nothing, not even a wake-up. mu is held.
+func (w *watchdog) arm(t time.Time) {
+	if w.next.IsZero() || t.Before(w.next) {
+		w.next = t
+		w.timer.Reset(max(time.Until(t), 0))
 	}
 }
 
 func (w *watchdog) run() {
 	defer w.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
 	for {
-		wait := w.tick(time.Now())
-		timer.Reset(wait)
 		select {
-		case <-timer.C:
-		case <-w.wake:
+		case <-w.timer.C:
+			w.tick(time.Now())
 		case <-w.ctx.Done():
 			return
 		}
 	}
 }
 
-// tick handles every event that is due at now and returns how long to
-// sleep until the next one.
-func (w *watchdog) tick(now time.Time) time.Duration {
+// tick handles every event that is due at now and sets the timer for the
+// next one.
+func (w *watchdog) tick(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var (
@@ -164,11 +167,9 @@ func (w *watchdog) tick(now time.Time) time.Duration {
 		go w.renew(batch, locks, deadline)
 	}
 	w.next = time.Time{}
-	if len(w.locks) == 0 {
-		return time.Hour
+	if len(w.locks) > 0 {
+		w.arm(w.locks[0].due)
 	}
-	w.next = w.locks[0].due
-	return max(time.Until(w.next), 0)
 }
 
 // renew sends one batch and applies its results. Its deadline is the
@@ -218,6 +219,7 @@ func (w *watchdog) close() {
 	}
 	w.closed = true
 	w.cancel()
+	w.timer.Stop()
 	w.mu.Unlock()
 	w.wg.Wait()
 
