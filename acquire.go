@@ -2,6 +2,7 @@ package padlock
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -74,6 +75,11 @@ func (a *acquisition) try(ctx context.Context) (*Lock, error) {
 	a.tries++
 	sent := time.Now()
 	fence, busyFor, err := a.l.store.acquire(ctx, a.id)
+	if err == nil && fence > 0 && !time.Now().Before(sent.Add(a.o.TTL-a.l.cfg.margin(a.o.TTL))) {
+		// The grant came back after its trusted lease had run out: by the
+		// time the caller could use it, another owner may hold the key.
+		err = errLateGrant
+	}
 	switch {
 	case err == nil && fence > 0:
 		lk := newLock(a.l, a.key, a.id, fence, a.o, sent)
@@ -95,6 +101,9 @@ func (a *acquisition) try(ctx context.Context) (*Lock, error) {
 	}
 	return nil, nil
 }
+
+// errLateGrant is the attempt error of a grant that arrived too late to use.
+var errLateGrant = errors.New("the lock was granted, but the reply came after its lease (less the drift margin) had run out")
 
 // failure is the error of an Acquire that did not get the lock.
 func (a *acquisition) failure(ctx context.Context) error {
