@@ -27,7 +27,7 @@ type watchdog struct {
 	margin func(time.Duration) time.Duration
 
 	mu      sync.Mutex
-	locks   lockHeap  // by due time; guarded by mu, as are the Locks' watchdog fields
+	locks   lockHeap    // by due time; guarded by mu, as are the Locks' watchdog fields
 	timer   *time.Timer // wakes the loop at the earliest due time
 	next    time.Time   // when timer fires (zero: stopped)
 	started bool
