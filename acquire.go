@@ -142,7 +142,7 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 		}
 	}
 
-	w, first := n.join(ctx, channel, a.id.token, a.o.Fair)
+	w, firstInLine := n.join(ctx, channel, a.id.token, a.o.Fair)
 	acquired := false
 	defer func() {
 		n.leave(channel, w, acquired)
@@ -155,9 +155,8 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 	// subscribing, unless notices were flowing before that attempt. A
 	// newcomer that queued without trying, and finds itself first (the
 	// waiters it saw are gone), tries at once.
-	tryNow := (attempted && !wasLive) || (!attempted && first)
-	timer := time.NewTimer(0)
-	<-timer.C
+	tryNow := (attempted && !wasLive) || (!attempted && firstInLine)
+	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		first := a.o.Fair || n.isFirst(w)
@@ -186,18 +185,12 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 		if giveUp {
 			return nil, a.failure(ctx)
 		}
-		timer.Reset(d)
+		timer.Reset(d) // since Go 1.23, no stale tick can follow a Reset
 		select {
 		case <-w.wake:
 		case <-timer.C:
 		case <-ctx.Done():
 			return nil, a.failure(ctx)
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
 		}
 		tryNow = true
 	}
