@@ -8,20 +8,11 @@
 --
 -- The queue is a list of "<deadline ms>:<token>", oldest first. The lock
 -- goes to the oldest waiter whose deadline has not passed; waiters that gave
--- up without saying so, or died, are dropped once their deadline passes.
+-- up without saying so, or died, are dropped once their deadline passes
+-- (liveHead, from queue_head.lua).
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local head
-while true do
-  local e = redis.call('lindex', KEYS[3], 0)
-  if not e then break end
-  local sep = string.find(e, ':', 1, true)
-  if tonumber(string.sub(e, 1, sep - 1)) >= now then
-    head = string.sub(e, sep + 1)
-    break
-  end
-  redis.call('lpop', KEYS[3])
-end
+local head = liveHead(KEYS[3], now)
 local v = redis.call('get', KEYS[1])
 if v == ARGV[1] or (not v and (not head or head == ARGV[1])) then
   if head == ARGV[1] then redis.call('lpop', KEYS[3]) end

@@ -15,9 +15,12 @@ var (
 	acquireLua    string
 	acquireScript = redis.NewScript(acquireLua)
 
+	//go:embed queue_head.lua
+	queueHeadLua string
+
 	//go:embed acquire_fair.lua
 	acquireFairLua    string
-	acquireFairScript = redis.NewScript(acquireFairLua)
+	acquireFairScript = redis.NewScript(queueHeadLua + acquireFairLua)
 
 	//go:embed extend.lua
 	extendLua    string
@@ -52,7 +55,7 @@ func newPublishingScripts(sharded bool) *publishingScripts {
 	}
 	return &publishingScripts{
 		release:     flavour(releaseLua),
-		releaseFair: flavour(releaseFairLua),
+		releaseFair: flavour(queueHeadLua + releaseFairLua),
 		leaveFair:   flavour(leaveFairLua),
 	}
 }
