@@ -21,8 +21,8 @@
 //   - Fencing: Lock.Fence is strictly greater than the fence of every earlier
 //     holder of the same key, across lease expiry. Hand it to the store you
 //     write to and let the store reject writes with an older fence. Fences come
-//     from one counter per Redis Cluster hash slot (at most 16384 counters, no
-//     matter how many distinct keys are locked), floored at the server's clock
+//     from one counter per deployment (on Cluster, one per hash slot: at most
+//     16384, however many distinct keys are locked), floored at the server's clock
 //     in microseconds so that they keep rising even after Redis restarts
 //     without persistence or fails over to a replica that missed the last
 //     increments (as long as the servers' clocks move forward). A Redlock

@@ -14,12 +14,19 @@ import (
 //	P{K}          the lock: owner token, with the lease as its expiry;
 //	              also the name of the channel release notices go to
 //	P{K}:queue    fair-mode waiters (a companion key in the lock's slot)
+//	Pfence        the fence counter, one for the whole deployment, except on
+//	              Cluster, where a script may only touch keys of one slot:
 //	Pfence:{T}    the fence counter of the lock's Cluster hash slot, where T
 //	              is a short tag that hashes to that same slot
 //
-// A lock key always has '{' right after P and fence keys never do, so no user
-// key can name a fence counter.
-type keyspace struct{ prefix string }
+// So the keys left behind by any number of distinct locks are one counter,
+// or on Cluster at most one per hash slot (16384). A lock key always has
+// '{' right after P and fence keys never do, so no user key can name a
+// fence counter.
+type keyspace struct {
+	prefix  string
+	slotted bool // Cluster: a fence counter per hash slot
+}
 
 var keyEscaper = strings.NewReplacer(`\`, `\\`, "{", `\[`, "}", `\]`)
 
@@ -28,6 +35,9 @@ func (ks keyspace) lock(key string) string {
 }
 
 func (ks keyspace) fence(lockKey string) string {
+	if !ks.slotted {
+		return ks.prefix + "fence"
+	}
 	return ks.prefix + "fence:{" + slotTags()[slot(lockKey)] + "}"
 }
 
@@ -35,11 +45,16 @@ func (ks keyspace) fence(lockKey string) string {
 // in one allocation: they are made on every Acquire.
 func (ks keyspace) lockKeys(key string) (lock, fence, queue string) {
 	esc := escapeKey(key)
-	// The prefix has no braces, so the lock key's hash tag is all of esc.
-	tag := slotTags()[crc16(esc)%numSlots]
-	all := ks.prefix + "{" + esc + "}" + ks.prefix + "fence:{" + tag + "}" + ks.prefix + "{" + esc + "}:queue"
+	var all string
+	if ks.slotted {
+		// The prefix has no braces, so the lock key's hash tag is all of esc.
+		tag := slotTags()[crc16(esc)%numSlots]
+		all = ks.prefix + "{" + esc + "}" + ks.prefix + "fence:{" + tag + "}" + ks.prefix + "{" + esc + "}:queue"
+	} else {
+		all = ks.prefix + "{" + esc + "}" + ks.prefix + "fence" + ks.prefix + "{" + esc + "}:queue"
+	}
 	n := len(ks.prefix) + len(esc) + 2
-	m := n + len(ks.prefix) + len("fence:{}") + len(tag)
+	m := len(all) - n - len(":queue")
 	return all[:n], all[n:m], all[m:]
 }
 

@@ -26,7 +26,7 @@ func TestSlotMatchesRedis(t *testing.T) {
 }
 
 func TestFenceKeySharesLockSlot(t *testing.T) {
-	ks := keyspace{prefix: DefaultKeyPrefix}
+	ks := keyspace{prefix: DefaultKeyPrefix, slotted: true}
 	for _, key := range []string{"a", "order:42", "{x}", "}{", "a}b{c", "%7D", `\]`, "very " + string(make([]byte, 300))} {
 		lk := ks.lock(key)
 		if got, want := slot(ks.fence(lk)), slot(lk); got != want {
@@ -70,21 +70,22 @@ func FuzzLockKeys(f *testing.F) {
 	for _, seed := range [][2]string{{"a}", `a\]`}, {"{", `\[`}, {`\`, `\\`}, {"}x", "x"}, {"order:1", "order:1:pay"}} {
 		f.Add(seed[0], seed[1])
 	}
-	ks := keyspace{prefix: DefaultKeyPrefix}
 	f.Fuzz(func(t *testing.T, a, b string) {
 		if a == "" || b == "" {
 			return
 		}
-		la, fa, qa := ks.lockKeys(a)
-		lb, _, _ := ks.lockKeys(b)
-		if a != b && la == lb {
-			t.Fatalf("keys %q and %q both map to %q", a, b, la)
-		}
-		if la != ks.lock(a) || fa != ks.fence(la) || qa != ks.queue(la) {
-			t.Fatalf("lockKeys(%q) = %q, %q, %q; disagrees with lock/fence/queue", a, la, fa, qa)
-		}
-		if s := slot(la); slot(fa) != s || slot(qa) != s || int(crc16(la[len(ks.prefix)+1:len(la)-1])%numSlots) != s {
-			t.Fatalf("key %q: slots lock %d, fence %d, queue %d", a, s, slot(fa), slot(qa))
+		for _, ks := range []keyspace{{prefix: DefaultKeyPrefix, slotted: true}, {prefix: "app:"}} {
+			la, fa, qa := ks.lockKeys(a)
+			lb, _, _ := ks.lockKeys(b)
+			if a != b && la == lb {
+				t.Fatalf("keys %q and %q both map to %q", a, b, la)
+			}
+			if la != ks.lock(a) || fa != ks.fence(la) || qa != ks.queue(la) {
+				t.Fatalf("lockKeys(%q) = %q, %q, %q; disagrees with lock/fence/queue", a, la, fa, qa)
+			}
+			if s := slot(la); ks.slotted && (slot(fa) != s || slot(qa) != s || int(crc16(la[len(ks.prefix)+1:len(la)-1])%numSlots) != s) {
+				t.Fatalf("key %q: slots lock %d, fence %d, queue %d", a, s, slot(fa), slot(qa))
+			}
 		}
 	})
 }

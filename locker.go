@@ -47,15 +47,16 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 	if err != nil {
 		panic(err)
 	}
-	return newLocker(s, newNotifier(client), cfg)
+	_, cluster := client.(*redis.ClusterClient)
+	return newLocker(s, newNotifier(client), keyspace{prefix: cfg.prefix, slotted: cluster}, cfg)
 }
 
-func newLocker(s store, n *notifier, cfg config) *Locker {
+func newLocker(s store, n *notifier, ks keyspace, cfg config) *Locker {
 	return &Locker{
 		notifier: n,
 		recheck:  noticeRecheck,
 		store:    s,
-		keys:     keyspace{prefix: cfg.prefix},
+		keys:     ks,
 		defaults: cfg.defaults,
 		cfg:      cfg,
 		watchdog: newWatchdog(s, cfg.margin),

@@ -144,7 +144,7 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error
 	}
 	// Release notices come from the first node: every release publishes on
 	// every node, and a waiter that hears none falls back to its timers.
-	return newLocker(q, newNotifier(clients[0]), cfg), nil
+	return newLocker(q, newNotifier(clients[0]), keyspace{prefix: cfg.prefix}, cfg), nil
 }
 
 // checkNodeClient says why c cannot be a Redlock node, or returns the
