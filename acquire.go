@@ -34,6 +34,9 @@ func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, err
 	if lk := l.reentrant(ctx, key); lk != nil {
 		return lk, nil
 	}
+	if l.watchdog.isClosed() {
+		return nil, ErrClosed
+	}
 	o = o.withDefaults(l.defaults)
 	if err := l.cfg.checkLease("Options.TTL", o.TTL); err != nil {
 		return nil, err
@@ -63,6 +66,7 @@ type acquisition struct {
 	deadline time.Time // zero: a single attempt
 
 	tries     int           // attempts made
+	queued    bool          // Fair: Redis confirmed this waiter is queued
 	answered  int           // attempts Redis answered (busy)
 	holderTTL time.Duration // the holder's remaining lease, as last seen
 	seenAt    time.Time     // when holderTTL was seen
@@ -73,6 +77,12 @@ type acquisition struct {
 // only when the attempt must not be repeated.
 func (a *acquisition) try(ctx context.Context) (*Lock, error) {
 	a.tries++
+	// A fair waiter asks to join the queue until Redis has answered that
+	// it did (a busy reply); after a failed or late attempt it asks again.
+	a.id.queueFor = 0
+	if a.o.Fair && !a.queued && !a.deadline.IsZero() {
+		a.id.queueFor = max(time.Until(a.deadline), time.Millisecond)
+	}
 	sent := time.Now()
 	fence, busyFor, err := a.l.store.acquire(ctx, a.id)
 	if err == nil && fence > 0 && !time.Now().Before(sent.Add(a.o.TTL-a.l.cfg.margin(a.o.TTL))) {
@@ -90,9 +100,13 @@ func (a *acquisition) try(ctx context.Context) (*Lock, error) {
 		return lk, nil
 	case err == nil:
 		a.answered++
+		a.queued = a.queued || a.id.queueFor > 0
 		a.lastErr, a.holderTTL, a.seenAt = nil, busyFor, time.Now()
 	default:
 		a.lastErr = err
+		if err == errLateGrant {
+			a.queued = false // the grant took us off the queue
+		}
 		if maybeSent(err) {
 			// The attempt may have taken the lock before its reply was
 			// lost: don't leave it blocking others for a whole lease.
@@ -131,9 +145,7 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 	// order (their first attempt joins the queue there).
 	attempted := a.o.Fair || !waiting
 	if attempted {
-		a.id.queueFor = a.o.Wait
 		lk, err := a.try(ctx)
-		a.id.queueFor = 0
 		if lk != nil || err != nil {
 			return lk, err
 		}

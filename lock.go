@@ -31,6 +31,7 @@ type Lock struct {
 	renewAt    time.Time     // when the next renewal is due
 	due        time.Time     // the watchdog's next event for this lock
 	inFlight   bool          // a renewal is on its way
+	extends    uint64        // Extend calls so far
 	wdIndex    int           // position in the watchdog's heap, -1 if absent
 
 	mu      sync.Mutex
@@ -186,9 +187,9 @@ func (lk *Lock) Release(ctx context.Context) error {
 		lk.outer.unguard(lk)
 		return nil
 	}
-	if lk.Err() != nil { // lost: renewal already found it gone
-		return ErrNotHeld
-	}
+	// Even a lock already judged lost (its renewals went unanswered, or the
+	// Locker was closed) may still be ours in Redis: ask, so the key does
+	// not stay locked for the rest of its lease.
 	lk.locker.watchdog.remove(lk)
 	ok, err := lk.locker.store.release(ctx, lk.id)
 	switch {

@@ -117,9 +117,10 @@ func (n *notifier) join(ctx context.Context, channel, token string, fair bool) (
 	conn, err := n.subscribe(sctx, channel)
 	cancel()
 	n.mu.Lock()
-	if err == nil {
-		kw.conn = conn
-	} else {
+	// go-redis keeps a channel it failed to subscribe to and subscribes on
+	// reconnect: keep the conn either way, so that leave unsubscribes.
+	kw.conn = conn
+	if err != nil {
 		kw.markReady(false) // poll instead
 	}
 	n.mu.Unlock()

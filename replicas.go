@@ -144,7 +144,12 @@ func (a acked) acquire(ctx context.Context, id *lockID) (int64, time.Duration, e
 	if err != nil {
 		return 0, 0, err
 	}
-	cmd, wait := a.evalAcked(ctx, c, acquireScript, id.keys[:], id.argv[:]...)
+	var cmd, wait *redis.Cmd
+	if id.fair {
+		cmd, wait = a.evalAcked(ctx, c, acquireFairScript, id.keys[:], id.token, id.argv[1], id.queueFor.Milliseconds())
+	} else {
+		cmd, wait = a.evalAcked(ctx, c, acquireScript, id.keys[:2], id.argv[:]...)
+	}
 	n, err := cmd.Int64()
 	switch {
 	case err != nil:

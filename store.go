@@ -34,10 +34,11 @@ type store interface {
 
 // renewal is one lock's part of a watchdog batch.
 type renewal struct {
-	id  *lockID
-	ttl time.Duration
-	ok  bool  // the token still held the lock and its lease was reset
-	err error // the lock's fate is unknown: Redis was not reached
+	id      *lockID
+	ttl     time.Duration
+	extends uint64 // the lock's Extend count when the batch was made
+	ok      bool   // the token still held the lock and its lease was reset
+	err     error  // the lock's fate is unknown: Redis was not reached
 }
 
 // lockID names one lock in Redis: its keys and owner token, with the
@@ -49,8 +50,8 @@ type lockID struct {
 	argv  [2]any // token, then the lease in ms
 	fair  bool   // Options.Fair: acquire through the queue, release to it
 
-	// queueFor is how long a fair waiter asks to stay queued; set for its
-	// first attempt only, 0 otherwise.
+	// queueFor is how long a fair waiter asks to stay queued; set until
+	// Redis has confirmed it queued the waiter, 0 otherwise.
 	queueFor time.Duration
 }
 

@@ -72,6 +72,13 @@ func (w *watchdog) add(lk *Lock) bool {
 	return true
 }
 
+// isClosed reports whether close has run.
+func (w *watchdog) isClosed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.closed
+}
+
 // remove stops watching lk.
 func (w *watchdog) remove(lk *Lock) {
 	w.mu.Lock()
@@ -87,9 +94,10 @@ func (w *watchdog) extended(lk *Lock, ttl time.Duration, sent time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	lk.ttl = ttl
-	if v := sent.Add(ttl - w.margin(ttl)); v.After(lk.validUntil) {
-		lk.validUntil = v
-	}
+	// Unconditionally: a shorter Extend shortens the lease in Redis, and
+	// the trusted lease must follow it down.
+	lk.validUntil = sent.Add(ttl - w.margin(ttl))
+	lk.extends++
 	lk.renewBase = sent
 	lk.renewAt = sent.Add(ttl / 3)
 	if lk.wdIndex >= 0 {
@@ -155,7 +163,7 @@ func (w *watchdog) tick(now time.Time) {
 			continue
 		}
 		lk.inFlight = true
-		batch = append(batch, renewal{id: lk.id, ttl: lk.ttl})
+		batch = append(batch, renewal{id: lk.id, ttl: lk.ttl, extends: lk.extends})
 		locks = append(locks, lk)
 		if deadline.IsZero() || lk.validUntil.Before(deadline) {
 			deadline = lk.validUntil
@@ -192,6 +200,13 @@ func (w *watchdog) renew(batch []renewal, locks []*Lock, deadline time.Time) {
 		}
 		r := batch[i]
 		switch {
+		case r.err == nil && r.ok && r.extends != lk.extends:
+			// An Extend ran while this renewal was on its way, and the
+			// renewal may have landed after it, resetting the lease in
+			// Redis to the older length: trust the shorter of the two, and
+			// renew with the current length at once.
+			lk.validUntil = minTime(lk.validUntil, sent.Add(r.ttl-w.margin(r.ttl)))
+			lk.renewAt = now
 		case r.err == nil && r.ok:
 			if v := sent.Add(r.ttl - w.margin(r.ttl)); v.After(lk.validUntil) {
 				lk.validUntil = v
@@ -251,4 +266,11 @@ func (h *lockHeap) Pop() any {
 	*h = old[:len(old)-1]
 	lk.wdIndex = -1
 	return lk
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

@@ -185,3 +185,46 @@ func TestRenewalIsBatched(t *testing.T) {
 		lk.Release(ctx)
 	}
 }
+
+// TestShorterExtendShortensTrust: after Extend to a shorter lease, the
+// trusted lease follows it down, so if Redis then stops answering the
+// lost signal comes before the short lease ends, not the original one.
+func TestShorterExtendShortensTrust(t *testing.T) {
+	l, srv, _ := newLocker(t, padlock.WithClockDrift(0.1, 20*time.Millisecond))
+	ctx := ctxFor(t)
+	lk := mustAcquire(t, l, ctx, testKey(t), padlock.Options{TTL: 30 * time.Second})
+	const short = 600 * time.Millisecond
+	sent := time.Now()
+	if err := lk.Extend(ctx, short); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	srv.Pause(t)
+	defer srv.Resume(t)
+	select {
+	case <-lk.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no lost signal: the client still trusts the 30s lease after Extend to 600ms")
+	}
+	if lost := time.Since(sent); lost >= short {
+		t.Fatalf("lost signal %v after Extend(%v), want before that lease ends", lost, short)
+	}
+}
+
+// TestReleaseAfterClose: Close gives up watching held locks, but their
+// owners' Release must still delete them in Redis.
+func TestReleaseAfterClose(t *testing.T) {
+	l, srv, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	lk := mustAcquire(t, l, ctx, key, padlock.Options{})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatalf("Release after Close: %v, want nil (the key was still ours)", err)
+	}
+	other := padlock.New(srv.Client(t))
+	t.Cleanup(func() { other.Close() })
+	again := mustAcquire(t, other, ctx, key, padlock.Options{})
+	again.Release(ctx)
+}
