@@ -65,6 +65,7 @@ type acquisition struct {
 	id       *lockID
 	deadline time.Time // zero: a single attempt
 
+	w         *waiter       // this Acquire in its Locker's line, once it joined
 	tries     int           // attempts made
 	queued    bool          // Fair: Redis confirmed this waiter is queued
 	answered  int           // attempts Redis answered (busy)
@@ -83,6 +84,11 @@ func (a *acquisition) try(ctx context.Context) (*Lock, error) {
 	if a.o.Fair && !a.queued && !a.deadline.IsZero() {
 		a.id.queueFor = max(time.Until(a.deadline), time.Millisecond)
 	}
+	reserve, waits := int64(1), !a.deadline.IsZero()
+	if waits {
+		reserve = a.l.notifier.reserve(a.id.lockKey(), a.w)
+	}
+	a.id.setAttempt(reserve, a.l.idArg, waits)
 	sent := time.Now()
 	fence, busyFor, err := a.l.store.acquire(ctx, a.id)
 	if err == nil && fence > 0 && !time.Now().Before(sent.Add(a.o.TTL-a.l.cfg.margin(a.o.TTL))) {
@@ -93,6 +99,7 @@ func (a *acquisition) try(ctx context.Context) (*Lock, error) {
 	switch {
 	case err == nil && fence > 0:
 		lk := newLock(a.l, a.key, a.id, fence, a.o, sent)
+		lk.fenceEnd = fence + reserve - 1
 		if !a.l.watchdog.add(lk) {
 			a.l.cleanup(ctx, a.id)
 			return nil, ErrClosed
@@ -154,7 +161,8 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 		}
 	}
 
-	w, firstInLine := n.join(ctx, channel, a.id.token, a.o.Fair)
+	w, firstInLine := n.join(ctx, channel, a)
+	a.w = w
 	acquired := false
 	defer func() {
 		n.leave(channel, w, acquired)
@@ -198,10 +206,22 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 			return nil, a.failure(ctx)
 		}
 		timer.Reset(d) // since Go 1.23, no stale tick can follow a Reset
+		n.park(w)
 		select {
 		case <-w.wake:
 		case <-timer.C:
 		case <-ctx.Done():
+		}
+		if lk := n.unpark(w); lk != nil {
+			if ctx.Err() == nil {
+				acquired = true
+				return lk, nil
+			}
+			// Handed the lock as the wait was called off: pass it on (the
+			// next waiter is woken when this one leaves the line).
+			_ = lk.Release(context.WithoutCancel(ctx))
+		}
+		if ctx.Err() != nil {
 			return nil, a.failure(ctx)
 		}
 		tryNow = true

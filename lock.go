@@ -21,6 +21,9 @@ type Lock struct {
 	key    string
 	id     *lockID
 	fence  int64
+	// fenceEnd is the last fence reserved with the Redis lock: the lock may
+	// be handed on locally while fence < fenceEnd (see handoff.go).
+	fenceEnd int64
 
 	renew bool // the watchdog extends the lease while the lock is held
 
@@ -33,6 +36,7 @@ type Lock struct {
 	inFlight   bool          // a renewal is on its way
 	extends    uint64        // Extend calls so far
 	wdIndex    int           // position in the watchdog's heap, -1 if absent
+	successor  *Lock         // the handle the lock was handed on to, if any
 
 	mu      sync.Mutex
 	end     error // nil while held; ErrReleased or ErrLockLost after
@@ -66,7 +70,9 @@ func (lk *Lock) root() *Lock {
 // Key returns the key the lock was acquired for, as passed to Acquire.
 func (lk *Lock) Key() string { return lk.root().key }
 
-// Token returns the random owner value stored in Redis for this lock.
+// Token returns the random owner value stored in Redis for this lock. A
+// lock handed on within its Locker (see Release) keeps the token it was
+// taken with; Fence tells its holders apart.
 func (lk *Lock) Token() string { return lk.root().id.token }
 
 // Fence returns the lock's fencing token: strictly greater than the fence of
@@ -176,7 +182,9 @@ func (lk *Lock) unguard(h *Lock) {
 // is no longer renewed. Release is safe on a nil Lock and when called twice
 // (later calls return nil). Releasing a reentrant handle (see Context) ends
 // the contexts made from that handle (ErrReleased) and nothing else; the
-// outermost handle releases the lock.
+// outermost handle releases the lock. When an Acquire of the same Locker
+// is waiting for the key, Release may hand the lock straight to it without
+// a Redis round trip; the waiter's Lock then has the next fence.
 func (lk *Lock) Release(ctx context.Context) error {
 	if lk == nil || lk.released.Swap(true) {
 		return nil
@@ -187,11 +195,16 @@ func (lk *Lock) Release(ctx context.Context) error {
 		lk.outer.unguard(lk)
 		return nil
 	}
+	handed, yield := lk.locker.handOff(lk)
+	if handed {
+		lk.finish(ErrReleased)
+		return nil
+	}
 	// Even a lock already judged lost (its renewals went unanswered, or the
 	// Locker was closed) may still be ours in Redis: ask, so the key does
 	// not stay locked for the rest of its lease.
 	lk.locker.watchdog.remove(lk)
-	ok, err := lk.locker.store.release(ctx, lk.id)
+	ok, err := lk.locker.store.release(ctx, lk.id, yield)
 	switch {
 	case err != nil:
 		lk.finish(ErrReleased)

@@ -16,6 +16,8 @@ import (
 // independent nodes (NewRedlock). It is safe for concurrent use; build one
 // per deployment and share it. Close it when done.
 type Locker struct {
+	id       string // random: tells this Locker's notices and yields from others'
+	idArg    any    // id, boxed once for the scripts' arguments
 	store    store
 	keys     keyspace
 	defaults Options
@@ -23,6 +25,7 @@ type Locker struct {
 	watchdog *watchdog
 	notifier *notifier
 	recheck  time.Duration // noticeRecheck
+	yield    time.Duration // yieldWindow
 }
 
 // New returns a Locker on client: a *redis.Client, a Sentinel failover client
@@ -48,13 +51,17 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		panic(err)
 	}
 	_, cluster := client.(*redis.ClusterClient)
-	return newLocker(s, newNotifier(client), keyspace{prefix: cfg.prefix, slotted: cluster}, cfg)
+	return newLocker(s, client, keyspace{prefix: cfg.prefix, slotted: cluster}, cfg)
 }
 
-func newLocker(s store, n *notifier, ks keyspace, cfg config) *Locker {
+func newLocker(s store, client redis.UniversalClient, ks keyspace, cfg config) *Locker {
+	id := newToken()
 	return &Locker{
-		notifier: n,
+		id:       id,
+		idArg:    id,
+		notifier: newNotifier(client, id),
 		recheck:  noticeRecheck,
+		yield:    yieldWindow,
 		store:    s,
 		keys:     ks,
 		defaults: cfg.defaults,
@@ -82,7 +89,7 @@ const cleanupTimeout = time.Second
 func (l *Locker) cleanup(ctx context.Context, id *lockID) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_, _ = l.store.release(ctx, id)
+	_, _ = l.store.release(ctx, id, 0)
 }
 
 // maybeSent reports whether a failed command may have reached Redis: not

@@ -2,6 +2,7 @@ package padlock
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,7 +22,8 @@ import (
 // are lost, e.g. while the subscription reconnects.
 type notifier struct {
 	client  redis.UniversalClient
-	sharded bool // Cluster: SSUBSCRIBE on the node that owns the channel
+	sharded bool   // Cluster: SSUBSCRIBE on the node that owns the channel
+	self    string // the Locker's id: its own "want" notices are ignored
 
 	mu     sync.Mutex
 	keys   map[string]*keyWaiters // by channel (= lock key)
@@ -38,6 +40,9 @@ type keyWaiters struct {
 	conn    *redis.PubSub // nil when subscribing failed
 	ready   chan struct{} // closed once the SUBSCRIBE was confirmed or failed
 	live    bool          // confirmed: notices for the key arrive
+	// wanted: a waiter of another Locker asked for the key, so a lock
+	// held here yields when its hand-offs run out (see handoff.go).
+	wanted bool
 }
 
 // waiter is one waiting Acquire.
@@ -46,6 +51,11 @@ type waiter struct {
 	fair  bool
 	wake  chan struct{} // capacity 1: a wake-up is never lost, never doubled
 	kw    *keyWaiters
+	a     *acquisition // what a lock handed to the waiter is made for
+
+	// Guarded by notifier.mu.
+	parked bool  // asleep until woken: a lock may be handed to it
+	handed *Lock // the lock handed to it, until it takes it (unpark)
 }
 
 func (w *waiter) signal() {
@@ -58,11 +68,12 @@ func (w *waiter) signal() {
 // subscribeTimeout bounds a SUBSCRIBE or UNSUBSCRIBE.
 const subscribeTimeout = time.Second
 
-func newNotifier(client redis.UniversalClient) *notifier {
+func newNotifier(client redis.UniversalClient, self string) *notifier {
 	_, sharded := client.(*redis.ClusterClient)
 	return &notifier{
 		client:  client,
 		sharded: sharded,
+		self:    self,
 		keys:    make(map[string]*keyWaiters),
 		conns:   make(map[string]*redis.PubSub),
 	}
@@ -91,8 +102,8 @@ func (n *notifier) live(w *waiter) bool {
 // join queues a waiter for channel, subscribing to it first if nobody local
 // waits for it yet. It returns the waiter and whether it is first in line.
 // A failed SUBSCRIBE is not an error: the waiter polls instead.
-func (n *notifier) join(ctx context.Context, channel, token string, fair bool) (w *waiter, first bool) {
-	w = &waiter{token: token, fair: fair, wake: make(chan struct{}, 1)}
+func (n *notifier) join(ctx context.Context, channel string, a *acquisition) (w *waiter, first bool) {
+	w = &waiter{token: a.id.token, fair: a.o.Fair, a: a, wake: make(chan struct{}, 1)}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -231,13 +242,21 @@ func (n *notifier) send(ctx context.Context, conn *redis.PubSub, subscribe bool,
 	return conn.Unsubscribe(ctx, channel)
 }
 
-// notify wakes the waiter a release notice is for: the fair waiter whose
-// token it names, or else the first local waiter in line.
+// notify handles a notice. A release notice wakes the waiter it is for:
+// the fair waiter whose token it names, or else the first local waiter in
+// line. A "want" notice ("*" and the id of the Locker whose waiter found
+// the key busy) marks the key wanted, unless it came from this Locker.
 func (n *notifier) notify(channel, next string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	kw := n.keys[channel]
 	if kw == nil || len(kw.waiters) == 0 {
+		return
+	}
+	if strings.HasPrefix(next, "*") {
+		if next[1:] != n.self {
+			kw.wanted = true
+		}
 		return
 	}
 	if next != "" {
@@ -290,6 +309,23 @@ func (n *notifier) leave(channel string, w *waiter, acquired bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 	defer cancel()
 	_ = n.send(ctx, conn, false, channel)
+}
+
+// park marks w asleep: from now until unpark, a lock may be handed to it.
+func (n *notifier) park(w *waiter) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w.parked = true
+}
+
+// unpark marks w awake and returns the lock handed to it meanwhile, if any.
+func (n *notifier) unpark(w *waiter) *Lock {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w.parked = false
+	lk := w.handed
+	w.handed = nil
+	return lk
 }
 
 // isFirst reports whether w is first in line for its key.

@@ -144,7 +144,7 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error
 	}
 	// Release notices come from the first node: every release publishes on
 	// every node, and a waiter that hears none falls back to its timers.
-	return newLocker(q, newNotifier(clients[0]), keyspace{prefix: cfg.prefix}, cfg), nil
+	return newLocker(q, clients[0], keyspace{prefix: cfg.prefix}, cfg), nil
 }
 
 // checkNodeClient says why c cannot be a Redlock node, or returns the
@@ -322,7 +322,7 @@ func (q *quorum) undo(ctx context.Context, id *lockID, votes []vote) {
 	ctx = context.WithoutCancel(ctx)
 	q.each(ctx, func(ctx context.Context, i int, n *node) {
 		if !votes[i].busy {
-			_, _ = n.s.release(ctx, id)
+			_, _ = n.s.release(ctx, id, 0)
 		}
 	})
 }
@@ -330,7 +330,7 @@ func (q *quorum) undo(ctx context.Context, id *lockID, votes []vote) {
 // acquire asks n to grant the lock to id.
 func (n *node) acquire(ctx context.Context, id *lockID) vote {
 	sent := time.Now()
-	r, err := redlockAcquireScript.Run(ctx, n.client, id.keys[:1], id.argv[:]...).Int64()
+	r, err := redlockAcquireScript.Run(ctx, n.client, id.keys[:1], id.argv[:2]...).Int64()
 	switch {
 	case err != nil:
 		return vote{err: n.wrap(err)}
@@ -346,10 +346,10 @@ func (n *node) acquire(ctx context.Context, id *lockID) vote {
 
 func (n *node) wrap(err error) error { return fmt.Errorf("%s: %w", n.addr, err) }
 
-func (q *quorum) release(ctx context.Context, id *lockID) (bool, error) {
+func (q *quorum) release(ctx context.Context, id *lockID, _ time.Duration) (bool, error) {
 	votes := make([]vote, len(q.nodes))
 	q.each(ctx, func(ctx context.Context, i int, n *node) {
-		ok, err := n.s.release(ctx, id)
+		ok, err := n.s.release(ctx, id, 0)
 		votes[i] = vote{yes: ok, err: n.wrapNil(err)}
 	})
 	return q.decide("release", votes, 0)

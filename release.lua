@@ -1,9 +1,17 @@
 -- KEYS[1] lock key (also the channel of its release notices)
--- ARGV[1] owner token
+-- ARGV[1] owner token; optionally ARGV[2] a yield window in ms and ARGV[3]
+-- the releasing Locker's id
 -- Returns 1 when the token held the lock and it is now gone, 0 otherwise.
--- A release publishes an empty notice, waking one waiter per Locker.
+-- A release publishes an empty notice, waking one waiter per Locker. A
+-- yielding release leaves a "y:<Locker id>" marker for the window instead of
+-- deleting the key: the other Lockers' waiters may take the lock, this
+-- Locker's may not (acquire.lua).
 if redis.call('get', KEYS[1]) == ARGV[1] then
-  redis.call('del', KEYS[1])
+  if ARGV[2] then
+    redis.call('set', KEYS[1], 'y:' .. ARGV[3], 'px', ARGV[2])
+  else
+    redis.call('del', KEYS[1])
+  end
   redis.call('publish', KEYS[1], '')
   return 1
 end

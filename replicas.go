@@ -148,7 +148,7 @@ func (a acked) acquire(ctx context.Context, id *lockID) (int64, time.Duration, e
 	if id.fair {
 		cmd, wait = a.evalAcked(ctx, c, acquireFairScript, id.keys[:], id.token, id.argv[1], id.queueFor.Milliseconds())
 	} else {
-		cmd, wait = a.evalAcked(ctx, c, acquireScript, id.keys[:2], id.argv[:]...)
+		cmd, wait = a.evalAcked(ctx, c, a.single.scripts.acquire, id.keys[:2], id.argv[:]...)
 	}
 	n, err := cmd.Int64()
 	switch {
@@ -162,7 +162,7 @@ func (a acked) acquire(ctx context.Context, id *lockID) (int64, time.Duration, e
 		// clean-up would release it too, but not after every kind of error.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		_, _ = a.single.release(rctx, id)
+		_, _ = a.single.release(rctx, id, 0)
 		return 0, 0, err
 	}
 	return n, 0, nil

@@ -12,8 +12,7 @@ import (
 // KEYS, ARGV and reply.
 var (
 	//go:embed acquire.lua
-	acquireLua    string
-	acquireScript = redis.NewScript(acquireLua)
+	acquireLua string
 
 	//go:embed queue_head.lua
 	queueHeadLua string
@@ -38,12 +37,13 @@ var (
 	leaveFairLua string
 )
 
-// publishingScripts are the scripts that send release notices. They come in
+// publishingScripts are the scripts that send notices (a release, or a
+// waiter that wants the lock). They come in
 // two flavours: PUBLISH for a node or Sentinel deployment, and SPUBLISH for
 // Cluster, where a sharded notice goes only to the shard that owns the
 // lock's slot instead of to every node.
 type publishingScripts struct {
-	release, releaseFair, leaveFair *redis.Script
+	acquire, release, releaseFair, leaveFair *redis.Script
 }
 
 func newPublishingScripts(sharded bool) *publishingScripts {
@@ -54,6 +54,7 @@ func newPublishingScripts(sharded bool) *publishingScripts {
 		return redis.NewScript(src)
 	}
 	return &publishingScripts{
+		acquire:     flavour(acquireLua),
 		release:     flavour(releaseLua),
 		releaseFair: flavour(queueHeadLua + releaseFairLua),
 		leaveFair:   flavour(leaveFairLua),

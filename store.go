@@ -17,8 +17,11 @@ type store interface {
 	// returns the new fence (> 0) on success; otherwise fence is 0 and
 	// holderTTL is the holder's remaining lease (0 when unknown).
 	acquire(ctx context.Context, id *lockID) (fence int64, holderTTL time.Duration, err error)
-	// release deletes the lock if id.token holds it; ok reports whether it did.
-	release(ctx context.Context, id *lockID) (ok bool, err error)
+	// release deletes the lock if id.token holds it; ok reports whether it
+	// did. With a yield window > 0 it leaves the Locker's yield marker for
+	// that long instead (see handoff.go); stores that never hand locks on
+	// ignore it.
+	release(ctx context.Context, id *lockID, yield time.Duration) (ok bool, err error)
 	// extend resets the lease to ttl if id.token holds the lock.
 	extend(ctx context.Context, id *lockID, ttl time.Duration) (ok bool, err error)
 	// pttl returns the remaining lease if id.token holds the lock.
@@ -47,8 +50,11 @@ type renewal struct {
 type lockID struct {
 	keys  [3]string // the lock key, its slot's fence counter, its fair queue
 	token string
-	argv  [2]any // token, then the lease in ms
-	fair  bool   // Options.Fair: acquire through the queue, release to it
+	// The arguments of acquire.lua: token, lease in ms, fences to reserve,
+	// the Locker's id, "1" when the attempt waits. setAttempt fills in the
+	// last three before each attempt.
+	argv [5]any
+	fair bool // Options.Fair: acquire through the queue, release to it
 
 	// queueFor is how long a fair waiter asks to stay queued; set until
 	// Redis has confirmed it queued the waiter, 0 otherwise.
@@ -59,7 +65,20 @@ func newLockID(ks keyspace, key, token string, o Options) *lockID {
 	id := &lockID{token: token, fair: o.Fair}
 	id.keys[0], id.keys[1], id.keys[2] = ks.lockKeys(key)
 	id.argv[0], id.argv[1] = token, o.TTL.Milliseconds()
+	id.argv[2], id.argv[4] = int64(1), ""
 	return id
+}
+
+// setAttempt sets the per-attempt arguments of acquire.lua: how many
+// fences to reserve, the Locker's id (boxed once per Locker), and whether
+// the caller waits when the lock is busy.
+func (id *lockID) setAttempt(reserve int64, locker any, waits bool) {
+	id.argv[2], id.argv[3] = reserve, locker
+	if waits {
+		id.argv[4] = "1"
+	} else {
+		id.argv[4] = ""
+	}
 }
 
 // lockKey returns the key of the lock itself.
@@ -88,7 +107,7 @@ func (s single) acquire(ctx context.Context, id *lockID) (int64, time.Duration, 
 	if id.fair {
 		n, err = acquireFairScript.Run(ctx, s.client, id.keys[:], id.token, id.argv[1], id.queueFor.Milliseconds()).Int64()
 	} else {
-		n, err = acquireScript.Run(ctx, s.client, id.keys[:2], id.argv[:]...).Int64()
+		n, err = s.scripts.acquire.Run(ctx, s.client, id.keys[:2], id.argv[:]...).Int64()
 	}
 	if err != nil {
 		return 0, 0, err
@@ -99,14 +118,17 @@ func (s single) acquire(ctx context.Context, id *lockID) (int64, time.Duration, 
 	return 0, time.Duration(-1-n) * time.Millisecond, nil
 }
 
-func (s single) release(ctx context.Context, id *lockID) (bool, error) {
+func (s single) release(ctx context.Context, id *lockID, yield time.Duration) (bool, error) {
 	var (
 		n   int64
 		err error
 	)
-	if id.fair {
+	switch {
+	case id.fair:
 		n, err = s.scripts.releaseFair.Run(ctx, s.client, id.keys[:], id.argv[:1]...).Int64()
-	} else {
+	case yield > 0:
+		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.token, yield.Milliseconds(), id.argv[3]).Int64()
+	default:
 		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.argv[:1]...).Int64()
 	}
 	return n == 1, err

@@ -88,6 +88,26 @@ func (w *watchdog) remove(lk *Lock) {
 	}
 }
 
+// handOver moves old's place in the watchdog to the lock mk makes: the next
+// holder of the same Redis lock (see handoff.go), which goes on with old's
+// lease and renewal schedule. It returns nil, changing nothing, when old is
+// no longer watched (lost, released, or the watchdog closed), when ttl is
+// not old's current lease, or when less than half of that is trusted to
+// remain: a lease whose renewals are not getting through is not passed on.
+func (w *watchdog) handOver(old *Lock, ttl time.Duration, mk func() *Lock) *Lock {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || old.wdIndex < 0 || old.ttl != ttl || time.Until(old.validUntil) < old.ttl/2 {
+		return nil
+	}
+	next := mk()
+	next.ttl, next.validUntil, next.renewBase, next.renewAt = old.ttl, old.validUntil, old.renewBase, old.renewAt
+	next.due, next.inFlight, next.extends = old.due, old.inFlight, old.extends
+	next.wdIndex, w.locks[old.wdIndex] = old.wdIndex, next
+	old.wdIndex, old.successor = -1, next
+	return next
+}
+
 // extended records that lk's lease was reset to ttl by a command sent at
 // sent.
 func (w *watchdog) extended(lk *Lock, ttl time.Duration, sent time.Time) {
@@ -194,6 +214,9 @@ func (w *watchdog) renew(batch []renewal, locks []*Lock, deadline time.Time) {
 	defer w.mu.Unlock()
 	now := time.Now()
 	for i, lk := range locks {
+		for lk.successor != nil { // handed on while the renewal was out
+			lk = lk.successor
+		}
 		lk.inFlight = false
 		if lk.wdIndex < 0 { // released meanwhile
 			continue

@@ -1,0 +1,86 @@
+package padlock
+
+import "time"
+
+// Hand-off: how a Locker serves its own waiters without a Redis round trip.
+//
+// When a holder releases a lock that a waiter of the same Locker is waiting
+// for, the Redis lock does not have to go back to Redis at all: the Locker
+// passes it on. The waiter gets a new Lock on the same Redis key and owner
+// token, with the next fence, and the watchdog goes on renewing the lease
+// it was renewing; nothing is sent to Redis, so the lock changes hands in
+// the time it takes to wake a goroutine. Local waiters are served in
+// arrival order.
+//
+// Fences stay strict. The acquire that takes the lock from Redis reserves a
+// block of fences, one for each local waiter queued behind it (at most
+// maxHandoffs+1), and each hand-off uses the next. When the block is used
+// up the lock goes back to Redis with an ordinary release, and the next
+// holder takes it, and a new block, from there.
+//
+// Other Lockers are not shut out. A waiter whose attempt finds the key busy
+// publishes a "want" notice naming its Locker; the holder's Locker hears it
+// (it listens on the key's channel while it has waiters) and, when the
+// block runs out, releases by yielding: instead of deleting the key it
+// leaves a marker for yieldWindow that only other Lockers' waiters may
+// replace with their lock (acquire.lua). So with several processes
+// competing, each serves the waiters it had queued, then lets the others
+// have a turn.
+//
+// A lock is handed on only when the next waiter asked for the same lease
+// and renewal (a fixed lease, Options.NoRenew, is the caller's promise that
+// the key stays locked that long from its own Acquire), when its trusted
+// lease has at least half its TTL to run, and never in fair mode, where the
+// queue in Redis decides, nor on a Redlock Locker.
+const (
+	maxHandoffs = 31
+	yieldWindow = 20 * time.Millisecond
+)
+
+// handOff passes lk, whose holder is releasing it, to the first local
+// waiter for its key if it can. Otherwise it says how the release must go
+// to Redis: yielding for the returned window, when a waiter of another
+// Locker wants the key, or plainly (0).
+func (l *Locker) handOff(lk *Lock) (handed bool, yield time.Duration) {
+	if l.cfg.redlock || lk.id.fair || !lk.renew {
+		return false, 0
+	}
+	n := l.notifier
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw := n.keys[lk.id.lockKey()]
+	if kw == nil || len(kw.waiters) == 0 {
+		return false, 0
+	}
+	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.fair && !w.a.o.NoRenew {
+		next := l.watchdog.handOver(lk, w.a.o.TTL, func() *Lock {
+			return &Lock{locker: l, key: w.a.key, id: lk.id, fence: lk.fence + 1, fenceEnd: lk.fenceEnd, renew: true}
+		})
+		if next != nil {
+			w.handed, w.parked = next, false
+			w.signal()
+			return true, 0
+		}
+	}
+	if kw.wanted {
+		kw.wanted = false
+		return false, l.yield
+	}
+	return false, 0
+}
+
+// reserve is how many fences an attempt of a waiting Acquire asks for: one
+// for itself and one for each local waiter queued behind it, to hand the
+// lock on to.
+func (n *notifier) reserve(channel string, self *waiter) int64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	behind := 0
+	if kw := n.keys[channel]; kw != nil {
+		behind = len(kw.waiters)
+		if self != nil {
+			behind--
+		}
+	}
+	return int64(min(max(behind, 0), maxHandoffs) + 1)
+}

@@ -1,0 +1,340 @@
+package padlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock/internal/redistest"
+)
+
+// queueWaiters starts n waiting Acquires for key on l, one at a time so
+// that they queue in order, and returns the channel their locks arrive on,
+// in the order they got them, each tagged with its place in the queue.
+func queueWaiters(t *testing.T, l *Locker, key string, n int, o Options) <-chan handed {
+	t.Helper()
+	got := make(chan handed, n)
+	for i := range n {
+		go func() {
+			lk, err := l.Acquire(context.Background(), key, o)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			got <- handed{i, lk}
+		}()
+		waitForWaiters(t, l, key, i+1)
+		waitParked(t, l, key, i+1)
+	}
+	return got
+}
+
+// startLocker returns a Locker on a fresh server, closed when t ends.
+func startLocker(t *testing.T) *Locker {
+	l := New(redistest.Start(t).Client(t))
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+type handed struct {
+	place int
+	lk    *Lock
+}
+
+// waitParked waits until n waiters for key are asleep.
+func waitParked(t *testing.T, l *Locker, key string, n int) {
+	t.Helper()
+	channel, _, _ := l.keys.lockKeys(key)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		l.notifier.mu.Lock()
+		parked := 0
+		if kw := l.notifier.keys[channel]; kw != nil {
+			for _, w := range kw.waiters {
+				if w.parked {
+					parked++
+				}
+			}
+		}
+		l.notifier.mu.Unlock()
+		if parked == n {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("%d waiters for %q never fell asleep", n, key)
+}
+
+// TestHandOffWithinLocker releases a lock that waiters of the same Locker
+// queue for: each release must hand the lock to the next waiter in arrival
+// order, with the next fence, without a single command to Redis, and the
+// key must stay locked in Redis throughout.
+func TestHandOffWithinLocker(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	sent := redistest.CountRoundTrips()
+	rdb.AddHook(sent)
+	l := New(rdb)
+	defer l.Close()
+	ctx := context.Background()
+	const key, waiters = "handoff", 5
+
+	// The holder is in another Locker; the first waiter takes the lock
+	// from Redis when it lets go, reserving fences for those behind it.
+	other := New(srv.Client(t))
+	defer other.Close()
+	holder, err := other.Acquire(ctx, key, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := queueWaiters(t, l, key, waiters+1, Options{Wait: 30 * time.Second})
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := <-got
+	if first.place != 0 {
+		t.Fatalf("the waiter queued %d-th got the lock first", first.place)
+	}
+	lockKey, _, _ := l.keys.lockKeys(key)
+	check := srv.Client(t)
+
+	prev := first.lk
+	before := sent.Load()
+	for i := 1; i <= waiters; i++ {
+		if err := prev.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(prev.Err(), ErrReleased) {
+			t.Fatalf("released handle: Err() = %v, want ErrReleased", prev.Err())
+		}
+		h := <-got
+		if h.place != i {
+			t.Fatalf("hand-off %d went to the waiter queued %d-th: local waiters must be served in arrival order", i, h.place)
+		}
+		if h.lk.Fence() != prev.Fence()+1 {
+			t.Fatalf("handed fence %d after %d, want the next one", h.lk.Fence(), prev.Fence())
+		}
+		if h.lk.Err() != nil {
+			t.Fatalf("handed lock: Err() = %v", h.lk.Err())
+		}
+		if v, err := check.Get(ctx, lockKey).Result(); err != nil || v != h.lk.Token() {
+			t.Fatalf("lock key holds %q (%v), want the handed lock's token", v, err)
+		}
+		prev = h.lk
+	}
+	if n := sent.Load() - before; n != 0 {
+		t.Fatalf("%d round trips for %d hand-offs, want none", n, waiters)
+	}
+
+	// The handed lock is a lock like any other: Redis knows its token.
+	if d, err := prev.TTL(ctx); err != nil || d <= 0 {
+		t.Fatalf("TTL of the last handed lock = %v, %v", d, err)
+	}
+	if err := prev.Extend(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := prev.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := check.Exists(ctx, lockKey).Result(); n != 0 {
+		t.Fatal("the last release did not delete the key")
+	}
+
+	// Fences reserved for hand-offs are never given out again: the next
+	// holder, from another Locker, gets a higher one.
+	lk, err := other.Acquire(ctx, key, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release(ctx)
+	if lk.Fence() <= prev.Fence() {
+		t.Fatalf("fence %d after handed fence %d: must be higher", lk.Fence(), prev.Fence())
+	}
+}
+
+// TestHandOffBlockRunsOut checks that a lock goes back to Redis once the
+// fences reserved with it are used up, and the waiter still gets it.
+func TestHandOffBlockRunsOut(t *testing.T) {
+	l := startLocker(t)
+	ctx := context.Background()
+	const key = "block"
+	// A single attempt reserves one fence: no hand-off is possible.
+	holder, err := l.Acquire(ctx, key, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := queueWaiters(t, l, key, 1, Options{Wait: 30 * time.Second})
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := <-got
+	if h.lk == nil {
+		return
+	}
+	defer h.lk.Release(ctx)
+	if h.lk.Token() == holder.Token() {
+		t.Fatal("the lock was handed on without a fence reserved for it")
+	}
+	if h.lk.Fence() <= holder.Fence() {
+		t.Fatalf("fence %d after %d", h.lk.Fence(), holder.Fence())
+	}
+}
+
+// TestHandOffOnlyToLikeWaiters has the next waiter ask for another lease,
+// or a fixed one: the lock must go back through Redis, so that the waiter
+// gets the lease it asked for.
+func TestHandOffOnlyToLikeWaiters(t *testing.T) {
+	for _, o := range []Options{
+		{Wait: 30 * time.Second, TTL: 7 * time.Second},
+		{Wait: 30 * time.Second, NoRenew: true},
+	} {
+		l := startLocker(t)
+		ctx := context.Background()
+		holder, err := l.Acquire(ctx, "like", Options{Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Reserve fences as a waiting holder with someone behind it would.
+		holder.fenceEnd = holder.fence + 5
+		got := queueWaiters(t, l, "like", 1, o)
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h := <-got
+		if h.lk == nil {
+			return
+		}
+		if h.lk.Token() == holder.Token() {
+			t.Fatalf("%+v: lock handed on to a waiter that asked for another lease", o)
+		}
+		if d, err := h.lk.TTL(ctx); err != nil || d <= 6*time.Second && o.TTL == 7*time.Second {
+			t.Fatalf("%+v: lease %v, %v", o, d, err)
+		}
+		h.lk.Release(ctx)
+	}
+}
+
+// TestYieldToAnotherLocker has a waiter in another Locker ask for a key
+// that a Locker keeps handing on: when the reserved fences run out, the
+// lock must go to the other Locker's waiter, not back to a local one.
+func TestYieldToAnotherLocker(t *testing.T) {
+	srv := redistest.Start(t)
+	a := New(srv.Client(t))
+	defer a.Close()
+	a.yield = 10 * time.Second // only the other Locker may take it meanwhile
+	b := New(srv.Client(t))
+	defer b.Close()
+	ctx := context.Background()
+	const key = "yield"
+	channel, _, _ := a.keys.lockKeys(key)
+
+	holder, err := a.Acquire(ctx, key, Options{}) // one fence: no hand-off
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := queueWaiters(t, a, key, 1, Options{Wait: 30 * time.Second})
+	remote := queueWaiters(t, b, key, 1, Options{Wait: 30 * time.Second})
+	// b's waiter found the key busy and said so: a hears it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a.notifier.mu.Lock()
+		wanted := a.notifier.keys[channel].wanted
+		a.notifier.mu.Unlock()
+		if wanted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other Locker's want notice never arrived")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var r handed
+	select {
+	case r = <-remote:
+	case l := <-local:
+		t.Fatalf("the lock went back to the releasing Locker's waiter (fence %d)", l.lk.Fence())
+	}
+	if r.lk == nil {
+		return
+	}
+	if r.lk.Fence() <= holder.Fence() {
+		t.Fatalf("fence %d after %d", r.lk.Fence(), holder.Fence())
+	}
+	// Once the other Locker is done, the local waiter gets its turn.
+	if err := r.lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-local
+	if l.lk == nil {
+		return
+	}
+	defer l.lk.Release(ctx)
+	if l.lk.Fence() <= r.lk.Fence() {
+		t.Fatalf("fence %d after %d", l.lk.Fence(), r.lk.Fence())
+	}
+
+	// A yield marker is not a lock any token holds.
+	if v := srv.Client(t).Get(ctx, channel).Val(); strings.HasPrefix(v, "y:") {
+		t.Fatalf("key holds the yield marker %q while the local waiter holds the lock", v)
+	}
+}
+
+// TestHandOffKeepsRenewing hands a short-lease lock round and round among
+// goroutines of one Locker for several leases: the watchdog must go on
+// renewing it through every hand-off, including those that happen while a
+// renewal is on its way, and nobody may ever find it lost or shared.
+func TestHandOffKeepsRenewing(t *testing.T) {
+	l := startLocker(t)
+	ctx := context.Background()
+	const key, workers = "round", 4
+	o := Options{TTL: 150 * time.Millisecond, Wait: 10 * time.Second}
+	var (
+		inside atomic.Int32
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		tokens = map[string]int{} // acquisitions per Redis token
+	)
+	stop := time.Now().Add(1200 * time.Millisecond) // eight leases
+	for range workers {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				lk, err := l.Acquire(ctx, key, o)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				tokens[lk.Token()]++
+				mu.Unlock()
+				if inside.Add(1) != 1 {
+					t.Error("two holders at once")
+				}
+				time.Sleep(20 * time.Millisecond) // hand-offs span renewals
+				inside.Add(-1)
+				if err := lk.Err(); err != nil {
+					t.Errorf("lock ended while held: %v", err)
+				}
+				if err := lk.Release(ctx); err != nil {
+					t.Errorf("release: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	longest := 0
+	for _, n := range tokens {
+		longest = max(longest, n)
+	}
+	// 20ms holds, renewed every 50ms: a token held by 4 or more holders in
+	// a row was renewed while being handed on.
+	if longest < 4 {
+		t.Fatalf("the most holders one Redis lock was handed to was %d; want a run long enough to span renewals", longest)
+	}
+}
