@@ -8,9 +8,10 @@
 -- -1 - (the holder's remaining lease in ms) when someone else holds it.
 if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
   local v = redis.call('get', KEYS[1])
-  -- A Locker that let the lock go to make way for other Lockers' waiters
-  -- leaves a short-lived "y:<its id>" marker: they may take it, it may not.
-  local yielded = string.sub(v, 1, 2) == 'y:' and v ~= 'y:' .. ARGV[4]
+  -- A Locker that let the lock go to make way for another Locker's waiters
+  -- leaves a short-lived "y:<that Locker's id>" marker: only they may
+  -- take it.
+  local yielded = v == 'y:' .. ARGV[4]
   if v ~= ARGV[1] and not yielded then
     if ARGV[5] == '1' then
       -- Tell the holder's Locker that a waiter elsewhere wants the lock.

@@ -22,10 +22,13 @@ import "time"
 // publishes a "want" notice naming its Locker; the holder's Locker hears it
 // (it listens on the key's channel while it has waiters) and, when the
 // block runs out, releases by yielding: instead of deleting the key it
-// leaves a marker for yieldWindow that only other Lockers' waiters may
-// replace with their lock (acquire.lua). So with several processes
-// competing, each serves the waiters it had queued, then lets the others
-// have a turn.
+// leaves a marker for yieldWindow that only the waiters of one wanting
+// Locker may replace with their lock (acquire.lua). It picks the Locker
+// whose id follows its own, in the circular order of the ids, so with
+// several processes competing each serves the waiters it had queued, then
+// the next process has its turn, round robin. If the chosen Locker's
+// waiter does not come within the window, the marker expires and anyone
+// may take the key.
 //
 // A lock is handed on only when the next waiter asked for the same lease
 // and renewal (a fixed lease, Options.NoRenew, is the caller's promise that
@@ -37,20 +40,27 @@ const (
 	yieldWindow = 20 * time.Millisecond
 )
 
+// yielding says how a release leaves the key: for window, only Locker to
+// may take it. The zero value is a plain release.
+type yielding struct {
+	to     string
+	window time.Duration
+}
+
 // handOff passes lk, whose holder is releasing it, to the first local
 // waiter for its key if it can. Otherwise it says how the release must go
-// to Redis: yielding for the returned window, when a waiter of another
-// Locker wants the key, or plainly (0).
-func (l *Locker) handOff(lk *Lock) (handed bool, yield time.Duration) {
+// to Redis: yielding, when waiters of other Lockers want the key, or
+// plainly.
+func (l *Locker) handOff(lk *Lock) (handed bool, y yielding) {
 	if l.cfg.redlock || lk.id.fair || !lk.renew {
-		return false, 0
+		return false, y
 	}
 	n := l.notifier
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	kw := n.keys[lk.id.lockKey()]
 	if kw == nil || len(kw.waiters) == 0 {
-		return false, 0
+		return false, y
 	}
 	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.fair && !w.a.o.NoRenew {
 		next := l.watchdog.handOver(lk, w.a.o.TTL, func() *Lock {
@@ -59,14 +69,32 @@ func (l *Locker) handOff(lk *Lock) (handed bool, yield time.Duration) {
 		if next != nil {
 			w.handed, w.parked = next, false
 			w.signal()
-			return true, 0
+			return true, y
 		}
 	}
-	if kw.wanted {
-		kw.wanted = false
-		return false, l.yield
+	if len(kw.wanters) > 0 {
+		y = yielding{to: nextInTurn(l.id, kw.wanters), window: l.yield}
+		clear(kw.wanters)
 	}
-	return false, 0
+	return false, y
+}
+
+// nextInTurn returns the id in ids that follows self in the circular order
+// of ids: the smallest one above self, or else the smallest.
+func nextInTurn(self string, ids map[string]struct{}) string {
+	var above, lowest string
+	for id := range ids {
+		if id > self && (above == "" || id < above) {
+			above = id
+		}
+		if lowest == "" || id < lowest {
+			lowest = id
+		}
+	}
+	if above != "" {
+		return above
+	}
+	return lowest
 }
 
 // reserve is how many fences an attempt of a waiting Acquire asks for: one

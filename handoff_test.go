@@ -241,7 +241,7 @@ func TestYieldToAnotherLocker(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		a.notifier.mu.Lock()
-		wanted := a.notifier.keys[channel].wanted
+		_, wanted := a.notifier.keys[channel].wanters[b.id]
 		a.notifier.mu.Unlock()
 		if wanted {
 			break
@@ -336,5 +336,88 @@ func TestHandOffKeepsRenewing(t *testing.T) {
 	// a row was renewed while being handed on.
 	if longest < 4 {
 		t.Fatalf("the most holders one Redis lock was handed to was %d; want a run long enough to span renewals", longest)
+	}
+}
+
+// TestYieldTakesTurns has waiters of two other Lockers want a key: the
+// holder's Locker must yield to the one whose id follows its own in
+// circular order, so that competing processes take turns.
+func TestYieldTakesTurns(t *testing.T) {
+	srv := redistest.Start(t)
+	lockers := make([]*Locker, 3)
+	for i := range lockers {
+		lockers[i] = New(srv.Client(t))
+		defer lockers[i].Close()
+		lockers[i].yield = 10 * time.Second
+	}
+	holderL, p, q := lockers[0], lockers[1], lockers[2]
+	ctx := context.Background()
+	const key = "turns"
+	channel, _, _ := holderL.keys.lockKeys(key)
+
+	holder, err := holderL.Acquire(ctx, key, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := queueWaiters(t, holderL, key, 1, Options{Wait: 30 * time.Second})
+	fromP := queueWaiters(t, p, key, 1, Options{Wait: 30 * time.Second})
+	fromQ := queueWaiters(t, q, key, 1, Options{Wait: 30 * time.Second})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		holderL.notifier.mu.Lock()
+		n := len(holderL.notifier.keys[channel].wanters)
+		holderL.notifier.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the want notices never arrived")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	want := nextInTurn(holderL.id, map[string]struct{}{p.id: {}, q.id: {}})
+
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		got  *Locker
+		h    handed
+		rest []<-chan handed // the waiters still waiting
+	)
+	select {
+	case h = <-fromP:
+		got, rest = p, []<-chan handed{local, fromQ}
+	case h = <-fromQ:
+		got, rest = q, []<-chan handed{local, fromP}
+	case l := <-local:
+		t.Fatalf("the lock went back to the releasing Locker's waiter (fence %d)", l.lk.Fence())
+	}
+	if got.id != want {
+		t.Fatal("the lock went to the Locker whose turn it was not")
+	}
+	if h.lk != nil {
+		h.lk.Release(ctx)
+	}
+	// The others get it in turn; release it so that nothing outlives the
+	// test.
+	for range rest {
+		var h handed
+		select {
+		case h = <-rest[0]:
+		case h = <-rest[1]:
+		}
+		if h.lk != nil {
+			h.lk.Release(ctx)
+		}
+	}
+}
+
+func TestNextInTurn(t *testing.T) {
+	ids := map[string]struct{}{"b": {}, "d": {}, "f": {}}
+	for self, want := range map[string]string{"a": "b", "b": "d", "c": "d", "e": "f", "f": "b", "g": "b"} {
+		if got := nextInTurn(self, ids); got != want {
+			t.Errorf("nextInTurn(%q) = %q, want %q", self, got, want)
+		}
 	}
 }

@@ -89,7 +89,7 @@ const cleanupTimeout = time.Second
 func (l *Locker) cleanup(ctx context.Context, id *lockID) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_, _ = l.store.release(ctx, id, 0)
+	_, _ = l.store.release(ctx, id, yielding{})
 }
 
 // maybeSent reports whether a failed command may have reached Redis: not

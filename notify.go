@@ -40,9 +40,10 @@ type keyWaiters struct {
 	conn    *redis.PubSub // nil when subscribing failed
 	ready   chan struct{} // closed once the SUBSCRIBE was confirmed or failed
 	live    bool          // confirmed: notices for the key arrive
-	// wanted: a waiter of another Locker asked for the key, so a lock
-	// held here yields when its hand-offs run out (see handoff.go).
-	wanted bool
+	// wanters are the other Lockers whose waiters asked for the key: a
+	// lock held here yields to one of them when its hand-offs run out
+	// (see handoff.go).
+	wanters map[string]struct{}
 }
 
 // waiter is one waiting Acquire.
@@ -245,7 +246,8 @@ func (n *notifier) send(ctx context.Context, conn *redis.PubSub, subscribe bool,
 // notify handles a notice. A release notice wakes the waiter it is for:
 // the fair waiter whose token it names, or else the first local waiter in
 // line. A "want" notice ("*" and the id of the Locker whose waiter found
-// the key busy) marks the key wanted, unless it came from this Locker.
+// the key busy) adds that Locker to the key's wanters, unless it is this
+// one.
 func (n *notifier) notify(channel, next string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -254,8 +256,11 @@ func (n *notifier) notify(channel, next string) {
 		return
 	}
 	if strings.HasPrefix(next, "*") {
-		if next[1:] != n.self {
-			kw.wanted = true
+		if id := next[1:]; id != n.self {
+			if kw.wanters == nil {
+				kw.wanters = make(map[string]struct{})
+			}
+			kw.wanters[id] = struct{}{}
 		}
 		return
 	}

@@ -18,10 +18,9 @@ type store interface {
 	// holderTTL is the holder's remaining lease (0 when unknown).
 	acquire(ctx context.Context, id *lockID) (fence int64, holderTTL time.Duration, err error)
 	// release deletes the lock if id.token holds it; ok reports whether it
-	// did. With a yield window > 0 it leaves the Locker's yield marker for
-	// that long instead (see handoff.go); stores that never hand locks on
-	// ignore it.
-	release(ctx context.Context, id *lockID, yield time.Duration) (ok bool, err error)
+	// did. A non-zero y makes it leave a yield marker instead (see
+	// handoff.go); stores that never hand locks on ignore it.
+	release(ctx context.Context, id *lockID, y yielding) (ok bool, err error)
 	// extend resets the lease to ttl if id.token holds the lock.
 	extend(ctx context.Context, id *lockID, ttl time.Duration) (ok bool, err error)
 	// pttl returns the remaining lease if id.token holds the lock.
@@ -118,7 +117,7 @@ func (s single) acquire(ctx context.Context, id *lockID) (int64, time.Duration, 
 	return 0, time.Duration(-1-n) * time.Millisecond, nil
 }
 
-func (s single) release(ctx context.Context, id *lockID, yield time.Duration) (bool, error) {
+func (s single) release(ctx context.Context, id *lockID, y yielding) (bool, error) {
 	var (
 		n   int64
 		err error
@@ -126,8 +125,8 @@ func (s single) release(ctx context.Context, id *lockID, yield time.Duration) (b
 	switch {
 	case id.fair:
 		n, err = s.scripts.releaseFair.Run(ctx, s.client, id.keys[:], id.argv[:1]...).Int64()
-	case yield > 0:
-		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.token, yield.Milliseconds(), id.argv[3]).Int64()
+	case y.window > 0:
+		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.token, y.window.Milliseconds(), y.to).Int64()
 	default:
 		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.argv[:1]...).Int64()
 	}
