@@ -6,14 +6,25 @@
 -- caller will wait for a release if the lock is busy
 -- Returns the first reserved fence (> 0) when the lock was taken, or
 -- -1 - (the holder's remaining lease in ms) when someone else holds it.
+--
+-- The lock's value is its owner token, with '*' appended once a waiter that
+-- waits for a release notice found it busy: only then does the release
+-- publish one (release.lua).
 if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
   local v = redis.call('get', KEYS[1])
-  -- A Locker that let the lock go to make way for another Locker's waiters
-  -- leaves a short-lived "y:<that Locker's id>" marker: only they may
-  -- take it.
-  local yielded = v == 'y:' .. ARGV[4]
-  if v ~= ARGV[1] and not yielded then
+  if v == ARGV[1] or v == ARGV[1] .. '*' then
+    -- An earlier attempt of the same Acquire took the lock but its reply
+    -- was lost, so the caller never saw that fence: take the lock anew.
+    redis.call('set', KEYS[1], v, 'px', ARGV[2])
+  elseif v == 'y:' .. ARGV[4] then
+    -- Another Locker let the lock go to make way for this one's waiters
+    -- (handoff.go), because it had heard them, and maybe others, ask.
+    redis.call('set', KEYS[1], ARGV[1] .. '*', 'px', ARGV[2])
+  else
     if ARGV[5] == '1' then
+      if string.sub(v, -1) ~= '*' and string.sub(v, 1, 2) ~= 'y:' then
+        redis.call('append', KEYS[1], '*')
+      end
       -- Tell the holder's Locker that a waiter elsewhere wants the lock.
       redis.call('publish', KEYS[1], '*' .. ARGV[4])
     end
@@ -21,20 +32,17 @@ if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
     if pttl < 0 then pttl = 0 end
     return -1 - pttl
   end
-  -- Either the lock was yielded to us, or an earlier attempt of the same
-  -- Acquire took it but its reply was lost, so the caller never saw that
-  -- fence: take the lock anew.
-  redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
 end
--- The counter never goes below the server clock in microseconds, so fences
--- keep rising after a restart without persistence or a failover that lost
--- the last increments.
+-- The fence counter never goes below the server clock in microseconds, so
+-- fences keep rising after a restart without persistence or a failover
+-- that lost the last increments. The common case costs one write: set the
+-- counter to the clock, and only if it was ahead, set it above that.
 local n = tonumber(ARGV[3])
-local first = redis.call('incrby', KEYS[2], n) - n + 1
 local t = redis.call('time')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if first < now then
-  redis.call('set', KEYS[2], string.format('%d', now + n - 1))
-  return now
+local first = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local old = tonumber(redis.call('set', KEYS[2], string.format('%d', first + n - 1), 'get'))
+if old and old >= first then
+  first = old + 1
+  redis.call('set', KEYS[2], string.format('%d', first + n - 1))
 end
 return first

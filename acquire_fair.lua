@@ -14,16 +14,19 @@ local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local head = liveHead(KEYS[3], now)
 local v = redis.call('get', KEYS[1])
-if v == ARGV[1] or (not v and (not head or head == ARGV[1])) then
+-- (A default-mode waiter may have marked the token with '*', acquire.lua.)
+local ours = v == ARGV[1] or v == ARGV[1] .. '*'
+if ours or (not v and (not head or head == ARGV[1])) then
   if head == ARGV[1] then redis.call('lpop', KEYS[3]) end
-  redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
-  local fence = redis.call('incr', KEYS[2])
-  local us = t[1] .. string.format('%06d', tonumber(t[2]))
-  if fence < tonumber(us) then
-    redis.call('set', KEYS[2], us)
-    return tonumber(us)
+  redis.call('set', KEYS[1], v or ARGV[1], 'px', ARGV[2])
+  -- The fence, as in acquire.lua: never below the server clock in µs.
+  local first = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local old = tonumber(redis.call('set', KEYS[2], string.format('%d', first), 'get'))
+  if old and old >= first then
+    first = old + 1
+    redis.call('set', KEYS[2], string.format('%d', first))
   end
-  return fence
+  return first
 end
 local wait = tonumber(ARGV[3])
 if wait > 0 then

@@ -40,27 +40,30 @@ const (
 	yieldWindow = 20 * time.Millisecond
 )
 
-// yielding says how a release leaves the key: for window, only Locker to
-// may take it. The zero value is a plain release.
-type yielding struct {
-	to     string
-	window time.Duration
+// giveBack says how a release gives the lock back to Redis. The zero
+// value deletes the key and publishes a release notice only if a waiter
+// marked the lock (acquire.lua).
+type giveBack struct {
+	notify  bool          // publish a notice anyway: the Locker has waiters of its own
+	yieldTo string        // leave a marker only this Locker's waiters may take...
+	window  time.Duration // ...for this long
 }
 
 // handOff passes lk, whose holder is releasing it, to the first local
-// waiter for its key if it can. Otherwise it says how the release must go
-// to Redis: yielding, when waiters of other Lockers want the key, or
-// plainly.
-func (l *Locker) handOff(lk *Lock) (handed bool, y yielding) {
-	if l.cfg.redlock || lk.id.fair || !lk.renew {
-		return false, y
-	}
+// waiter for its key if it can. Otherwise it says how the release must
+// give the lock back to Redis: yielding, when waiters of other Lockers
+// want the key, and with a notice, when local waiters wait for one.
+func (l *Locker) handOff(lk *Lock) (handed bool, g giveBack) {
 	n := l.notifier
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	kw := n.keys[lk.id.lockKey()]
 	if kw == nil || len(kw.waiters) == 0 {
-		return false, y
+		return false, g
+	}
+	g.notify = true
+	if l.cfg.redlock || lk.id.fair || !lk.renew {
+		return false, g
 	}
 	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.fair && !w.a.o.NoRenew {
 		next := l.watchdog.handOver(lk, w.a.o.TTL, func() *Lock {
@@ -69,14 +72,14 @@ func (l *Locker) handOff(lk *Lock) (handed bool, y yielding) {
 		if next != nil {
 			w.handed, w.parked = next, false
 			w.signal()
-			return true, y
+			return true, g
 		}
 	}
 	if len(kw.wanters) > 0 {
-		y = yielding{to: nextInTurn(l.id, kw.wanters), window: l.yield}
+		g.yieldTo, g.window = nextInTurn(l.id, kw.wanters), l.yield
 		clear(kw.wanters)
 	}
-	return false, y
+	return false, g
 }
 
 // nextInTurn returns the id in ids that follows self in the circular order

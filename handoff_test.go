@@ -421,3 +421,38 @@ func TestNextInTurn(t *testing.T) {
 		}
 	}
 }
+
+// TestFenceCounterAheadOfClock sets the fence counter far ahead of the
+// server clock, as many reservations or a clock stepped back would: fences
+// must go on from the counter, past every reserved block.
+func TestFenceCounterAheadOfClock(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	l := New(rdb)
+	defer l.Close()
+	ctx := context.Background()
+	_, fenceKey, _ := l.keys.lockKeys("ahead")
+	const high = 8_000_000_000_000_000 // about 2223 in µs, and exact in a float64
+	if err := rdb.Set(ctx, fenceKey, high, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := l.Acquire(ctx, "ahead", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lk.Fence() != high+1 {
+		t.Fatalf("fence %d, want %d: one above the counter", lk.Fence(), int64(high+1))
+	}
+	lk.Release(ctx)
+
+	// A block of 5 reserved from there leaves the counter at its end.
+	id := newLockID(l.keys, "ahead2", newToken(), Options{TTL: time.Minute})
+	id.setAttempt(5, l.idArg, false)
+	first, _, err := l.store.acquire(ctx, id)
+	if err != nil || first != high+2 {
+		t.Fatalf("block starts at %d (%v), want %d", first, err, int64(high+2))
+	}
+	if v, _ := rdb.Get(ctx, fenceKey).Int64(); v != high+6 {
+		t.Fatalf("counter %d after a block of 5, want %d", v, int64(high+6))
+	}
+}

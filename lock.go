@@ -195,7 +195,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 		lk.outer.unguard(lk)
 		return nil
 	}
-	handed, y := lk.locker.handOff(lk)
+	handed, g := lk.locker.handOff(lk)
 	if handed {
 		lk.finish(ErrReleased)
 		return nil
@@ -204,7 +204,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 	// Locker was closed) may still be ours in Redis: ask, so the key does
 	// not stay locked for the rest of its lease.
 	lk.locker.watchdog.remove(lk)
-	ok, err := lk.locker.store.release(ctx, lk.id, y)
+	ok, err := lk.locker.store.release(ctx, lk.id, g)
 	switch {
 	case err != nil:
 		lk.finish(ErrReleased)

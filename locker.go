@@ -89,7 +89,7 @@ const cleanupTimeout = time.Second
 func (l *Locker) cleanup(ctx context.Context, id *lockID) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_, _ = l.store.release(ctx, id, yielding{})
+	_, _ = l.store.release(ctx, id, giveBack{notify: true})
 }
 
 // maybeSent reports whether a failed command may have reached Redis: not

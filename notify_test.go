@@ -2,11 +2,14 @@ package padlock
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // waitForWaiters waits until n local waiters queue for key.
@@ -135,5 +138,80 @@ func TestWaiterInAnotherLockerWakesOnNotice(t *testing.T) {
 	// triggered.
 	if n := calls.Load(); n > 3 {
 		t.Fatalf("waiter made %d attempts, want at most 3", n)
+	}
+}
+
+// publishCalls returns how many PUBLISH commands srv has run, including
+// those run by scripts.
+func publishCalls(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_publish:calls="); ok {
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// TestReleaseNoticeOnlyWhenWaited checks that a release publishes a notice
+// only when someone waits for one: not in an uncontended cycle, but when
+// a waiter of another Locker marked the lock, which must then wake by that
+// notice alone.
+func TestReleaseNoticeOnlyWhenWaited(t *testing.T) {
+	srv := redistest.Start(t)
+	if !srv.Real() {
+		t.Skip("needs INFO commandstats")
+	}
+	stats := srv.Client(t)
+	l := New(srv.Client(t))
+	defer l.Close()
+	ctx := context.Background()
+
+	before := publishCalls(t, stats)
+	for range 5 {
+		lk, err := l.Acquire(ctx, "quiet", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := publishCalls(t, stats) - before; n != 0 {
+		t.Fatalf("5 uncontended cycles published %d notices, want none", n)
+	}
+
+	holder, err := l.Acquire(ctx, "quiet", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := New(srv.Client(t))
+	defer other.Close()
+	other.recheck = time.Hour // only the notice can wake the waiter
+	done := make(chan *Lock, 1)
+	go func() {
+		lk, err := other.Acquire(ctx, "quiet", Options{Wait: time.Minute, Retry: LinearBackoff(time.Hour)})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- lk
+	}()
+	waitForWaiters(t, other, "quiet", 1)
+	waitParked(t, other, "quiet", 1)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case lk := <-done:
+		if lk != nil {
+			lk.Release(ctx)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter that marked the lock was not woken by its release")
 	}
 }

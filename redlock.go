@@ -322,7 +322,7 @@ func (q *quorum) undo(ctx context.Context, id *lockID, votes []vote) {
 	ctx = context.WithoutCancel(ctx)
 	q.each(ctx, func(ctx context.Context, i int, n *node) {
 		if !votes[i].busy {
-			_, _ = n.s.release(ctx, id, yielding{})
+			_, _ = n.s.release(ctx, id, giveBack{notify: true})
 		}
 	})
 }
@@ -346,10 +346,12 @@ func (n *node) acquire(ctx context.Context, id *lockID) vote {
 
 func (n *node) wrap(err error) error { return fmt.Errorf("%s: %w", n.addr, err) }
 
-func (q *quorum) release(ctx context.Context, id *lockID, _ yielding) (bool, error) {
+func (q *quorum) release(ctx context.Context, id *lockID, _ giveBack) (bool, error) {
 	votes := make([]vote, len(q.nodes))
 	q.each(ctx, func(ctx context.Context, i int, n *node) {
-		ok, err := n.s.release(ctx, id, yielding{})
+		// Redlock waiters do not mark the lock (redlock_acquire.lua):
+		// always publish.
+		ok, err := n.s.release(ctx, id, giveBack{notify: true})
 		votes[i] = vote{yes: ok, err: n.wrapNil(err)}
 	})
 	return q.decide("release", votes, 0)

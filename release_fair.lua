@@ -5,7 +5,8 @@
 -- Returns 1 when the token held the lock and it is now gone, 0 otherwise.
 -- The notice names the oldest live waiter's token (liveHead, from
 -- queue_head.lua), so only it wakes; with nobody queued there is none.
-if redis.call('get', KEYS[1]) ~= ARGV[1] then
+local v = redis.call('get', KEYS[1])
+if v ~= ARGV[1] and v ~= ARGV[1] .. '*' then -- '*': see acquire.lua
   return 0
 end
 redis.call('del', KEYS[1])

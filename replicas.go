@@ -162,7 +162,7 @@ func (a acked) acquire(ctx context.Context, id *lockID) (int64, time.Duration, e
 		// clean-up would release it too, but not after every kind of error.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		_, _ = a.single.release(rctx, id, yielding{})
+		_, _ = a.single.release(rctx, id, giveBack{notify: true})
 		return 0, 0, err
 	}
 	return n, 0, nil

@@ -17,10 +17,9 @@ type store interface {
 	// returns the new fence (> 0) on success; otherwise fence is 0 and
 	// holderTTL is the holder's remaining lease (0 when unknown).
 	acquire(ctx context.Context, id *lockID) (fence int64, holderTTL time.Duration, err error)
-	// release deletes the lock if id.token holds it; ok reports whether it
-	// did. A non-zero y makes it leave a yield marker instead (see
-	// handoff.go); stores that never hand locks on ignore it.
-	release(ctx context.Context, id *lockID, y yielding) (ok bool, err error)
+	// release deletes the lock if id.token holds it, as g says (see
+	// handoff.go); ok reports whether it did.
+	release(ctx context.Context, id *lockID, g giveBack) (ok bool, err error)
 	// extend resets the lease to ttl if id.token holds the lock.
 	extend(ctx context.Context, id *lockID, ttl time.Duration) (ok bool, err error)
 	// pttl returns the remaining lease if id.token holds the lock.
@@ -117,18 +116,22 @@ func (s single) acquire(ctx context.Context, id *lockID) (int64, time.Duration, 
 	return 0, time.Duration(-1-n) * time.Millisecond, nil
 }
 
-func (s single) release(ctx context.Context, id *lockID, y yielding) (bool, error) {
+func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, error) {
 	var (
 		n   int64
 		err error
 	)
+	notify := ""
+	if g.notify {
+		notify = "1"
+	}
 	switch {
 	case id.fair:
 		n, err = s.scripts.releaseFair.Run(ctx, s.client, id.keys[:], id.argv[:1]...).Int64()
-	case y.window > 0:
-		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.token, y.window.Milliseconds(), y.to).Int64()
+	case g.window > 0:
+		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.token, notify, g.window.Milliseconds(), g.yieldTo).Int64()
 	default:
-		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.argv[:1]...).Int64()
+		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.token, notify).Int64()
 	}
 	return n == 1, err
 }
