@@ -31,7 +31,15 @@
 //     (default "padlock:") and carries a Cluster hash tag made from the whole
 //     user key, so a lock and its companions always share one slot.
 //
-// Waiting never hammers Redis: a failed attempt returns the holder's remaining
-// lease, and the waiter sleeps no longer than that, the jittered retry backoff,
-// and the wait budget.
+// Waiting never hammers Redis. A failed attempt returns the holder's
+// remaining lease, and the waiter sleeps no longer than that, the jittered
+// retry backoff, and the wait budget, unless a release notice wakes it
+// first. Within one Locker, waiters queue in arrival order and a release
+// hands the lock straight to the first of them, without a round trip (the
+// Redis lock and its token stay; the new holder gets the next fence from a
+// block reserved when the lock was taken). Between Lockers, a waiter that
+// finds the key busy says so on the key's channel, and the holder's Locker
+// yields the key to the Lockers that asked, in turn, when it is done with
+// its own queue. Options.Fair instead keeps one queue in Redis, first come
+// first served across all processes.
 package padlock

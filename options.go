@@ -38,8 +38,11 @@ type Options struct {
 	// oldest live waiter, and newcomers do not jump the queue. A waiter that
 	// gives up leaves the queue; one that dies is dropped when its wait
 	// runs out. Every user of a key should agree on Fair. Default: false,
-	// where waiters are woken one per Locker per release and the fastest
-	// attempt wins.
+	// where waiters of one Locker are served in arrival order (a release
+	// hands the lock straight to the next of them), and Lockers that want
+	// the same key take turns, each serving the waiters it had queued; a
+	// newcomer that does not wait (Wait 0) may take a free key before
+	// anyone.
 	Fair bool
 }
 
