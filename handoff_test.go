@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // queueWaiters starts n waiting Acquires for key on l, one at a time so
@@ -454,5 +455,91 @@ func TestFenceCounterAheadOfClock(t *testing.T) {
 	}
 	if v, _ := rdb.Get(ctx, fenceKey).Int64(); v != high+6 {
 		t.Fatalf("counter %d after a block of 5, want %d", v, int64(high+6))
+	}
+}
+
+// TestHandOffUnderPausedRedis hands a lock round among goroutines of one
+// Locker while the server is paused for two leases: no holder may start
+// with a lease it cannot trust, a holder whose lease runs out must hear
+// that its lock is lost, nobody may hold the lock together with another,
+// fences must rise with every holder, and the locking must go on after the
+// server comes back.
+func TestHandOffUnderPausedRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	if !srv.Real() {
+		t.Skip("needs a redis-server to pause")
+	}
+	l := New(srv.Client(t, func(o *redis.Options) {
+		o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 200*time.Millisecond, 200*time.Millisecond, -1
+	}))
+	defer l.Close()
+	ctx := context.Background()
+	const workers = 4
+	// Holds close to the lease: whoever holds when the server stops has
+	// its lease run out inside its critical section.
+	ttl, hold := 300*time.Millisecond, 250*time.Millisecond
+	var (
+		mu        sync.Mutex
+		fences    []int64
+		inside    atomic.Int32
+		lost      atomic.Int32
+		afterStop atomic.Int32
+		resumed   atomic.Bool
+		wg        sync.WaitGroup
+	)
+	stop := time.Now().Add(3 * time.Second)
+	for range workers {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				lk, err := l.Acquire(ctx, "paused", Options{TTL: ttl, Wait: time.Second})
+				if err != nil {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				if inside.Add(1) != 1 {
+					t.Error("two holders at once")
+				}
+				l.watchdog.mu.Lock()
+				trusted := time.Until(lk.validUntil)
+				l.watchdog.mu.Unlock()
+				if trusted <= 0 && lk.Err() == nil {
+					t.Errorf("a holder started with a lease that had run out %v ago", -trusted)
+				}
+				mu.Lock()
+				if n := len(fences); n > 0 && lk.Fence() <= fences[n-1] {
+					t.Errorf("fence %d after %d", lk.Fence(), fences[n-1])
+				}
+				fences = append(fences, lk.Fence())
+				mu.Unlock()
+				if resumed.Load() {
+					afterStop.Add(1)
+				}
+				select {
+				case <-time.After(hold):
+				case <-lk.Done():
+				}
+				if errors.Is(lk.Err(), ErrLockLost) {
+					lost.Add(1)
+				}
+				inside.Add(-1)
+				_ = lk.Release(ctx)
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	srv.Pause(t)
+	time.Sleep(2 * ttl)
+	srv.Resume(t)
+	resumed.Store(true)
+	wg.Wait()
+
+	if lost.Load() == 0 {
+		t.Error("no holder heard that its lock was lost while the server was paused")
+	}
+	if afterStop.Load() == 0 {
+		t.Error("no lock was taken after the server came back")
+	}
+	if len(fences) < 5 {
+		t.Errorf("only %d acquisitions: the workers hardly ran", len(fences))
 	}
 }
