@@ -24,7 +24,8 @@ type scenario struct {
 	claim string // what is claimed, for the table
 
 	mode       string // single, redlock or sentinel
-	workers    int
+	workers    int    // processes
+	goroutines int    // workers per process, sharing its Locker (0: 1)
 	ttl, hold  time.Duration
 	unchecked  bool // workers write without checking the lock's context
 	spin       int  // CPU-burning goroutines per worker, under GOMAXPROCS=1

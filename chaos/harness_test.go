@@ -149,6 +149,7 @@ func (e *env) start() int {
 		"-check-ctx=" + strconv.FormatBool(!sc.unchecked),
 		"-spin", strconv.Itoa(sc.spin),
 		"-replica-ack", strconv.Itoa(sc.replicaAck),
+		"-goroutines", strconv.Itoa(max(sc.goroutines, 1)),
 	}
 	cmd := exec.Command(e.bin, args...)
 	cmd.Env = os.Environ()
@@ -176,10 +177,12 @@ func (e *env) start() int {
 	return id
 }
 
+// proc returns the process of worker id: a process's goroutines record
+// under ids that differ by multiples of record.GoroutineStride.
 func (e *env) proc(id int) *proc {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.procs[id]
+	return e.procs[id%record.GoroutineStride]
 }
 
 // stop asks every worker to finish its iteration and exit (SIGTERM), waits
@@ -208,8 +211,11 @@ func (e *env) kill(id int) {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	<-p.exited
+	now := record.Now()
 	e.mu.Lock()
-	e.died[id] = record.Now()
+	for g := range max(e.sc.goroutines, 1) { // every worker of the process
+		e.died[p.id+g*record.GoroutineStride] = now
+	}
 	e.mu.Unlock()
 }
 
@@ -349,7 +355,7 @@ func (e *env) hit() {
 }
 
 func (e *env) logTail(id int) string {
-	b, _ := os.ReadFile(filepath.Join(e.dir, fmt.Sprintf("worker-%d.log", id)))
+	b, _ := os.ReadFile(filepath.Join(e.dir, fmt.Sprintf("worker-%d.log", id%record.GoroutineStride)))
 	if len(b) > 2000 {
 		b = b[len(b)-2000:]
 	}

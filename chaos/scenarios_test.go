@@ -42,6 +42,20 @@ func scenarios() []scenario {
 			exclusion: true, fenced: true,
 		},
 		{
+			name: "handoff-paused-holder", about: "3 processes × 4 goroutines sharing a Locker (hand-offs within each); the holder's process SIGSTOPped for 2.5×TTL",
+			claim: "overlap possible; lost fires on resume; fence rejects stale writes", mode: "single",
+			workers: 3, goroutines: 4, ttl: ttl, hold: 100 * time.Millisecond,
+			fault: pauseHolder(2, 5*ttl/2), settle: ttl,
+			fenced: true, wantLost: true,
+		},
+		{
+			name: "handoff-killed-holder", about: "3 processes × 4 goroutines sharing a Locker; the holder's process SIGKILLed, a new one started",
+			claim: "exclusion; fences", mode: "single",
+			workers: 3, goroutines: 4, ttl: ttl, hold: 100 * time.Millisecond,
+			fault: killHolder(2), settle: 2 * ttl,
+			exclusion: true, fenced: true,
+		},
+		{
 			name: "redis-restart", about: "single redis-server killed and restarted empty under a holder",
 			claim: "overlap possible (the lock is forgotten); lost fires; fences keep rising",
 			mode:  "single", workers: 3, ttl: ttl, hold: 500 * time.Millisecond,

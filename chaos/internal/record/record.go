@@ -22,6 +22,11 @@ import (
 	"time"
 )
 
+// GoroutineStride separates the ids of the workers one process runs: its
+// g-th goroutine (from 0) records as the process's id + g*GoroutineStride,
+// so a worker id modulo the stride names its process.
+const GoroutineStride = 1000
+
 // Event kinds.
 const (
 	Start         = "start"          // the worker is up
@@ -59,8 +64,12 @@ type Event struct {
 // concurrent use.
 type Writer struct {
 	worker int
-	mu     sync.Mutex
-	f      *os.File
+	out    *file
+}
+
+type file struct {
+	mu sync.Mutex
+	f  *os.File
 }
 
 // Create opens path for appending (creating it) for worker's events.
@@ -69,8 +78,12 @@ func Create(path string, worker int) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{worker: worker, f: f}, nil
+	return &Writer{worker: worker, out: &file{f: f}}, nil
 }
+
+// As returns a Writer to the same file for another worker's events: a
+// worker process that runs several workers, one per goroutine.
+func (w *Writer) As(worker int) *Writer { return &Writer{worker: worker, out: w.out} }
 
 // Now is the suite's clock.
 func Now() int64 { return time.Now().UnixNano() }
@@ -86,15 +99,15 @@ func (w *Writer) Add(e Event) {
 		panic(err) // Event always marshals
 	}
 	b = append(b, '\n')
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, err := w.f.Write(b); err != nil {
+	w.out.mu.Lock()
+	defer w.out.mu.Unlock()
+	if _, err := w.out.f.Write(b); err != nil {
 		fmt.Fprintf(os.Stderr, "record: %v\n", err)
 	}
 }
 
-// Close closes the file.
-func (w *Writer) Close() error { return w.f.Close() }
+// Close closes the file, for every Writer made from this one with As.
+func (w *Writer) Close() error { return w.out.f.Close() }
 
 // ReadFile returns the events in path, in order. A last line cut short (the
 // worker was killed while writing it) is left out.

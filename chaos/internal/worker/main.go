@@ -11,6 +11,9 @@
 // worker skips a write once its lock's context has ended, as a correct
 // user does; -check-ctx=false writes anyway, leaving it to the fence.
 //
+// With -goroutines N, N such contenders run in the process, sharing its
+// Locker, each recording under its own worker id.
+//
 // The worker runs at most -iterations iterations and stops after
 // -duration, whichever comes first, or at SIGTERM once the iteration under
 // way is done.
@@ -26,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,6 +62,7 @@ type flags struct {
 	ackTimeout time.Duration
 	maxLease   time.Duration
 	nodeTO     time.Duration
+	goroutines int
 }
 
 func main() {
@@ -81,6 +86,7 @@ func main() {
 	flag.DurationVar(&f.ackTimeout, "ack-timeout", 200*time.Millisecond, "WithReplicaAck timeout")
 	flag.DurationVar(&f.maxLease, "max-lease", 0, "redlock: WithMaxLease (0: the TTL)")
 	flag.DurationVar(&f.nodeTO, "node-timeout", 250*time.Millisecond, "redlock: WithNodeTimeout")
+	flag.IntVar(&f.goroutines, "goroutines", 1, "workers in this process, sharing its Locker; the g-th (from 0) records as id+g*"+strconv.Itoa(record.GoroutineStride))
 	flag.Parse()
 	if err := run(f); err != nil {
 		fmt.Fprintf(os.Stderr, "worker %d: %v\n", f.id, err)
@@ -114,14 +120,22 @@ func run(f flags) error {
 	for range f.spin {
 		go burn(ctx)
 	}
-	w := &worker{f: f, rec: rec, locker: locker,
-		store: fenced.Client{Base: f.store, HTTP: &http.Client{Timeout: 2 * time.Second}}}
-	rec.Add(record.Event{Kind: record.Start})
-	for n := 0; n < f.iterations && ctx.Err() == nil; n++ {
-		w.iteration(ctx, n)
-		sleep(ctx, time.Duration(rand.Int64N(int64(f.gap)+1)))
+	// Several goroutines in one process share its Locker, as the handlers
+	// of one service do: the Locker hands the lock from one to the next.
+	var wg sync.WaitGroup
+	for g := range max(f.goroutines, 1) {
+		w := &worker{f: f, rec: rec.As(f.id + g*record.GoroutineStride), locker: locker,
+			store: fenced.Client{Base: f.store, HTTP: &http.Client{Timeout: 2 * time.Second}}}
+		wg.Go(func() {
+			w.rec.Add(record.Event{Kind: record.Start})
+			for n := 0; n < f.iterations && ctx.Err() == nil; n++ {
+				w.iteration(ctx, n)
+				sleep(ctx, time.Duration(rand.Int64N(int64(f.gap)+1)))
+			}
+			w.rec.Add(record.Event{Kind: record.Exit})
+		})
 	}
-	rec.Add(record.Event{Kind: record.Exit})
+	wg.Wait()
 	return nil
 }
 
