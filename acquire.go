@@ -20,7 +20,9 @@ import (
 // noticeRecheck in case a notice was lost; while notices cannot be received
 // it retries on o.Retry's schedule instead. Only the longest-waiting Acquire
 // per Locker and key competes when a notice comes, so a release costs one
-// attempt per process, not one per waiter.
+// attempt per process, not one per waiter; and a release within the same
+// Locker hands the lock straight to that waiter, without asking Redis
+// (see Lock.Release).
 //
 // If ctx carries a lock on key from this Locker (see Lock.Context), Acquire
 // returns a reentrant handle on it at once, without asking Redis.
@@ -90,16 +92,16 @@ func (a *acquisition) try(ctx context.Context) (*Lock, error) {
 	}
 	a.id.setAttempt(reserve, a.l.idArg, waits)
 	sent := time.Now()
-	fence, busyFor, err := a.l.store.acquire(ctx, a.id)
-	if err == nil && fence > 0 && !time.Now().Before(sent.Add(a.o.TTL-a.l.cfg.margin(a.o.TTL))) {
+	g, err := a.l.store.acquire(ctx, a.id)
+	if err == nil && g.first > 0 && !time.Now().Before(sent.Add(a.o.TTL-a.l.cfg.margin(a.o.TTL))) {
 		// The grant came back after its trusted lease had run out: by the
 		// time the caller could use it, another owner may hold the key.
 		err = errLateGrant
 	}
 	switch {
-	case err == nil && fence > 0:
-		lk := newLock(a.l, a.key, a.id, fence, a.o, sent)
-		lk.fenceEnd = fence + reserve - 1
+	case err == nil && g.first > 0:
+		lk := newLock(a.l, a.key, a.id, g.first, a.o, sent)
+		lk.fenceEnd = g.last
 		if !a.l.watchdog.add(lk) {
 			a.l.cleanup(ctx, a.id)
 			return nil, ErrClosed
@@ -108,7 +110,7 @@ func (a *acquisition) try(ctx context.Context) (*Lock, error) {
 	case err == nil:
 		a.answered++
 		a.queued = a.queued || a.id.queueFor > 0
-		a.lastErr, a.holderTTL, a.seenAt = nil, busyFor, time.Now()
+		a.lastErr, a.holderTTL, a.seenAt = nil, g.holderTTL, time.Now()
 	default:
 		a.lastErr = err
 		if err == errLateGrant {
@@ -163,9 +165,11 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 
 	w, firstInLine := n.join(ctx, channel, a)
 	a.w = w
-	acquired := false
+	acquired, left := false, false
 	defer func() {
-		n.leave(channel, w, acquired)
+		if !left {
+			n.leave(channel, w, acquired)
+		}
 		if a.o.Fair && !acquired {
 			a.l.leaveQueue(ctx, a.id)
 		}
@@ -217,9 +221,14 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 				acquired = true
 				return lk, nil
 			}
-			// Handed the lock as the wait was called off: pass it on (the
-			// next waiter is woken when this one leaves the line).
-			_ = lk.Release(context.WithoutCancel(ctx))
+			// Handed the lock as the wait was called off: leave the line
+			// first, so that the lock can be handed on to the next waiter,
+			// then let it go.
+			n.leave(channel, w, true)
+			left = true
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			_ = lk.Release(rctx)
+			cancel()
 		}
 		if ctx.Err() != nil {
 			return nil, a.failure(ctx)

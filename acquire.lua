@@ -4,7 +4,7 @@
 -- to reserve (>= 1: the Locker may hand the lock on to that many holders in
 -- turn, see handoff.go), ARGV[4] the caller's Locker id, ARGV[5] '1' when the
 -- caller will wait for a release if the lock is busy
--- Returns the first reserved fence (> 0) when the lock was taken, or
+-- Returns {first, last} reserved fence when the lock was taken, or
 -- -1 - (the holder's remaining lease in ms) when someone else holds it.
 --
 -- The lock's value is its owner token, with '*' appended once a waiter that
@@ -16,7 +16,7 @@ if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
     -- An earlier attempt of the same Acquire took the lock but its reply
     -- was lost, so the caller never saw that fence: take the lock anew.
     redis.call('set', KEYS[1], v, 'px', ARGV[2])
-  elseif v == 'y:' .. ARGV[4] then
+  elseif ARGV[5] == '1' and v == 'y:' .. ARGV[4] then
     -- Another Locker let the lock go to make way for this one's waiters
     -- (handoff.go), because it had heard them, and maybe others, ask.
     redis.call('set', KEYS[1], ARGV[1] .. '*', 'px', ARGV[2])
@@ -36,13 +36,15 @@ end
 -- The fence counter never goes below the server clock in microseconds, so
 -- fences keep rising after a restart without persistence or a failover
 -- that lost the last increments. The common case costs one write: set the
--- counter to the clock, and only if it was ahead, set it above that.
+-- counter to the clock (plus the reserved block), and only if it was ahead,
+-- set it above that. A counter ahead of the clock reserves no block, so
+-- reservations never carry it more than a block ahead of the clock.
 local n = tonumber(ARGV[3])
 local t = redis.call('time')
 local first = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local old = tonumber(redis.call('set', KEYS[2], string.format('%d', first + n - 1), 'get'))
 if old and old >= first then
-  first = old + 1
-  redis.call('set', KEYS[2], string.format('%d', first + n - 1))
+  first, n = old + 1, 1
+  redis.call('set', KEYS[2], string.format('%d', first))
 end
-return first
+return {first, first + n - 1}

@@ -16,6 +16,8 @@
 //   - Mutual exclusion: taking a lock is one atomic Lua step (SET NX PX) that
 //     stores a crypto-random owner token; Release, Extend and TTL compare the
 //     token inside Lua, so nobody releases or extends a lock they do not hold.
+//     (A lock handed on within its Locker keeps its token; the Locker ends
+//     the releasing handle before the next holder starts.)
 //   - No deadlock: every lock has a lease (Options.TTL, default 30s). A crashed
 //     holder's lock frees itself when the lease runs out.
 //   - Fencing: Lock.Fence is strictly greater than the fence of every earlier

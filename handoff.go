@@ -33,8 +33,9 @@ import "time"
 // A lock is handed on only when the next waiter asked for the same lease
 // and renewal (a fixed lease, Options.NoRenew, is the caller's promise that
 // the key stays locked that long from its own Acquire), when its trusted
-// lease has at least half its TTL to run, and never in fair mode, where the
-// queue in Redis decides, nor on a Redlock Locker.
+// lease has at least half its TTL to run and it is not known to be lost,
+// and never in fair mode, where the queue in Redis decides, nor on a
+// Redlock Locker.
 const (
 	maxHandoffs = 31
 	yieldWindow = 20 * time.Millisecond
@@ -50,9 +51,10 @@ type giveBack struct {
 }
 
 // handOff passes lk, whose holder is releasing it, to the first local
-// waiter for its key if it can. Otherwise it says how the release must
-// give the lock back to Redis: yielding, when waiters of other Lockers
-// want the key, and with a notice, when local waiters wait for one.
+// waiter for its key if it can, finishing lk. Otherwise it says how the
+// release must give the lock back to Redis: yielding, when waiters of
+// other Lockers want the key, and with a notice, when local waiters wait
+// for one.
 func (l *Locker) handOff(lk *Lock) (handed bool, g giveBack) {
 	n := l.notifier
 	n.mu.Lock()
@@ -65,11 +67,14 @@ func (l *Locker) handOff(lk *Lock) (handed bool, g giveBack) {
 	if l.cfg.redlock || lk.id.fair || !lk.renew {
 		return false, g
 	}
-	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.fair && !w.a.o.NoRenew {
+	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.fair && !w.a.o.NoRenew && lk.Err() == nil {
 		next := l.watchdog.handOver(lk, w.a.o.TTL, func() *Lock {
 			return &Lock{locker: l, key: w.a.key, id: lk.id, fence: lk.fence + 1, fenceEnd: lk.fenceEnd, renew: true}
 		})
 		if next != nil {
+			// The releasing handle ends before the next holder wakes: from
+			// then on its Err, Extend, TTL and contexts say it let go.
+			lk.finish(ErrReleased)
 			w.handed, w.parked = next, false
 			w.signal()
 			return true, g

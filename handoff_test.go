@@ -424,8 +424,8 @@ func TestNextInTurn(t *testing.T) {
 }
 
 // TestFenceCounterAheadOfClock sets the fence counter far ahead of the
-// server clock, as many reservations or a clock stepped back would: fences
-// must go on from the counter, past every reserved block.
+// server clock, as a clock stepped back would: fences must go on from the
+// counter, and no block may be reserved that would carry it further ahead.
 func TestFenceCounterAheadOfClock(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -449,12 +449,26 @@ func TestFenceCounterAheadOfClock(t *testing.T) {
 	// A block of 5 reserved from there leaves the counter at its end.
 	id := newLockID(l.keys, "ahead2", newToken(), Options{TTL: time.Minute})
 	id.setAttempt(5, l.idArg, false)
-	first, _, err := l.store.acquire(ctx, id)
-	if err != nil || first != high+2 {
-		t.Fatalf("block starts at %d (%v), want %d", first, err, int64(high+2))
+	g, err := l.store.acquire(ctx, id)
+	if err != nil || g.first != high+2 || g.last != high+2 {
+		t.Fatalf("got fences %d-%d (%v), want %d alone: a counter ahead of the clock reserves no block", g.first, g.last, err, int64(high+2))
 	}
-	if v, _ := rdb.Get(ctx, fenceKey).Int64(); v != high+6 {
-		t.Fatalf("counter %d after a block of 5, want %d", v, int64(high+6))
+	if v, _ := rdb.Get(ctx, fenceKey).Int64(); v != high+2 {
+		t.Fatalf("counter %d, want %d", v, int64(high+2))
+	}
+
+	// With the counter behind the clock, the block is reserved.
+	if err := rdb.Set(ctx, fenceKey, 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	id = newLockID(l.keys, "ahead3", newToken(), Options{TTL: time.Minute})
+	id.setAttempt(5, l.idArg, false)
+	g, err = l.store.acquire(ctx, id)
+	if err != nil || g.last != g.first+4 {
+		t.Fatalf("got fences %d-%d (%v), want a block of 5", g.first, g.last, err)
+	}
+	if v, _ := rdb.Get(ctx, fenceKey).Int64(); v != g.last {
+		t.Fatalf("counter %d after a block ending at %d", v, g.last)
 	}
 }
 
@@ -475,9 +489,10 @@ func TestHandOffUnderPausedRedis(t *testing.T) {
 	defer l.Close()
 	ctx := context.Background()
 	const workers = 4
-	// Holds close to the lease: whoever holds when the server stops has
-	// its lease run out inside its critical section.
-	ttl, hold := 300*time.Millisecond, 250*time.Millisecond
+	// Holds longer than the lease: whoever has just taken the lock when
+	// the server stops has its lease run out inside its critical section.
+	ttl, hold := 300*time.Millisecond, 400*time.Millisecond
+	started := make(chan struct{}, 1)
 	var (
 		mu        sync.Mutex
 		fences    []int64
@@ -487,7 +502,7 @@ func TestHandOffUnderPausedRedis(t *testing.T) {
 		resumed   atomic.Bool
 		wg        sync.WaitGroup
 	)
-	stop := time.Now().Add(3 * time.Second)
+	stop := time.Now().Add(3500 * time.Millisecond)
 	for range workers {
 		wg.Go(func() {
 			for time.Now().Before(stop) {
@@ -515,6 +530,10 @@ func TestHandOffUnderPausedRedis(t *testing.T) {
 					afterStop.Add(1)
 				}
 				select {
+				case started <- struct{}{}:
+				default:
+				}
+				select {
 				case <-time.After(hold):
 				case <-lk.Done():
 				}
@@ -527,6 +546,11 @@ func TestHandOffUnderPausedRedis(t *testing.T) {
 		})
 	}
 	time.Sleep(time.Second)
+	select { // pause the server just after a holder started
+	case <-started:
+	default:
+	}
+	<-started
 	srv.Pause(t)
 	time.Sleep(2 * ttl)
 	srv.Resume(t)
@@ -541,5 +565,72 @@ func TestHandOffUnderPausedRedis(t *testing.T) {
 	}
 	if len(fences) < 5 {
 		t.Errorf("only %d acquisitions: the workers hardly ran", len(fences))
+	}
+}
+
+// TestHandOffNotForLostLock has the holder learn that its lock is gone
+// (TTL finds the token gone) before it releases: the lock must not be
+// handed on, Release must say it was not held, and the waiter must take
+// the lock from Redis, with a token of its own.
+func TestHandOffNotForLostLock(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	l := New(rdb)
+	defer l.Close()
+	ctx := context.Background()
+	holder, err := l.Acquire(ctx, "gone", Options{Wait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.fenceEnd = holder.fence + 5 // as if waiters had queued behind it
+	got := queueWaiters(t, l, "gone", 1, Options{Wait: 30 * time.Second})
+	lockKey, _, _ := l.keys.lockKeys("gone")
+	if err := rdb.Del(ctx, lockKey).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.TTL(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("TTL of a deleted lock: %v, want ErrNotHeld", err)
+	}
+	if err := holder.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Release of a lost lock: %v, want ErrNotHeld", err)
+	}
+	h := <-got
+	if h.lk == nil {
+		return
+	}
+	defer h.lk.Release(ctx)
+	if h.lk.Token() == holder.Token() {
+		t.Fatal("a lock known to be lost was handed on")
+	}
+}
+
+// TestExtendFollowsHandOff has an Extend of the releasing handle land after
+// the lock was handed on: the new holder must trust the lease that Extend
+// set in Redis, not the one it inherited.
+func TestExtendFollowsHandOff(t *testing.T) {
+	l := startLocker(t)
+	ctx := context.Background()
+	holder, err := l.Acquire(ctx, "late-extend", Options{Wait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.fenceEnd = holder.fence + 5
+	got := queueWaiters(t, l, "late-extend", 1, Options{Wait: 30 * time.Second})
+	sent := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := <-got
+	if h.lk == nil || h.lk.Token() != holder.Token() {
+		t.Fatal("the lock was not handed on")
+	}
+	defer h.lk.Release(ctx)
+	// What Extend does once its PEXPIRE of the shared token returns.
+	l.watchdog.extended(holder, 2*time.Second, sent)
+	l.watchdog.mu.Lock()
+	ttl, until := h.lk.ttl, h.lk.validUntil
+	l.watchdog.mu.Unlock()
+	if ttl != 2*time.Second || until.After(sent.Add(2*time.Second)) {
+		t.Fatalf("new holder trusts a %v lease until %v after the Extend; want 2s from the Extend", ttl, until.Sub(sent))
 	}
 }

@@ -70,9 +70,10 @@ func (lk *Lock) root() *Lock {
 // Key returns the key the lock was acquired for, as passed to Acquire.
 func (lk *Lock) Key() string { return lk.root().key }
 
-// Token returns the random owner value stored in Redis for this lock. A
-// lock handed on within its Locker (see Release) keeps the token it was
-// taken with; Fence tells its holders apart.
+// Token returns the random owner token stored in Redis for this lock (the
+// stored value may carry a "*" suffix: a waiter asked for a release
+// notice). A lock handed on within its Locker (see Release) keeps the token
+// it was taken with; Fence tells its holders apart.
 func (lk *Lock) Token() string { return lk.root().id.token }
 
 // Fence returns the lock's fencing token: strictly greater than the fence of
@@ -196,8 +197,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 		return nil
 	}
 	handed, g := lk.locker.handOff(lk)
-	if handed {
-		lk.finish(ErrReleased)
+	if handed { // and lk finished
 		return nil
 	}
 	// Even a lock already judged lost (its renewals went unanswered, or the
@@ -237,6 +237,7 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	case err != nil:
 		return unavailable("extend", err)
 	case !ok:
+		r.locker.watchdog.remove(r) // nothing left to renew, or to hand on
 		r.finish(ErrLockLost)
 		return ErrNotHeld
 	}
@@ -256,6 +257,7 @@ func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	case err != nil:
 		return 0, unavailable("ttl", err)
 	case !ok:
+		r.locker.watchdog.remove(r) // nothing left to renew, or to hand on
 		r.finish(ErrLockLost)
 		return 0, ErrNotHeld
 	}

@@ -10,8 +10,10 @@ import (
 )
 
 // notifier delivers release notices to a Locker's waiters, so they wake
-// when a key frees instead of polling. Every release publishes on the lock
-// key's channel (sharded pub/sub on Cluster); the notifier holds one
+// when a key frees instead of polling. A release that someone waits for
+// publishes on the lock key's channel (sharded pub/sub on Cluster), as does
+// a waiter that wants a key another Locker holds (handoff.go); the
+// notifier holds one
 // subscription per Locker (one per node on Cluster) and subscribes to a
 // key's channel while some local Acquire waits for that key.
 //

@@ -272,10 +272,10 @@ type vote struct {
 	err        error         // no answer, or an error reply
 }
 
-func (q *quorum) acquire(ctx context.Context, id *lockID) (int64, time.Duration, error) {
+func (q *quorum) acquire(ctx context.Context, id *lockID) (grant, error) {
 	if id.fair {
 		// A queue on every node would need its own quorum protocol.
-		return 0, 0, invalid("Options.Fair", "not supported by a Redlock Locker")
+		return grant{}, invalid("Options.Fair", "not supported by a Redlock Locker")
 	}
 	start := time.Now()
 	votes := make([]vote, len(q.nodes))
@@ -287,18 +287,18 @@ func (q *quorum) acquire(ctx context.Context, id *lockID) (int64, time.Duration,
 	valid := ttl - q.margin(ttl)
 	if t.yes >= q.need && elapsed < valid {
 		// Any positive fence tells the Locker it has the lock; Lock.Fence
-		// reports 0 on a Redlock Locker.
-		return 1, 0, nil
+		// reports 0 on a Redlock Locker, which never hands locks on.
+		return grant{first: 1, last: 1}, nil
 	}
 	q.undo(ctx, id, votes)
 	switch {
 	case t.yes >= q.need:
-		return 0, 0, &quorumError{op: "acquire", tally: t, nodes: len(q.nodes), need: q.need,
+		return grant{}, &quorumError{op: "acquire", tally: t, nodes: len(q.nodes), need: q.need,
 			late: fmt.Sprintf("after %v, beyond the %v the lease of %v leaves", elapsed.Round(time.Millisecond), valid, ttl)}
 	case t.no > len(q.nodes)-q.need:
-		return 0, q.holderTTL(votes, t.no), nil
+		return grant{holderTTL: q.holderTTL(votes, t.no)}, nil
 	}
-	return 0, 0, &quorumError{op: "acquire", tally: t, nodes: len(q.nodes), need: q.need}
+	return grant{}, &quorumError{op: "acquire", tally: t, nodes: len(q.nodes), need: q.need}
 }
 
 // holderTTL returns how long until enough of the busy nodes' leases end

@@ -139,10 +139,10 @@ func (a acked) confirmed(wait *redis.Cmd) error {
 	return nil
 }
 
-func (a acked) acquire(ctx context.Context, id *lockID) (int64, time.Duration, error) {
+func (a acked) acquire(ctx context.Context, id *lockID) (grant, error) {
 	c, err := a.master(ctx, id.lockKey())
 	if err != nil {
-		return 0, 0, err
+		return grant{}, err
 	}
 	var cmd, wait *redis.Cmd
 	if id.fair {
@@ -150,12 +150,9 @@ func (a acked) acquire(ctx context.Context, id *lockID) (int64, time.Duration, e
 	} else {
 		cmd, wait = a.evalAcked(ctx, c, a.single.scripts.acquire, id.keys[:2], id.argv[:]...)
 	}
-	n, err := cmd.Int64()
-	switch {
-	case err != nil:
-		return 0, 0, err
-	case n <= 0:
-		return 0, time.Duration(-1-n) * time.Millisecond, nil
+	g, err := grantOf(cmd.Result())
+	if err != nil || g.first == 0 {
+		return g, err
 	}
 	if err := a.confirmed(wait); err != nil {
 		// A lock that a failover may lose is not handed out; the Locker's
@@ -163,9 +160,9 @@ func (a acked) acquire(ctx context.Context, id *lockID) (int64, time.Duration, e
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		_, _ = a.single.release(rctx, id, giveBack{notify: true})
-		return 0, 0, err
+		return grant{}, err
 	}
-	return n, 0, nil
+	return g, nil
 }
 
 func (a acked) extend(ctx context.Context, id *lockID, ttl time.Duration) (bool, error) {

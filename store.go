@@ -3,6 +3,7 @@ package padlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,10 +14,8 @@ import (
 // Each method is one attempt; waiting, renewal and signalling are the
 // Locker's.
 type store interface {
-	// acquire takes the lock for id.token with a lease of id's TTL. It
-	// returns the new fence (> 0) on success; otherwise fence is 0 and
-	// holderTTL is the holder's remaining lease (0 when unknown).
-	acquire(ctx context.Context, id *lockID) (fence int64, holderTTL time.Duration, err error)
+	// acquire takes the lock for id.token with a lease of id's TTL.
+	acquire(ctx context.Context, id *lockID) (grant, error)
 	// release deletes the lock if id.token holds it, as g says (see
 	// handoff.go); ok reports whether it did.
 	release(ctx context.Context, id *lockID, g giveBack) (ok bool, err error)
@@ -31,6 +30,39 @@ type store interface {
 	// it, in one pipelined round trip per Redis node, and fills in each
 	// renewal's ok and err.
 	renew(ctx context.Context, batch []renewal)
+}
+
+// grant is what an acquire attempt got: the lock with the fences reserved
+// for it (first is Lock.Fence; the Locker may hand the lock on with the
+// fences up to last, see handoff.go), or, when first is 0, the holder's
+// remaining lease (0 when unknown).
+type grant struct {
+	first, last int64
+	holderTTL   time.Duration
+}
+
+// grantOf reads an acquire script's reply: {first, last} reserved fence,
+// a single fence (> 0), or -1 - the holder's remaining lease in ms.
+func grantOf(reply any, err error) (grant, error) {
+	if err != nil {
+		return grant{}, err
+	}
+	switch r := reply.(type) {
+	case []any:
+		if len(r) == 2 {
+			first, ok1 := r[0].(int64)
+			last, ok2 := r[1].(int64)
+			if ok1 && ok2 && first > 0 && last >= first {
+				return grant{first: first, last: last}, nil
+			}
+		}
+	case int64:
+		if r > 0 {
+			return grant{first: r, last: r}, nil
+		}
+		return grant{holderTTL: time.Duration(-1-r) * time.Millisecond}, nil
+	}
+	return grant{}, fmt.Errorf("padlock: unexpected acquire reply %v", reply)
 }
 
 // renewal is one lock's part of a watchdog batch.
@@ -97,23 +129,11 @@ func singleOn(client redis.UniversalClient) single {
 	return single{client: client, scripts: plainScripts}
 }
 
-func (s single) acquire(ctx context.Context, id *lockID) (int64, time.Duration, error) {
-	var (
-		n   int64
-		err error
-	)
+func (s single) acquire(ctx context.Context, id *lockID) (grant, error) {
 	if id.fair {
-		n, err = acquireFairScript.Run(ctx, s.client, id.keys[:], id.token, id.argv[1], id.queueFor.Milliseconds()).Int64()
-	} else {
-		n, err = s.scripts.acquire.Run(ctx, s.client, id.keys[:2], id.argv[:]...).Int64()
+		return grantOf(acquireFairScript.Run(ctx, s.client, id.keys[:], id.token, id.argv[1], id.queueFor.Milliseconds()).Result())
 	}
-	if err != nil {
-		return 0, 0, err
-	}
-	if n > 0 {
-		return n, 0, nil
-	}
-	return 0, time.Duration(-1-n) * time.Millisecond, nil
+	return grantOf(s.scripts.acquire.Run(ctx, s.client, id.keys[:2], id.argv[:]...).Result())
 }
 
 func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, error) {
@@ -128,7 +148,7 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 	switch {
 	case id.fair:
 		n, err = s.scripts.releaseFair.Run(ctx, s.client, id.keys[:], id.argv[:1]...).Int64()
-	case g.window > 0:
+	case g.window >= time.Millisecond:
 		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.token, notify, g.window.Milliseconds(), g.yieldTo).Int64()
 	default:
 		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.token, notify).Int64()

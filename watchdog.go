@@ -113,6 +113,9 @@ func (w *watchdog) handOver(old *Lock, ttl time.Duration, mk func() *Lock) *Lock
 func (w *watchdog) extended(lk *Lock, ttl time.Duration, sent time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for lk.successor != nil { // handed on while the Extend was out
+		lk = lk.successor
+	}
 	lk.ttl = ttl
 	// Unconditionally: a shorter Extend shortens the lease in Redis, and
 	// the trusted lease must follow it down.

@@ -109,7 +109,9 @@ func scanLocks(ctx context.Context, node redis.UniversalClient) (found []heldLoc
 	}
 	for i, k := range keys {
 		token, err := gets[i].Result()
-		if err != nil { // released between SCAN and GET
+		// Skip keys released between SCAN and GET, and the short-lived
+		// markers a Locker leaves when it yields a key to another's waiters.
+		if err != nil || strings.HasPrefix(token, "y:") {
 			continue
 		}
 		if len(token) > 8 {
