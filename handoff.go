@@ -23,7 +23,9 @@ import "time"
 // (it listens on the key's channel while it has waiters) and, when the
 // block runs out, releases by yielding: instead of deleting the key it
 // leaves a marker for yieldWindow that only the waiters of one wanting
-// Locker may replace with their lock (acquire.lua). It picks the Locker
+// Locker may replace with their lock (acquire.lua). (It yields too when
+// the lock goes back to Redis early, because the next waiter could not
+// take it.) It picks the Locker
 // whose id follows its own, in the circular order of the ids, so with
 // several processes competing each serves the waiters it had queued, then
 // the next process has its turn, round robin. If the chosen Locker's
@@ -80,18 +82,24 @@ func (l *Locker) handOff(lk *Lock) (handed bool, g giveBack) {
 			return true, g
 		}
 	}
-	if len(kw.wanters) > 0 {
-		g.yieldTo, g.window = nextInTurn(l.id, kw.wanters), l.yield
-		clear(kw.wanters)
+	if to := nextInTurn(l.id, kw.wanters, time.Now().Add(-2*l.recheck)); to != "" {
+		g.yieldTo, g.window = to, l.yield
 	}
+	clear(kw.wanters)
 	return false, g
 }
 
-// nextInTurn returns the id in ids that follows self in the circular order
-// of ids: the smallest one above self, or else the smallest.
-func nextInTurn(self string, ids map[string]struct{}) string {
+// nextInTurn returns the id among wanters that asked since fresh and
+// follows self in the circular order of ids: the smallest one above self,
+// or else the smallest; "" when none is left. A Locker whose waiters still
+// wait asks again at least every recheck, when its first waiter looks
+// again; an older want is from waiters that were served or gave up.
+func nextInTurn(self string, wanters map[string]time.Time, fresh time.Time) string {
 	var above, lowest string
-	for id := range ids {
+	for id, at := range wanters {
+		if at.Before(fresh) {
+			continue
+		}
 		if id > self && (above == "" || id < above) {
 			above = id
 		}

@@ -376,7 +376,8 @@ func TestYieldTakesTurns(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	want := nextInTurn(holderL.id, map[string]struct{}{p.id: {}, q.id: {}})
+	now := time.Now()
+	want := nextInTurn(holderL.id, map[string]time.Time{p.id: now, q.id: now}, time.Time{})
 
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -415,11 +416,17 @@ func TestYieldTakesTurns(t *testing.T) {
 }
 
 func TestNextInTurn(t *testing.T) {
-	ids := map[string]struct{}{"b": {}, "d": {}, "f": {}}
+	now := time.Now()
+	ids := map[string]time.Time{"b": now, "d": now, "f": now, "e": now.Add(-time.Minute)}
+	fresh := now.Add(-time.Second)
+	// "e" asked too long ago: its waiters were served or gave up.
 	for self, want := range map[string]string{"a": "b", "b": "d", "c": "d", "e": "f", "f": "b", "g": "b"} {
-		if got := nextInTurn(self, ids); got != want {
+		if got := nextInTurn(self, ids, fresh); got != want {
 			t.Errorf("nextInTurn(%q) = %q, want %q", self, got, want)
 		}
+	}
+	if got := nextInTurn("a", map[string]time.Time{"b": now.Add(-time.Minute)}, fresh); got != "" {
+		t.Errorf("nextInTurn with only a stale want = %q, want none", got)
 	}
 }
 

@@ -42,10 +42,10 @@ type keyWaiters struct {
 	conn    *redis.PubSub // nil when subscribing failed
 	ready   chan struct{} // closed once the SUBSCRIBE was confirmed or failed
 	live    bool          // confirmed: notices for the key arrive
-	// wanters are the other Lockers whose waiters asked for the key: a
-	// lock held here yields to one of them when its hand-offs run out
-	// (see handoff.go).
-	wanters map[string]struct{}
+	// wanters are the other Lockers whose waiters asked for the key, and
+	// when they last did: a lock held here yields to one of them when it
+	// goes back to Redis (see handoff.go).
+	wanters map[string]time.Time
 }
 
 // waiter is one waiting Acquire.
@@ -260,9 +260,9 @@ func (n *notifier) notify(channel, next string) {
 	if strings.HasPrefix(next, "*") {
 		if id := next[1:]; id != n.self {
 			if kw.wanters == nil {
-				kw.wanters = make(map[string]struct{})
+				kw.wanters = make(map[string]time.Time)
 			}
-			kw.wanters[id] = struct{}{}
+			kw.wanters[id] = time.Now()
 		}
 		return
 	}
