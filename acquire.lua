@@ -1,9 +1,9 @@
 -- KEYS[1] lock key (also the channel of its notices), KEYS[2] fence counter
 -- of the lock's hash slot
--- ARGV[1] owner token, ARGV[2] lease in milliseconds, ARGV[3] how many fences
--- to reserve (>= 1: the Locker may hand the lock on to that many holders in
--- turn, see handoff.go), ARGV[4] the caller's Locker id, ARGV[5] '1' when the
--- caller will wait for a release if the lock is busy
+-- ARGV[1] owner token, ARGV[2] lease in milliseconds; and for an attempt
+-- of a waiting Acquire, ARGV[3] how many fences to reserve (>= 1: the
+-- Locker may hand the lock on to that many holders in turn, see
+-- handoff.go), ARGV[4] the caller's Locker id, ARGV[5] '1'
 -- Returns {first, last} reserved fence when the lock was taken, or
 -- -1 - (the holder's remaining lease in ms) when someone else holds it.
 --
@@ -39,7 +39,7 @@ end
 -- counter to the clock (plus the reserved block), and only if it was ahead,
 -- set it above that. A counter ahead of the clock reserves no block, so
 -- reservations never carry it more than a block ahead of the clock.
-local n = tonumber(ARGV[3])
+local n = tonumber(ARGV[3]) or 1
 local t = redis.call('time')
 local first = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local old = tonumber(redis.call('set', KEYS[2], string.format('%d', first + n - 1), 'get'))

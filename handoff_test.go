@@ -455,7 +455,7 @@ func TestFenceCounterAheadOfClock(t *testing.T) {
 
 	// A block of 5 reserved from there leaves the counter at its end.
 	id := newLockID(l.keys, "ahead2", newToken(), Options{TTL: time.Minute})
-	id.setAttempt(5, l.idArg, false)
+	id.setAttempt(5, l.idArg, true)
 	g, err := l.store.acquire(ctx, id)
 	if err != nil || g.first != high+2 || g.last != high+2 {
 		t.Fatalf("got fences %d-%d (%v), want %d alone: a counter ahead of the clock reserves no block", g.first, g.last, err, int64(high+2))
@@ -469,7 +469,7 @@ func TestFenceCounterAheadOfClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	id = newLockID(l.keys, "ahead3", newToken(), Options{TTL: time.Minute})
-	id.setAttempt(5, l.idArg, false)
+	id.setAttempt(5, l.idArg, true)
 	g, err = l.store.acquire(ctx, id)
 	if err != nil || g.last != g.first+4 {
 		t.Fatalf("got fences %d-%d (%v), want a block of 5", g.first, g.last, err)

@@ -1,8 +1,8 @@
 -- KEYS[1] lock key (also the channel of its release notices)
--- ARGV[1] owner token, ARGV[2] '1' to publish a release notice even when no
--- waiter marked the lock (the releasing Locker has waiters of its own);
--- optionally ARGV[3] a yield window in ms and ARGV[4] the id of the Locker
--- to yield to
+-- ARGV[1] owner token; optionally ARGV[2] '1' to publish a release notice
+-- even when no waiter marked the lock (the releasing Locker has waiters of
+-- its own), then ARGV[3] a yield window in ms and ARGV[4] the id of the
+-- Locker to yield to
 -- Returns 1 when the token held the lock and it is now gone, 0 otherwise.
 -- The notice is empty and wakes one waiter per Locker. A yielding release
 -- leaves a "y:<Locker id>" marker for the window instead of deleting the

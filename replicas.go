@@ -148,7 +148,7 @@ func (a acked) acquire(ctx context.Context, id *lockID) (grant, error) {
 	if id.fair {
 		cmd, wait = a.evalAcked(ctx, c, acquireFairScript, id.keys[:], id.token, id.argv[1], id.queueFor.Milliseconds())
 	} else {
-		cmd, wait = a.evalAcked(ctx, c, a.single.scripts.acquire, id.keys[:2], id.argv[:]...)
+		cmd, wait = a.evalAcked(ctx, c, a.single.scripts.acquire, id.keys[:2], id.argv[:id.nargs]...)
 	}
 	g, err := grantOf(cmd.Result())
 	if err != nil || g.first == 0 {

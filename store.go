@@ -80,11 +80,13 @@ type renewal struct {
 type lockID struct {
 	keys  [3]string // the lock key, its slot's fence counter, its fair queue
 	token string
-	// The arguments of acquire.lua: token, lease in ms, fences to reserve,
-	// the Locker's id, "1" when the attempt waits. setAttempt fills in the
-	// last three before each attempt.
-	argv [5]any
-	fair bool // Options.Fair: acquire through the queue, release to it
+	// The arguments of acquire.lua: token, lease in ms, and for an attempt
+	// that waits, the fences to reserve, the Locker's id and "1".
+	// setAttempt fills in the last three before each attempt, and nargs
+	// says how many are sent.
+	argv  [5]any
+	nargs int
+	fair  bool // Options.Fair: acquire through the queue, release to it
 
 	// queueFor is how long a fair waiter asks to stay queued; set until
 	// Redis has confirmed it queued the waiter, 0 otherwise.
@@ -95,19 +97,19 @@ func newLockID(ks keyspace, key, token string, o Options) *lockID {
 	id := &lockID{token: token, fair: o.Fair}
 	id.keys[0], id.keys[1], id.keys[2] = ks.lockKeys(key)
 	id.argv[0], id.argv[1] = token, o.TTL.Milliseconds()
-	id.argv[2], id.argv[4] = int64(1), ""
+	id.nargs = 2
 	return id
 }
 
 // setAttempt sets the per-attempt arguments of acquire.lua: how many
-// fences to reserve, the Locker's id (boxed once per Locker), and whether
-// the caller waits when the lock is busy.
+// fences to reserve and the Locker's id (boxed once per Locker) for an
+// attempt that waits when the lock is busy; a single attempt sends
+// neither.
 func (id *lockID) setAttempt(reserve int64, locker any, waits bool) {
-	id.argv[2], id.argv[3] = reserve, locker
+	id.nargs = 2
 	if waits {
-		id.argv[4] = "1"
-	} else {
-		id.argv[4] = ""
+		id.argv[2], id.argv[3], id.argv[4] = reserve, locker, "1"
+		id.nargs = 5
 	}
 }
 
@@ -133,7 +135,7 @@ func (s single) acquire(ctx context.Context, id *lockID) (grant, error) {
 	if id.fair {
 		return grantOf(acquireFairScript.Run(ctx, s.client, id.keys[:], id.token, id.argv[1], id.queueFor.Milliseconds()).Result())
 	}
-	return grantOf(s.scripts.acquire.Run(ctx, s.client, id.keys[:2], id.argv[:]...).Result())
+	return grantOf(s.scripts.acquire.Run(ctx, s.client, id.keys[:2], id.argv[:id.nargs]...).Result())
 }
 
 func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, error) {
@@ -149,9 +151,11 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 	case id.fair:
 		n, err = s.scripts.releaseFair.Run(ctx, s.client, id.keys[:], id.argv[:1]...).Int64()
 	case g.window >= time.Millisecond:
-		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.token, notify, g.window.Milliseconds(), g.yieldTo).Int64()
-	default:
-		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.token, notify).Int64()
+		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.argv[0], notify, g.window.Milliseconds(), g.yieldTo).Int64()
+	case g.notify:
+		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.argv[0], notify).Int64()
+	default: // the token alone: publish only if a waiter marked the lock
+		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.argv[:1]...).Int64()
 	}
 	return n == 1, err
 }
