@@ -85,3 +85,45 @@ func ExampleRetryAfter() {
 	}
 	// Output: busy; retry in about 30s
 }
+
+// Waiters of one Locker are served in arrival order, and a release hands
+// the lock straight to the next of them: no Redis round trip, and the next
+// fence.
+func ExampleLock_Release_handOff() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	locker := padlock.New(rdb)
+	defer locker.Close()
+	ctx := context.Background()
+
+	first, err := locker.Acquire(ctx, "report", padlock.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	next := make(chan *padlock.Lock)
+	go func() {
+		lk, err := locker.Acquire(ctx, "report", padlock.Options{Wait: 10 * time.Second})
+		if err != nil {
+			fmt.Println(err)
+		}
+		next <- lk
+	}()
+	time.Sleep(100 * time.Millisecond) // let it queue; then a second one behind it
+	go func() {
+		lk, err := locker.Acquire(ctx, "report", padlock.Options{Wait: 10 * time.Second})
+		if err != nil {
+			fmt.Println(err)
+		}
+		next <- lk
+	}()
+	time.Sleep(100 * time.Millisecond)
+
+	first.Release(ctx) // back to Redis: no fences were reserved for waiters
+	second := <-next
+	second.Release(ctx) // handed on: one fence was reserved for the waiter behind
+	third := <-next
+	defer third.Release(ctx)
+	fmt.Println("third holder's fence follows the second's:", third.Fence() == second.Fence()+1)
+	// Output: third holder's fence follows the second's: true
+}
