@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 )
@@ -18,7 +19,8 @@ import (
 // ("id" and "ID") is an error matching ErrAmbiguousPart, because the handler
 // might bind the other one.
 //
-// Strings are used as they are, true and false as such, and numbers exactly,
+// Strings are used as encoding/json decodes them (so as the handler sees
+// them: invalid UTF-8 becomes U+FFFD), true and false as such, and numbers exactly,
 // never through float64, in one canonical form so that equal numbers give
 // equal keys: 12345678901234567891 stays so, 1e3 and 1000.0 become 1000, 0.50
 // becomes 0.5, and a number beyond 100 digits is written with an exponent.
@@ -204,8 +206,10 @@ func skipValue(b []byte, i int) int {
 	return i
 }
 
+// unquote decodes a JSON string as encoding/json does, and so as the
+// handler will see it: escapes resolved, invalid UTF-8 replaced with U+FFFD.
 func unquote(v []byte) (string, error) {
-	if bytes.IndexByte(v, '\\') < 0 {
+	if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
 		return string(v[1 : len(v)-1]), nil
 	}
 	var s string

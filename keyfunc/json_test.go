@@ -25,6 +25,8 @@ func TestJSON(t *testing.T) {
 	}{
 		{name: "string", path: "id", body: `{"id":"A-1"}`, want: "A-1"},
 		{name: "string escapes", path: "id", body: `{"id":"a:b\u007b"}`, want: "a%3Ab%7B"},
+		// As encoding/json decodes it for the handler: U+FFFD, escaped.
+		{name: "invalid UTF-8", path: "id", body: "{\"id\":\"a\xa8\"}", want: keyfunc.Escape("a\ufffd")},
 		{name: "nested", path: "order.id", body: `{"x":[1,{"id":9}],"order":{"note":"}\"{","id":"o7"}}`, want: "o7"},
 		{name: "array index", path: "items.1.sku", body: `{"items":[{"sku":"a"},{"sku":"b"}]}`, want: "b"},
 		{name: "array index out of range", path: "items.2.sku", body: `{"items":[{"sku":"a"}]}`, wantErr: keyfunc.ErrMissingPart},
