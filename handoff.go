@@ -59,6 +59,11 @@ type giveBack struct {
 // for one.
 func (l *Locker) handOff(lk *Lock) (handed bool, g giveBack) {
 	n := l.notifier
+	if n.waited.Load() == 0 {
+		// Nobody waits here. A waiter that joins now tried the key first
+		// and marked it, so the release still tells it.
+		return false, g
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	kw := n.keys[lk.id.lockKey()]

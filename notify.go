@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,6 +31,9 @@ type notifier struct {
 	mu     sync.Mutex
 	keys   map[string]*keyWaiters // by channel (= lock key)
 	closed bool
+	// waited counts the entries of keys, so that a release with nobody
+	// waiting in this Locker skips the lock (handOff).
+	waited atomic.Int32
 
 	connMu sync.Mutex // guards conns; held while a subscription is made
 	conns  map[string]*redis.PubSub
@@ -119,6 +123,7 @@ func (n *notifier) join(ctx context.Context, channel string, a *acquisition) (w 
 	if fresh {
 		kw = &keyWaiters{ready: make(chan struct{})}
 		n.keys[channel] = kw
+		n.waited.Add(1)
 	}
 	kw.waiters = append(kw.waiters, w)
 	w.kw = kw
@@ -308,6 +313,7 @@ func (n *notifier) leave(channel string, w *waiter, acquired bool) {
 		return
 	}
 	delete(n.keys, channel)
+	n.waited.Add(-1)
 	conn := kw.conn
 	n.mu.Unlock()
 	if conn == nil {
