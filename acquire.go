@@ -43,14 +43,18 @@ func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, err
 	if err := l.cfg.checkLease("Options.TTL", o.TTL); err != nil {
 		return nil, err
 	}
-	a := &acquisition{l: l, key: key, o: o, id: newLockID(l.keys, key, newToken(), o)}
+	id := newLockID(l.keys, key, newToken(), o)
 	if o.Wait == 0 {
+		// One attempt: this acquisition does not outlive the call (a
+		// waiting one is shared with the notifier), so it need not be
+		// allocated.
+		a := acquisition{l: l, key: key, o: o, id: id}
 		if lk, err := a.try(ctx); lk != nil || err != nil {
 			return lk, err
 		}
 		return nil, a.failure(ctx)
 	}
-	a.deadline = time.Now().Add(o.Wait)
+	a := &acquisition{l: l, key: key, o: o, id: id, deadline: time.Now().Add(o.Wait)}
 	return a.wait(ctx)
 }
 

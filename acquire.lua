@@ -4,7 +4,8 @@
 -- of a waiting Acquire, ARGV[3] how many fences to reserve (>= 1: the
 -- Locker may hand the lock on to that many holders in turn, see
 -- handoff.go), ARGV[4] the caller's Locker id, ARGV[5] '1'
--- Returns {first, last} reserved fence when the lock was taken, or
+-- Returns the fence when the lock was taken with one, {first, last}
+-- reserved fence when with more, or
 -- -1 - (the holder's remaining lease in ms) when someone else holds it.
 --
 -- The lock's value is its owner token, with '*' appended once a waiter that
@@ -42,9 +43,17 @@ end
 local n = tonumber(ARGV[3]) or 1
 local t = redis.call('time')
 local first = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local old = tonumber(redis.call('set', KEYS[2], string.format('%d', first + n - 1), 'get'))
+local last
+if n == 1 then
+  -- The clock in µs as digits, without formatting a number.
+  last = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+else
+  last = string.format('%d', first + n - 1)
+end
+local old = tonumber(redis.call('set', KEYS[2], last, 'get'))
 if old and old >= first then
   first, n = old + 1, 1
   redis.call('set', KEYS[2], string.format('%d', first))
 end
+if n == 1 then return first end
 return {first, first + n - 1}

@@ -96,10 +96,16 @@ type lockID struct {
 func newLockID(ks keyspace, key, token string, o Options) *lockID {
 	id := &lockID{token: token, fair: o.Fair}
 	id.keys[0], id.keys[1], id.keys[2] = ks.lockKeys(key)
-	id.argv[0], id.argv[1] = token, o.TTL.Milliseconds()
+	id.argv[0], id.argv[1] = token, defaultLeaseArg
+	if o.TTL != DefaultTTL {
+		id.argv[1] = o.TTL.Milliseconds()
+	}
 	id.nargs = 2
 	return id
 }
+
+// defaultLeaseArg is DefaultTTL in ms, boxed once: most locks have it.
+var defaultLeaseArg any = DefaultTTL.Milliseconds()
 
 // setAttempt sets the per-attempt arguments of acquire.lua: how many
 // fences to reserve and the Locker's id (boxed once per Locker) for an
