@@ -3,6 +3,7 @@ package padlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,25 +49,29 @@ type handed struct {
 // waitParked waits until n waiters for key are asleep.
 func waitParked(t *testing.T, l *Locker, key string, n int) {
 	t.Helper()
-	channel, _, _ := l.keys.lockKeys(key)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		l.notifier.mu.Lock()
+	awaitWaiters(t, l, key, fmt.Sprintf("%d waiters asleep", n), func(kw *keyWaiters) bool {
 		parked := 0
-		if kw := l.notifier.keys[channel]; kw != nil {
+		if kw != nil {
 			for _, w := range kw.waiters {
 				if w.parked {
 					parked++
 				}
 			}
 		}
-		l.notifier.mu.Unlock()
-		if parked == n {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
+		return parked == n
+	})
+}
+
+// holderWithWaiter takes key on l as a waiting holder with fences reserved
+// for waiters behind it, and queues one waiter with options o behind it.
+func holderWithWaiter(t *testing.T, l *Locker, key string, o Options) (*Lock, <-chan handed) {
+	t.Helper()
+	holder, err := l.Acquire(context.Background(), key, Options{Wait: time.Second})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("%d waiters for %q never fell asleep", n, key)
+	holder.fenceEnd = holder.fence + 5 // as if waiters had queued behind it
+	return holder, queueWaiters(t, l, key, 1, o)
 }
 
 // TestHandOffWithinLocker releases a lock that waiters of the same Locker
@@ -194,13 +199,7 @@ func TestHandOffOnlyToLikeWaiters(t *testing.T) {
 	} {
 		l := startLocker(t)
 		ctx := context.Background()
-		holder, err := l.Acquire(ctx, "like", Options{Wait: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Reserve fences as a waiting holder with someone behind it would.
-		holder.fenceEnd = holder.fence + 5
-		got := queueWaiters(t, l, "like", 1, o)
+		holder, got := holderWithWaiter(t, l, "like", o)
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -239,19 +238,10 @@ func TestYieldToAnotherLocker(t *testing.T) {
 	local := queueWaiters(t, a, key, 1, Options{Wait: 30 * time.Second})
 	remote := queueWaiters(t, b, key, 1, Options{Wait: 30 * time.Second})
 	// b's waiter found the key busy and said so: a hears it.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		a.notifier.mu.Lock()
-		_, wanted := a.notifier.keys[channel].wanters[b.id]
-		a.notifier.mu.Unlock()
-		if wanted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the other Locker's want notice never arrived")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	awaitWaiters(t, a, key, "the other Locker's want notice", func(kw *keyWaiters) bool {
+		_, wanted := kw.wanters[b.id]
+		return wanted
+	})
 
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -354,7 +344,6 @@ func TestYieldTakesTurns(t *testing.T) {
 	holderL, p, q := lockers[0], lockers[1], lockers[2]
 	ctx := context.Background()
 	const key = "turns"
-	channel, _, _ := holderL.keys.lockKeys(key)
 
 	holder, err := holderL.Acquire(ctx, key, Options{})
 	if err != nil {
@@ -363,19 +352,9 @@ func TestYieldTakesTurns(t *testing.T) {
 	local := queueWaiters(t, holderL, key, 1, Options{Wait: 30 * time.Second})
 	fromP := queueWaiters(t, p, key, 1, Options{Wait: 30 * time.Second})
 	fromQ := queueWaiters(t, q, key, 1, Options{Wait: 30 * time.Second})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		holderL.notifier.mu.Lock()
-		n := len(holderL.notifier.keys[channel].wanters)
-		holderL.notifier.mu.Unlock()
-		if n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the want notices never arrived")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	awaitWaiters(t, holderL, key, "both want notices", func(kw *keyWaiters) bool {
+		return len(kw.wanters) == 2
+	})
 	now := time.Now()
 	want := nextInTurn(holderL.id, map[string]time.Time{p.id: now, q.id: now}, time.Time{})
 
@@ -585,12 +564,7 @@ func TestHandOffNotForLostLock(t *testing.T) {
 	l := New(rdb)
 	defer l.Close()
 	ctx := context.Background()
-	holder, err := l.Acquire(ctx, "gone", Options{Wait: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	holder.fenceEnd = holder.fence + 5 // as if waiters had queued behind it
-	got := queueWaiters(t, l, "gone", 1, Options{Wait: 30 * time.Second})
+	holder, got := holderWithWaiter(t, l, "gone", Options{Wait: 30 * time.Second})
 	lockKey, _, _ := l.keys.lockKeys("gone")
 	if err := rdb.Del(ctx, lockKey).Err(); err != nil {
 		t.Fatal(err)
@@ -617,12 +591,7 @@ func TestHandOffNotForLostLock(t *testing.T) {
 func TestExtendFollowsHandOff(t *testing.T) {
 	l := startLocker(t)
 	ctx := context.Background()
-	holder, err := l.Acquire(ctx, "late-extend", Options{Wait: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	holder.fenceEnd = holder.fence + 5
-	got := queueWaiters(t, l, "late-extend", 1, Options{Wait: 30 * time.Second})
+	holder, got := holderWithWaiter(t, l, "late-extend", Options{Wait: 30 * time.Second})
 	sent := time.Now()
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package padlock
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,26 +13,30 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// waitForWaiters waits until n local waiters queue for key.
-func waitForWaiters(t *testing.T, l *Locker, key string, n int) {
+// awaitWaiters waits until cond holds for l's local waiters on key (nil
+// when none wait), checked under the notifier's lock; what names the
+// condition in the failure.
+func awaitWaiters(t *testing.T, l *Locker, key, what string, cond func(kw *keyWaiters) bool) {
 	t.Helper()
 	channel, _, _ := l.keys.lockKeys(key)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 		l.notifier.mu.Lock()
-		kw := l.notifier.keys[channel]
-		got := 0
-		if kw != nil {
-			got = len(kw.waiters)
-		}
-		live := kw != nil && kw.live
+		ok := cond(l.notifier.keys[channel])
 		l.notifier.mu.Unlock()
-		if got == n && live {
+		if ok {
 			return
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("%d waiters with a live subscription never queued for %q", n, key)
+	t.Fatalf("%s: never happened for %q", what, key)
+}
+
+// waitForWaiters waits until n local waiters queue for key, with a live
+// subscription.
+func waitForWaiters(t *testing.T, l *Locker, key string, n int) {
+	t.Helper()
+	awaitWaiters(t, l, key, fmt.Sprintf("%d waiters with a live subscription", n), func(kw *keyWaiters) bool {
+		return kw != nil && len(kw.waiters) == n && kw.live
+	})
 }
 
 // TestReleaseWakesOneWaiter queues many waiters in one Locker and checks
