@@ -91,7 +91,7 @@ func (a *acquisition) try(ctx context.Context) (*Lock, error) {
 		a.id.queueFor = max(time.Until(a.deadline), time.Millisecond)
 	}
 	reserve, waits := int64(1), !a.deadline.IsZero()
-	if waits {
+	if waits && !a.o.Fair { // fair locks are never handed on
 		reserve = a.l.notifier.reserve(a.id.lockKey(), a.w)
 	}
 	a.id.setAttempt(reserve, a.l.idArg, waits)

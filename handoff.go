@@ -21,11 +21,10 @@ import "time"
 // Other Lockers are not shut out. A waiter whose attempt finds the key busy
 // publishes a "want" notice naming its Locker; the holder's Locker hears it
 // (it listens on the key's channel while it has waiters) and, when the
-// block runs out, releases by yielding: instead of deleting the key it
+// lock goes back to Redis (its block used up, or the next local waiter
+// unable to take it), releases by yielding: instead of deleting the key it
 // leaves a marker for yieldWindow that only the waiters of one wanting
-// Locker may replace with their lock (acquire.lua). (It yields too when
-// the lock goes back to Redis early, because the next waiter could not
-// take it.) It picks the Locker
+// Locker may replace with their lock (acquire.lua). It picks the Locker
 // whose id follows its own, in the circular order of the ids, so with
 // several processes competing each serves the waiters it had queued, then
 // the next process has its turn, round robin. If the chosen Locker's
@@ -74,7 +73,7 @@ func (l *Locker) handOff(lk *Lock) (handed bool, g giveBack) {
 	if l.cfg.redlock || lk.id.fair || !lk.renew {
 		return false, g
 	}
-	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.fair && !w.a.o.NoRenew && lk.Err() == nil {
+	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.a.o.Fair && !w.a.o.NoRenew && lk.Err() == nil {
 		next := l.watchdog.handOver(lk, w.a.o.TTL, func() *Lock {
 			return &Lock{locker: l, key: w.a.key, id: lk.id, fence: lk.fence + 1, fenceEnd: lk.fenceEnd, renew: true}
 		})

@@ -13,10 +13,10 @@ import (
 // notifier delivers release notices to a Locker's waiters, so they wake
 // when a key frees instead of polling. A release that someone waits for
 // publishes on the lock key's channel (sharded pub/sub on Cluster), as does
-// a waiter that wants a key another Locker holds (handoff.go); the
-// notifier holds one
-// subscription per Locker (one per node on Cluster) and subscribes to a
-// key's channel while some local Acquire waits for that key.
+// a waiter that wants a key another Locker holds (handoff.go); the notifier
+// holds one subscription per Locker (one per node on Cluster) and
+// subscribes to a key's channel while some local Acquire waits for that
+// key.
 //
 // One notice wakes one waiter, never a herd: the longest-waiting local
 // waiter for the key, or, when the notice names the token of the next fair
@@ -54,11 +54,9 @@ type keyWaiters struct {
 
 // waiter is one waiting Acquire.
 type waiter struct {
-	token string
-	fair  bool
-	wake  chan struct{} // capacity 1: a wake-up is never lost, never doubled
-	kw    *keyWaiters
-	a     *acquisition // what a lock handed to the waiter is made for
+	a    *acquisition  // its token, options and key
+	wake chan struct{} // capacity 1: a wake-up is never lost, never doubled
+	kw   *keyWaiters
 
 	// Guarded by notifier.mu.
 	parked bool  // asleep until woken: a lock may be handed to it
@@ -110,7 +108,7 @@ func (n *notifier) live(w *waiter) bool {
 // waits for it yet. It returns the waiter and whether it is first in line.
 // A failed SUBSCRIBE is not an error: the waiter polls instead.
 func (n *notifier) join(ctx context.Context, channel string, a *acquisition) (w *waiter, first bool) {
-	w = &waiter{token: a.id.token, fair: a.o.Fair, a: a, wake: make(chan struct{}, 1)}
+	w = &waiter{a: a, wake: make(chan struct{}, 1)}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -273,7 +271,7 @@ func (n *notifier) notify(channel, next string) {
 	}
 	if next != "" {
 		for _, w := range kw.waiters {
-			if w.token == next {
+			if w.a.id.token == next {
 				w.signal()
 				return
 			}
@@ -282,7 +280,7 @@ func (n *notifier) notify(channel, next string) {
 		// waiters still get their chance.
 	}
 	for _, w := range kw.waiters {
-		if !w.fair {
+		if !w.a.o.Fair {
 			w.signal()
 			return
 		}
