@@ -38,10 +38,10 @@ var (
 )
 
 // publishingScripts are the scripts that send notices (a release, or a
-// waiter that wants the lock). They come in
-// two flavours: PUBLISH for a node or Sentinel deployment, and SPUBLISH for
-// Cluster, where a sharded notice goes only to the shard that owns the
-// lock's slot instead of to every node.
+// waiter that wants the lock). They come in two flavours: PUBLISH for a
+// node or Sentinel deployment, and SPUBLISH for Cluster, where a sharded
+// notice goes only to the shard that owns the lock's slot instead of to
+// every node.
 type publishingScripts struct {
 	acquire, release, releaseFair, leaveFair *redis.Script
 }
