@@ -44,18 +44,47 @@ const (
 // safe release can be.
 var floorRelease = redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
 
+// floorFencedAcquire takes the key and a fence the way padlock's acquire
+// script does when nobody waits: SET NX PX, then a fence from a counter
+// that never goes below the server clock in µs (TIME, SET ... GET). It
+// returns the fence, or 0 when the key is busy.
+var floorFencedAcquire = redis.NewScript(`
+if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then return 0 end
+local t = redis.call('time')
+local now = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+local fence = tonumber(now)
+local old = tonumber(redis.call('set', KEYS[2], now, 'get'))
+if old and old >= fence then
+  fence = old + 1
+  redis.call('set', KEYS[2], string.format('%d', fence))
+end
+return fence`)
+
 // floor is the least a safe lock cycle costs with go-redis: SET NX PX to
 // take the key, one EVALSHA to delete it if it is still ours. No waiting,
-// renewal, fencing or notices.
+// renewal, fencing or notices. With fenced set, the key is taken by
+// floorFencedAcquire instead: the least a cycle with a fence costs, which
+// is what padlock's uncontended cycle does in Redis.
 type floor struct {
 	clients []*redis.Client
 	ttl     time.Duration
+	fenced  bool
 }
 
 func (f *floor) acquire(ctx context.Context, w int, key string) (releaseFunc, error) {
 	c := f.clients[w%len(f.clients)]
 	token := fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
-	ok, err := c.SetNX(ctx, key, token, f.ttl).Result()
+	var (
+		ok  bool
+		err error
+	)
+	if f.fenced {
+		var fence int64
+		fence, err = floorFencedAcquire.Run(ctx, c, []string{key, "fence:{" + key + "}"}, token, f.ttl.Milliseconds()).Int64()
+		ok = fence > 0
+	} else {
+		ok, err = c.SetNX(ctx, key, token, f.ttl).Result()
+	}
 	if err != nil {
 		return nil, err
 	}

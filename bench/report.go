@@ -56,8 +56,11 @@ func annotate(rs []result) {
 		}
 		switch r.Scenario {
 		case scUncontended:
-			if f, ok := findOn(rs, r.Variant, scUncontended, libFloor, ""); ok && f.OpsPerSec > 0 && r.Library != libFloor {
+			if f, ok := findOn(rs, r.Variant, scUncontended, libFloor, "SET NX PX"); ok && f.OpsPerSec > 0 && r.Setup != f.Setup {
 				r.Extra = append(r.Extra, fmt.Sprintf("%.2fx floor", r.OpsPerSec/f.OpsPerSec))
+			}
+			if f, ok := findOn(rs, r.Variant, scUncontended, libFloor, fencedFloorSetup); ok && f.OpsPerSec > 0 && r.Library == libPadlock {
+				r.Extra = append(r.Extra, fmt.Sprintf("%.2fx fenced floor", r.OpsPerSec/f.OpsPerSec))
 			}
 		case scContended:
 			if r.FIFOBound > 0 {

@@ -121,6 +121,9 @@ func oneNodeEach(clients []*redis.Client) [][]redis.UniversalClient {
 
 const peerTTL = 30 * time.Second // redislock needs one; padlock's default
 
+// fencedFloorSetup names the floor row whose acquire also takes a fence.
+const fencedFloorSetup = "fenced: EVALSHA SET NX PX + fence (TIME, SET GET) + EVALSHA compare-and-delete"
+
 // keep drops the rows of libraries the flags leave out.
 func keep(cfg *config, cs []rowSpec) []rowSpec {
 	var out []rowSpec
@@ -136,6 +139,9 @@ func uncontendedCases(cfg *config) []rowSpec {
 	cs := []rowSpec{
 		{libFloor, "SET NX PX + EVALSHA compare-and-delete", false, 1, func(cl []*redis.Client) contender {
 			return &floor{clients: cl, ttl: peerTTL}
+		}},
+		{libFloor, fencedFloorSetup, false, 1, func(cl []*redis.Client) contender {
+			return &floor{clients: cl, ttl: peerTTL, fenced: true}
 		}},
 		{libPadlock, "New, zero Options (30s lease, renewed)", false, 1, func(cl []*redis.Client) contender {
 			return &padlockLib{lockers: newLockers(cl)}
