@@ -86,13 +86,17 @@ func (g *guard) acquire(ctx context.Context, key string) (*padlock.Lock, *Proble
 	return nil, newProblem(http.StatusInternalServerError, "the lock could not be taken", err)
 }
 
-// release lets lk go on a context detached from the request, so that a
+// release lets lk go on a context detached from the request r, so that a
 // request cancelled by its client still releases, bounded by the release
-// timeout.
-func (g *guard) release(reqCtx context.Context, lk *padlock.Lock) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), g.releaseTimeout)
+// timeout. A failure goes to WithReleaseError's func, and is returned.
+func (g *guard) release(r *http.Request, lk *padlock.Lock) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), g.releaseTimeout)
 	defer cancel()
-	return lk.Release(ctx)
+	err := lk.Release(ctx)
+	if err != nil && g.releaseError != nil {
+		g.releaseError(r, err)
+	}
+	return err
 }
 
 // refuse writes p for r.

@@ -82,3 +82,35 @@ func ExampleLockHTTP() {
 	// Output:
 	// paying 42 holding POST /orders/<id>/pay:42
 }
+
+// A lock lost while the handler ran (here its key is deleted behind its
+// back) shows when the middleware releases it, after the response: log it
+// with WithReleaseError. The handler's context was cancelled at the loss.
+func ExampleWithReleaseError() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	locker := padlock.New(rdb)
+	defer locker.Close()
+
+	logLost := middleware.WithReleaseError(func(r *http.Request, err error) {
+		fmt.Printf("%s %s: %v\n", r.Method, r.URL.Path, err)
+	})
+	mux := http.NewServeMux()
+	mux.Handle("POST /jobs/{id}", middleware.LockHTTP(locker, keyfunc.PathValue("id"), logLost)(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mr.Del("padlock:{POST /jobs/<id>:7}") // the lock's key in Redis
+			w.WriteHeader(http.StatusAccepted)
+		})))
+
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, httptest.NewRequest("POST", "/jobs/7", nil))
+	fmt.Println(w.Code)
+	// Output:
+	// POST /jobs/7: padlock: lock not held
+	// 202
+}

@@ -46,7 +46,7 @@ func LockHTTP(l *padlock.Locker, key keyfunc.RequestFunc, opts ...Option) func(h
 				g.refuse(w, r, p)
 				return
 			}
-			defer func() { _ = g.release(r.Context(), lk) }()
+			defer func() { _ = g.release(r, lk) }()
 			next.ServeHTTP(w, r.WithContext(lk.Context(r.Context())))
 		})
 	}

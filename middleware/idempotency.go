@@ -156,7 +156,8 @@ func (m *idempotency) serve(c *gin.Context) {
 	}
 	scope := m.g.lockKey(c.FullPath(), caller+keyfunc.Sep+keyfunc.Escape(key))
 	recKey := m.cfg.prefix + scope
-	ctx := c.Request.Context()
+	req := c.Request
+	ctx := req.Context()
 
 	// The replay path: one GET.
 	if m.answered(c, ctx, recKey, fp) {
@@ -174,7 +175,7 @@ func (m *idempotency) serve(c *gin.Context) {
 		return
 	}
 	defer func() {
-		if err := m.g.release(ctx, lk); err != nil {
+		if err := m.g.release(req, lk); err != nil {
 			_ = c.Error(err)
 		}
 	}()

@@ -49,7 +49,7 @@ func Lock(l *padlock.Locker, key keyfunc.Func, opts ...Option) gin.HandlerFunc {
 				// not a context cancelled by the release.
 				c.Request = req
 			}
-			if err := g.release(req.Context(), lk); err != nil {
+			if err := g.release(req, lk); err != nil {
 				_ = c.Error(err)
 			}
 		}()

@@ -455,6 +455,7 @@ func TestOptionsPanic(t *testing.T) {
 		{"responder", func() { middleware.Lock(l, key, middleware.WithResponder(nil)) }, "middleware: Lock: WithResponder: nil Responder"},
 		{"release timeout", func() { middleware.Lock(l, key, middleware.WithReleaseTimeout(0)) }, "middleware: Lock: WithReleaseTimeout: 0s, want > 0"},
 		{"skip", func() { middleware.Lock(l, key, middleware.WithSkip(nil)) }, "middleware: Lock: WithSkip: nil func"},
+		{"release error", func() { middleware.Lock(l, key, middleware.WithReleaseError(nil)) }, "middleware: Lock: WithReleaseError: nil func"},
 		{"skip request", func() { middleware.Lock(l, key, middleware.WithSkipRequest(nil)) }, "middleware: Lock: WithSkipRequest: nil func"},
 		{"LockHTTP with WithSkip", func() {
 			middleware.LockHTTP(l, keyfunc.PathValue("id"), middleware.WithSkip(func(*gin.Context) bool { return false }))

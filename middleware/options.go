@@ -27,7 +27,8 @@ type config struct {
 	skip           func(*gin.Context) bool
 	skipRequest    func(*http.Request) bool
 	releaseTimeout time.Duration
-	errs           []string // problems options found in their own arguments
+	releaseError   func(r *http.Request, err error) // nil: none
+	errs           []string                         // problems options found in their own arguments
 }
 
 func (c *config) invalid(msg string) { c.errs = append(c.errs, msg) }
@@ -95,6 +96,23 @@ func WithSkipRequest(fn func(r *http.Request) bool) Option {
 // with its lease. It must be positive. Default: DefaultReleaseTimeout (5s).
 func WithReleaseTimeout(d time.Duration) Option {
 	return func(c *config) { c.releaseTimeout = d }
+}
+
+// WithReleaseError sets a function that is told when the Release after the
+// handler fails: padlock.ErrNotHeld when the lock was lost while the handler
+// ran (its context was cancelled then, too), or a padlock.ErrUnavailable
+// error when Redis did not answer (the lock then expires with its lease). r
+// is the request that held the lock. Use it to log or count such requests:
+// by then the response has been written, so the client cannot be told.
+// Lock also adds the error to the Gin context (c.Error) either way. A nil fn
+// panics at construction. Default: none (LockHTTP drops the error).
+func WithReleaseError(fn func(r *http.Request, err error)) Option {
+	return func(c *config) {
+		if fn == nil {
+			c.invalid("WithReleaseError: nil func")
+		}
+		c.releaseError = fn
+	}
 }
 
 // newConfig applies opts and validates the result, panicking with a message
