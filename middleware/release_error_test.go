@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/padlockgo/padlock/keyfunc"
 	"github.com/padlockgo/padlock/middleware"
 )
@@ -33,19 +35,37 @@ func (re *releaseErrors) check(t *testing.T, path string) {
 	}
 }
 
-// deleteLockKeys takes the locks whose keys contain part away behind their
-// holders' backs.
-func deleteLockKeys(t *testing.T, keys []string, del func(string), part string) {
-	t.Helper()
+// loser takes locks away behind their holders' backs while armed: it
+// deletes the keys that contain part.
+type loser struct {
+	t     *testing.T
+	srv   *redistest.Server
+	rdb   *redis.Client
+	part  string
+	armed bool
+}
+
+func (ls *loser) maybeLose() {
+	if !ls.armed {
+		return
+	}
 	n := 0
-	for _, k := range keys {
-		if strings.Contains(k, part) && !strings.Contains(k, "fence") {
-			del(k)
+	for _, k := range ls.srv.Keys(ls.t) {
+		if strings.Contains(k, ls.part) {
+			ls.rdb.Del(context.Background(), k)
 			n++
 		}
 	}
 	if n == 0 {
-		t.Fatalf("no lock key contains %q among %v", part, keys)
+		ls.t.Errorf("no lock key contains %q", ls.part)
+	}
+}
+
+// serveOK serves a POST to target and wants 200.
+func serveOK(t *testing.T, h http.Handler, target string) {
+	t.Helper()
+	if w := serve(h, "POST", target, ""); w.Code != http.StatusOK {
+		t.Fatalf("POST %s: got status %d, want 200", target, w.Code)
 	}
 }
 
@@ -63,25 +83,19 @@ func TestLockReleaseError(t *testing.T) {
 			ginErrs = append(ginErrs, e.Err)
 		}
 	})
-	lose := true
+	ls := &loser{t: t, srv: srv, rdb: rdb, part: "{/orders/", armed: true}
 	r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id"), middleware.WithReleaseError(reports.record)), func(c *gin.Context) {
-		if lose {
-			deleteLockKeys(t, srv.Keys(t), func(k string) { rdb.Del(context.Background(), k) }, "{/orders/")
-		}
+		ls.maybeLose()
 		c.Status(http.StatusOK)
 	})
-	if w := serve(r, "POST", "/orders/1", ""); w.Code != http.StatusOK {
-		t.Fatalf("got status %d, want 200", w.Code)
-	}
+	serveOK(t, r, "/orders/1")
 	reports.check(t, "/orders/1")
 	if len(ginErrs) != 1 || !errors.Is(ginErrs[0], padlock.ErrNotHeld) {
 		t.Fatalf("got gin errors %v, want one matching ErrNotHeld", ginErrs)
 	}
 
-	lose = false
-	if w := serve(r, "POST", "/orders/2", ""); w.Code != http.StatusOK {
-		t.Fatalf("got status %d, want 200", w.Code)
-	}
+	ls.armed = false
+	serveOK(t, r, "/orders/2")
 	if len(reports.errs) != 1 || len(ginErrs) != 1 {
 		t.Fatalf("a clean release was reported: %v, gin errors %v", reports.errs, ginErrs)
 	}
@@ -93,22 +107,16 @@ func TestLockHTTPReleaseError(t *testing.T) {
 	l, srv, rdb := newLocker(t)
 	var reports releaseErrors
 	mw := middleware.LockHTTP(l, keyfunc.RequestQuery("id"), middleware.WithNamespace("jobs"), middleware.WithReleaseError(reports.record))
-	lose := true
+	ls := &loser{t: t, srv: srv, rdb: rdb, part: "{jobs", armed: true}
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if lose {
-			deleteLockKeys(t, srv.Keys(t), func(k string) { rdb.Del(context.Background(), k) }, "{jobs")
-		}
+		ls.maybeLose()
 		w.WriteHeader(http.StatusOK)
 	}))
-	if w := serve(h, "POST", "/run?id=1", ""); w.Code != http.StatusOK {
-		t.Fatalf("got status %d, want 200", w.Code)
-	}
+	serveOK(t, h, "/run?id=1")
 	reports.check(t, "/run")
 
-	lose = false
-	if w := serve(h, "POST", "/run?id=2", ""); w.Code != http.StatusOK {
-		t.Fatalf("got status %d, want 200", w.Code)
-	}
+	ls.armed = false
+	serveOK(t, h, "/run?id=2")
 	if len(reports.errs) != 1 {
 		t.Fatalf("a clean release was reported: %v", reports.errs)
 	}
