@@ -84,8 +84,8 @@ func ExampleLockHTTP() {
 }
 
 // A lock lost while the handler ran (here its key is deleted behind its
-// back) shows when the middleware releases it, after the response: log it
-// with WithReleaseError. The handler's context was cancelled at the loss.
+// back) shows at the latest when the middleware releases it, after the
+// handler returned: log such requests with WithReleaseError.
 func ExampleWithReleaseError() {
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {

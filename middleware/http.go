@@ -15,7 +15,8 @@ import (
 // wraps the whole mux; other routers should set WithNamespace.
 //
 // next sees the lock through r.Context() (cancelled if the lock is lost) and
-// padlock.FromContext. The lock is released when next returns or panics.
+// padlock.FromContext. The lock is released when next returns or panics; a
+// release error goes to WithReleaseError's func, and is dropped without one.
 //
 // LockHTTP panics if l or key is nil or an option is invalid, including
 // WithSkip, which needs a *gin.Context (use WithSkipRequest).

@@ -16,7 +16,7 @@ import (
 // The handler sees the lock through c.Request.Context() (cancelled if the
 // lock is lost; see padlock.Lock.Context) and LockFrom. The lock is released
 // when the chain returns or panics; a release error (the lock was lost, Redis
-// is down) is added to c.Errors.
+// is down) is added to c.Errors and told to WithReleaseError's func.
 //
 // Lock panics if l or key is nil or an option is invalid.
 func Lock(l *padlock.Locker, key keyfunc.Func, opts ...Option) gin.HandlerFunc {

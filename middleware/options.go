@@ -99,13 +99,18 @@ func WithReleaseTimeout(d time.Duration) Option {
 }
 
 // WithReleaseError sets a function that is told when the Release after the
-// handler fails: padlock.ErrNotHeld when the lock was lost while the handler
-// ran (its context was cancelled then, too), or a padlock.ErrUnavailable
-// error when Redis did not answer (the lock then expires with its lease). r
-// is the request that held the lock. Use it to log or count such requests:
-// by then the response has been written, so the client cannot be told.
-// Lock also adds the error to the Gin context (c.Error) either way. A nil fn
-// panics at construction. Default: none (LockHTTP drops the error).
+// handler fails: padlock.ErrNotHeld when the lock was no longer held in
+// Redis (it expired or was taken away during the request), or a
+// padlock.ErrUnavailable error when Redis did not answer (the lock then
+// expires with its lease). r is the request as it reached the middleware.
+// Use it to log or count such requests; the response has usually been
+// written by then. A lock the watchdog already judged lost (the handler's
+// context was cancelled) that is still held in Redis releases cleanly and
+// is not reported. fn runs on the request's goroutine after the handler,
+// also when the handler panicked, so it must be safe for concurrent use and
+// should not panic. Lock also adds the error to the Gin context (c.Error)
+// either way. A nil fn panics at construction. Default: none (LockHTTP
+// drops the error).
 func WithReleaseError(fn func(r *http.Request, err error)) Option {
 	return func(c *config) {
 		if fn == nil {

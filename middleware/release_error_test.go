@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -23,7 +24,14 @@ type releaseErrors struct {
 }
 
 func (re *releaseErrors) record(r *http.Request, err error) {
-	re.paths = append(re.paths, r.URL.Path)
+	// The request as it reached the middleware, not the one carrying the
+	// lock's context, which the release has just cancelled.
+	if padlock.FromContext(r.Context()) != nil || r.Context().Err() != nil {
+		err = fmt.Errorf("told the request with the lock's context (ctx error %v): %w", r.Context().Err(), err)
+		re.paths = append(re.paths, "wrong request")
+	} else {
+		re.paths = append(re.paths, r.URL.Path)
+	}
 	re.errs = append(re.errs, err)
 }
 
