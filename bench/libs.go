@@ -44,10 +44,12 @@ const (
 // safe release can be.
 var floorRelease = redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
 
-// floorFencedAcquire takes the key and a fence the way padlock's acquire
-// script does when nobody waits: SET NX PX, then a fence from a counter
-// that never goes below the server clock in µs (TIME, SET ... GET). It
-// returns the fence, or 0 when the key is busy.
+// floorFencedAcquire takes the key and a fence with the commands padlock's
+// acquire script runs when nobody waits: SET NX PX, then a fence from a
+// counter that never goes below the server clock in µs (TIME, SET ... GET).
+// Its counter is one per key, where padlock's is one per hash slot (one in
+// all outside Cluster); the commands are the same. It returns the fence,
+// or 0 when the key is busy.
 var floorFencedAcquire = redis.NewScript(`
 if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then return 0 end
 local t = redis.call('time')
