@@ -106,11 +106,11 @@ func WithReleaseTimeout(d time.Duration) Option {
 // Use it to log or count such requests; the response has usually been
 // written by then. A lock the watchdog already judged lost (the handler's
 // context was cancelled) that is still held in Redis releases cleanly and
-// is not reported. fn runs on the request's goroutine after the handler,
-// also when the handler panicked, so it must be safe for concurrent use and
-// should not panic. Lock also adds the error to the Gin context (c.Error)
-// either way. A nil fn panics at construction. Default: none (LockHTTP
-// drops the error).
+// is not reported. fn runs after the handler (also when it panicked) on
+// each request's goroutine, so concurrently for concurrent requests: it
+// must be safe for concurrent use, and should not panic. Lock also adds the
+// error to the Gin context (c.Error) either way. A nil fn panics at
+// construction. Default: none (LockHTTP drops the error).
 func WithReleaseError(fn func(r *http.Request, err error)) Option {
 	return func(c *config) {
 		if fn == nil {
