@@ -54,7 +54,8 @@ func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, err
 		}
 		return nil, a.failure(ctx)
 	}
-	a := &acquisition{l: l, key: key, o: o, id: id, deadline: time.Now().Add(o.Wait)}
+	now := time.Now()
+	a := &acquisition{l: l, key: key, o: o, id: id, began: now, deadline: now.Add(o.Wait)}
 	return a.wait(ctx)
 }
 
@@ -70,6 +71,7 @@ type acquisition struct {
 	o        Options
 	id       *lockID
 	deadline time.Time // zero: a single attempt
+	began    time.Time // when Acquire was called (set when it waits)
 
 	w         *waiter       // this Acquire in its Locker's line, once it joined
 	tries     int           // attempts made
@@ -97,16 +99,17 @@ func (a *acquisition) try(ctx context.Context) (*Lock, error) {
 	a.id.setAttempt(reserve, a.l.idArg, waits)
 	sent := time.Now()
 	g, err := a.l.store.acquire(ctx, a.id)
-	if err == nil && g.first > 0 && !time.Now().Before(sent.Add(a.o.TTL-a.l.cfg.margin(a.o.TTL))) {
+	answered := time.Now()
+	if err == nil && g.first > 0 && !answered.Before(sent.Add(a.o.TTL-a.l.cfg.margin(a.o.TTL))) {
 		// The grant came back after its trusted lease had run out: by the
 		// time the caller could use it, another owner may hold the key.
 		err = errLateGrant
 	}
 	switch {
 	case err == nil && g.first > 0:
-		lk := newLock(a.l, a.key, a.id, g.first, a.o, sent)
+		lk := newLock(a.l, a.key, a.id, g.first, a.o, sent, answered)
 		lk.fenceEnd = g.last
-		if !a.l.watchdog.add(lk) {
+		if !a.l.watchdog.add(lk.lease) {
 			a.l.cleanup(ctx, a.id)
 			return nil, ErrClosed
 		}

@@ -31,7 +31,8 @@ import "time"
 // waiter does not come within the window, the marker expires and anyone
 // may take the key.
 //
-// A lock is handed on only when the next waiter asked for the same lease
+// A lock is handed on only to a waiter that asked for it before Redis last
+// confirmed the lease (see handOff), when the next waiter asked for the same lease
 // and renewal (a fixed lease, Options.NoRenew, is the caller's promise that
 // the key stays locked that long from its own Acquire), when its trusted
 // lease has at least half its TTL to run and it is not known to be lost,
@@ -56,26 +57,43 @@ type giveBack struct {
 // release must give the lock back to Redis: yielding, when waiters of
 // other Lockers want the key, and with a notice, when local waiters wait
 // for one.
-func (l *Locker) handOff(lk *Lock) (handed bool, g giveBack) {
+//
+// A lock is handed only to a waiter that asked for it before Redis last
+// confirmed the lease (lease.confirmedSince): then nobody else can have
+// taken the key since the waiter asked, even if Redis lost the lock
+// meanwhile (a restart without persistence, a failover, an eviction), so
+// the waiter's fence is above that of every holder whose Acquire returned
+// before it asked. When the first waiter asked later, handOff returns
+// unconfirmed, with mayConfirm; the caller confirms the lease with a round
+// trip and asks again. To spare that round trip, every hand-off has the
+// lease confirmed at once for the waiters still in line that asked after
+// the last confirmation, while the new holder works.
+func (l *Locker) handOff(lk *Lock, mayConfirm bool) (handed bool, g giveBack, unconfirmed bool) {
 	n := l.notifier
 	if n.waited.Load() == 0 {
 		// Nobody waits here. A waiter that joins now tried the key first
 		// and marked it, so the release still tells it.
-		return false, g
+		return false, g, false
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	kw := n.keys[lk.id.lockKey()]
 	if kw == nil || len(kw.waiters) == 0 {
-		return false, g
+		return false, g, false
 	}
 	g.notify = true
-	if l.cfg.redlock || lk.id.fair || !lk.renew {
-		return false, g
+	if l.cfg.redlock || lk.id.fair || !lk.lease.renew {
+		return false, g, false
 	}
 	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.a.o.Fair && !w.a.o.NoRenew && lk.Err() == nil {
-		next := l.watchdog.handOver(lk, w.a.o.TTL, func() *Lock {
-			return &Lock{locker: l, key: w.a.key, id: lk.id, fence: lk.fence + 1, fenceEnd: lk.fenceEnd, renew: true}
+		var later time.Time // when the last waiter behind w asked
+		for _, x := range kw.waiters[1:] {
+			if x.a.began.After(later) {
+				later = x.a.began
+			}
+		}
+		next, unconfirmed := l.watchdog.handOver(lk, w.a.o.TTL, w.a.began, later, func() *Lock {
+			return &Lock{locker: l, key: w.a.key, id: lk.id, fence: lk.fence + 1, fenceEnd: lk.fenceEnd}
 		})
 		if next != nil {
 			// The releasing handle ends before the next holder wakes: from
@@ -83,14 +101,17 @@ func (l *Locker) handOff(lk *Lock) (handed bool, g giveBack) {
 			lk.finish(ErrReleased)
 			w.handed, w.parked = next, false
 			w.signal()
-			return true, g
+			return true, g, false
+		}
+		if unconfirmed && mayConfirm {
+			return false, g, true
 		}
 	}
 	if to := nextInTurn(l.id, kw.wanters, time.Now().Add(-2*l.recheck)); to != "" {
 		g.yieldTo, g.window = to, l.yield
 	}
 	clear(kw.wanters)
-	return false, g
+	return false, g, false
 }
 
 // nextInTurn returns the id among wanters that asked since fresh and

@@ -2,6 +2,7 @@ package padlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,18 +26,11 @@ type Lock struct {
 	// be handed on locally while fence < fenceEnd (see handoff.go).
 	fenceEnd int64
 
-	renew bool // the watchdog extends the lease while the lock is held
-
-	// Guarded by the Locker's watchdog.mu.
-	ttl        time.Duration // current lease length
-	validUntil time.Time     // monotonic: the lease surely runs until then
-	renewBase  time.Time     // when the last acquire or extend was sent
-	renewAt    time.Time     // when the next renewal is due
-	due        time.Time     // the watchdog's next event for this lock
-	inFlight   bool          // a renewal is on its way
-	extends    uint64        // Extend calls so far
-	wdIndex    int           // position in the watchdog's heap, -1 if absent
-	successor  *Lock         // the handle the lock was handed on to, if any
+	// lease is the lock's lease in Redis, which the watchdog keeps (see
+	// lease.go). A lock taken from Redis keeps it in own; a hand-off moves
+	// it on to the next holder.
+	lease *lease
+	own   lease
 
 	mu      sync.Mutex
 	end     error // nil while held; ErrReleased or ErrLockLost after
@@ -45,18 +39,13 @@ type Lock struct {
 	guarded []*guardedCtx // contexts from Context, cancelled in finish
 }
 
-func newLock(l *Locker, key string, id *lockID, fence int64, o Options, sent time.Time) *Lock {
-	return &Lock{
-		locker:     l,
-		key:        key,
-		id:         id,
-		fence:      fence,
-		ttl:        o.TTL,
-		renew:      !o.NoRenew,
-		validUntil: sent.Add(o.TTL - l.cfg.margin(o.TTL)),
-		renewBase:  sent,
-		wdIndex:    -1,
-	}
+// newLock returns the Lock an acquire sent at sent, whose reply came at
+// answered, took with fence.
+func newLock(l *Locker, key string, id *lockID, fence int64, o Options, sent, answered time.Time) *Lock {
+	lk := &Lock{locker: l, key: key, id: id, fence: fence}
+	lk.own.init(id, lk, o.TTL, !o.NoRenew, sent, answered, l.cfg.margin)
+	lk.lease = &lk.own
+	return lk
 }
 
 // root returns the handle that owns the lock in Redis.
@@ -196,14 +185,25 @@ func (lk *Lock) Release(ctx context.Context) error {
 		lk.outer.unguard(lk)
 		return nil
 	}
-	handed, g := lk.locker.handOff(lk)
+	handed, g, unconfirmed := lk.locker.handOff(lk, true)
+	if unconfirmed {
+		// The next local waiter asked for the lock after Redis last
+		// confirmed it is ours: confirm it before handing it on, so that
+		// a lock Redis lost (a restart, a failover) is never passed on.
+		switch err := lk.locker.resetLease(ctx, lk, 0, false); {
+		case errors.Is(err, ErrNotHeld):
+			return ErrNotHeld // lost, and finished as such
+		case err == nil:
+			handed, g, _ = lk.locker.handOff(lk, false)
+		}
+	}
 	if handed { // and lk finished
 		return nil
 	}
 	// Even a lock already judged lost (its renewals went unanswered, or the
 	// Locker was closed) may still be ours in Redis: ask, so the key does
 	// not stay locked for the rest of its lease.
-	lk.locker.watchdog.remove(lk)
+	lk.locker.watchdog.remove(lk.lease)
 	ok, err := lk.locker.store.release(ctx, lk.id, g)
 	switch {
 	case err != nil:
@@ -231,17 +231,31 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if r.Err() != nil {
 		return ErrNotHeld
 	}
-	sent := time.Now()
-	ok, err := r.locker.store.extend(ctx, r.id, ttl)
+	return r.locker.resetLease(ctx, r, ttl, true)
+}
+
+// resetLease sets lk's lease in Redis to ttl from now (0: the lease the
+// renewals keep) if lk's token still holds the lock, telling the watchdog
+// before the command is sent and when its outcome is known (lease.go);
+// setTTL makes ttl the lease renewals keep.
+// It returns ErrNotHeld, having ended the lock as lost, when the token no
+// longer holds it, and an ErrUnavailable error when Redis did not answer:
+// the change may have run, and the lease is trusted as if it had.
+func (l *Locker) resetLease(ctx context.Context, lk *Lock, ttl time.Duration, setTTL bool) error {
+	ls := lk.lease
+	seq, ttl := l.watchdog.begin(ls, ttl, setTTL)
+	ok, err := l.store.extend(ctx, lk.id, ttl)
 	switch {
 	case err != nil:
+		l.watchdog.settle(ls, seq, false)
 		return unavailable("extend", err)
 	case !ok:
-		r.locker.watchdog.remove(r) // nothing left to renew, or to hand on
-		r.finish(ErrLockLost)
+		// Nothing left to renew, or to hand on, whoever holds it now.
+		l.watchdog.gone(ls)
+		lk.finish(ErrLockLost)
 		return ErrNotHeld
 	}
-	r.locker.watchdog.extended(r, ttl, sent)
+	l.watchdog.settle(ls, seq, true)
 	return nil
 }
 
@@ -257,7 +271,7 @@ func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	case err != nil:
 		return 0, unavailable("ttl", err)
 	case !ok:
-		r.locker.watchdog.remove(r) // nothing left to renew, or to hand on
+		r.locker.watchdog.gone(r.lease) // nothing left to renew, or to hand on
 		r.finish(ErrLockLost)
 		return 0, ErrNotHeld
 	}

@@ -67,11 +67,14 @@ func grantOf(reply any, err error) (grant, error) {
 
 // renewal is one lock's part of a watchdog batch.
 type renewal struct {
-	id      *lockID
-	ttl     time.Duration
-	extends uint64 // the lock's Extend count when the batch was made
-	ok      bool   // the token still held the lock and its lease was reset
-	err     error  // the lock's fate is unknown: Redis was not reached
+	id       *lockID
+	ttl      time.Duration
+	deadline time.Time // the lease's trusted end: an answer after it is too late
+	ok       bool      // the token still held the lock and its lease was reset
+	err      error     // the lock's fate is unknown: Redis was not reached
+
+	lease *lease // the watchdog's: the lease renewed, and the change's number
+	seq   uint64
 }
 
 // lockID names one lock in Redis: its keys and owner token, with the

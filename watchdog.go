@@ -10,24 +10,29 @@ import (
 // watchdog keeps a Locker's held locks alive and says when one is lost. It
 // is one goroutine per Locker, started with the first lock that needs it,
 // not a goroutine or timer per lock: it sleeps until the earliest event
-// among its locks, then sends every renewal that is due as one batch (one
+// among its leases, then sends every renewal that is due as one batch (one
 // pipelined round trip per Redis node) and fires the lost signal of every
 // lock whose trusted lease has run out.
 //
-// Each renewing lock is extended every TTL/3. A lock whose renewal is due
-// within the next TTL/6 rides along with a batch that goes out anyway, so
-// many locks settle into few round trips. A lock is lost when renewal finds
-// its token gone, or when its trusted lease (validUntil: TTL less the clock
-// drift margin, counted from when the last successful acquire or extend was
-// sent) runs out with no renewal confirmed, which is how an unreachable
-// Redis shows. Fixed-lease locks (Options.NoRenew) are watched only once
-// someone asks for Done or Context, and only for their lease's end.
+// Each renewing lock is extended a third into the span its lease is
+// trusted for (TTL/3 when nothing else shortens it). A lock whose renewal is
+// due within the next TTL/6 rides along with a batch that goes out anyway,
+// so many locks settle into few round trips. A lock is lost when renewal
+// finds its token gone, or when its trusted lease (lease.go: the earliest end
+// any change that may have run last could have set, less the clock drift
+// margin) runs out with no renewal confirmed, which is how an unreachable
+// Redis shows. Every lock is watched, fixed-lease ones (Options.NoRenew)
+// too, but those only for their lease's end.
+//
+// Lock order, where more than one is taken: notifier.mu, then watchdog.mu,
+// then Lock.mu. The watchdog's mutex guards its heap and every lease's
+// fields; a Lock's own mutex guards only how it ended (lock.go).
 type watchdog struct {
 	store  store
 	margin func(time.Duration) time.Duration
 
 	mu      sync.Mutex
-	locks   lockHeap    // by due time; guarded by mu, as are the Locks' watchdog fields
+	leases  leaseHeap   // by due time
 	timer   *time.Timer // wakes the loop at the earliest due time
 	next    time.Time   // when timer fires (zero: stopped)
 	started bool
@@ -37,9 +42,9 @@ type watchdog struct {
 	wg      sync.WaitGroup // the loop and the renewal batches in flight
 }
 
-// Locks' renewals that fail for want of an answer are tried again after
-// this fraction of the TTL (and no sooner than retryFloor), until the lock
-// is renewed or its trusted lease runs out.
+// Leases whose renewals fail for want of an answer are tried again after
+// this fraction of the TTL (and no sooner than retryFloor), until the lease
+// is renewed or its trust runs out.
 const (
 	retryFraction = 10
 	retryFloor    = 5 * time.Millisecond
@@ -52,18 +57,17 @@ func newWatchdog(s store, margin func(time.Duration) time.Duration) *watchdog {
 	return &watchdog{store: s, margin: margin, ctx: ctx, cancel: cancel, timer: timer}
 }
 
-// add starts watching lk. It returns false when the watchdog is closed.
-func (w *watchdog) add(lk *Lock) bool {
+// add starts watching ls. It returns false when the watchdog is closed.
+func (w *watchdog) add(ls *lease) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return false
 	}
-	if lk.wdIndex >= 0 {
+	if ls.wdIndex >= 0 {
 		return true
 	}
-	lk.renewAt = lk.renewBase.Add(lk.ttl / 3)
-	w.schedule(lk)
+	w.schedule(ls)
 	if !w.started {
 		w.started = true
 		w.wg.Add(1)
@@ -79,67 +83,119 @@ func (w *watchdog) isClosed() bool {
 	return w.closed
 }
 
-// remove stops watching lk.
-func (w *watchdog) remove(lk *Lock) {
+// remove stops watching ls.
+func (w *watchdog) remove(ls *lease) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if lk.wdIndex >= 0 {
-		heap.Remove(&w.locks, lk.wdIndex)
+	if ls.wdIndex >= 0 {
+		heap.Remove(&w.leases, ls.wdIndex)
 	}
 }
 
-// handOver moves old's place in the watchdog to the lock mk makes: the next
-// holder of the same Redis lock (see handoff.go), which goes on with old's
-// lease and renewal schedule. It returns nil, changing nothing, when old is
-// no longer watched (lost, released, or the watchdog closed), when ttl is
-// not old's current lease, or when less than half of that is trusted to
-// remain: a lease whose renewals are not getting through is not passed on.
-func (w *watchdog) handOver(old *Lock, ttl time.Duration, mk func() *Lock) *Lock {
+// gone handles an answer that the lease's token no longer holds the lock:
+// the watchdog stops watching it, and whoever holds it now has lost it.
+func (w *watchdog) gone(ls *lease) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed || old.wdIndex < 0 || old.ttl != ttl || time.Until(old.validUntil) < old.ttl/2 {
-		return nil
-	}
-	next := mk()
-	next.ttl, next.validUntil, next.renewBase, next.renewAt = old.ttl, old.validUntil, old.renewBase, old.renewAt
-	next.due, next.inFlight, next.extends = old.due, old.inFlight, old.extends
-	next.wdIndex, w.locks[old.wdIndex] = old.wdIndex, next
-	old.wdIndex, old.successor = -1, next
-	return next
+	w.lose(ls)
 }
 
-// extended records that lk's lease was reset to ttl by a command sent at
-// sent.
-func (w *watchdog) extended(lk *Lock, ttl time.Duration, sent time.Time) {
+// lose ends ls as lost. mu is held.
+func (w *watchdog) lose(ls *lease) {
+	if ls.wdIndex >= 0 {
+		heap.Remove(&w.leases, ls.wdIndex)
+	}
+	ls.holder.finish(ErrLockLost)
+}
+
+// begin records a lease change of ttl (0: the lease renewals ask for)
+// about to be sent (see lease.go); setTTL makes ttl the lease later
+// renewals ask for, as Extend does. It returns the change's number for
+// settle, and its ttl.
+func (w *watchdog) begin(ls *lease, ttl time.Duration, setTTL bool) (uint64, time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for lk.successor != nil { // handed on while the Extend was out
-		lk = lk.successor
+	if ttl <= 0 {
+		ttl = ls.ttl
 	}
-	lk.ttl = ttl
-	// Unconditionally: a shorter Extend shortens the lease in Redis, and
-	// the trusted lease must follow it down.
-	lk.validUntil = sent.Add(ttl - w.margin(ttl))
-	lk.extends++
-	lk.renewBase = sent
-	lk.renewAt = sent.Add(ttl / 3)
-	if lk.wdIndex >= 0 {
-		w.schedule(lk)
+	if setTTL {
+		ls.ttl = ttl
+	}
+	seq := ls.begin(ttl, time.Now())
+	w.reschedule(ls)
+	return seq, ttl
+}
+
+// settle records the outcome of the change numbered seq: confirmed, or
+// unanswered (it may have run, or may run yet).
+func (w *watchdog) settle(ls *lease, seq uint64, confirmed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ls.settle(seq, confirmed, time.Now())
+	w.reschedule(ls)
+}
+
+// handOver moves ls, which old holds, on to the lock mk makes: the next
+// holder of the same Redis lock (see handoff.go), which goes on with its
+// lease and renewal schedule. It hands nothing on, and returns nil, when
+// the lease is no longer watched (lost, released, or the watchdog closed),
+// when old no longer holds it, when ttl is not its lease, or when less than
+// half of that is trusted to remain: a lease whose renewals are not getting
+// through is not passed on. Nor when Redis has not confirmed the lease
+// since asked, when the next holder asked for the lock: then unconfirmed
+// is true, and the caller may confirm the lease and try again. later is
+// when the last of the waiters still in line asked: if that was after the
+// last confirmation, a renewal goes out now to confirm the lease for them.
+func (w *watchdog) handOver(old *Lock, ttl time.Duration, asked, later time.Time, mk func() *Lock) (next *Lock, unconfirmed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ls := old.lease
+	if w.closed || ls.wdIndex < 0 || ls.holder != old || ls.ttl != ttl || time.Until(ls.validUntil) < ls.ttl/2 {
+		return nil, false
+	}
+	if !ls.confirmedSince(asked) {
+		return nil, true
+	}
+	next = mk()
+	next.lease, ls.holder = ls, next
+	if !later.IsZero() && !ls.confirmedSince(later) {
+		w.confirmSoon(ls)
+	}
+	return next, false
+}
+
+// confirmSoon has ls renewed now, or as soon as the renewal in flight has
+// settled: a renewal confirms the lease for everyone who asked for the lock
+// before it was sent. mu is held.
+func (w *watchdog) confirmSoon(ls *lease) {
+	if ls.inFlight {
+		ls.confirm = true
+		return
+	}
+	ls.renewAt = time.Now()
+	w.schedule(ls)
+}
+
+// reschedule places ls in the heap anew after its times changed, if it is
+// watched. mu is held.
+func (w *watchdog) reschedule(ls *lease) {
+	if ls.wdIndex >= 0 {
+		w.schedule(ls)
 	}
 }
 
-// schedule (re)places lk in the heap after its times changed. mu is held.
-func (w *watchdog) schedule(lk *Lock) {
-	lk.due = lk.validUntil
-	if lk.renew && !lk.inFlight && lk.renewAt.Before(lk.due) {
-		lk.due = lk.renewAt
+// schedule (re)places ls in the heap after its times changed. mu is held.
+func (w *watchdog) schedule(ls *lease) {
+	ls.due = ls.validUntil
+	if ls.renew && !ls.inFlight && ls.renewAt.Before(ls.due) {
+		ls.due = ls.renewAt
 	}
-	if lk.wdIndex >= 0 {
-		heap.Fix(&w.locks, lk.wdIndex)
+	if ls.wdIndex >= 0 {
+		heap.Fix(&w.leases, ls.wdIndex)
 	} else {
-		heap.Push(&w.locks, lk)
+		heap.Push(&w.leases, ls)
 	}
-	w.arm(lk.due)
+	w.arm(ls.due)
 }
 
 // arm makes the timer fire by t, resetting it only when t is earlier than
@@ -169,84 +225,70 @@ func (w *watchdog) run() {
 func (w *watchdog) tick(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var (
-		batch    []renewal
-		locks    []*Lock
-		deadline time.Time
-	)
-	for len(w.locks) > 0 {
-		lk := w.locks[0]
-		early := lk.renew && !lk.inFlight && lk.due.Sub(now) <= lk.ttl/6
-		if lk.due.After(now) && !early {
+	var batch []renewal
+	for len(w.leases) > 0 {
+		ls := w.leases[0]
+		early := ls.renew && !ls.inFlight && ls.due.Sub(now) <= ls.ttl/6
+		if ls.due.After(now) && !early {
 			break
 		}
-		if !now.Before(lk.validUntil) {
-			heap.Pop(&w.locks)
-			lk.finish(ErrLockLost)
+		if !now.Before(ls.validUntil) {
+			w.lose(ls)
 			continue
 		}
-		lk.inFlight = true
-		batch = append(batch, renewal{id: lk.id, ttl: lk.ttl, extends: lk.extends})
-		locks = append(locks, lk)
-		if deadline.IsZero() || lk.validUntil.Before(deadline) {
-			deadline = lk.validUntil
-		}
-		w.schedule(lk)
+		ls.inFlight = true
+		// Begun at now, before it is sent: the trust it gives can only be
+		// less than the truth.
+		seq := ls.begin(ls.ttl, now)
+		batch = append(batch, renewal{id: ls.id, ttl: ls.ttl, deadline: ls.validUntil, lease: ls, seq: seq})
+		w.schedule(ls)
 	}
 	if len(batch) > 0 {
 		w.wg.Add(1)
-		go w.renew(batch, locks, deadline)
+		go w.renew(batch)
 	}
 	w.next = time.Time{}
-	if len(w.locks) > 0 {
-		w.arm(w.locks[0].due)
+	if len(w.leases) > 0 {
+		w.arm(w.leases[0].due)
 	}
 }
 
 // renew sends one batch and applies its results. Its deadline is the
 // earliest trusted-lease end in the batch: after that, an answer comes too
 // late for at least one lock, and the loop fires its lost signal.
-func (w *watchdog) renew(batch []renewal, locks []*Lock, deadline time.Time) {
+func (w *watchdog) renew(batch []renewal) {
 	defer w.wg.Done()
+	deadline := batch[0].deadline
+	for _, r := range batch[1:] {
+		deadline = minTime(deadline, r.deadline)
+	}
 	ctx, cancel := context.WithDeadline(w.ctx, deadline)
 	defer cancel()
-	sent := time.Now()
 	w.store.renew(ctx, batch)
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	for i, lk := range locks {
-		for lk.successor != nil { // handed on while the renewal was out
-			lk = lk.successor
-		}
-		lk.inFlight = false
-		if lk.wdIndex < 0 { // released meanwhile
-			continue
-		}
-		r := batch[i]
+	for _, r := range batch {
+		ls := r.lease
+		ls.inFlight = false
 		switch {
-		case r.err == nil && r.ok && r.extends != lk.extends:
-			// An Extend ran while this renewal was on its way, and the
-			// renewal may have landed after it, resetting the lease in
-			// Redis to the older length: trust the shorter of the two, and
-			// renew with the current length at once.
-			lk.validUntil = minTime(lk.validUntil, sent.Add(r.ttl-w.margin(r.ttl)))
-			lk.renewAt = now
 		case r.err == nil && r.ok:
-			if v := sent.Add(r.ttl - w.margin(r.ttl)); v.After(lk.validUntil) {
-				lk.validUntil = v
-			}
-			lk.renewBase = sent
-			lk.renewAt = sent.Add(r.ttl / 3)
+			ls.settle(r.seq, true, now)
 		case r.err == nil: // the token is gone
-			heap.Remove(&w.locks, lk.wdIndex)
-			lk.finish(ErrLockLost)
+			if ls.wdIndex >= 0 {
+				w.lose(ls)
+			}
 			continue
-		default: // no answer: try again soon, until validUntil
-			lk.renewAt = now.Add(max(r.ttl/retryFraction, retryFloor))
+		default: // no answer: it may have run; try again soon, until validUntil
+			ls.settle(r.seq, false, now)
+			ls.renewAt = now.Add(max(r.ttl/retryFraction, retryFloor))
 		}
-		w.schedule(lk)
+		if ls.confirm {
+			ls.confirm = false
+			ls.renewAt = now
+		}
+		w.reschedule(ls) // unless released meanwhile
 	}
 }
 
@@ -266,37 +308,30 @@ func (w *watchdog) close() {
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for len(w.locks) > 0 {
-		heap.Pop(&w.locks).(*Lock).finish(ErrLockLost)
+	for len(w.leases) > 0 {
+		heap.Pop(&w.leases).(*lease).holder.finish(ErrLockLost)
 	}
 }
 
-// lockHeap orders locks by due time; each Lock knows its index.
-type lockHeap []*Lock
+// leaseHeap orders leases by due time; each lease knows its index.
+type leaseHeap []*lease
 
-func (h lockHeap) Len() int           { return len(h) }
-func (h lockHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
-func (h lockHeap) Swap(i, j int) {
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h leaseHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].wdIndex, h[j].wdIndex = i, j
 }
-func (h *lockHeap) Push(x any) {
-	lk := x.(*Lock)
-	lk.wdIndex = len(*h)
-	*h = append(*h, lk)
+func (h *leaseHeap) Push(x any) {
+	ls := x.(*lease)
+	ls.wdIndex = len(*h)
+	*h = append(*h, ls)
 }
-func (h *lockHeap) Pop() any {
+func (h *leaseHeap) Pop() any {
 	old := *h
-	lk := old[len(old)-1]
+	ls := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
-	lk.wdIndex = -1
-	return lk
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
+	ls.wdIndex = -1
+	return ls
 }
