@@ -1,0 +1,272 @@
+package padlock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// Tests that the lock-lost signal comes before another owner can take the
+// key, whatever order Redis runs lease changes in and answers them, and
+// that a hand-off never passes on a lock Redis may no longer hold.
+
+// extendCall reports whether args run the extend script (EVALSHA, or EVAL
+// on a server that lacks it) with a lease of ttl (0: any).
+func extendCall(args []any, ttl time.Duration) bool {
+	if len(args) != 6 || !(args[0] == "evalsha" && args[1] == extendScript.Hash() || args[0] == "eval" && args[1] == extendLua) {
+		return false
+	}
+	return ttl == 0 || args[5] == ttl.Milliseconds() || args[5] == strconv.FormatInt(ttl.Milliseconds(), 10)
+}
+
+// lagHook delays, by a go-redis hook, the replies of commands that match
+// after the server ran them (after), or the sending of pipelines that match
+// before the server sees them (before). held is signalled when a pipeline
+// is held back.
+type lagHook struct {
+	after       func(args []any) bool
+	afterDelay  time.Duration
+	before      func(args []any) bool
+	beforeDelay time.Duration
+	held        chan struct{}
+	armed       atomic.Bool
+}
+
+func (h *lagHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lagHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if h.after != nil && h.armed.Load() && h.after(cmd.Args()) {
+			time.Sleep(h.afterDelay)
+		}
+		return err
+	}
+}
+
+func (h *lagHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.before != nil && h.armed.Load() {
+			for _, c := range cmds {
+				if h.before(c.Args()) {
+					select {
+					case h.held <- struct{}{}:
+					default:
+					}
+					time.Sleep(h.beforeDelay)
+					break
+				}
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// contend has another Locker wait for key for wait; if it takes the lock,
+// the holder must already have heard that its lock is lost.
+func contend(t *testing.T, srv *redistest.Server, key string, holder *Lock, wait time.Duration) {
+	t.Helper()
+	other := New(srv.Client(t))
+	defer other.Close()
+	ctx := context.Background()
+	lk, err := other.Acquire(ctx, key, Options{Wait: wait})
+	if err != nil {
+		if !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("other Locker: %v", err)
+		}
+		if holder.Err() != nil {
+			t.Fatalf("the holder lost its lock (%v) although nobody else could take the key", holder.Err())
+		}
+		return
+	}
+	defer lk.Release(ctx)
+	if holder.Err() == nil {
+		ttl, terr := holder.TTL(ctx)
+		t.Fatalf("another Locker took the key while the holder's lock reports held (holder's TTL: %v, %v)", ttl, terr)
+	}
+}
+
+// TestExtendRacingRenewal: the watchdog's renewal, with the old lease, is
+// sent before an Extend to a longer lease but runs after it, and answers
+// before it. Redis then holds the old lease; the holder must not trust the
+// Extend's.
+func TestExtendRacingRenewal(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = 600 * time.Millisecond
+	hook := &lagHook{
+		before:      func(args []any) bool { return extendCall(args, ttl) },
+		beforeDelay: 100 * time.Millisecond,
+		after:       func(args []any) bool { return extendCall(args, 3*time.Second) },
+		afterDelay:  150 * time.Millisecond, // answers after the renewal, before the next is due
+		held:        make(chan struct{}, 1),
+	}
+	rdb := srv.Client(t)
+	rdb.AddHook(hook)
+	l := New(rdb)
+	defer l.Close()
+	ctx := context.Background()
+	lk, err := l.Acquire(ctx, "race", Options{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release(ctx)
+	// Loaded, so that each change is one EVALSHA that runs at once.
+	if err := extendScript.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	hook.armed.Store(true)
+	<-hook.held // the renewal is on its way, held back before Redis
+	if err := lk.Extend(ctx, 3*time.Second); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	hook.armed.Store(false)
+	contend(t, srv, "race", lk, 2*time.Second)
+}
+
+// TestConcurrentExtends: two Extends at once, to 30s and to 2s; the 30s one
+// runs first and answers last. Redis holds 2s.
+func TestConcurrentExtends(t *testing.T) {
+	srv := redistest.Start(t)
+	hook := &lagHook{
+		after:      func(args []any) bool { return extendCall(args, 30*time.Second) },
+		afterDelay: 300 * time.Millisecond,
+	}
+	rdb := srv.Client(t)
+	rdb.AddHook(hook)
+	l := New(rdb)
+	defer l.Close()
+	ctx := context.Background()
+	lk, err := l.Acquire(ctx, "two", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release(ctx)
+	// Loaded, so that each change is one EVALSHA that runs at once.
+	if err := extendScript.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	hook.armed.Store(true)
+	long := make(chan error, 1)
+	go func() { long <- lk.Extend(ctx, 30*time.Second) }()
+	time.Sleep(50 * time.Millisecond) // the 30s Extend has run; its reply waits
+	if err := lk.Extend(ctx, 2*time.Second); err != nil {
+		t.Fatalf("Extend(2s): %v", err)
+	}
+	if err := <-long; err != nil {
+		t.Fatalf("Extend(30s): %v", err)
+	}
+	contend(t, srv, "two", lk, 3500*time.Millisecond)
+}
+
+// TestShorterExtendLost: an Extend to a shorter lease is sent while the
+// server is stopped; the client gives up on it (ErrUnavailable), and the
+// server runs it when it resumes. The holder must trust the shorter lease.
+func TestShorterExtendLost(t *testing.T) {
+	srv := redistest.Start(t)
+	if !srv.Real() {
+		t.Skip("needs a redis-server to pause")
+	}
+	rdb := srv.Client(t, func(o *redis.Options) {
+		o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 200*time.Millisecond, 200*time.Millisecond, -1
+	})
+	l := New(rdb)
+	defer l.Close()
+	ctx := context.Background()
+	lk, err := l.Acquire(ctx, "lost", Options{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release(ctx)
+	if err := extendScript.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	err = lk.Extend(ctx, time.Second)
+	time.Sleep(100 * time.Millisecond)
+	srv.Resume(t) // it runs the Extend the client gave up on
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Extend while the server was stopped: %v, want ErrUnavailable", err)
+	}
+	contend(t, srv, "lost", lk, 4*time.Second)
+}
+
+// TestNoHandOffAfterRestart: the server restarts without persistence while
+// a Locker holds a lock with waiters; another Locker takes the key. A
+// waiter that asked after that must not be handed the old lock, the old
+// holder's Release must say it was not held, and every lock taken after
+// the restart must have a fence above the other Locker's.
+func TestNoHandOffAfterRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	if !srv.Real() {
+		t.Skip("needs a redis-server to restart")
+	}
+	a := New(srv.Client(t))
+	defer a.Close()
+	b := New(srv.Client(t))
+	defer b.Close()
+	ctx := context.Background()
+	const key = "restart"
+	holder, err := a.Acquire(ctx, key, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.fenceEnd = holder.fence + 5 // as if waiters had queued behind it
+	type result struct {
+		lk  *Lock
+		err error
+	}
+	wait := func() <-chan result {
+		got := make(chan result, 1)
+		go func() {
+			lk, err := a.Acquire(ctx, key, Options{Wait: 20 * time.Second})
+			got <- result{lk, err}
+		}()
+		return got
+	}
+	first := wait()
+	waitParked(t, a, key, 1)
+
+	srv.Restart(t)
+	theirs, err := b.Acquire(ctx, key, Options{Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("Acquire after the restart: %v", err)
+	}
+	second := wait() // asks after the other Locker's Acquire returned
+	waitParked(t, a, key, 2)
+
+	if err := holder.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Release of a lock the restart lost: %v, want ErrNotHeld", err)
+	}
+	select {
+	case r := <-first:
+		if r.lk != nil {
+			t.Fatalf("first waiter got a lock (fence %d, Err %v) while the other Locker holds the key (fence %d)", r.lk.Fence(), r.lk.Err(), theirs.Fence())
+		}
+		t.Fatalf("first waiter done while the key was held: %v", r.err)
+	case r := <-second:
+		if r.lk != nil {
+			t.Fatalf("second waiter got a lock (fence %d, Err %v) while the other Locker holds the key (fence %d)", r.lk.Fence(), r.lk.Err(), theirs.Fence())
+		}
+		t.Fatalf("second waiter done while the key was held: %v", r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := theirs.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, got := range []<-chan result{first, second} {
+		r := <-got
+		if r.err != nil {
+			t.Fatalf("waiter %d: %v", i, r.err)
+		}
+		if r.lk.Fence() <= theirs.Fence() {
+			t.Errorf("waiter %d got fence %d, not above %d of the lock taken after the restart", i, r.lk.Fence(), theirs.Fence())
+		}
+		r.lk.Release(ctx)
+	}
+}
