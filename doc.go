@@ -20,15 +20,30 @@
 //     the releasing handle before the next holder starts.)
 //   - No deadlock: every lock has a lease (Options.TTL, default 30s). A crashed
 //     holder's lock frees itself when the lease runs out.
-//   - Fencing: Lock.Fence is strictly greater than the fence of every earlier
-//     holder of the same key, across lease expiry. Hand it to the store you
-//     write to and let the store reject writes with an older fence. Fences come
-//     from one counter per deployment (on Cluster, one per hash slot: at most
-//     16384, however many distinct keys are locked), floored at the server's clock
+//   - Fencing: Lock.Fence is strictly greater than the fence of every lock on
+//     the same key whose Acquire returned before this lock's Acquire was
+//     called, across lease expiry. Hand it to the store you write to and let
+//     the store reject writes with an older fence. Fences come from one
+//     counter per deployment (on Cluster, one per hash slot: at most 16384,
+//     however many distinct keys are locked), floored at the server's clock
 //     in microseconds so that they keep rising even after Redis restarts
 //     without persistence or fails over to a replica that missed the last
-//     increments (as long as the servers' clocks move forward). A Redlock
-//     Locker (NewRedlock) offers no fences: Fence returns 0 there.
+//     increments. After a failover that holds as long as the new master's
+//     clock is not behind the old one's by more than the failover took
+//     (seconds, with Sentinel's defaults; NTP keeps clocks within
+//     milliseconds); WithReplicaAck removes the condition, since a replica
+//     that confirmed an acquisition has its counter too. A Redlock Locker
+//     (NewRedlock) offers no fences: Fence returns 0 there.
+//   - Lock lost is loud: Done closes, and contexts from Lock.Context are
+//     cancelled, no later than the earliest moment the lease can end in
+//     Redis, as far as the client can know it: every change of the lease
+//     (renewal, Extend) is counted from before it was sent, and when two
+//     are in flight at once, or a reply is lost, the shorter lease is
+//     trusted. What the client cannot know is a lock Redis loses before its
+//     lease ends (a restart without persistence, a failover to a replica
+//     that had not received it, an eviction): the holder hears of it at its
+//     next renewal or Extend, at most TTL/3 later, and fences order the two
+//     owners meanwhile. RELIABILITY.md names these windows.
 //   - Keys: every Redis key padlock writes starts with the Locker's prefix
 //     (default "padlock:") and carries a Cluster hash tag made from the whole
 //     user key, so a lock and its companions always share one slot.
@@ -39,7 +54,11 @@
 // first. Within one Locker, waiters queue in arrival order and a release
 // hands the lock straight to the first of them, without a round trip (the
 // Redis lock and its token stay; the new holder gets the next fence from a
-// block reserved when the lock was taken). Between Lockers, a waiter that
+// block reserved when the lock was taken). The lock goes only to a waiter
+// that asked for it before Redis last confirmed the lease, so a lock Redis
+// lost is never passed on: when the next waiter asked later, the release
+// confirms the lease with one round trip first (rarely needed: a hand-off
+// has the lease confirmed in the background for the waiter after). Between Lockers, a waiter that
 // finds the key busy says so on the key's channel, and the holder's Locker
 // yields the key to the Lockers that asked, in turn, when it is done with
 // its own queue. Options.Fair instead keeps one queue in Redis, first come

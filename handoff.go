@@ -65,9 +65,10 @@ type giveBack struct {
 // the waiter's fence is above that of every holder whose Acquire returned
 // before it asked. When the first waiter asked later, handOff returns
 // unconfirmed, with mayConfirm; the caller confirms the lease with a round
-// trip and asks again. To spare that round trip, every hand-off has the
-// lease confirmed at once for the waiters still in line that asked after
-// the last confirmation, while the new holder works.
+// trip and asks again. To spare that round trip, a hand-off whose next
+// waiter in line asked after the last confirmation has the lease confirmed
+// at once, while the new holder works; one confirmation covers everyone
+// who was in line when it was sent, so a long line needs few.
 func (l *Locker) handOff(lk *Lock, mayConfirm bool) (handed bool, g giveBack, unconfirmed bool) {
 	n := l.notifier
 	if n.waited.Load() == 0 {
@@ -86,13 +87,11 @@ func (l *Locker) handOff(lk *Lock, mayConfirm bool) (handed bool, g giveBack, un
 		return false, g, false
 	}
 	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.a.o.Fair && !w.a.o.NoRenew && lk.Err() == nil {
-		var later time.Time // when the last waiter behind w asked
-		for _, x := range kw.waiters[1:] {
-			if x.a.began.After(later) {
-				later = x.a.began
-			}
+		var after time.Time // when the waiter after w asked
+		if len(kw.waiters) > 1 {
+			after = kw.waiters[1].a.began
 		}
-		next, unconfirmed := l.watchdog.handOver(lk, w.a.o.TTL, w.a.began, later, func() *Lock {
+		next, unconfirmed := l.watchdog.handOver(lk, w.a.o.TTL, w.a.began, after, func() *Lock {
 			return &Lock{locker: l, key: w.a.key, id: lk.id, fence: lk.fence + 1, fenceEnd: lk.fenceEnd}
 		})
 		if next != nil {

@@ -219,7 +219,14 @@ func (lk *Lock) Release(ctx context.Context) error {
 
 // Extend resets the lock's lease to ttl from now, and makes ttl the lease
 // that later renewals keep. It returns ErrNotHeld when the lock was lost or
-// released, changing nothing.
+// released, changing nothing, and an ErrUnavailable error when Redis did
+// not answer. The command may still have run then (or may run later, when
+// a stalled server resumes), so the lock is kept as if it had: a shorter
+// lease is trusted from the moment Extend is called, whatever comes back,
+// and the lost signal fires by its end unless renewals confirm the lock.
+// Concurrent Extends are allowed; the lock trusts the shortest lease any of
+// them may have left in Redis, and renewals keep the ttl of the one called
+// last.
 func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < time.Millisecond {
 		return invalid("ttl", "must be at least 1ms, got %v", ttl)

@@ -143,10 +143,11 @@ func (w *watchdog) settle(ls *lease, seq uint64, confirmed bool) {
 // half of that is trusted to remain: a lease whose renewals are not getting
 // through is not passed on. Nor when Redis has not confirmed the lease
 // since asked, when the next holder asked for the lock: then unconfirmed
-// is true, and the caller may confirm the lease and try again. later is
-// when the last of the waiters still in line asked: if that was after the
-// last confirmation, a renewal goes out now to confirm the lease for them.
-func (w *watchdog) handOver(old *Lock, ttl time.Duration, asked, later time.Time, mk func() *Lock) (next *Lock, unconfirmed bool) {
+// is true, and the caller may confirm the lease and try again. after is
+// when the waiter after the next holder asked (zero: none): if that was
+// after the last confirmation, a renewal goes out now to confirm the lease
+// for it.
+func (w *watchdog) handOver(old *Lock, ttl time.Duration, asked, after time.Time, mk func() *Lock) (next *Lock, unconfirmed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ls := old.lease
@@ -158,7 +159,7 @@ func (w *watchdog) handOver(old *Lock, ttl time.Duration, asked, later time.Time
 	}
 	next = mk()
 	next.lease, ls.holder = ls, next
-	if !later.IsZero() && !ls.confirmedSince(later) {
+	if !after.IsZero() && !ls.confirmedSince(after) {
 		w.confirmSoon(ls)
 	}
 	return next, false
