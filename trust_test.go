@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -269,4 +270,49 @@ func TestNoHandOffAfterRestart(t *testing.T) {
 		}
 		r.lk.Release(ctx)
 	}
+}
+
+// TestReplicaAckLostExtend: with WithReplicaAck, a shorter Extend that ran
+// on the master but that no replica confirmed fails with ErrUnavailable;
+// the master holds the shorter lease all the same.
+func TestReplicaAckLostExtend(t *testing.T) {
+	srvs := redistest.StartN(t, 2)
+	master, replica := srvs[0], srvs[1]
+	if !master.Real() {
+		t.Skip("needs redis-servers to replicate and pause")
+	}
+	ctx := context.Background()
+	host, port, _ := strings.Cut(master.Addr(), ":")
+	rc := replica.Client(t)
+	if err := rc.ReplicaOf(ctx, host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, _ := rc.Info(ctx, "replication").Result()
+		if strings.Contains(info, "master_link_status:up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica not in sync: %s", info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rdb := master.Client(t)
+	l := New(rdb, WithReplicaAck(1, 100*time.Millisecond))
+	defer l.Close()
+	lk, err := l.Acquire(ctx, "acked", Options{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release(ctx)
+	replica.Pause(t)
+	defer replica.Resume(t)
+	if err := lk.Extend(ctx, time.Second); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Extend no replica confirmed: %v, want ErrUnavailable", err)
+	}
+	if d, err := lk.TTL(ctx); err != nil || d > time.Second {
+		t.Fatalf("lease on the master after the unconfirmed Extend: %v, %v; want at most 1s", d, err)
+	}
+	contend(t, master, "acked", lk, 3*time.Second)
 }
