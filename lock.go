@@ -72,7 +72,7 @@ func (lk *Lock) Token() string { return lk.root().id.token }
 // counters on independent nodes give no sequence that only grows (see
 // NewRedlock).
 func (lk *Lock) Fence() int64 {
-	if r := lk.root(); !r.locker.cfg.redlock {
+	if r := lk.root(); r.locker != nil && !r.locker.cfg.redlock {
 		return r.fence
 	}
 	return 0
@@ -83,9 +83,14 @@ func (lk *Lock) Fence() int64 {
 func (lk *Lock) Done() <-chan struct{} { return lk.root().context().Done() }
 
 // Err returns nil while the lock is held, ErrReleased after its owner
-// released it, and ErrLockLost after it was lost.
+// released it (or handed it over, see Detach), and ErrLockLost after it was
+// lost. A Lock that no Acquire returned (the zero value) never held
+// anything: its Err is ErrNotHeld, and its Done is closed.
 func (lk *Lock) Err() error {
 	r := lk.root()
+	if r.locker == nil {
+		return ErrNotHeld
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.end
@@ -99,6 +104,9 @@ func (lk *Lock) context() context.Context {
 	defer lk.mu.Unlock()
 	if lk.ctx == nil {
 		lk.ctx, lk.cancel = context.WithCancelCause(context.Background())
+		if lk.locker == nil {
+			lk.cancel(ErrNotHeld) // the zero Lock: never held
+		}
 		if lk.end != nil {
 			lk.cancel(lk.end)
 		}
@@ -179,6 +187,9 @@ func (lk *Lock) Release(ctx context.Context) error {
 	if lk == nil || lk.released.Swap(true) {
 		return nil
 	}
+	if lk.outer == nil && lk.locker == nil {
+		return ErrNotHeld // the zero Lock: never held
+	}
 	if lk.outer != nil {
 		// The handle's scope is over: contexts made from it end now; the
 		// outer lock goes on.
@@ -232,11 +243,11 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return invalid("ttl", "must be at least 1ms, got %v", ttl)
 	}
 	r := lk.root()
-	if err := r.locker.cfg.checkLease("ttl", ttl); err != nil {
-		return err
-	}
 	if r.Err() != nil {
 		return ErrNotHeld
+	}
+	if err := r.locker.cfg.checkLease("ttl", ttl); err != nil {
+		return err
 	}
 	return r.locker.resetLease(ctx, r, ttl, true)
 }
@@ -283,4 +294,33 @@ func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, ErrNotHeld
 	}
 	return d, nil
+}
+
+// Lease returns the lease the lock keeps in Redis while it is renewed: the
+// TTL it was acquired with, or the last Extend's. No round trip.
+func (lk *Lock) Lease() time.Duration {
+	r := lk.root()
+	if r.locker == nil {
+		return 0
+	}
+	w := r.locker.watchdog
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return r.lease.ttl
+}
+
+// ValidUntil returns the moment until which the lock is surely held: its
+// lease's earliest possible end in Redis, less the drift margin, as far as
+// the renewals, Extends and acquire confirmed so far tell (redsync calls
+// this Until). The lost signal fires then unless a renewal moves it on.
+// It is zero once the lock was released or lost. No round trip.
+func (lk *Lock) ValidUntil() time.Time {
+	r := lk.root()
+	if r.Err() != nil {
+		return time.Time{}
+	}
+	w := r.locker.watchdog
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return r.lease.validUntil
 }

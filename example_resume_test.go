@@ -1,0 +1,43 @@
+package padlock_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/padlockgo/padlock"
+)
+
+// A lock taken when a job is queued and released by the worker that runs
+// it: the queueing side detaches the lock and sends its Ownership with the
+// job; the worker resumes it, and its Locker renews it while it works.
+func ExampleLocker_Resume() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	queuer, worker := padlock.New(rdb), padlock.New(rdb)
+	defer queuer.Close()
+	defer worker.Close()
+	ctx := context.Background()
+
+	// Queueing: the lease must cover the time until a worker resumes it.
+	lk, err := queuer.Acquire(ctx, "report:2026-11", padlock.Options{TTL: time.Minute})
+	if err != nil {
+		fmt.Println("busy:", err)
+		return
+	}
+	own, _ := lk.Detach()
+	job, _ := json.Marshal(own) // goes into the job queue
+
+	// The worker.
+	var got padlock.Ownership
+	_ = json.Unmarshal(job, &got)
+	held, err := worker.Resume(ctx, got, padlock.Options{TTL: 30 * time.Second})
+	if err != nil {
+		fmt.Println("lost before the worker came:", err)
+		return
+	}
+	defer held.Release(ctx)
+	fmt.Println("worker holds", held.Key(), "with the queuer's fence:", held.Fence() == lk.Fence())
+	// Output: worker holds report:2026-11 with the queuer's fence: true
+}

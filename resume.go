@@ -1,0 +1,92 @@
+package padlock
+
+import (
+	"context"
+	"time"
+)
+
+// Ownership is what it takes to hold a lock that another Lock value took:
+// its key, its owner token and its fence. Detach gives it up from one
+// process; Resume takes the lock over with it in another (or in the same
+// one, later), for a lock taken when a job is queued and released by the
+// worker that finishes the job. It marshals to JSON as is.
+//
+// The token is the lock's secret: whoever has it can extend and release
+// the lock. Pass it only to the code that is meant to own the lock.
+type Ownership struct {
+	Key   string `json:"key"`
+	Token string `json:"token"`
+	Fence int64  `json:"fence"`
+}
+
+// Detach stops renewing and watching lk without releasing it, and returns
+// the Ownership that Locker.Resume needs to take the lock over. The lock
+// stays in Redis until its lease ends, unless someone resumes it first:
+// take it with a TTL that covers the hand-over (the queueing of a job, for
+// instance), or the lock may expire before it is resumed. lk ends as if
+// released: Done closes and Err returns ErrReleased; its Release does
+// nothing. Waiters of lk's Locker are not handed the lock; they wait for
+// its release like waiters elsewhere.
+//
+// It returns ErrNotHeld when lk no longer holds the lock, and an ErrInvalid
+// error for a handle from a reentrant Acquire (detach the outermost one).
+func (lk *Lock) Detach() (Ownership, error) {
+	if lk != nil && lk.outer != nil {
+		return Ownership{}, invalid("Detach", "a reentrant handle cannot give up the lock its outer handle holds")
+	}
+	if lk == nil || lk.Err() != nil || lk.released.Load() {
+		return Ownership{}, ErrNotHeld
+	}
+	own := Ownership{Key: lk.key, Token: lk.id.token, Fence: lk.Fence()}
+	lk.locker.watchdog.remove(lk.lease)
+	if !lk.finish(ErrReleased) {
+		return Ownership{}, ErrNotHeld // lost or released meanwhile
+	}
+	lk.released.Store(true)
+	return own, nil
+}
+
+// Resume takes over the lock that own describes (see Detach): it checks in
+// Redis that own's token still holds own's key, resets the lease to o.TTL,
+// and returns a Lock that the Locker renews (unless o.NoRenew) and whose
+// owner must Release it, as one from Acquire. o.Wait and o.Retry do not
+// apply; o.Fair must be what the lock was acquired with, so that its
+// release wakes the right waiter. The Lock's Fence is own.Fence.
+//
+// It returns ErrNotHeld when the token no longer holds the key (its lease
+// ran out, or it was released), an ErrUnavailable error when Redis could
+// not be reached, and an ErrInvalid error for an empty key or token or
+// invalid Options.
+func (l *Locker) Resume(ctx context.Context, own Ownership, o Options) (*Lock, error) {
+	switch {
+	case own.Key == "":
+		return nil, invalid("Ownership.Key", "must not be empty")
+	case own.Token == "":
+		return nil, invalid("Ownership.Token", "must not be empty")
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if l.watchdog.isClosed() {
+		return nil, ErrClosed
+	}
+	o = o.withDefaults(l.defaults)
+	if err := l.cfg.checkLease("Options.TTL", o.TTL); err != nil {
+		return nil, err
+	}
+	id := newLockID(l.keys, own.Key, own.Token, o)
+	sent := time.Now()
+	ok, err := l.store.extend(ctx, id, o.TTL)
+	switch {
+	case err != nil:
+		return nil, unavailable("resume", err)
+	case !ok:
+		return nil, ErrNotHeld
+	}
+	lk := newLock(l, own.Key, id, own.Fence, o, sent, time.Now())
+	lk.fenceEnd = own.Fence // no fences reserved: never handed on
+	if !l.watchdog.add(lk.lease) {
+		return nil, ErrClosed
+	}
+	return lk, nil
+}

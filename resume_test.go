@@ -1,0 +1,184 @@
+package padlock_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock"
+)
+
+// TestDetachResume: a lock taken by one Locker (the process that queues a
+// job) is taken over by another (the worker): the first stops renewing
+// it, the second renews it past the original lease and releases it.
+func TestDetachResume(t *testing.T) {
+	queuer, srv, _ := newLocker(t)
+	worker := padlock.New(srv.Client(t))
+	defer worker.Close()
+	other := padlock.New(srv.Client(t))
+	defer other.Close()
+	ctx := ctxFor(t)
+	key := testKey(t)
+	const ttl = 600 * time.Millisecond
+
+	lk := mustAcquire(t, queuer, ctx, key, padlock.Options{TTL: ttl})
+	own, err := lk.Detach()
+	if err != nil {
+		t.Fatalf("Detach: %v", err)
+	}
+	if own.Key != key || own.Token != lk.Token() || own.Fence != lk.Fence() {
+		t.Fatalf("Ownership %+v, want key %q, token %q, fence %d", own, key, lk.Token(), lk.Fence())
+	}
+	select {
+	case <-lk.Done():
+	default:
+		t.Fatal("Done still open after Detach")
+	}
+	if !errors.Is(lk.Err(), padlock.ErrReleased) {
+		t.Fatalf("Err after Detach: %v, want ErrReleased", lk.Err())
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatalf("Release after Detach: %v, want nil (it does nothing)", err)
+	}
+	if _, err := other.Acquire(ctx, key, padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("Acquire of a detached lock: %v, want ErrNotAcquired (still held)", err)
+	}
+
+	// The Ownership travels with the job, e.g. as JSON.
+	b, err := json.Marshal(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got padlock.Ownership
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := worker.Resume(ctx, got, padlock.Options{TTL: ttl})
+	if err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if resumed.Fence() != own.Fence || resumed.Token() != own.Token {
+		t.Fatalf("resumed fence %d, token %q; want %d, %q", resumed.Fence(), resumed.Token(), own.Fence, own.Token)
+	}
+	time.Sleep(3 * ttl) // renewed by the worker's watchdog
+	if err := resumed.Err(); err != nil {
+		t.Fatalf("resumed lock after 3 leases: %v", err)
+	}
+	if _, err := other.Acquire(ctx, key, padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("Acquire while resumed: %v, want ErrNotAcquired", err)
+	}
+	if err := resumed.Release(ctx); err != nil {
+		t.Fatalf("Release of the resumed lock: %v", err)
+	}
+	next := mustAcquire(t, other, ctx, key, padlock.Options{})
+	if next.Fence() <= own.Fence {
+		t.Fatalf("next fence %d, want above %d", next.Fence(), own.Fence)
+	}
+	next.Release(ctx)
+}
+
+// TestResumeNotHeld: Resume checks the token in Redis.
+func TestResumeNotHeld(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: 200 * time.Millisecond, NoRenew: true})
+	own, err := lk.Detach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := own
+	wrong.Token = "not-the-token"
+	if _, err := l.Resume(ctx, wrong, padlock.Options{}); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Fatalf("Resume with another token: %v, want ErrNotHeld", err)
+	}
+	time.Sleep(400 * time.Millisecond) // the lease ends: nobody resumed it
+	if _, err := l.Resume(ctx, own, padlock.Options{}); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Fatalf("Resume after the lease ended: %v, want ErrNotHeld", err)
+	}
+	if _, err := l.Resume(ctx, padlock.Ownership{Key: key}, padlock.Options{}); !errors.Is(err, padlock.ErrInvalid) {
+		t.Fatalf("Resume without a token: %v, want ErrInvalid", err)
+	}
+	if _, err := lk.Detach(); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Fatalf("second Detach: %v, want ErrNotHeld", err)
+	}
+}
+
+// TestLockAccessors: Lease and ValidUntil answer without a round trip and
+// follow Extend.
+func TestLockAccessors(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	before := time.Now()
+	lk := mustAcquire(t, l, ctx, testKey(t), padlock.Options{TTL: 10 * time.Second})
+	if got := lk.Lease(); got != 10*time.Second {
+		t.Fatalf("Lease %v, want 10s", got)
+	}
+	if v := lk.ValidUntil(); v.Before(before.Add(9*time.Second)) || v.After(time.Now().Add(10*time.Second)) {
+		t.Fatalf("ValidUntil %v from now, want about 10s less the drift margin", time.Until(v))
+	}
+	sent := time.Now()
+	if err := lk.Extend(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := lk.Lease(); got != 2*time.Second {
+		t.Fatalf("Lease after Extend(2s) %v, want 2s", got)
+	}
+	if v := lk.ValidUntil(); v.After(sent.Add(2*time.Second)) || v.Before(sent.Add(time.Second)) {
+		t.Fatalf("ValidUntil after Extend(2s): %v after it was sent, want within (1s, 2s]", v.Sub(sent))
+	}
+	lk.Release(ctx)
+	if v := lk.ValidUntil(); !v.IsZero() {
+		t.Fatalf("ValidUntil after Release %v, want zero", v)
+	}
+}
+
+// TestAPINotes holds the answers the README's API notes give for locks that
+// are not, or no longer, held.
+func TestAPINotes(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	var never *padlock.Lock
+	if err := never.Release(ctx); err != nil {
+		t.Errorf("Release of a nil Lock: %v, want nil", err)
+	}
+	var zero padlock.Lock
+	if err := zero.Release(ctx); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Errorf("Release of a zero Lock: %v, want ErrNotHeld", err)
+	}
+	if _, err := zero.TTL(ctx); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Errorf("TTL of a zero Lock: %v, want ErrNotHeld", err)
+	}
+	if err := zero.Extend(ctx, time.Second); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Errorf("Extend of a zero Lock: %v, want ErrNotHeld", err)
+	}
+	select {
+	case <-zero.Done():
+	default:
+		t.Error("Done of a zero Lock is open")
+	}
+
+	// An expired lock: TTL and Extend say it is not held, and Extend does
+	// not take the key again (unlike redsync's SetNXOnExtend).
+	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: 100 * time.Millisecond, NoRenew: true})
+	<-lk.Done()
+	time.Sleep(150 * time.Millisecond)
+	if _, err := lk.TTL(ctx); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Errorf("TTL of an expired lock: %v, want ErrNotHeld", err)
+	}
+	if err := lk.Extend(ctx, time.Second); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Errorf("Extend of an expired lock: %v, want ErrNotHeld", err)
+	}
+	if n, err := rdb.Exists(ctx, "padlock:{"+key+"}").Result(); err != nil || n != 0 {
+		t.Errorf("lock key after Extend of an expired lock: exists=%d, %v; want gone", n, err)
+	}
+	if err := lk.Release(ctx); !errors.Is(err, padlock.ErrNotHeld) {
+		t.Errorf("Release of an expired lock: %v, want ErrNotHeld", err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Errorf("second Release: %v, want nil", err)
+	}
+}
