@@ -43,7 +43,7 @@ type Lock struct {
 // answered, took with fence.
 func newLock(l *Locker, key string, id *lockID, fence int64, o Options, sent, answered time.Time) *Lock {
 	lk := &Lock{locker: l, key: key, id: id, fence: fence}
-	lk.own.init(id, lk, o.TTL, !o.NoRenew, sent, answered, l.cfg.margin)
+	lk.own.init(id, lk, o.TTL, !o.NoRenew, sent, answered, l.watchdog.margin)
 	lk.lease = &lk.own
 	return lk
 }
