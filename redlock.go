@@ -65,13 +65,28 @@ var (
 // been up for the max lease (WithMaxLease; default the Locker's default
 // TTL, 30s unless WithDefaults sets another), by when every lease it may
 // have forgotten has run out. Acquire and Extend reject a longer TTL with
-// ErrInvalid. The uptime is read (INFO server) after a new connection to a
-// node was made, not on every Acquire: a restart always breaks the
-// connections, so a node is checked again exactly when it may have
-// restarted. Uptime comes in whole seconds, so a node votes a second or two
-// after the max lease. Locking goes on meanwhile while a majority of the
-// other nodes is up; a freshly started set of nodes grants its first lock
-// only that long after starting. Clients must be allowed INFO.
+// ErrInvalid. Which process a node runs, and since when, is read (INFO
+// server) after a new connection to it was made, not on every Acquire: a
+// restart always breaks the connections, so a node is checked again
+// exactly when it may have restarted. A process the client sees replace
+// one it saw before (a new run_id) votes a max lease after the client
+// first saw it, on the client's monotonic clock; only a process the client
+// sees first is judged by its uptime_in_seconds, which Redis derives from
+// the wall clock, so a clock stepped forward between its start and the
+// client's first look lets it vote early. Uptime comes in whole seconds, so
+// a node votes a second or two after the max lease. Locking goes on
+// meanwhile while a majority of the other nodes is up; a freshly started
+// set of nodes grants its first lock only that long after starting, and
+// until then Acquire fails with a QuorumError naming each waiting node and
+// how long it still waits (NodeRestarting). Nodes that persist every write
+// before answering need no wait: see WithPersistentNodes. Clients must be
+// allowed INFO.
+//
+// A Redlock failure says what each node did: the error wraps a
+// *QuorumError (errors.As) whose Nodes give each node's outcome (agreed,
+// busy, not held, restarting, timeout, unreachable, error reply). A node
+// that timed out does not make the error match context.DeadlineExceeded;
+// only the caller's own context ending does.
 //
 // Fences: Lock.Fence returns 0 on a Redlock Locker. Each node could count
 // acquisitions, but counters on independent nodes do not add up to one
@@ -83,8 +98,12 @@ var (
 // socket only when a client has ContextTimeoutEnabled set; NewRedlock
 // requires that, or read and write timeouts no longer than the node
 // timeout, so that one hung node cannot stall every Acquire for seconds.
-// NewRedlock adds a hook to each client to see new connections; it stays
-// after Close, and costs nothing then.
+// It takes clients rather than addresses so that each node keeps the
+// dialer, TLS, credentials and pool settings its operator needs (or a
+// Sentinel failover client), which a list of addresses could not carry;
+// the one setting it needs is named in the error when it is missing, and
+// the package example shows it. NewRedlock adds a hook to each client to
+// see new connections; it stays after Close, and costs nothing then.
 //
 // NewRedlock returns an ErrInvalid error naming the problem when clients is
 // empty or has a nil, repeated or unsuitable client (a Cluster or Ring

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -589,25 +590,68 @@ func TestNewRejectsRedlockOptions(t *testing.T) {
 }
 
 func ExampleNewRedlock() {
-	// One client per independent Redis master; ContextTimeoutEnabled lets
-	// the node timeout cut a hung node short.
+	// One client per independent Redis master. ContextTimeoutEnabled lets
+	// the node timeout cut a hung node short: NewRedlock refuses a client
+	// without it (or without read and write timeouts within the node timeout).
 	var clients []redis.UniversalClient
 	for _, addr := range []string{"redis-a:6379", "redis-b:6379", "redis-c:6379"} {
-		clients = append(clients, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
+		clients = append(clients, redis.NewClient(&redis.Options{
+			Addr:                  addr,
+			ContextTimeoutEnabled: true,
+		}))
 	}
-	locker, err := padlock.NewRedlock(clients, padlock.WithNodeTimeout(50*time.Millisecond))
+	locker, err := padlock.NewRedlock(clients,
+		padlock.WithNodeTimeout(50*time.Millisecond),
+		// Only if every node runs appendonly yes with appendfsync always:
+		// padlock.WithPersistentNodes(),
+	)
 	if err != nil {
-		fmt.Println(err)
+		fmt.Println(err) // ErrInvalid, naming the client or option
 		return
 	}
 	defer locker.Close()
 
 	ctx := context.Background()
 	lk, err := locker.Acquire(ctx, "report:daily", padlock.Options{TTL: 10 * time.Second})
-	if err != nil {
-		fmt.Println("not locked:", err) // busy, or no majority of nodes reachable
+	var qe *padlock.QuorumError
+	switch {
+	case errors.As(err, &qe): // too few nodes agreed: which, and why
+		for _, n := range qe.Nodes {
+			fmt.Println(n) // e.g. "redis-b:6379: restarting, votes in 12.5s"
+		}
+		return
+	case err != nil:
+		fmt.Println("not locked:", err) // busy: ErrNotAcquired
 		return
 	}
 	defer lk.Release(ctx)
 	// ... the work, under lk.Context(ctx); lk.Fence() is 0 here.
+}
+
+// TestReadmeRedlockSnippet keeps the README's Redlock snippet the body of
+// ExampleNewRedlock, which the compiler checks.
+func TestReadmeRedlockSnippet(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "<!-- the body of ExampleNewRedlock in redlock_test.go -->\n```go\n"
+	_, block, ok := strings.Cut(string(readme), marker)
+	block, _, closed := strings.Cut(block, "```\n")
+	if !ok || !closed {
+		t.Fatalf("README.md has no Go block after %q", marker)
+	}
+	src, err := os.ReadFile("redlock_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := strings.Cut(string(src), "func ExampleNewRedlock() {\n")
+	body, _, _ = strings.Cut(body, "\n}\n")
+	var want strings.Builder
+	for line := range strings.Lines(body + "\n") {
+		want.WriteString(strings.TrimPrefix(line, "\t"))
+	}
+	if block != want.String() {
+		t.Errorf("README's Redlock snippet differs from ExampleNewRedlock's body:\ngot:\n%s\nwant:\n%s", block, want.String())
+	}
 }
