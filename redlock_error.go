@@ -129,6 +129,8 @@ func (e *QuorumError) Agreed() int {
 	return n
 }
 
+// Error says how many nodes agreed of how many needed, and what each of
+// the others did.
 func (e *QuorumError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "padlock: no quorum for %s: %d of %d nodes agreed, %d needed", e.Op, e.Agreed(), len(e.Nodes), e.Need)
