@@ -144,7 +144,7 @@ func (e *QuorumError) Error() string {
 		}
 	}
 	if restarting > 0 {
-		fmt.Fprintf(&b, "; %d restarted within the max lease and may not vote yet", restarting)
+		fmt.Fprintf(&b, "; %d restarted within the max lease and may not vote yet (the delayed-restart rule of NewRedlock; see WithPersistentNodes)", restarting)
 	}
 	for _, r := range e.Nodes {
 		if r.Outcome == NodeAgreed {
