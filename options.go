@@ -95,6 +95,7 @@ type config struct {
 	redlock     bool          // fences are not offered
 	nodeTimeout time.Duration // 0: DefaultNodeTimeout
 	maxLease    time.Duration // 0: the default TTL
+	persistent  bool          // WithPersistentNodes
 
 	// WithReplicaAck (New only); see replicas.go.
 	ackReplicas int

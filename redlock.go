@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -66,13 +65,28 @@ var (
 // been up for the max lease (WithMaxLease; default the Locker's default
 // TTL, 30s unless WithDefaults sets another), by when every lease it may
 // have forgotten has run out. Acquire and Extend reject a longer TTL with
-// ErrInvalid. The uptime is read (INFO server) after a new connection to a
-// node was made, not on every Acquire: a restart always breaks the
-// connections, so a node is checked again exactly when it may have
-// restarted. Uptime comes in whole seconds, so a node votes a second or two
-// after the max lease. Locking goes on meanwhile while a majority of the
-// other nodes is up; a freshly started set of nodes grants its first lock
-// only that long after starting. Clients must be allowed INFO.
+// ErrInvalid. Which process a node runs, and since when, is read (INFO
+// server) after a new connection to it was made, not on every Acquire: a
+// restart always breaks the connections, so a node is checked again
+// exactly when it may have restarted. A process the client sees replace
+// one it saw before (a new run_id) votes a max lease after the client
+// first saw it, on the client's monotonic clock; only a process the client
+// sees first is judged by its uptime_in_seconds, which Redis derives from
+// the wall clock, so a clock stepped forward between its start and the
+// client's first look lets it vote early. Uptime comes in whole seconds, so
+// a node votes a second or two after the max lease. Locking goes on
+// meanwhile while a majority of the other nodes is up; a freshly started
+// set of nodes grants its first lock only that long after starting, and
+// until then Acquire fails with a QuorumError naming each waiting node and
+// how long it still waits (NodeRestarting). Nodes that persist every write
+// before answering need no wait: see WithPersistentNodes. Clients must be
+// allowed INFO.
+//
+// A Redlock failure says what each node did: the error wraps a
+// *QuorumError (errors.As) whose Nodes give each node's outcome (agreed,
+// busy, not held, restarting, timeout, unreachable, error reply). A node
+// that timed out does not make the error match context.DeadlineExceeded;
+// only the caller's own context ending does.
 //
 // Fences: Lock.Fence returns 0 on a Redlock Locker. Each node could count
 // acquisitions, but counters on independent nodes do not add up to one
@@ -84,8 +98,12 @@ var (
 // socket only when a client has ContextTimeoutEnabled set; NewRedlock
 // requires that, or read and write timeouts no longer than the node
 // timeout, so that one hung node cannot stall every Acquire for seconds.
-// NewRedlock adds a hook to each client to see new connections; it stays
-// after Close, and costs nothing then.
+// It takes clients rather than addresses so that each node keeps the
+// dialer, TLS, credentials and pool settings its operator needs (or a
+// Sentinel failover client), which a list of addresses could not carry;
+// the one setting it needs is named in the error when it is missing, and
+// the package example shows it. NewRedlock adds a hook to each client to
+// see new connections; it stays after Close, and costs nothing then.
 //
 // NewRedlock returns an ErrInvalid error naming the problem when clients is
 // empty or has a nil, repeated or unsuitable client (a Cluster or Ring
@@ -136,7 +154,7 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error
 		} else {
 			addr = fmt.Sprintf("node %d", i)
 		}
-		q.nodes[i] = &node{client: c, s: singleOn(c), addr: addr, guard: restartGuard{maxLease: cfg.maxLease}}
+		q.nodes[i] = &node{client: c, s: singleOn(c), addr: addr, guard: restartGuard{maxLease: cfg.maxLease, persistent: cfg.persistent}}
 	}
 	// Only now that nothing can fail: an error leaves the clients as they were.
 	for _, n := range q.nodes {
@@ -193,6 +211,28 @@ func WithMaxLease(d time.Duration) Option {
 	return func(c *config) { c.maxLease = d }
 }
 
+// WithPersistentNodes tells a Redlock Locker (NewRedlock) that its nodes
+// write every command to disk before they answer (appendonly yes with
+// appendfsync always), so that a node that restarts still holds every
+// lock it granted, and its grants count at once instead of after the max
+// lease (the delayed-restart rule, see NewRedlock). A new deployment then
+// takes locks as soon as its nodes are up.
+//
+// Where the clients may run CONFIG GET, each node's settings are checked
+// whenever the restart rule would read its uptime (after the client
+// dialled it anew), and a node that does not persist every write is held
+// to the rule all the same; its result in a QuorumError says why. Where
+// CONFIG GET is refused (managed Redis, ACLs), the option is the caller's
+// promise: a node that breaks it may, after a restart, grant a lock its
+// old process had granted to another owner. Other ways to lose writes
+// break it too: a restore from an older snapshot, a disk that lies about
+// fsync, or a wall clock stepped forward across the restart (Redis stores
+// lease ends as wall-clock times in the AOF). Default: off. New rejects
+// it.
+func WithPersistentNodes() Option {
+	return func(c *config) { c.persistent = true }
+}
+
 // validateModes checks the options that belong to one kind of Locker: the
 // Redlock ones with NewRedlock, the replica ones with New.
 func (c config) validateModes() error {
@@ -202,6 +242,8 @@ func (c config) validateModes() error {
 			return invalid("WithNodeTimeout", "applies to NewRedlock only")
 		case c.maxLease != 0:
 			return invalid("WithMaxLease", "applies to NewRedlock only")
+		case c.persistent:
+			return invalid("WithPersistentNodes", "applies to NewRedlock only")
 		}
 		return c.validateReplicaAck()
 	}
@@ -268,8 +310,9 @@ type vote struct {
 	yes        bool          // granted, extended, released or held, as the request asks
 	restarting bool          // granted, but by a node too recently (re)started to count
 	busy       bool          // someone else holds the lock there (acquire)
-	holderTTL  time.Duration // the other holder's lease there, when busy
+	holderTTL  time.Duration // the other holder's lease there, when busy; until the node votes, when restarting
 	err        error         // no answer, or an error reply
+	why        error         // restarting under WithPersistentNodes: why the rule applies all the same
 }
 
 func (q *quorum) acquire(ctx context.Context, id *lockID) (grant, error) {
@@ -293,12 +336,14 @@ func (q *quorum) acquire(ctx context.Context, id *lockID) (grant, error) {
 	q.undo(ctx, id, votes)
 	switch {
 	case t.yes >= q.need:
-		return grant{}, &quorumError{op: "acquire", tally: t, nodes: len(q.nodes), need: q.need,
-			late: fmt.Sprintf("after %v, beyond the %v the lease of %v leaves", elapsed.Round(time.Millisecond), valid, ttl)}
+		e := q.failure("acquire", votes)
+		e.Late = elapsed - valid
+		e.late = fmt.Sprintf("after %v, beyond the %v the lease of %v leaves", elapsed.Round(time.Millisecond), valid, ttl)
+		return grant{}, withCause(ctx, e)
 	case t.no > len(q.nodes)-q.need:
 		return grant{holderTTL: q.holderTTL(votes, t.no)}, nil
 	}
-	return grant{}, &quorumError{op: "acquire", tally: t, nodes: len(q.nodes), need: q.need}
+	return grant{}, withCause(ctx, q.failure("acquire", votes))
 }
 
 // holderTTL returns how long until enough of the busy nodes' leases end
@@ -337,14 +382,14 @@ func (n *node) acquire(ctx context.Context, id *lockID) vote {
 	case r < 0:
 		return vote{busy: true, holderTTL: time.Duration(-1-r) * time.Millisecond}
 	}
-	counts, err := n.guard.counts(ctx, n.client, sent)
+	v, err := n.guard.counts(ctx, n.client, sent)
 	if err != nil {
-		return vote{restarting: true, err: n.wrap(fmt.Errorf("uptime check: %w", err))}
+		return vote{restarting: true, err: n.wrap(fmt.Errorf("restart check: %w", err))}
 	}
-	return vote{yes: counts, restarting: !counts}
+	return vote{yes: v.counts, restarting: !v.counts, holderTTL: v.wait, why: v.why}
 }
 
-func (n *node) wrap(err error) error { return fmt.Errorf("%s: %w", n.addr, err) }
+func (n *node) wrap(err error) error { return &nodeError{addr: n.addr, err: err} }
 
 func (q *quorum) release(ctx context.Context, id *lockID, _ giveBack) (bool, error) {
 	votes := make([]vote, len(q.nodes))
@@ -354,7 +399,8 @@ func (q *quorum) release(ctx context.Context, id *lockID, _ giveBack) (bool, err
 		ok, err := n.s.release(ctx, id, giveBack{notify: true})
 		votes[i] = vote{yes: ok, err: n.wrapNil(err)}
 	})
-	return q.decide("release", votes, 0)
+	ok, err := q.decide("release", votes, 0)
+	return ok, withCause(ctx, err)
 }
 
 // extend needs a majority within the validity of the new lease. The
@@ -367,7 +413,8 @@ func (q *quorum) extend(ctx context.Context, id *lockID, ttl time.Duration) (boo
 		ok, err := n.s.extend(ctx, id, ttl)
 		votes[i] = vote{yes: ok, err: n.wrapNil(err)}
 	})
-	return q.decide("extend", votes, q.late(start, ttl))
+	ok, err := q.decide("extend", votes, q.late(start, ttl))
+	return ok, withCause(ctx, err)
 }
 
 // leaveQueue has nothing to do: a Redlock Locker has no fair queues.
@@ -381,7 +428,7 @@ func (q *quorum) pttl(ctx context.Context, id *lockID) (time.Duration, bool, err
 		votes[i] = vote{yes: ok, holderTTL: d, err: n.wrapNil(err)}
 	})
 	if ok, err := q.decide("ttl", votes, 0); !ok || err != nil {
-		return 0, ok, err
+		return 0, ok, withCause(ctx, err)
 	}
 	// The lock stands while a majority holds it: until the need-th longest
 	// lease ends.
@@ -432,21 +479,49 @@ func (q *quorum) decide(op string, votes []vote, late time.Duration) (bool, erro
 	t := q.count(votes)
 	switch {
 	case t.yes >= q.need && late > 0:
-		return false, &quorumError{op: op, tally: t, nodes: len(q.nodes), need: q.need,
-			late: fmt.Sprintf("%v too late for the lease", late.Round(time.Millisecond))}
+		e := q.failure(op, votes)
+		e.Late, e.late = late, fmt.Sprintf("%v too late for the lease", late.Round(time.Millisecond))
+		return false, e
 	case t.yes >= q.need:
 		return true, nil
 	case t.no > len(q.nodes)-q.need:
 		return false, nil
 	}
-	return false, &quorumError{op: op, tally: t, nodes: len(q.nodes), need: q.need}
+	return false, q.failure(op, votes)
+}
+
+// failure returns the error of a request the votes did not carry, with
+// each node's outcome.
+func (q *quorum) failure(op string, votes []vote) *QuorumError {
+	e := &QuorumError{Op: op, Need: q.need, Nodes: make([]NodeResult, len(votes))}
+	for i, v := range votes {
+		r := NodeResult{Index: i, Addr: q.nodes[i].addr}
+		switch {
+		case v.err != nil:
+			r.Err = v.err
+			var ne *nodeError
+			if errors.As(v.err, &ne) {
+				r.Err = ne.err // the result names the node already
+			}
+			r.Outcome = outcomeOf(r.Err)
+		case v.yes:
+			r.Outcome = NodeAgreed
+		case v.restarting:
+			r.Outcome, r.Wait, r.Err = NodeRestarting, v.holderTTL, v.why
+		case v.busy:
+			r.Outcome, r.Wait = NodeBusy, v.holderTTL
+		default:
+			r.Outcome = NodeNotHeld
+		}
+		e.Nodes[i] = r
+	}
+	return e
 }
 
 // tally counts votes.
 type tally struct {
 	yes, no    int // no: answered, and not yes (busy for acquire)
 	restarting int
-	errs       []error
 }
 
 func (q *quorum) count(votes []vote) tally {
@@ -460,9 +535,6 @@ func (q *quorum) count(votes []vote) tally {
 		case v.err == nil:
 			t.no++
 		}
-		if v.err != nil {
-			t.errs = append(t.errs, v.err)
-		}
 	}
 	return t
 }
@@ -473,35 +545,6 @@ func (n *node) wrapNil(err error) error {
 	}
 	return n.wrap(err)
 }
-
-// quorumError reports that too few nodes agreed. From acquire it matches
-// ErrNotAcquired (the Locker adds ErrUnavailable). It quotes the nodes'
-// errors but does not wrap them: a node's timeout must not pass for the
-// caller's context ending.
-type quorumError struct {
-	op          string
-	tally       tally
-	nodes, need int
-	late        string // set when a majority agreed, but too late
-}
-
-func (e *quorumError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "padlock: no quorum for %s: %d of %d nodes agreed, %d needed", e.op, e.tally.yes, e.nodes, e.need)
-	if e.late != "" {
-		b.WriteString(", but " + e.late)
-	}
-	if e.tally.restarting > 0 {
-		fmt.Fprintf(&b, "; %d restarted within the max lease and may not vote yet", e.tally.restarting)
-	}
-	for _, err := range e.tally.errs {
-		b.WriteString("; " + err.Error())
-	}
-	return b.String()
-}
-
-// Is makes an acquire's error match ErrNotAcquired: the lock was not taken.
-func (e *quorumError) Is(target error) bool { return target == ErrNotAcquired && e.op == "acquire" }
 
 // leaseOf returns the lease an Acquire for id asks for.
 func leaseOf(id *lockID) time.Duration {

@@ -3,15 +3,25 @@ package padlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 func quorumOf(n int) *quorum {
-	return &quorum{nodes: make([]*node, n), need: n/2 + 1}
+	q := &quorum{nodes: make([]*node, n), need: n/2 + 1}
+	for i := range q.nodes {
+		q.nodes[i] = &node{addr: fmt.Sprintf("10.0.0.%d:6379", i+1)}
+	}
+	return q
 }
 
 func TestQuorumHolderTTL(t *testing.T) {
@@ -65,11 +75,82 @@ func TestQuorumDecide(t *testing.T) {
 	}
 }
 
+// replyError stands for a Redis error reply.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+// timeoutError stands for a socket deadline that passed.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+func TestOutcomeOf(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+	tests := []struct {
+		err  error
+		want NodeOutcome
+	}{
+		{context.DeadlineExceeded, NodeTimeout},
+		{&net.OpError{Op: "read", Net: "tcp", Err: timeoutError{}}, NodeTimeout},
+		{fmt.Errorf("restart check: %w", context.DeadlineExceeded), NodeTimeout},
+		{redis.ErrPoolTimeout, NodeTimeout},
+		{refused, NodeUnreachable},
+		{io.EOF, NodeUnreachable},
+		{syscall.ECONNRESET, NodeUnreachable},
+		{redis.ErrClosed, NodeUnreachable},
+		{replyError("NOPERM this user has no permissions to run the 'info' command"), NodeErrorReply},
+		{fmt.Errorf("restart check: %w", replyError("LOADING Redis is loading the dataset in memory")), NodeErrorReply},
+		{errors.New("INFO server lacks run_id or uptime_in_seconds"), NodeErrorReply},
+	}
+	for _, tt := range tests {
+		if got := outcomeOf(tt.err); got != tt.want {
+			t.Errorf("outcomeOf(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
 func TestQuorumError(t *testing.T) {
-	votes := []vote{{yes: true}, {restarting: true}, {err: errors.New("127.0.0.1:1: connection refused")}}
-	q := quorumOf(3)
-	acquire := &quorumError{op: "acquire", tally: q.count(votes), nodes: 3, need: 2}
-	for _, want := range []string{"padlock: no quorum for acquire: 1 of 3 nodes agreed, 2 needed", "1 restarted", "connection refused"} {
+	q := quorumOf(5)
+	wrap := func(i int, err error) error { return q.nodes[i].wrap(err) }
+	votes := []vote{
+		{yes: true},
+		{restarting: true, holderTTL: 12 * time.Second},
+		{err: wrap(2, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})},
+		{err: wrap(3, context.DeadlineExceeded)},
+		{busy: true, holderTTL: 300 * time.Millisecond},
+	}
+	acquire := q.failure("acquire", votes)
+	want := []NodeResult{
+		{Index: 0, Addr: "10.0.0.1:6379", Outcome: NodeAgreed},
+		{Index: 1, Addr: "10.0.0.2:6379", Outcome: NodeRestarting, Wait: 12 * time.Second},
+		{Index: 2, Addr: "10.0.0.3:6379", Outcome: NodeUnreachable},
+		{Index: 3, Addr: "10.0.0.4:6379", Outcome: NodeTimeout},
+		{Index: 4, Addr: "10.0.0.5:6379", Outcome: NodeBusy, Wait: 300 * time.Millisecond},
+	}
+	if len(acquire.Nodes) != len(want) {
+		t.Fatalf("got %d node results, want %d", len(acquire.Nodes), len(want))
+	}
+	for i, w := range want {
+		got := acquire.Nodes[i]
+		if got.Index != w.Index || got.Addr != w.Addr || got.Outcome != w.Outcome || got.Wait != w.Wait {
+			t.Errorf("Nodes[%d] = %+v, want %+v", i, got, w)
+		}
+		if (got.Err != nil) != (w.Outcome == NodeUnreachable || w.Outcome == NodeTimeout) {
+			t.Errorf("Nodes[%d].Err = %v for outcome %v", i, got.Err, got.Outcome)
+		}
+	}
+	if _, named := acquire.Nodes[3].Err.(*nodeError); named {
+		t.Errorf("Nodes[3].Err = %#v names the node again, want the node's own error", acquire.Nodes[3].Err)
+	}
+	for _, want := range []string{
+		"padlock: no quorum for acquire: 1 of 5 nodes agreed, 3 needed", "1 restarted",
+		"10.0.0.2:6379: restarting, votes in 12s", "10.0.0.3:6379: unreachable", "10.0.0.4:6379: timeout",
+		"10.0.0.5:6379: busy, held for 300ms",
+	} {
 		if !strings.Contains(acquire.Error(), want) {
 			t.Errorf("error %q does not contain %q", acquire.Error(), want)
 		}
@@ -77,11 +158,21 @@ func TestQuorumError(t *testing.T) {
 	if !errors.Is(acquire, ErrNotAcquired) {
 		t.Error("an acquire's quorum error does not match ErrNotAcquired")
 	}
-	if release := (&quorumError{op: "release"}); errors.Is(release, ErrNotAcquired) {
+	if release := q.failure("release", votes); errors.Is(release, ErrNotAcquired) {
 		t.Error("a release's quorum error matches ErrNotAcquired")
 	}
 	if errors.Is(acquire, context.DeadlineExceeded) {
-		t.Error("a quorum error matches context.DeadlineExceeded: a node's timeout would pass for the caller's")
+		t.Error("a quorum error with a node timeout matches context.DeadlineExceeded: it would pass for the caller's")
+	}
+
+	// Only the caller's context ending makes it match the context's error.
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := withCause(ctx, q.failure("extend", votes)); errors.Is(err, context.Canceled) {
+		t.Errorf("got %v matching context.Canceled while the caller's context is live", err)
+	}
+	cancel()
+	if err := withCause(ctx, q.failure("extend", votes)); !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v, want it to match context.Canceled once the caller's context ended", err)
 	}
 }
 
@@ -123,7 +214,8 @@ func TestRestartGuardChecksOnNewConnections(t *testing.T) {
 		if err := rdb.Ping(ctx).Err(); err != nil { // stands in for a grant
 			return false, err
 		}
-		return g.counts(ctx, rdb, sent)
+		v, err := g.counts(ctx, rdb, sent)
+		return v.counts, err
 	}
 	before := infos.Load()
 	if ok, err := grant(); err != nil || ok {
@@ -164,5 +256,148 @@ func TestRestartGuardChecksOnNewConnections(t *testing.T) {
 	_ = rdb.Ping(ctx).Err()
 	if ok, err := grant(); err != nil || ok {
 		t.Fatalf("grant right after a restart: counts = %v, %v; want false", ok, err)
+	}
+}
+
+// fakeNode answers INFO server and CONFIG GET from its fields instead of
+// a server, so a test can say what a node reports, uptimes that a
+// stepped wall clock inflates included. No connection is ever made.
+type fakeNode struct {
+	runID       string
+	uptime      time.Duration
+	appendonly  string // "" leaves it out of the reply
+	appendfsync string
+	configErr   error // CONFIG GET's error, if any
+}
+
+func (f *fakeNode) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *fakeNode) ProcessHook(redis.ProcessHook) redis.ProcessHook {
+	return func(_ context.Context, cmd redis.Cmder) error {
+		f.answer(cmd)
+		return cmd.Err()
+	}
+}
+
+func (f *fakeNode) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(_ context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			f.answer(cmd)
+		}
+		return nil
+	}
+}
+
+func (f *fakeNode) answer(cmd redis.Cmder) {
+	switch c := cmd.(type) {
+	case *redis.StringCmd: // INFO server
+		c.SetVal(fmt.Sprintf("# Server\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\n", f.runID, int64(f.uptime/time.Second)))
+	case *redis.MapStringStringCmd: // CONFIG GET
+		if f.configErr != nil {
+			c.SetErr(f.configErr)
+			return
+		}
+		name := fmt.Sprint(c.Args()[2])
+		v := map[string]string{"appendonly": f.appendonly, "appendfsync": f.appendfsync}[name]
+		if v == "" {
+			c.SetVal(map[string]string{})
+			return
+		}
+		c.SetVal(map[string]string{name: v})
+	default:
+		cmd.SetErr(fmt.Errorf("fakeNode: unexpected %v", cmd.Args()))
+	}
+}
+
+// TestRestartGuardClockStep shows that the delayed-restart rule holds
+// when the node's wall clock is stepped forward after a restart, which
+// inflates uptime_in_seconds: a run_id that replaces one the guard saw
+// votes a max lease after the client first saw it, whatever its uptime.
+func TestRestartGuardClockStep(t *testing.T) {
+	const maxLease = time.Hour // far above any slowness of the test
+	ctx := context.Background()
+	f := &fakeNode{}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(f)
+	g := &restartGuard{maxLease: maxLease}
+	newConnection := func() { // what the guard's DialHook counts
+		g.mu.Lock()
+		g.dials++
+		g.mu.Unlock()
+	}
+
+	steps := []struct {
+		name      string
+		runID     string
+		uptime    time.Duration
+		wantCount bool
+	}{
+		// Nothing before it: uptime is all there is (the documented limit).
+		{"first process, up two max leases", "aaa", 2 * maxLease, true},
+		{"same process, reconnected", "aaa", 2*maxLease + time.Minute, true},
+		// Restarted, and its clock stepped forward a day: uptime lies.
+		{"new process whose clock was stepped", "bbb", 24 * time.Hour, false},
+		// Reconnecting to it does not let its uptime move its start earlier.
+		{"same new process, reconnected, uptime grown", "bbb", 25 * time.Hour, false},
+		{"restarted again, honest uptime of 0", "ccc", 0, false},
+	}
+	for _, st := range steps {
+		f.runID, f.uptime = st.runID, st.uptime
+		newConnection()
+		sent := time.Now()
+		v, err := g.counts(ctx, rdb, sent)
+		if err != nil {
+			t.Fatalf("%s: counts: %v", st.name, err)
+		}
+		if v.counts != st.wantCount {
+			t.Errorf("%s: counts = %v, want %v", st.name, v.counts, st.wantCount)
+		}
+		// Not counted: it votes a max lease after the client first saw it.
+		if !v.counts && (v.wait <= maxLease-time.Minute || v.wait > maxLease+time.Second) {
+			t.Errorf("%s: votes in %v, want about %v", st.name, v.wait, maxLease)
+		}
+	}
+}
+
+// TestRestartGuardPersistentNodes: under WithPersistentNodes a node votes
+// at once when its settings persist every write or it will not say, and is
+// held to the delayed-restart rule when they do not.
+func TestRestartGuardPersistentNodes(t *testing.T) {
+	const maxLease = time.Hour
+	tests := []struct {
+		name       string
+		node       fakeNode
+		persistent bool
+		wantCount  bool
+		wantWhy    string // in the verdict's why, when not counted
+	}{
+		{"not persistent: the rule", fakeNode{appendonly: "yes", appendfsync: "always"}, false, false, ""},
+		{"aof always", fakeNode{appendonly: "yes", appendfsync: "always"}, true, true, ""},
+		{"aof everysec", fakeNode{appendonly: "yes", appendfsync: "everysec"}, true, false, "appendfsync everysec"},
+		{"aof off", fakeNode{appendonly: "no", appendfsync: "always"}, true, false, "appendonly is no"},
+		{"CONFIG refused: the caller's promise", fakeNode{configErr: replyError("NOPERM this user has no permissions to run the 'config|get' command")}, true, true, ""},
+		{"settings unknown: the caller's promise", fakeNode{}, true, true, ""},
+		{"CONFIG timed out", fakeNode{configErr: context.DeadlineExceeded}, true, false, "persistence not confirmed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := tt.node
+			f.runID, f.uptime = "fresh", 0 // just started
+			rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+			t.Cleanup(func() { rdb.Close() })
+			rdb.AddHook(&f)
+			g := &restartGuard{maxLease: maxLease, persistent: tt.persistent}
+			v, err := g.counts(context.Background(), rdb, time.Now())
+			if err != nil {
+				t.Fatalf("counts: %v", err)
+			}
+			if v.counts != tt.wantCount {
+				t.Fatalf("counts = %v, want %v", v.counts, tt.wantCount)
+			}
+			if tt.wantWhy != "" && (v.why == nil || !strings.Contains(v.why.Error(), tt.wantWhy)) {
+				t.Errorf("why = %v, want it to mention %q", v.why, tt.wantWhy)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -185,8 +186,26 @@ func TestRedlockMajorityDownFailsFast(t *testing.T) {
 	l, servers := startRedlock(t, 5)
 	ctx := ctxFor(t)
 	key := testKey(t)
+	held := mustAcquire(t, l, ctx, key+":held", padlock.Options{NoRenew: true})
 	for _, s := range servers[:3] {
 		s.Kill(t)
+	}
+	// Every request on the held lock says which nodes failed, and how.
+	wantNodes := []padlock.NodeOutcome{padlock.NodeUnreachable, padlock.NodeUnreachable, padlock.NodeUnreachable, padlock.NodeAgreed, padlock.NodeAgreed}
+	if err := held.Extend(ctx, rlMaxLease); !errors.Is(err, padlock.ErrUnavailable) {
+		t.Errorf("Extend with 3 of 5 nodes down: got %v, want ErrUnavailable", err)
+	} else {
+		checkNodes(t, "Extend", err, "extend", servers, wantNodes)
+	}
+	if _, err := held.TTL(ctx); !errors.Is(err, padlock.ErrUnavailable) {
+		t.Errorf("TTL with 3 of 5 nodes down: got %v, want ErrUnavailable", err)
+	} else {
+		checkNodes(t, "TTL", err, "ttl", servers, wantNodes)
+	}
+	if err := held.Release(ctx); !errors.Is(err, padlock.ErrUnavailable) {
+		t.Errorf("Release with 3 of 5 nodes down: got %v, want ErrUnavailable", err)
+	} else {
+		checkNodes(t, "Release", err, "release", servers, wantNodes)
 	}
 
 	// One attempt asks all nodes and then undoes itself on all that may
@@ -204,6 +223,7 @@ func TestRedlockMajorityDownFailsFast(t *testing.T) {
 	if !strings.Contains(err.Error(), "2 of 5 nodes agreed, 3 needed") {
 		t.Errorf("error %q does not say how many nodes agreed", err)
 	}
+	checkNodes(t, "Acquire", err, "acquire", servers, wantNodes)
 	if took > budget {
 		t.Errorf("Acquire took %v, want at most %v", took, budget)
 	}
@@ -249,14 +269,33 @@ func TestRedlockHungNodes(t *testing.T) {
 		t.Errorf("slowest Acquire with one node hung took %v, want at most %v", slowest, budget)
 	}
 
-	// With a majority hung the attempt fails just as fast.
+	// With a majority hung the attempt fails just as fast, naming the hung
+	// nodes as timed out; a node's timeout is not the caller's deadline.
+	held := mustAcquire(t, l, ctx, key+":held", padlock.Options{NoRenew: true})
 	servers[0].Pause(t)
 	servers[4].Pause(t)
+	hung := []padlock.NodeOutcome{padlock.NodeTimeout, padlock.NodeAgreed, padlock.NodeTimeout, padlock.NodeAgreed, padlock.NodeTimeout}
+	err := held.Extend(ctx, rlMaxLease)
+	if !errors.Is(err, padlock.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Extend with 3 of 5 nodes hung: got %v, want ErrUnavailable and not context.DeadlineExceeded", err)
+	}
+	checkNodes(t, "Extend", err, "extend", servers, hung)
+	// The caller's own deadline, shorter than the node timeout, is its own.
+	short, cancel := context.WithTimeout(ctx, rlNodeTimeout/5)
+	err = held.Extend(short, rlMaxLease)
+	cancel()
+	if !errors.Is(err, padlock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Extend past the caller's deadline: got %v, want ErrUnavailable and context.DeadlineExceeded", err)
+	}
 	start := time.Now()
-	_, err := l.Acquire(ctx, key, padlock.Options{})
+	_, err = l.Acquire(ctx, key, padlock.Options{})
 	if !errors.Is(err, padlock.ErrNotAcquired) || !errors.Is(err, padlock.ErrUnavailable) {
 		t.Fatalf("Acquire with 3 of 5 nodes hung: got %v, want ErrNotAcquired and ErrUnavailable", err)
 	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Acquire with 3 of 5 nodes hung: got %v, matching context.DeadlineExceeded though the caller's context is live", err)
+	}
+	checkNodes(t, "Acquire", err, "acquire", servers, hung)
 	if took, budget := time.Since(start), 3*rlNodeTimeout+time.Second; took > budget {
 		t.Errorf("Acquire with 3 of 5 nodes hung took %v, want at most %v", took, budget)
 	}
@@ -331,6 +370,12 @@ func TestRedlockRestartedNodeDoesNotVote(t *testing.T) {
 	if !errors.Is(err, padlock.ErrNotAcquired) || !strings.Contains(err.Error(), "restarted within the max lease") {
 		t.Fatalf("B's Acquire: got %v, want ErrNotAcquired saying a node restarted", err)
 	}
+	// Node 0 restarted, node 1 holds A's lock, node 2 granted B's.
+	qe := checkNodes(t, "B's Acquire", err, "acquire", servers,
+		[]padlock.NodeOutcome{padlock.NodeRestarting, padlock.NodeBusy, padlock.NodeAgreed})
+	if w := qe.Nodes[0].Wait; w <= 0 || w > rlMaxLease+time.Second {
+		t.Errorf("restarted node votes in %v, want within (0, %v]", w, rlMaxLease+time.Second)
+	}
 	if time.Since(asked) >= rlMaxLease {
 		t.Fatal("test too slow: A's lease ended before B tried")
 	}
@@ -342,6 +387,91 @@ func TestRedlockRestartedNodeDoesNotVote(t *testing.T) {
 		t.Errorf("B acquired %v after A asked for a %v lease, before it ended", since, rlMaxLease)
 	}
 	_ = lk.Release(ctx)
+}
+
+// checkNodes asserts that err carries a *padlock.QuorumError for op whose
+// node results have the outcomes want, in the order of servers, and
+// returns it.
+func checkNodes(t *testing.T, call string, err error, op string, servers []*redistest.Server, want []padlock.NodeOutcome) *padlock.QuorumError {
+	t.Helper()
+	var qe *padlock.QuorumError
+	if !errors.As(err, &qe) {
+		t.Fatalf("%s: errors.As(%v) finds no *padlock.QuorumError", call, err)
+	}
+	if qe.Op != op || qe.Need != len(servers)/2+1 || len(qe.Nodes) != len(servers) {
+		t.Fatalf("%s: got Op %q, Need %d, %d nodes; want %q, %d, %d", call, qe.Op, qe.Need, len(qe.Nodes), op, len(servers)/2+1, len(servers))
+	}
+	for i, r := range qe.Nodes {
+		if r.Index != i || r.Addr != servers[i].Addr() || r.Outcome != want[i] {
+			t.Errorf("%s: Nodes[%d] = %d %s %v (%v), want %d %s %v", call, i, r.Index, r.Addr, r.Outcome, r.Err, i, servers[i].Addr(), want[i])
+		}
+		failed := r.Outcome == padlock.NodeTimeout || r.Outcome == padlock.NodeUnreachable
+		if (failed && r.Err == nil) || (r.Outcome == padlock.NodeAgreed && r.Err != nil) {
+			t.Errorf("%s: Nodes[%d] is %v with Err %v", call, i, r.Outcome, r.Err)
+		}
+		if r.Outcome != padlock.NodeAgreed && !strings.Contains(err.Error(), r.Addr+": "+r.Outcome.String()) {
+			t.Errorf("%s: error %q does not name %s as %v", call, err, r.Addr, r.Outcome)
+		}
+	}
+	return qe
+}
+
+// TestRedlockFreshNodes: nodes that just started do not vote for the max
+// lease, and the error names each with the time it still has to wait;
+// WithPersistentNodes lets nodes that persist every write vote at once,
+// and holds those that do not to the rule, saying why.
+func TestRedlockFreshNodes(t *testing.T) {
+	t.Parallel()
+	redistest.Require(t)
+	servers := redistest.StartN(t, 3)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	// Far above how long starting the nodes can take on a loaded machine.
+	const maxLease = 20 * time.Second
+	restarting := []padlock.NodeOutcome{padlock.NodeRestarting, padlock.NodeRestarting, padlock.NodeRestarting}
+
+	_, err := redlockOn(t, servers, padlock.WithMaxLease(maxLease)).Acquire(ctx, key, padlock.Options{})
+	if !errors.Is(err, padlock.ErrNotAcquired) || !errors.Is(err, padlock.ErrUnavailable) {
+		t.Fatalf("Acquire on fresh nodes: got %v, want ErrNotAcquired and ErrUnavailable", err)
+	}
+	qe := checkNodes(t, "Acquire on fresh nodes", err, "acquire", servers, restarting)
+	for i, r := range qe.Nodes {
+		if r.Wait <= maxLease-10*time.Second || r.Wait > maxLease+time.Second {
+			t.Errorf("fresh node %d votes in %v, want about %v", i, r.Wait, maxLease)
+		}
+		if r.Err != nil {
+			t.Errorf("fresh node %d: Err = %v, want nil without WithPersistentNodes", i, r.Err)
+		}
+		if !strings.Contains(err.Error(), r.Addr+": restarting, votes in ") {
+			t.Errorf("error %q does not say when %s votes", err, r.Addr)
+		}
+	}
+
+	// The option does not spare nodes whose settings lose writes.
+	_, err = redlockOn(t, servers, padlock.WithMaxLease(maxLease), padlock.WithPersistentNodes()).Acquire(ctx, key, padlock.Options{})
+	qe = checkNodes(t, "Acquire on fresh nodes without AOF", err, "acquire", servers, restarting)
+	for i, r := range qe.Nodes {
+		if r.Err == nil || !strings.Contains(r.Err.Error(), "appendonly is no") {
+			t.Errorf("fresh node %d without AOF: Err = %v, want it to say appendonly is no", i, r.Err)
+		}
+	}
+
+	for _, s := range servers {
+		c := s.Client(t)
+		for _, kv := range [][2]string{{"appendonly", "yes"}, {"appendfsync", "always"}} {
+			if err := c.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+				t.Fatalf("CONFIG SET %s %s on %s: %v", kv[0], kv[1], s, err)
+			}
+		}
+	}
+	l := redlockOn(t, servers, padlock.WithMaxLease(maxLease), padlock.WithPersistentNodes())
+	lk, err := l.Acquire(ctx, key, padlock.Options{})
+	if err != nil {
+		t.Fatalf("Acquire on fresh nodes that persist every write, with WithPersistentNodes: %v", err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
 }
 
 func TestRedlockRenewal(t *testing.T) {
@@ -446,7 +576,7 @@ func TestNewRedlockInvalid(t *testing.T) {
 
 func TestNewRejectsRedlockOptions(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
-	for _, opt := range []padlock.Option{padlock.WithNodeTimeout(time.Second), padlock.WithMaxLease(time.Minute)} {
+	for _, opt := range []padlock.Option{padlock.WithNodeTimeout(time.Second), padlock.WithMaxLease(time.Minute), padlock.WithPersistentNodes()} {
 		func() {
 			defer func() {
 				err, _ := recover().(error)
@@ -460,25 +590,68 @@ func TestNewRejectsRedlockOptions(t *testing.T) {
 }
 
 func ExampleNewRedlock() {
-	// One client per independent Redis master; ContextTimeoutEnabled lets
-	// the node timeout cut a hung node short.
+	// One client per independent Redis master. ContextTimeoutEnabled lets
+	// the node timeout cut a hung node short: NewRedlock refuses a client
+	// without it (or without read and write timeouts within the node timeout).
 	var clients []redis.UniversalClient
 	for _, addr := range []string{"redis-a:6379", "redis-b:6379", "redis-c:6379"} {
-		clients = append(clients, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
+		clients = append(clients, redis.NewClient(&redis.Options{
+			Addr:                  addr,
+			ContextTimeoutEnabled: true,
+		}))
 	}
-	locker, err := padlock.NewRedlock(clients, padlock.WithNodeTimeout(50*time.Millisecond))
+	locker, err := padlock.NewRedlock(clients,
+		padlock.WithNodeTimeout(50*time.Millisecond),
+		// Only if every node runs appendonly yes with appendfsync always:
+		// padlock.WithPersistentNodes(),
+	)
 	if err != nil {
-		fmt.Println(err)
+		fmt.Println(err) // ErrInvalid, naming the client or option
 		return
 	}
 	defer locker.Close()
 
 	ctx := context.Background()
 	lk, err := locker.Acquire(ctx, "report:daily", padlock.Options{TTL: 10 * time.Second})
-	if err != nil {
-		fmt.Println("not locked:", err) // busy, or no majority of nodes reachable
+	var qe *padlock.QuorumError
+	switch {
+	case errors.As(err, &qe): // too few nodes agreed: which, and why
+		for _, n := range qe.Nodes {
+			fmt.Println(n) // e.g. "redis-b:6379: restarting, votes in 12.5s"
+		}
+		return
+	case err != nil:
+		fmt.Println("not locked:", err) // busy: ErrNotAcquired
 		return
 	}
 	defer lk.Release(ctx)
 	// ... the work, under lk.Context(ctx); lk.Fence() is 0 here.
+}
+
+// TestReadmeRedlockSnippet keeps the README's Redlock snippet the body of
+// ExampleNewRedlock, which the compiler checks.
+func TestReadmeRedlockSnippet(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "<!-- the body of ExampleNewRedlock in redlock_test.go -->\n```go\n"
+	_, block, ok := strings.Cut(string(readme), marker)
+	block, _, closed := strings.Cut(block, "```\n")
+	if !ok || !closed {
+		t.Fatalf("README.md has no Go block after %q", marker)
+	}
+	src, err := os.ReadFile("redlock_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := strings.Cut(string(src), "func ExampleNewRedlock() {\n")
+	body, _, _ = strings.Cut(body, "\n}\n")
+	var want strings.Builder
+	for line := range strings.Lines(body + "\n") {
+		want.WriteString(strings.TrimPrefix(line, "\t"))
+	}
+	if block != want.String() {
+		t.Errorf("README's Redlock snippet differs from ExampleNewRedlock's body:\ngot:\n%s\nwant:\n%s", block, want.String())
+	}
 }
