@@ -3,7 +3,6 @@ package decorator_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -41,16 +40,4 @@ func checkFree(t testing.TB, l *padlock.Locker, key string) {
 		t.Fatalf("Acquire(%q) after the call: got %v, want the lock released", key, err)
 	}
 	_ = lk.Release(context.Background())
-}
-
-// eventually polls cond until it holds or 5s pass.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
