@@ -11,17 +11,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/miniclock"
 )
 
 // ErrControl reports that a control of an Env could not do what it was
 // asked: a key that was to be made busy was held already, or Redis could
 // not be brought back.
 var ErrControl = errors.New("padlocktest: control failed")
-
-// clockTick is how often the real-time clock moves Redis's clock on. Leases
-// end up to one tick late, which no lock test with a lease of 100ms or more
-// notices.
-const clockTick = 10 * time.Millisecond
 
 // Client timeouts. Loopback to an in-process server answers in
 // microseconds and a stopped one refuses at once, so these only bound
@@ -38,14 +34,12 @@ const (
 // cope with. Its methods are safe for concurrent use. Close it (New does
 // that when the test ends).
 type Env struct {
-	m       *miniredis.Miniredis
-	client  *redis.Client
-	locker  *padlock.Locker
-	opts    []padlock.Option // the Locker's, for the other Locker
-	prefix  string           // the Locker's key prefix
-	manual  bool             // the test drives Redis's clock (WithManualClock)
-	stop    chan struct{}    // closed by Close to stop the clock goroutine
-	stopped chan struct{}    // closed when the clock goroutine has ended
+	m      *miniredis.Miniredis
+	client *redis.Client
+	locker *padlock.Locker
+	opts   []padlock.Option // the Locker's, for the other Locker
+	prefix string           // the Locker's key prefix
+	clock  *miniclock.Clock // nil with WithManualClock
 
 	mu     sync.Mutex
 	down   bool            // Down ran and Up did not
@@ -114,14 +108,7 @@ func Start(opts ...Option) (*Env, error) {
 		PoolTimeout:   clientPoolTimeout,
 		MaxRetries:    -1,
 	})
-	e := &Env{
-		m:       m,
-		client:  client,
-		opts:    cfg.lockerOpts,
-		manual:  cfg.manual,
-		stop:    make(chan struct{}),
-		stopped: make(chan struct{}),
-	}
+	e := &Env{m: m, client: client, opts: cfg.lockerOpts}
 	locker, err := newLocker(client, cfg.lockerOpts)
 	if err == nil {
 		e.locker = locker
@@ -135,10 +122,10 @@ func Start(opts ...Option) (*Env, error) {
 		m.Close()
 		return nil, err
 	}
-	if cfg.manual {
-		close(e.stopped)
-	} else {
-		go e.driveClock()
+	if !cfg.manual {
+		// miniredis expires keys only when told that time has passed:
+		// without the clock, a lease would never end.
+		e.clock = miniclock.Start(m)
 	}
 	return e, nil
 }
@@ -156,28 +143,6 @@ func newLocker(client redis.UniversalClient, opts []padlock.Option) (l *padlock.
 		}
 	}()
 	return padlock.New(client, opts...), nil
-}
-
-// driveClock moves Redis's clock on with real time. miniredis expires keys
-// only when told that time has passed (FastForward): without this, a lease
-// would never end.
-func (e *Env) driveClock() {
-	defer close(e.stopped)
-	tick := time.NewTicker(clockTick)
-	defer tick.Stop()
-	// Advance by the time that really passed (the monotonic clock), not by
-	// clockTick: ticks are dropped when the machine is busy.
-	last := time.Now()
-	for {
-		select {
-		case <-e.stop:
-			return
-		case <-tick.C:
-			now := time.Now()
-			e.m.FastForward(now.Sub(last))
-			last = now
-		}
-	}
 }
 
 // Locker returns the Env's Locker. Build the code under test on it. The
@@ -218,10 +183,9 @@ func (e *Env) Close() error {
 	}
 	_ = e.locker.Close()
 	_ = e.client.Close()
-	if !e.manual {
-		close(e.stop)
+	if e.clock != nil {
+		e.clock.Stop()
 	}
-	<-e.stopped
 	e.m.Close()
 	return nil
 }
