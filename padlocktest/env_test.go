@@ -3,6 +3,8 @@ package padlocktest_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -78,13 +80,16 @@ func TestBusy(t *testing.T) {
 	tests := []struct {
 		name  string
 		lease time.Duration
+		fair  bool
 	}{
-		{"fixed lease", time.Minute},
-		{"held until released", 0},
+		{"fixed lease", time.Minute, false},
+		{"held until released", 0, false},
+		{"fair", time.Minute, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := padlocktest.New(t)
+			env := padlocktest.New(t, padlocktest.WithLockerOptions(
+				padlock.WithDefaults(padlock.Options{Fair: tt.fair})))
 			ctx := ctxFor(t)
 			holder, err := env.Busy(ctx, "order:42", tt.lease)
 			if err != nil {
@@ -298,5 +303,41 @@ func TestClose(t *testing.T) {
 	}
 	if _, err := env.Busy(ctx, "k2", time.Minute); !errors.Is(err, padlock.ErrClosed) {
 		t.Fatalf("Busy after Close: got %v, want ErrClosed", err)
+	}
+}
+
+// A lock the test cannot reach, taken by the handler as a middleware
+// would: Lose must end the handler's work with ErrLockLost.
+func TestLoseReachesAHandlersLock(t *testing.T) {
+	env := padlocktest.New(t, padlocktest.WithLockerOptions(
+		padlock.WithDefaults(padlock.Options{TTL: 300 * time.Millisecond})))
+	ctx := ctxFor(t)
+	working := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lk, err := env.Locker().Acquire(r.Context(), "order:42", padlock.Options{})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		defer lk.Release(context.WithoutCancel(r.Context()))
+		work := lk.Context(r.Context())
+		close(working)
+		<-work.Done()
+		if errors.Is(context.Cause(work), padlock.ErrLockLost) {
+			http.Error(w, "lock lost", http.StatusInternalServerError)
+		}
+	})
+	codes := make(chan int, 1)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", "/orders/42/pay", nil).WithContext(ctx))
+		codes <- rec.Code
+	}()
+	<-working
+	if !env.Lose("order:42") {
+		t.Fatal("Lose of the handler's key: got false, want true")
+	}
+	if got := <-codes; got != http.StatusInternalServerError {
+		t.Fatalf("status: got %d, want %d (the handler saw its lock lost)", got, http.StatusInternalServerError)
 	}
 }
