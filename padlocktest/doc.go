@@ -52,9 +52,10 @@
 // fake that returned such locks would need Lock to be an interface too,
 // and every fake would be a fresh chance to get the lock-lost contract
 // wrong; a test would then prove the handler against the fake, not
-// against padlock. An Env's Locker is the real one, costs a millisecond to
-// start, and is driven into every outcome a fake could give. Should a need
-// appear that only an interface meets, accepting one that *padlock.Locker
-// satisfies later breaks no caller, while going back from an interface
+// against padlock. An Env's Locker is the real one, costs about two
+// milliseconds to start (BenchmarkStart), and is driven into every outcome
+// a fake could give. Should a need appear that only an interface meets,
+// accepting, later, an interface that *padlock.Locker satisfies breaks no
+// call site, while going back from an interface to the concrete type
 // would.
 package padlocktest
