@@ -151,8 +151,8 @@ func (e *Env) Locker() *padlock.Locker { return e.locker }
 
 // Client returns the go-redis client the Locker uses, for code under test
 // that needs one (an idempotency store, say) and for looking at Redis. It
-// neither retries commands nor redials, so it fails at once while Redis is
-// down. The Env owns it: do not Close it.
+// retries no command and no dial, so it fails at once while Redis is down.
+// The Env owns it: do not Close it.
 func (e *Env) Client() *redis.Client { return e.client }
 
 // Addr returns the in-process Redis's address, host:port, for clients of

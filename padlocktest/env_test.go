@@ -341,3 +341,28 @@ func TestLoseReachesAHandlersLock(t *testing.T) {
 		t.Fatalf("status: got %d, want %d (the handler saw its lock lost)", got, http.StatusInternalServerError)
 	}
 }
+
+// A waiter of another Locker marks the holder's stored token (a "*"
+// suffix) to ask for a release notice; LoseLock must still find the lock.
+func TestLoseLockAfterAWaiterAsked(t *testing.T) {
+	env := padlocktest.New(t)
+	ctx := ctxFor(t)
+	lk := acquire(t, ctx, env.Locker(), "k", padlock.Options{})
+	other := padlock.New(env.Client())
+	defer other.Close()
+	if _, err := other.Acquire(ctx, "k", padlock.Options{Wait: 50 * time.Millisecond}); !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("waiter's Acquire: got %v, want ErrNotAcquired", err)
+	}
+	marked := false
+	for _, k := range env.Miniredis().Keys() {
+		if v, err := env.Miniredis().Get(k); err == nil && v == lk.Token()+"*" {
+			marked = true
+		}
+	}
+	if !marked {
+		t.Fatal("no key holds the token with a \"*\" suffix: the waiter did not ask for a notice, so this test proves nothing")
+	}
+	if err := env.LoseLock(ctx, lk); err != nil {
+		t.Fatalf("LoseLock: got %v, want nil", err)
+	}
+}
