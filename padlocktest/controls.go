@@ -20,8 +20,9 @@ import (
 //
 // The holder uses the options given with WithLockerOptions, so it agrees
 // with the Env's Locker on the key prefix and on Options.Fair. Busy returns
-// an ErrControl error when key is held already, and padlock's own errors
-// (ErrInvalid, ErrUnavailable) as Acquire does.
+// an ErrControl error, at once, when key is held or (under Options.Fair) a
+// waiter is first in line for it, and padlock's own errors (ErrInvalid,
+// ErrUnavailable) as Acquire does.
 func (e *Env) Busy(ctx context.Context, key string, lease time.Duration) (*padlock.Lock, error) {
 	if lease < 0 {
 		return nil, fmt.Errorf("%w: Busy: lease must not be negative, got %v", padlock.ErrInvalid, lease)
@@ -30,6 +31,12 @@ func (e *Env) Busy(ctx context.Context, key string, lease time.Duration) (*padlo
 	if err != nil {
 		return nil, err
 	}
+	// A held key is refused without an attempt: under Options.Fair, a
+	// failed attempt that may wait joins the key's queue, and would be
+	// first in line when the holder lets go.
+	if e.m.Exists(lockKey(e.prefix, key)) {
+		return nil, fmt.Errorf("%w: Busy(%q): the key is held", ErrControl, key)
+	}
 	// One attempt, whatever Wait the Locker's defaults set: the caller
 	// asked for the key to be busy now. A zero Wait would take the
 	// defaults' Wait, and NoRetry does not end a wait that release notices
@@ -37,7 +44,7 @@ func (e *Env) Busy(ctx context.Context, key string, lease time.Duration) (*padlo
 	o := padlock.Options{TTL: lease, NoRenew: lease > 0, Wait: time.Nanosecond}
 	lk, err := other.Acquire(ctx, key, o)
 	if errors.Is(err, padlock.ErrNotAcquired) {
-		return nil, fmt.Errorf("%w: Busy(%q): the key is held already: %w", ErrControl, key, err)
+		return nil, fmt.Errorf("%w: Busy(%q): the key is not free: %w", ErrControl, key, err)
 	}
 	return lk, err
 }

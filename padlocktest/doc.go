@@ -26,10 +26,12 @@
 // Lose does it to whatever lock holds a key, for a lock the test cannot
 // reach, such as one a middleware took for a request in flight. Its holder
 // notices at its next renewal, a third into its lease, so give the Env's
-// Locker a short default lease for such tests:
+// Locker a short default lease for such tests. A second makes that a third
+// of a second, and still leaves a loaded test machine most of a second to
+// renew in before the lease runs out on its own:
 //
 //	env := padlocktest.New(t, padlocktest.WithLockerOptions(
-//		padlock.WithDefaults(padlock.Options{TTL: 300 * time.Millisecond})))
+//		padlock.WithDefaults(padlock.Options{TTL: time.Second})))
 //
 // A handler can also hand its lock to the test: padlock.FromContext on the
 // request's context returns the lock a middleware took.

@@ -57,9 +57,9 @@ type config struct {
 
 // WithLockerOptions passes opts to padlock.New when the Env builds its
 // Locker (and the Locker that holds keys for Busy). Set a short default
-// lease here, padlock.WithDefaults(padlock.Options{TTL: 300 *
-// time.Millisecond}), for tests where Lose must be noticed within
-// milliseconds. Default: none, padlock's defaults.
+// lease here, padlock.WithDefaults(padlock.Options{TTL: time.Second}), for
+// tests where a lock's holder must notice Lose within a fraction of a
+// second. Default: none, padlock's defaults.
 func WithLockerOptions(opts ...padlock.Option) Option {
 	return func(c *config) { c.lockerOpts = append(c.lockerOpts, opts...) }
 }

@@ -5,12 +5,19 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/padlocktest"
 )
+
+// shortLease is the lease of tests that wait for a renewal: one comes a
+// third of a second in, and a loaded machine has most of a second to send
+// it before the lease runs out on its own.
+const shortLease = time.Second
 
 // patience bounds every wait for something that must happen: generous,
 // since the machine may be loaded; the tests never assert speed.
@@ -118,17 +125,53 @@ func TestBusy(t *testing.T) {
 	}
 }
 
-func TestBusyIgnoresDefaultWait(t *testing.T) {
-	env := padlocktest.New(t, padlocktest.WithLockerOptions(
-		padlock.WithDefaults(padlock.Options{Wait: time.Hour})))
+// A Busy that finds the key held must leave no trace in Redis: a fair
+// waiter's queue entry left behind would be first in line when the holder
+// lets go, and refuse the next Acquire of the free key. (The manual clock
+// keeps such an entry from expiring before the test looks.)
+func TestBusyOfAHeldKeyDoesNotQueue(t *testing.T) {
+	env := padlocktest.New(t, padlocktest.WithManualClock(), padlocktest.WithLockerOptions(
+		padlock.WithDefaults(padlock.Options{Fair: true, Wait: time.Hour})))
 	ctx := ctxFor(t)
 	if _, err := env.Busy(ctx, "k", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	// Waiting the default hour would end with the context, not at once.
+	before := env.Miniredis().Keys()
+	if _, err := env.Busy(ctx, "k", time.Minute); !errors.Is(err, padlocktest.ErrControl) {
+		t.Fatalf("second Busy: got %v, want ErrControl", err)
+	}
+	if after := env.Miniredis().Keys(); !slices.Equal(after, before) {
+		t.Fatalf("keys after a refused Busy: got %q, want %q", after, before)
+	}
+}
+
+// A free key with a fair waiter first in line refuses Busy's attempt; Busy
+// must return then, not wait as long as the Locker's defaults say.
+func TestBusyIgnoresDefaultWait(t *testing.T) {
+	fair := padlock.WithDefaults(padlock.Options{Fair: true, Wait: time.Hour})
+	env := padlocktest.New(t, padlocktest.WithLockerOptions(fair))
+	ctx := ctxFor(t)
+	acquire(t, ctx, env.Locker(), "k", padlock.Options{})
+	waiter := padlock.New(env.Client(), fair)
+	defer waiter.Close()
+	waited := make(chan *padlock.Lock, 1)
+	go func() {
+		lk, _ := waiter.Acquire(ctx, "k", padlock.Options{Wait: patience})
+		waited <- lk
+	}()
+	defer func() { _ = (<-waited).Release(context.Background()) }()
+	// Queued, the waiter sleeps until the holder's lease ends or a notice
+	// comes; Lose sends none.
+	for !slices.ContainsFunc(env.Miniredis().Keys(), func(k string) bool { return strings.HasSuffix(k, ":queue") }) {
+		if ctx.Err() != nil {
+			t.Fatal("the waiter never queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	env.Lose("k")
 	_, err := env.Busy(ctx, "k", time.Minute)
 	if !errors.Is(err, padlocktest.ErrControl) || errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("second Busy: got %v, want ErrControl without waiting for the context", err)
+		t.Fatalf("Busy behind a fair waiter: got %v, want ErrControl without waiting for the context", err)
 	}
 }
 
@@ -146,7 +189,7 @@ var keyCases = []struct {
 }
 
 func optionsFor(prefix string) []padlocktest.Option {
-	opts := []padlock.Option{padlock.WithDefaults(padlock.Options{TTL: 300 * time.Millisecond})}
+	opts := []padlock.Option{padlock.WithDefaults(padlock.Options{TTL: shortLease})}
 	if prefix != "" {
 		opts = append(opts, padlock.WithKeyPrefix(prefix))
 	}
@@ -265,7 +308,7 @@ func TestDownKeepsData(t *testing.T) {
 
 func TestLockLostWhileDown(t *testing.T) {
 	env := padlocktest.New(t, padlocktest.WithLockerOptions(
-		padlock.WithDefaults(padlock.Options{TTL: 300 * time.Millisecond})))
+		padlock.WithDefaults(padlock.Options{TTL: shortLease})))
 	ctx := ctxFor(t)
 	lk := acquire(t, ctx, env.Locker(), "k", padlock.Options{})
 	env.Down()
@@ -310,7 +353,7 @@ func TestClose(t *testing.T) {
 // would: Lose must end the handler's work with ErrLockLost.
 func TestLoseReachesAHandlersLock(t *testing.T) {
 	env := padlocktest.New(t, padlocktest.WithLockerOptions(
-		padlock.WithDefaults(padlock.Options{TTL: 300 * time.Millisecond})))
+		padlock.WithDefaults(padlock.Options{TTL: shortLease})))
 	ctx := ctxFor(t)
 	working := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

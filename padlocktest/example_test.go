@@ -114,11 +114,11 @@ func ExampleEnv_LoseLock() {
 }
 
 // Lose reaches locks the test holds no handle to, here one taken as a
-// middleware would take it. With a 300ms lease, its holder learns of the
-// loss within about 100ms, at its next renewal.
+// middleware would take it. With a lease of a second, its holder learns of
+// the loss within about a third of a second, at its next renewal.
 func ExampleEnv_Lose() {
 	env, err := padlocktest.Start(padlocktest.WithLockerOptions(
-		padlock.WithDefaults(padlock.Options{TTL: 300 * time.Millisecond})))
+		padlock.WithDefaults(padlock.Options{TTL: time.Second})))
 	if err != nil {
 		panic(err)
 	}
