@@ -68,8 +68,8 @@ func (e *Env) otherLocker() (*padlock.Locker, error) {
 // the write would, and reports whether there was one. The key is free at
 // once. The holder hears of it at its next contact with Redis: its next
 // renewal, a third into its lease (10s with padlock's default 30s lease; a
-// short default lease set with WithLockerOptions makes that milliseconds),
-// or its next TTL, Extend or Release. Then its Done closes and the contexts
+// default lease of a second, set with WithLockerOptions, makes it a third
+// of a second), or its next TTL, Extend or Release. Then its Done closes and the contexts
 // made from it are cancelled with padlock.ErrLockLost.
 //
 // Lose is for locks the test holds no handle to, such as one a middleware
@@ -82,8 +82,9 @@ func (e *Env) Lose(key string) bool {
 // LoseLock deletes lk's lock from Redis, as Lose does, and makes lk learn
 // of it at once: when LoseLock returns nil, lk.Done is closed and lk.Err
 // is padlock.ErrLockLost. A lock that was lost already stays lost, and
-// whoever holds its key since keeps it. A handler holding a lock it got
-// from a middleware reaches it with padlock.FromContext.
+// whoever holds its key since keeps it; one that was released is left
+// alone, and LoseLock returns an ErrControl error. A handler holding a
+// lock it got from a middleware reaches it with padlock.FromContext.
 //
 // While Redis is down the key is deleted but lk cannot be told: LoseLock
 // returns the padlock.ErrUnavailable error, and lk is lost, as any lock
@@ -91,6 +92,9 @@ func (e *Env) Lose(key string) bool {
 func (e *Env) LoseLock(ctx context.Context, lk *padlock.Lock) error {
 	if lk == nil {
 		return fmt.Errorf("%w: LoseLock: nil lock", padlock.ErrInvalid)
+	}
+	if err := lk.Err(); err != nil && !errors.Is(err, padlock.ErrLockLost) {
+		return fmt.Errorf("%w: LoseLock: the lock on %q has ended: %w", ErrControl, lk.Key(), err)
 	}
 	key := lockKey(e.prefix, lk.Key())
 	// Delete only our own lock: once lost, the key may be someone else's.

@@ -251,6 +251,21 @@ func TestLoseLock(t *testing.T) {
 	}
 }
 
+func TestLoseLockOfAReleasedLock(t *testing.T) {
+	env := padlocktest.New(t)
+	ctx := ctxFor(t)
+	lk := acquire(t, ctx, env.Locker(), "k", padlock.Options{})
+	if err := lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.LoseLock(ctx, lk); !errors.Is(err, padlocktest.ErrControl) {
+		t.Fatalf("LoseLock of a released lock: got %v, want ErrControl", err)
+	}
+	if err := lk.Err(); !errors.Is(err, padlock.ErrReleased) {
+		t.Fatalf("Err after LoseLock of a released lock: got %v, want ErrReleased", err)
+	}
+}
+
 func TestLoseLockSparesTheNextHolder(t *testing.T) {
 	env := padlocktest.New(t)
 	ctx := ctxFor(t)
