@@ -118,6 +118,9 @@ func (e *Env) LoseLock(ctx context.Context, lk *padlock.Lock) error {
 // (padlock.ErrLockLost) when its lease may have run out, unless Up comes
 // first. Keys keep their data and their leases keep running meanwhile.
 // Down on a Redis that is down does nothing.
+//
+// go-redis logs every dial that fails meanwhile, through its one global
+// logger; a test binary that wants quiet calls redis.SetLogger in TestMain.
 func (e *Env) Down() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
