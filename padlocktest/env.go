@@ -15,8 +15,8 @@ import (
 )
 
 // ErrControl reports that a control of an Env could not do what it was
-// asked: a key that was to be made busy was held already, or Redis could
-// not be brought back.
+// asked: a key that was to be made busy was not free, a lock that was to
+// be lost had been released, or Redis could not be brought back.
 var ErrControl = errors.New("padlocktest: control failed")
 
 // Client timeouts. Loopback to an in-process server answers in
@@ -74,7 +74,8 @@ func WithManualClock() Option {
 }
 
 // New starts an Env for t and closes it when t ends (t.Cleanup). It ends
-// the test (t.Fatal) when the in-process Redis cannot start.
+// the test (t.Fatal) when Start fails: the in-process Redis cannot start,
+// or an option given with WithLockerOptions is invalid.
 func New(t testing.TB, opts ...Option) *Env {
 	t.Helper()
 	e, err := Start(opts...)
