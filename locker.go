@@ -112,4 +112,11 @@ func newToken() string {
 	return string(s[:])
 }
 
+// RedisKey returns the Redis key that holds the lock on key, as Acquire
+// names it: the Locker's prefix and key as a Cluster hash tag (see "What
+// lives in Redis" in the README). Release notices for the lock go to the
+// channel of the same name. For tools and tests that look at Redis
+// directly; padlock's own calls need no such key.
+func (l *Locker) RedisKey(key string) string { return l.keys.lock(key) }
+
 func (l *Locker) String() string { return fmt.Sprintf("padlock.Locker(prefix %q)", l.keys.prefix) }

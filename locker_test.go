@@ -441,3 +441,17 @@ func TestKeyCountBounded(t *testing.T) {
 		t.Fatalf("keys left %q, want only the fence counter padlock:fence", keys)
 	}
 }
+
+// TestRedisKey: RedisKey names the key Acquire writes the token to, also
+// for keys with the characters the layout escapes.
+func TestRedisKey(t *testing.T) {
+	l, _, rdb := newLocker(t, padlock.WithKeyPrefix("app:"))
+	ctx := ctxFor(t)
+	for _, key := range []string{"order:1", `a{b}c\d`, "{"} {
+		lk := mustAcquire(t, l, ctx, key, padlock.Options{})
+		if v, err := rdb.Get(ctx, l.RedisKey(key)).Result(); err != nil || v != lk.Token() {
+			t.Errorf("RedisKey(%q) = %q holds %q (%v), want the lock's token", key, l.RedisKey(key), v, err)
+		}
+		lk.Release(ctx)
+	}
+}

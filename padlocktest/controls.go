@@ -34,7 +34,7 @@ func (e *Env) Busy(ctx context.Context, key string, lease time.Duration) (*padlo
 	// A held key is refused without an attempt: under Options.Fair, a
 	// failed attempt that may wait joins the key's queue, and would be
 	// first in line when the holder lets go.
-	if e.m.Exists(lockKey(e.prefix, key)) {
+	if e.m.Exists(e.locker.RedisKey(key)) {
 		return nil, fmt.Errorf("%w: Busy(%q): the key is held", ErrControl, key)
 	}
 	// One attempt, whatever Wait the Locker's defaults set: the caller
@@ -76,7 +76,7 @@ func (e *Env) otherLocker() (*padlock.Locker, error) {
 // took for the request in flight. A test holding the Lock uses LoseLock,
 // which needs no waiting.
 func (e *Env) Lose(key string) bool {
-	return e.m.Del(lockKey(e.prefix, key))
+	return e.m.Del(e.locker.RedisKey(key))
 }
 
 // LoseLock deletes lk's lock from Redis, as Lose does, and makes lk learn
@@ -96,7 +96,7 @@ func (e *Env) LoseLock(ctx context.Context, lk *padlock.Lock) error {
 	if err := lk.Err(); err != nil && !errors.Is(err, padlock.ErrLockLost) {
 		return fmt.Errorf("%w: LoseLock: the lock on %q has ended: %w", ErrControl, lk.Key(), err)
 	}
-	key := lockKey(e.prefix, lk.Key())
+	key := e.locker.RedisKey(lk.Key())
 	// Delete only our own lock: once lost, the key may be someone else's.
 	// The stored token may carry a "*" suffix (see padlock.Lock.Token).
 	if v, err := e.m.Get(key); err == nil && strings.TrimSuffix(v, "*") == lk.Token() {
@@ -158,24 +158,4 @@ func (e *Env) Advance(d time.Duration) {
 	if d > 0 {
 		e.m.FastForward(d)
 	}
-}
-
-// keyPrefix reads the key prefix l was built with. padlock has no accessor
-// for it; Locker.String shows it.
-func keyPrefix(l *padlock.Locker) (string, error) {
-	var prefix string
-	if _, err := fmt.Sscanf(l.String(), "padlock.Locker(prefix %q)", &prefix); err != nil {
-		return "", fmt.Errorf("padlocktest: reading the key prefix from %q: %w", l.String(), err)
-	}
-	return prefix, nil
-}
-
-var keyEscaper = strings.NewReplacer(`\`, `\\`, "{", `\[`, "}", `\]`)
-
-// lockKey returns the Redis key of the lock on key, for a Locker with
-// prefix on one node: prefix{key}, with '\', '{' and '}' in key escaped so
-// that the hash tag spans all of it. This follows padlock's key layout
-// (keys.go); the tests check the two agree.
-func lockKey(prefix, key string) string {
-	return prefix + "{" + keyEscaper.Replace(key) + "}"
 }

@@ -38,7 +38,6 @@ type Env struct {
 	client *redis.Client
 	locker *padlock.Locker
 	opts   []padlock.Option // the Locker's, for the other Locker
-	prefix string           // the Locker's key prefix
 	clock  *miniclock.Clock // nil with WithManualClock
 
 	mu     sync.Mutex
@@ -113,7 +112,6 @@ func Start(opts ...Option) (*Env, error) {
 	locker, err := newLocker(client, cfg.lockerOpts)
 	if err == nil {
 		e.locker = locker
-		e.prefix, err = keyPrefix(locker)
 	}
 	if err != nil {
 		if locker != nil {
