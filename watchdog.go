@@ -170,9 +170,8 @@ func (w *watchdog) tick(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var (
-		batch    []renewal
-		locks    []*Lock
-		deadline time.Time
+		batch []renewal
+		locks []*Lock
 	)
 	for len(w.locks) > 0 {
 		lk := w.locks[0]
@@ -186,16 +185,13 @@ func (w *watchdog) tick(now time.Time) {
 			continue
 		}
 		lk.inFlight = true
-		batch = append(batch, renewal{id: lk.id, ttl: lk.ttl, extends: lk.extends})
+		batch = append(batch, renewal{id: lk.id, ttl: lk.ttl, extends: lk.extends, deadline: lk.validUntil})
 		locks = append(locks, lk)
-		if deadline.IsZero() || lk.validUntil.Before(deadline) {
-			deadline = lk.validUntil
-		}
 		w.schedule(lk)
 	}
 	if len(batch) > 0 {
 		w.wg.Add(1)
-		go w.renew(batch, locks, deadline)
+		go w.renew(batch, locks)
 	}
 	w.next = time.Time{}
 	if len(w.locks) > 0 {
@@ -203,51 +199,55 @@ func (w *watchdog) tick(now time.Time) {
 	}
 }
 
-// renew sends one batch and applies its results. Its deadline is the
-// earliest trusted-lease end in the batch: after that, an answer comes too
-// late for at least one lock, and the loop fires its lost signal.
-func (w *watchdog) renew(batch []renewal, locks []*Lock, deadline time.Time) {
+// renew sends one batch and applies the results of each node's renewals
+// as soon as that node answers. The store waits for a node no longer than
+// the earliest trusted-lease end among its renewals (their deadline):
+// after that, an answer comes too late for at least one of its locks, and
+// the loop fires its lost signal.
+func (w *watchdog) renew(batch []renewal, locks []*Lock) {
 	defer w.wg.Done()
-	ctx, cancel := context.WithDeadline(w.ctx, deadline)
-	defer cancel()
 	sent := time.Now()
-	w.store.renew(ctx, batch)
+	w.store.renew(w.ctx, batch, func(idx []int) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		now := time.Now()
+		for _, i := range idx {
+			w.renewed(locks[i], batch[i], sent, now)
+		}
+	})
+}
 
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	now := time.Now()
-	for i, lk := range locks {
-		for lk.successor != nil { // handed on while the renewal was out
-			lk = lk.successor
-		}
-		lk.inFlight = false
-		if lk.wdIndex < 0 { // released meanwhile
-			continue
-		}
-		r := batch[i]
-		switch {
-		case r.err == nil && r.ok && r.extends != lk.extends:
-			// An Extend ran while this renewal was on its way, and the
-			// renewal may have landed after it, resetting the lease in
-			// Redis to the older length: trust the shorter of the two, and
-			// renew with the current length at once.
-			lk.validUntil = minTime(lk.validUntil, sent.Add(r.ttl-w.margin(r.ttl)))
-			lk.renewAt = now
-		case r.err == nil && r.ok:
-			if v := sent.Add(r.ttl - w.margin(r.ttl)); v.After(lk.validUntil) {
-				lk.validUntil = v
-			}
-			lk.renewBase = sent
-			lk.renewAt = sent.Add(r.ttl / 3)
-		case r.err == nil: // the token is gone
-			heap.Remove(&w.locks, lk.wdIndex)
-			lk.finish(ErrLockLost)
-			continue
-		default: // no answer: try again soon, until validUntil
-			lk.renewAt = now.Add(max(r.ttl/retryFraction, retryFloor))
-		}
-		w.schedule(lk)
+// renewed applies the result of r, sent at sent, to lk. mu is held.
+func (w *watchdog) renewed(lk *Lock, r renewal, sent, now time.Time) {
+	for lk.successor != nil { // handed on while the renewal was out
+		lk = lk.successor
 	}
+	lk.inFlight = false
+	if lk.wdIndex < 0 { // released meanwhile
+		return
+	}
+	switch {
+	case r.err == nil && r.ok && r.extends != lk.extends:
+		// An Extend ran while this renewal was on its way, and the
+		// renewal may have landed after it, resetting the lease in
+		// Redis to the older length: trust the shorter of the two, and
+		// renew with the current length at once.
+		lk.validUntil = minTime(lk.validUntil, sent.Add(r.ttl-w.margin(r.ttl)))
+		lk.renewAt = now
+	case r.err == nil && r.ok:
+		if v := sent.Add(r.ttl - w.margin(r.ttl)); v.After(lk.validUntil) {
+			lk.validUntil = v
+		}
+		lk.renewBase = sent
+		lk.renewAt = sent.Add(r.ttl / 3)
+	case r.err == nil: // the token is gone
+		heap.Remove(&w.locks, lk.wdIndex)
+		lk.finish(ErrLockLost)
+		return
+	default: // no answer: try again soon, until validUntil
+		lk.renewAt = now.Add(max(r.ttl/retryFraction, retryFloor))
+	}
+	w.schedule(lk)
 }
 
 // close stops the loop and waits for renewals in flight, then fires the
