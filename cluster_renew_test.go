@@ -2,7 +2,10 @@ package padlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,36 +14,36 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// keysOnTwoMasters returns two user keys whose locks live on different
-// masters of c, as the cluster itself routes them, and those masters.
-func keysOnTwoMasters(t *testing.T, c *redistest.Cluster, cc *redis.ClusterClient, ks keyspace) (keys [2]string, nodes [2]*redistest.Server) {
+// keysByMaster returns perNode user keys for each node of c, in the order
+// of c.Nodes(): keys whose locks the cluster itself routes to that master.
+func keysByMaster(t *testing.T, c *redistest.Cluster, cc *redis.ClusterClient, ks keyspace, perNode int) [][]string {
 	t.Helper()
 	ctx := testCtx(t)
-	byAddr := map[string]*redistest.Server{}
-	for _, n := range c.Nodes() {
-		byAddr[n.Addr()] = n
+	nodes := c.Nodes()
+	byAddr := map[string]int{}
+	for i, n := range nodes {
+		byAddr[n.Addr()] = i
 	}
-	for i := 0; nodes[1] == nil && i < 1000; i++ {
+	keys := make([][]string, len(nodes))
+	for i, left := 0, len(nodes)*perNode; left > 0; i++ {
+		if i == 10000 {
+			t.Fatalf("no %d keys on each master of %v among %d keys", perNode, c.Addrs(), i)
+		}
 		k := fmt.Sprintf("order:%d", i)
 		m, err := cc.MasterForKey(ctx, ks.lock(k))
 		if err != nil {
 			t.Fatalf("MasterForKey(%q): %v", k, err)
 		}
-		n := byAddr[m.Options().Addr]
-		if n == nil {
+		n, ok := byAddr[m.Options().Addr]
+		if !ok {
 			t.Fatalf("key %q routed to %s, which is not a node of the cluster %v", k, m.Options().Addr, c.Addrs())
 		}
-		switch {
-		case nodes[0] == nil:
-			keys[0], nodes[0] = k, n
-		case n != nodes[0]:
-			keys[1], nodes[1] = k, n
+		if len(keys[n]) < perNode {
+			keys[n] = append(keys[n], k)
+			left--
 		}
 	}
-	if nodes[1] == nil {
-		t.Fatalf("no two keys on different masters of %v", c.Addrs())
-	}
-	return keys, nodes
+	return keys
 }
 
 // partialCoverage lets the masters of c serve their own slots while another
@@ -87,8 +90,9 @@ func TestClusterSlowMasterRenewal(t *testing.T) {
 			cc.OnNewNode(func(rdb *redis.Client) { rdb.AddHook(scriptCmds[rdb.Options().Addr]) })
 			l := New(cc)
 			t.Cleanup(func() { l.Close() })
-			keys, nodes := keysOnTwoMasters(t, c, cc, l.keys)
-			healthyNode, pausedNode := nodes[0], nodes[1]
+			byMaster := keysByMaster(t, c, cc, l.keys, 1)
+			keys := [2]string{byMaster[0][0], byMaster[1][0]}
+			healthyNode, pausedNode := c.Nodes()[0], c.Nodes()[1]
 			loads := scriptCmds[pausedNode.Addr()]
 
 			ctx := testCtx(t)
@@ -145,6 +149,105 @@ func TestClusterSlowMasterRenewal(t *testing.T) {
 				t.Errorf("the lock on the paused master still reports held after %v, want it lost", hold)
 			} else {
 				t.Logf("the lock on the paused master was reported lost %v after it was taken (lease %v)", time.Duration(lostAt.Load()).Round(time.Millisecond), ttl)
+			}
+		})
+	}
+}
+
+// TestClusterRenewSettlesEachMaster calls a Cluster store's renew with two
+// locks on each of two masters, one of them paused: each master's
+// renewals are settled together, on their own, the healthy master's with
+// its answer while the paused one is still waited for, and the paused
+// master is waited for only until the earliest deadline of its renewals.
+// WithReplicaAck cannot confirm anything on a cluster without replicas,
+// so there an answer is the replicas' refusal, not a timeout.
+func TestClusterRenewSettlesEachMaster(t *testing.T) {
+	t.Parallel()
+	redistest.Require(t)
+	c := redistest.StartCluster(t, 3)
+	partialCoverage(t, c)
+	cc := c.Client(t)
+	ks := keyspace{prefix: DefaultKeyPrefix, slotted: true}
+	keys := keysByMaster(t, c, cc, ks, 2)
+	ctx := testCtx(t)
+
+	// Locks 0 and 1 on the healthy master, 2 and 3 on the one paused.
+	var ids []*lockID
+	for _, k := range []string{keys[0][0], keys[0][1], keys[1][0], keys[1][1]} {
+		id := newLockID(ks, k, newToken(), Options{TTL: time.Minute})
+		if err := cc.Set(ctx, id.lockKey(), id.token, time.Minute).Err(); err != nil {
+			t.Fatalf("SET %s: %v", id.lockKey(), err)
+		}
+		ids = append(ids, id)
+	}
+	c.Nodes()[1].Pause(t)
+	defer c.Nodes()[1].Resume(t)
+
+	for _, tc := range []struct {
+		name    string
+		store   store
+		healthy func(r renewal) error // nil when r is the answer of a healthy master
+	}{
+		{
+			name:  "single",
+			store: singleOn(cc),
+			healthy: func(r renewal) error {
+				if r.err != nil || !r.ok {
+					return fmt.Errorf("got ok %v, err %v; want renewed", r.ok, r.err)
+				}
+				return nil
+			},
+		},
+		{
+			name:  "replica ack",
+			store: acked{single: singleOn(cc), replicas: 1, timeout: 50 * time.Millisecond},
+			healthy: func(r renewal) error {
+				var re *replicaError
+				if !errors.As(r.err, &re) {
+					return fmt.Errorf("got ok %v, err %v; want the replicas' refusal", r.ok, r.err)
+				}
+				return nil
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			far := time.Now().Add(time.Minute)
+			near := time.Now().Add(200 * time.Millisecond) // before the 1s ReadTimeout
+			batch := []renewal{
+				{id: ids[0], ttl: time.Minute, deadline: near}, // the healthy master ignores it
+				{id: ids[1], ttl: time.Minute, deadline: far},
+				{id: ids[2], ttl: time.Minute, deadline: far},
+				{id: ids[3], ttl: time.Minute, deadline: near},
+			}
+			var (
+				mu      sync.Mutex
+				groups  [][]int
+				results []renewal // batch as each index was settled
+			)
+			results = make([]renewal, len(batch))
+			tc.store.renew(ctx, batch, func(idx []int) {
+				mu.Lock()
+				defer mu.Unlock()
+				groups = append(groups, slices.Clone(idx))
+				for _, i := range idx {
+					results[i] = batch[i]
+				}
+			})
+			for _, g := range groups {
+				slices.Sort(g)
+			}
+			if want := [][]int{{0, 1}, {2, 3}}; !slices.EqualFunc(groups, want, slices.Equal) {
+				t.Fatalf("settled groups in order %v, want %v: each master's renewals together, the healthy master's first", groups, want)
+			}
+			for i := range 2 {
+				if err := tc.healthy(results[i]); err != nil {
+					t.Errorf("renewal %d on the healthy master: %v", i, err)
+				}
+			}
+			for i := 2; i < 4; i++ {
+				if r := results[i]; r.ok || !errors.Is(r.err, context.DeadlineExceeded) {
+					t.Errorf("renewal %d on the paused master: got ok %v, err %v; want it cut off by its group's deadline", i, r.ok, r.err)
+				}
 			}
 		})
 	}
