@@ -158,15 +158,20 @@ func TestClusterSlowMasterRenewal(t *testing.T) {
 // locks on each of two masters, one of them paused: each master's
 // renewals are settled together, on their own, the healthy master's with
 // its answer while the paused one is still waited for, and the paused
-// master is waited for only until the earliest deadline of its renewals.
-// WithReplicaAck cannot confirm anything on a cluster without replicas,
-// so there an answer is the replicas' refusal, not a timeout.
+// master is waited for only until the earliest deadline of its renewals,
+// not for the client's long ReadTimeout. WithReplicaAck cannot confirm
+// anything on a cluster without replicas, so there an answer is the
+// replicas' refusal, not a timeout.
 func TestClusterRenewSettlesEachMaster(t *testing.T) {
 	t.Parallel()
 	redistest.Require(t)
 	c := redistest.StartCluster(t, 3)
 	partialCoverage(t, c)
-	cc := c.Client(t)
+	const readTimeout = 20 * time.Second
+	cc := c.Client(t, func(o *redis.ClusterOptions) {
+		// Only a deadline can end the wait for the paused master soon.
+		o.ReadTimeout, o.ContextTimeoutEnabled = readTimeout, true
+	})
 	ks := keyspace{prefix: DefaultKeyPrefix, slotted: true}
 	keys := keysByMaster(t, c, cc, ks, 2)
 	ctx := testCtx(t)
@@ -211,26 +216,31 @@ func TestClusterRenewSettlesEachMaster(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			far := time.Now().Add(time.Minute)
-			near := time.Now().Add(200 * time.Millisecond) // before the 1s ReadTimeout
+			start := time.Now()
+			// The paused master's group ends at near, the earlier of its
+			// deadlines; the healthy master has until then to answer.
+			far, near := start.Add(time.Minute), start.Add(3*time.Second)
 			batch := []renewal{
-				{id: ids[0], ttl: time.Minute, deadline: near}, // the healthy master ignores it
+				{id: ids[0], ttl: time.Minute, deadline: far},
 				{id: ids[1], ttl: time.Minute, deadline: far},
 				{id: ids[2], ttl: time.Minute, deadline: far},
 				{id: ids[3], ttl: time.Minute, deadline: near},
 			}
 			var (
-				mu      sync.Mutex
-				groups  [][]int
-				results []renewal // batch as each index was settled
+				mu        sync.Mutex
+				groups    [][]int
+				results   = make([]renewal, len(batch)) // batch as each index was settled
+				pausedFor time.Duration                 // from start until the paused master's renewals settled
 			)
-			results = make([]renewal, len(batch))
 			tc.store.renew(ctx, batch, func(idx []int) {
 				mu.Lock()
 				defer mu.Unlock()
 				groups = append(groups, slices.Clone(idx))
 				for _, i := range idx {
 					results[i] = batch[i]
+					if i >= 2 {
+						pausedFor = time.Since(start)
+					}
 				}
 			})
 			for _, g := range groups {
@@ -245,9 +255,14 @@ func TestClusterRenewSettlesEachMaster(t *testing.T) {
 				}
 			}
 			for i := 2; i < 4; i++ {
-				if r := results[i]; r.ok || !errors.Is(r.err, context.DeadlineExceeded) {
-					t.Errorf("renewal %d on the paused master: got ok %v, err %v; want it cut off by its group's deadline", i, r.ok, r.err)
+				if r := results[i]; r.ok || r.err == nil {
+					t.Errorf("renewal %d on the paused master: got ok %v, err %v; want an error", i, r.ok, r.err)
 				}
+			}
+			// Half the ReadTimeout: slack for a loaded machine, and still
+			// far sooner than the paused master could end the wait itself.
+			if pausedFor >= readTimeout/2 {
+				t.Errorf("the paused master's renewals settled after %v, want them cut off by their deadline (%v)", pausedFor.Round(time.Millisecond), near.Sub(start))
 			}
 		})
 	}
