@@ -64,31 +64,58 @@ func partialCoverage(t *testing.T, c *redistest.Cluster) {
 // several leases, and the lock on the paused master must be reported lost.
 // With scriptsFlushed, the masters lost the renewal script just before the
 // pause, so the healthy lock's renewal finds NOSCRIPT: the script must be
-// loaded on its master only, never sent to the paused one.
+// loaded on its master only, never sent to the paused one. With
+// replicaAck, every master has a replica that confirms each renewal (and
+// does not take over the paused master: the slots stay put); the client
+// then waits longer for an answer, as the node clients that confirm
+// renewals try once where the Cluster pipeline tries again.
 func TestClusterSlowMasterRenewal(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name           string
 		scriptsFlushed bool
+		replicaAck     bool
+		readTimeout    time.Duration
 	}{
-		{name: "scripts loaded"},
-		{name: "scripts flushed", scriptsFlushed: true},
+		{name: "scripts loaded", readTimeout: time.Second},
+		{name: "scripts flushed", scriptsFlushed: true, readTimeout: time.Second},
+		{name: "replica ack", replicaAck: true, readTimeout: 2500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			redistest.Require(t)
-			const ttl = 3 * time.Second // renewed every 1s; the client's ReadTimeout is 1s
-			c := redistest.StartCluster(t, 3)
+			const ttl = 3 * time.Second // renewed every 1s
+			var (
+				c    *redistest.Cluster
+				opts []Option
+			)
+			if tc.replicaAck {
+				c = redistest.StartClusterWithReplicas(t, 3, 1)
+				for i := range c.Nodes() {
+					for _, r := range c.ReplicasOf(i) {
+						if err := r.Client(t).ConfigSet(testCtx(t), "cluster-replica-no-failover", "yes").Err(); err != nil {
+							t.Fatalf("%s: CONFIG SET cluster-replica-no-failover yes: %v", r, err)
+						}
+					}
+				}
+				opts = append(opts, WithReplicaAck(1, 200*time.Millisecond))
+			} else {
+				c = redistest.StartCluster(t, 3)
+			}
 			partialCoverage(t, c)
-			cc := c.Client(t)
-			// SCRIPT commands sent to each node. The hooks go in before the
-			// client makes its first node client.
+			cc := c.Client(t, func(o *redis.ClusterOptions) { o.ReadTimeout = tc.readTimeout })
+			// SCRIPT commands sent to each master. The hooks go in before
+			// the client makes its first node client.
 			scriptCmds := map[string]*redistest.Counter{}
 			for _, addr := range c.Addrs() {
 				scriptCmds[addr] = redistest.CountCommands("script")
 			}
-			cc.OnNewNode(func(rdb *redis.Client) { rdb.AddHook(scriptCmds[rdb.Options().Addr]) })
-			l := New(cc)
+			cc.OnNewNode(func(rdb *redis.Client) {
+				if n, ok := scriptCmds[rdb.Options().Addr]; ok {
+					rdb.AddHook(n)
+				}
+			})
+			l := New(cc, opts...)
 			t.Cleanup(func() { l.Close() })
 			byMaster := keysByMaster(t, c, cc, l.keys, 1)
 			keys := [2]string{byMaster[0][0], byMaster[1][0]}
