@@ -98,7 +98,7 @@ func TestClusterSlowMasterRenewal(t *testing.T) {
 						}
 					}
 				}
-				opts = append(opts, WithReplicaAck(1, 200*time.Millisecond))
+				opts = append(opts, WithReplicaAck(1, time.Second)) // slack for a loaded machine
 			} else {
 				c = redistest.StartCluster(t, 3)
 			}
