@@ -82,7 +82,6 @@ func TestClusterSlowMasterRenewal(t *testing.T) {
 		{name: "replica ack", replicaAck: true, readTimeout: 2500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
 			redistest.Require(t)
 			const ttl = 3 * time.Second // renewed every 1s
 			var (
