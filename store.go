@@ -254,7 +254,10 @@ func groupDeadline(batch []renewal, idx []int) (time.Time, bool) {
 // renewOn renews the renewals of batch at idx, whose keys node serves,
 // until the earliest of their deadlines. They are sent through s.client,
 // which on a Cluster follows redirects should the slots have moved, and
-// the script is loaded on node.
+// the script is loaded on node. The deadline stops go-redis from trying
+// again; a read already waiting ends at the client's ReadTimeout (or at
+// the deadline, with ContextTimeoutEnabled). Either way the watchdog
+// fires the lost signal at the deadline, answer or not.
 func (s single) renewOn(ctx context.Context, node redis.Scripter, batch []renewal, idx []int) {
 	if d, ok := groupDeadline(batch, idx); ok {
 		var cancel context.CancelFunc
