@@ -32,6 +32,13 @@ type Locker struct {
 // or a *redis.ClusterClient. The Locker does not own client: close client
 // after closing the Locker.
 //
+// On a Cluster, the locks of each master are renewed on their own: a slow
+// or unreachable master costs only the locks in its slots. Redis Cluster
+// itself, by default (cluster-require-full-coverage yes), refuses every
+// command while a failed master is not yet replaced by its replica, and
+// then no lock can be renewed; set it to no to keep the other masters'
+// locks.
+//
 // New panics when client is nil or an option is invalid, with a message
 // naming the problem: both are static configuration, and failing at start-up
 // beats failing on the first request.

@@ -443,16 +443,17 @@ func (q *quorum) pttl(ctx context.Context, id *lockID) (time.Duration, bool, err
 }
 
 // renew sends the whole batch to every node at once, one pipelined round
-// trip per node, and judges each renewal by its majority.
-func (q *quorum) renew(ctx context.Context, batch []renewal) {
+// trip per node, and judges each renewal by its majority. The node timeout
+// bounds the wait, so the batch is settled once, as a whole.
+func (q *quorum) renew(ctx context.Context, batch []renewal, settled func(idx []int)) {
 	start := time.Now()
 	answers := make([][]renewal, len(q.nodes))
 	q.each(ctx, func(ctx context.Context, i int, n *node) {
 		b := make([]renewal, len(batch))
 		for j, r := range batch {
-			b[j] = renewal{id: r.id, ttl: r.ttl}
+			b[j] = renewal{id: r.id, ttl: r.ttl, deadline: r.deadline}
 		}
-		n.s.renew(ctx, b)
+		n.s.renew(ctx, b, func([]int) {})
 		answers[i] = b
 	})
 	votes := make([]vote, len(q.nodes))
@@ -463,6 +464,11 @@ func (q *quorum) renew(ctx context.Context, batch []renewal) {
 		r := &batch[j]
 		r.ok, r.err = q.decide("renew", votes, q.late(start, r.ttl))
 	}
+	all := make([]int, len(batch))
+	for i := range all {
+		all[i] = i
+	}
+	settled(all)
 }
 
 // late returns how far past the validity of a lease of ttl, sent at start,

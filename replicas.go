@@ -182,27 +182,42 @@ func (a acked) extend(ctx context.Context, id *lockID, ttl time.Duration) (bool,
 }
 
 // renew sends the batch as one pipeline per master, in parallel, each
-// ending with a WAIT that confirms all of its renewals at once.
-func (a acked) renew(ctx context.Context, batch []renewal) {
+// ending with a WAIT that confirms all of its renewals at once. Each master
+// is waited for on its own, and its renewals settled as soon as it answers:
+// a slow master or replica holds up only the locks of its own slots.
+func (a acked) renew(ctx context.Context, batch []renewal, settled func(idx []int)) {
 	groups := map[redis.UniversalClient][]int{}
+	var failed []int
 	for i := range batch {
 		c, err := a.master(ctx, batch[i].id.lockKey())
 		if err != nil {
 			batch[i].ok, batch[i].err = false, err
+			failed = append(failed, i)
 			continue
 		}
 		groups[c] = append(groups[c], i)
 	}
+	if len(failed) > 0 {
+		settled(failed)
+	}
 	var wg sync.WaitGroup
 	for c, idx := range groups {
-		wg.Go(func() { a.renewOn(ctx, c, batch, idx) })
+		wg.Go(func() {
+			a.renewOn(ctx, c, batch, idx)
+			settled(idx)
+		})
 	}
 	wg.Wait()
 }
 
 // renewOn renews the renewals of batch at idx through c, the master of
-// their slots.
+// their slots, until the earliest of their deadlines.
 func (a acked) renewOn(ctx context.Context, c redis.UniversalClient, batch []renewal, idx []int) {
+	if d, ok := groupDeadline(batch, idx); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d)
+		defer cancel()
+	}
 	for try := 0; len(idx) > 0; try++ {
 		cmds := make([]*redis.Cmd, len(idx))
 		var wait *redis.Cmd

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,8 +29,13 @@ type store interface {
 	leaveQueue(ctx context.Context, id *lockID) error
 	// renew extends every lock in batch to its ttl if its token still holds
 	// it, in one pipelined round trip per Redis node, and fills in each
-	// renewal's ok and err.
-	renew(ctx context.Context, batch []renewal)
+	// renewal's ok and err. Each node is waited for on its own, no longer
+	// than the earliest deadline of the renewals it serves, so a slow node
+	// holds up only its own locks. As soon as the results of one node's
+	// renewals are in, renew calls settled with their indexes in batch,
+	// possibly from several goroutines at once; every index is settled
+	// exactly once, before renew returns.
+	renew(ctx context.Context, batch []renewal, settled func(idx []int))
 }
 
 // grant is what an acquire attempt got: the lock with the fences reserved
@@ -67,11 +73,13 @@ func grantOf(reply any, err error) (grant, error) {
 
 // renewal is one lock's part of a watchdog batch.
 type renewal struct {
-	id       *lockID
-	ttl      time.Duration
-	deadline time.Time // the lease's trusted end: an answer after it is too late
-	ok       bool      // the token still held the lock and its lease was reset
-	err      error     // the lock's fate is unknown: Redis was not reached
+	id  *lockID
+	ttl time.Duration
+	// deadline is the end of the lock's trusted lease: an answer after it
+	// comes too late to keep the lock. Zero: none.
+	deadline time.Time
+	ok       bool  // the token still held the lock and its lease was reset
+	err      error // the lock's fate is unknown: Redis was not reached
 
 	lease *lease // the watchdog's: the lease renewed, and the change's number
 	seq   uint64
@@ -189,48 +197,112 @@ func (s single) pttl(ctx context.Context, id *lockID) (time.Duration, bool, erro
 	return time.Duration(n) * time.Millisecond, true, nil
 }
 
-func (s single) renew(ctx context.Context, batch []renewal) {
-	pending := make([]int, len(batch))
-	for i := range pending {
-		pending[i] = i
+func (s single) renew(ctx context.Context, batch []renewal, settled func(idx []int)) {
+	cc, ok := s.client.(*redis.ClusterClient)
+	if !ok { // one node serves every key
+		all := make([]int, len(batch))
+		for i := range all {
+			all[i] = i
+		}
+		s.renewOn(ctx, s.client, batch, all)
+		settled(all)
+		return
+	}
+	groups, failed := byMaster(ctx, cc, batch)
+	if len(failed) > 0 {
+		settled(failed)
+	}
+	// Each master in parallel, and each under its own deadline: a slow
+	// node must not hold up the renewals that other nodes answer.
+	var wg sync.WaitGroup
+	for node, idx := range groups {
+		wg.Go(func() {
+			s.renewOn(ctx, node, batch, idx)
+			settled(idx)
+		})
+	}
+	wg.Wait()
+}
+
+// byMaster groups the renewals of batch by the master that serves each
+// key's slot. The renewals whose master is unknown get the error and are
+// returned in failed.
+func byMaster(ctx context.Context, cc *redis.ClusterClient, batch []renewal) (groups map[*redis.Client][]int, failed []int) {
+	groups = map[*redis.Client][]int{}
+	for i := range batch {
+		node, err := cc.MasterForKey(ctx, batch[i].id.lockKey())
+		if err != nil {
+			batch[i].ok, batch[i].err = false, err
+			failed = append(failed, i)
+			continue
+		}
+		groups[node] = append(groups[node], i)
+	}
+	return groups, failed
+}
+
+// groupDeadline returns the earliest deadline of the renewals of batch at
+// idx, and whether any has one.
+func groupDeadline(batch []renewal, idx []int) (time.Time, bool) {
+	var d time.Time
+	for _, i := range idx {
+		if dl := batch[i].deadline; !dl.IsZero() && (d.IsZero() || dl.Before(d)) {
+			d = dl
+		}
+	}
+	return d, !d.IsZero()
+}
+
+// renewOn renews the renewals of batch at idx, whose keys node serves,
+// until the earliest of their deadlines. They are sent through s.client,
+// which on a Cluster follows redirects should the slots have moved, and
+// the script is loaded on node. The deadline stops go-redis from trying
+// again; a read already waiting ends at the client's ReadTimeout (or at
+// the deadline, with ContextTimeoutEnabled). Either way the watchdog
+// fires the lost signal at the deadline, answer or not.
+func (s single) renewOn(ctx context.Context, node redis.Scripter, batch []renewal, idx []int) {
+	if d, ok := groupDeadline(batch, idx); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d)
+		defer cancel()
 	}
 	// A server that restarted (or never ran EXTEND) lacks the script: load
-	// it once and send those renewals again, rather than one EVAL each.
-	for try := 0; len(pending) > 0; try++ {
-		missing := s.renewOnce(ctx, batch, pending)
+	// it there, once, and send those renewals again, rather than one EVAL
+	// each. Only there: on a Cluster, loading it everywhere would wait on
+	// every node, the slowest included.
+	for try := 0; len(idx) > 0; try++ {
+		missing := s.renewOnce(ctx, batch, idx)
 		if len(missing) == 0 || try == 1 {
 			for _, i := range missing {
 				batch[i].err = errNoScript
 			}
 			return
 		}
-		if err := extendScript.Load(ctx, s.client).Err(); err != nil {
+		if err := extendScript.Load(ctx, node).Err(); err != nil {
 			for _, i := range missing {
 				batch[i].err = err
 			}
 			return
 		}
-		pending = missing
+		idx = missing
 	}
 }
 
 var errNoScript = errors.New("padlock: extend script not loaded")
 
-// renewOnce pipelines the renewals of batch at pending and returns the ones
-// the server had no script for.
-func (s single) renewOnce(ctx context.Context, batch []renewal, pending []int) (missing []int) {
-	cmds := make([]*redis.Cmd, len(pending))
-	// Pipelined on a ClusterClient, the commands are grouped by node and
-	// sent to the nodes in parallel.
+// renewOnce pipelines the renewals of batch at idx and returns the ones the
+// server had no script for.
+func (s single) renewOnce(ctx context.Context, batch []renewal, idx []int) (missing []int) {
+	cmds := make([]*redis.Cmd, len(idx))
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for j, i := range pending {
+		for j, i := range idx {
 			r := &batch[i]
 			cmds[j] = p.EvalSha(ctx, extendScript.Hash(), r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
 		}
 		return nil
 	})
 	for j, cmd := range cmds {
-		i := pending[j]
+		i := idx[j]
 		n, err := cmd.Int64()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			missing = append(missing, i)

@@ -254,43 +254,44 @@ func (w *watchdog) tick(now time.Time) {
 	}
 }
 
-// renew sends one batch and applies its results. Its deadline is the
-// earliest trusted-lease end in the batch: after that, an answer comes too
-// late for at least one lock, and the loop fires its lost signal.
+// renew sends one batch and applies the results of each node's renewals
+// as soon as that node answers. The store waits for a node no longer than
+// the earliest trusted-lease end among its renewals (their deadline):
+// after that, an answer comes too late for at least one of its locks, and
+// the loop fires its lost signal.
 func (w *watchdog) renew(batch []renewal) {
 	defer w.wg.Done()
-	deadline := batch[0].deadline
-	for _, r := range batch[1:] {
-		deadline = minTime(deadline, r.deadline)
-	}
-	ctx, cancel := context.WithDeadline(w.ctx, deadline)
-	defer cancel()
-	w.store.renew(ctx, batch)
+	w.store.renew(w.ctx, batch, func(idx []int) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		now := time.Now()
+		for _, i := range idx {
+			w.renewed(&batch[i], now)
+		}
+	})
+}
 
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	now := time.Now()
-	for _, r := range batch {
-		ls := r.lease
-		ls.inFlight = false
-		switch {
-		case r.err == nil && r.ok:
-			ls.settle(r.seq, true, now)
-		case r.err == nil: // the token is gone
-			if ls.wdIndex >= 0 {
-				w.lose(ls)
-			}
-			continue
-		default: // no answer: it may have run; try again soon, until validUntil
-			ls.settle(r.seq, false, now)
-			ls.renewAt = now.Add(max(r.ttl/retryFraction, retryFloor))
+// renewed applies the result of r, known at now, to its lease. mu is held.
+func (w *watchdog) renewed(r *renewal, now time.Time) {
+	ls := r.lease
+	ls.inFlight = false
+	switch {
+	case r.err == nil && r.ok:
+		ls.settle(r.seq, true, now)
+	case r.err == nil: // the token is gone
+		if ls.wdIndex >= 0 {
+			w.lose(ls)
 		}
-		if ls.confirm {
-			ls.confirm = false
-			ls.renewAt = now
-		}
-		w.reschedule(ls) // unless released meanwhile
+		return
+	default: // no answer: it may have run; try again soon, until validUntil
+		ls.settle(r.seq, false, now)
+		ls.renewAt = now.Add(max(r.ttl/retryFraction, retryFloor))
 	}
+	if ls.confirm {
+		ls.confirm = false
+		ls.renewAt = now
+	}
+	w.reschedule(ls) // unless released meanwhile
 }
 
 // close stops the loop and waits for renewals in flight, then fires the

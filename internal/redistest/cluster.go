@@ -21,10 +21,13 @@ const (
 	clusterTimeout = 20 * time.Second
 )
 
-// Cluster is a Redis Cluster of real redis-server masters (no replicas) on
-// loopback, started for a test and stopped when it ends.
+// Cluster is a Redis Cluster of real redis-server masters on loopback
+// (with replicas when started by StartClusterWithReplicas), started for a
+// test and stopped when it ends.
 type Cluster struct {
-	nodes []*Server
+	nodes     []*Server // the masters, in slot order
+	replicas  []*Server // perMaster for each master, in the masters' order
+	perMaster int
 }
 
 // StartCluster starts a Redis Cluster of masters nodes (1 or more) whose
@@ -109,8 +112,9 @@ func (c *Cluster) form(ctx context.Context) error {
 // at once but, like any restarted master, holds back ok for 2 s.
 func (c *Cluster) WaitOK(t testing.TB) {
 	t.Helper()
-	clients := make([]*redis.Client, len(c.nodes))
-	for i, n := range c.nodes {
+	all := append(c.Nodes(), c.replicas...)
+	clients := make([]*redis.Client, len(all))
+	for i, n := range all {
 		clients[i] = redis.NewClient(n.Options())
 		defer clients[i].Close()
 	}

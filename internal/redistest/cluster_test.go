@@ -3,7 +3,10 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestClusterServesAllSlots(t *testing.T) {
@@ -66,4 +69,46 @@ func TestClusterOfOne(t *testing.T) {
 	if err := cc.Set(context.Background(), "{a}x", 1, 0).Err(); err != nil {
 		t.Fatalf("SET on a one-node cluster: %v", err)
 	}
+}
+
+func TestClusterWithReplicas(t *testing.T) {
+	t.Parallel()
+	c := StartClusterWithReplicas(t, 3, 1)
+	cc := c.Client(t)
+	ctx := context.Background()
+	for i, m := range c.Nodes() {
+		replicas := c.ReplicasOf(i)
+		if len(replicas) != 1 {
+			t.Fatalf("ReplicasOf(%d) has %d replicas, want 1", i, len(replicas))
+		}
+		_, masterPort, _ := strings.Cut(m.Addr(), ":")
+		role, err := replicas[0].Client(t).Do(ctx, "ROLE").Slice()
+		if err != nil || len(role) < 3 {
+			t.Fatalf("ROLE on %s = %v, %v", replicas[0], role, err)
+		}
+		if role[0] != "slave" || fmt.Sprint(role[2]) != masterPort {
+			t.Errorf("ROLE on replica %s = %v, want a replica of %s", replicas[0], role, m)
+		}
+	}
+	// A write on any master reaches its replica.
+	for i := range 20 {
+		k := fmt.Sprintf("key-%d", i)
+		master, err := cc.MasterForKey(ctx, k)
+		if err != nil {
+			t.Fatalf("MasterForKey(%q): %v", k, err)
+		}
+		// WAIT counts the replicas that have its own connection's writes.
+		var wait *redis.Cmd
+		if _, err := master.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, k, i, 0)
+			wait = p.Do(ctx, "WAIT", 1, 5000)
+			return nil
+		}); err != nil {
+			t.Fatalf("SET %s and WAIT: %v", k, err)
+		}
+		if acked, err := wait.Int64(); err != nil || acked != 1 {
+			t.Errorf("WAIT 1 after SET %s = %d, %v; want 1 replica", k, acked, err)
+		}
+	}
+	c.WaitOK(t)
 }

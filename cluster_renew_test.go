@@ -1,0 +1,311 @@
+package padlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// keysByMaster returns perNode user keys for each node of c, in the order
+// of c.Nodes(): keys whose locks the cluster itself routes to that master.
+func keysByMaster(t *testing.T, c *redistest.Cluster, cc *redis.ClusterClient, ks keyspace, perNode int) [][]string {
+	t.Helper()
+	ctx := testCtx(t)
+	nodes := c.Nodes()
+	byAddr := map[string]int{}
+	for i, n := range nodes {
+		byAddr[n.Addr()] = i
+	}
+	keys := make([][]string, len(nodes))
+	for i, left := 0, len(nodes)*perNode; left > 0; i++ {
+		if i == 10000 {
+			t.Fatalf("no %d keys on each master of %v among %d keys", perNode, c.Addrs(), i)
+		}
+		k := fmt.Sprintf("order:%d", i)
+		m, err := cc.MasterForKey(ctx, ks.lock(k))
+		if err != nil {
+			t.Fatalf("MasterForKey(%q): %v", k, err)
+		}
+		n, ok := byAddr[m.Options().Addr]
+		if !ok {
+			t.Fatalf("key %q routed to %s, which is not a node of the cluster %v", k, m.Options().Addr, c.Addrs())
+		}
+		if len(keys[n]) < perNode {
+			keys[n] = append(keys[n], k)
+			left--
+		}
+	}
+	return keys
+}
+
+// partialCoverage lets the masters of c serve their own slots while another
+// master is down. By default a Cluster refuses every command once one
+// master fails, and then no lock anywhere can be renewed.
+func partialCoverage(t *testing.T, c *redistest.Cluster) {
+	t.Helper()
+	ctx := testCtx(t)
+	for _, n := range c.Nodes() {
+		if err := n.Client(t).ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
+			t.Fatalf("%s: CONFIG SET cluster-require-full-coverage no: %v", n, err)
+		}
+	}
+}
+
+// TestClusterSlowMasterRenewal pauses the master of one lock's slot: the
+// lock on a healthy master must stay renewed and held, in Redis too, for
+// several leases, and the lock on the paused master must be reported lost.
+// With scriptsFlushed, the masters lost the renewal script just before the
+// pause, so the healthy lock's renewal finds NOSCRIPT: the script must be
+// loaded on its master only, never sent to the paused one. With
+// replicaAck, every master has a replica that confirms each renewal (and
+// does not take over the paused master: the slots stay put); the client
+// then waits longer for an answer, as the node clients that confirm
+// renewals try once where the Cluster pipeline tries again.
+func TestClusterSlowMasterRenewal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name           string
+		scriptsFlushed bool
+		replicaAck     bool
+		readTimeout    time.Duration
+	}{
+		{name: "scripts loaded", readTimeout: time.Second},
+		{name: "scripts flushed", scriptsFlushed: true, readTimeout: time.Second},
+		{name: "replica ack", replicaAck: true, readTimeout: 2500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			redistest.Require(t)
+			const ttl = 3 * time.Second // renewed every 1s
+			var (
+				c    *redistest.Cluster
+				opts []Option
+			)
+			if tc.replicaAck {
+				c = redistest.StartClusterWithReplicas(t, 3, 1)
+				for i := range c.Nodes() {
+					for _, r := range c.ReplicasOf(i) {
+						if err := r.Client(t).ConfigSet(testCtx(t), "cluster-replica-no-failover", "yes").Err(); err != nil {
+							t.Fatalf("%s: CONFIG SET cluster-replica-no-failover yes: %v", r, err)
+						}
+					}
+				}
+				opts = append(opts, WithReplicaAck(1, time.Second)) // slack for a loaded machine
+			} else {
+				c = redistest.StartCluster(t, 3)
+			}
+			partialCoverage(t, c)
+			cc := c.Client(t, func(o *redis.ClusterOptions) { o.ReadTimeout = tc.readTimeout })
+			// SCRIPT commands sent to each master. The hooks go in before
+			// the client makes its first node client.
+			scriptCmds := map[string]*redistest.Counter{}
+			for _, addr := range c.Addrs() {
+				scriptCmds[addr] = redistest.CountCommands("script")
+			}
+			cc.OnNewNode(func(rdb *redis.Client) {
+				if n, ok := scriptCmds[rdb.Options().Addr]; ok {
+					rdb.AddHook(n)
+				}
+			})
+			l := New(cc, opts...)
+			t.Cleanup(func() { l.Close() })
+			byMaster := keysByMaster(t, c, cc, l.keys, 1)
+			keys := [2]string{byMaster[0][0], byMaster[1][0]}
+			healthyNode, pausedNode := c.Nodes()[0], c.Nodes()[1]
+			loads := scriptCmds[pausedNode.Addr()]
+
+			ctx := testCtx(t)
+			start := time.Now()
+			healthy := mustAcquireIn(t, l, ctx, keys[0], Options{TTL: ttl})
+			defer healthy.Release(ctx)
+			paused := mustAcquireIn(t, l, ctx, keys[1], Options{TTL: ttl})
+			defer paused.Release(ctx)
+			if tc.scriptsFlushed {
+				for _, n := range c.Nodes() {
+					if err := n.Client(t).ScriptFlush(ctx).Err(); err != nil {
+						t.Fatalf("%s: SCRIPT FLUSH: %v", n, err)
+					}
+				}
+			}
+			loads.Reset()
+			pausedNode.Pause(t)
+			defer pausedNode.Resume(t)
+
+			var lostAt atomic.Int64 // when the paused lock was reported lost, since start
+			go func() {
+				select {
+				case <-paused.Done():
+					lostAt.Store(int64(time.Since(start)))
+				case <-ctx.Done():
+				}
+			}()
+			hold := 2*ttl + ttl/2
+			for deadline := time.Now().Add(hold); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if err := healthy.Err(); err != nil {
+					t.Fatalf("the lock on the healthy master was reported %v after %v with another master paused; want it held", err, time.Since(start).Round(time.Millisecond))
+				}
+			}
+			select {
+			case <-healthy.Done():
+				t.Fatal("the lock on the healthy master has Done closed, want it open")
+			default:
+			}
+			d, err := healthyNode.Client(t).PTTL(ctx, l.keys.lock(keys[0])).Result()
+			if err != nil || d <= 0 {
+				t.Errorf("PTTL of the healthy lock after %v = %v, %v; want the lease still running in Redis", hold, d, err)
+			}
+			if n := loads.Load(); n != 0 {
+				t.Errorf("%d SCRIPT commands sent to the paused master, want 0: scripts are loaded only where they are missing", n)
+			}
+			if n := scriptCmds[healthyNode.Addr()].Load(); tc.scriptsFlushed && n == 0 {
+				t.Errorf("no SCRIPT command sent to the healthy master, want the renewal script loaded there after the flush")
+			}
+
+			// The paused lock cannot be renewed: its trusted lease runs out
+			// before its lease in Redis could (with slack for a loaded
+			// machine, the check is only that it was reported lost).
+			if err := paused.Err(); err == nil {
+				t.Errorf("the lock on the paused master still reports held after %v, want it lost", hold)
+			} else {
+				t.Logf("the lock on the paused master was reported lost %v after it was taken (lease %v)", time.Duration(lostAt.Load()).Round(time.Millisecond), ttl)
+			}
+		})
+	}
+}
+
+// TestClusterRenewSettlesEachMaster calls a Cluster store's renew with two
+// locks on each of two masters, one of them paused: each master's
+// renewals are settled together, on their own, the healthy master's with
+// its answer while the paused one is still waited for, and the paused
+// master is waited for only until the earliest deadline of its renewals,
+// not for the client's long ReadTimeout. WithReplicaAck cannot confirm
+// anything on a cluster without replicas, so there an answer is the
+// replicas' refusal, not a timeout.
+func TestClusterRenewSettlesEachMaster(t *testing.T) {
+	t.Parallel()
+	redistest.Require(t)
+	c := redistest.StartCluster(t, 3)
+	partialCoverage(t, c)
+	const readTimeout = 20 * time.Second
+	cc := c.Client(t, func(o *redis.ClusterOptions) {
+		// Only a deadline can end the wait for the paused master soon.
+		o.ReadTimeout, o.ContextTimeoutEnabled = readTimeout, true
+	})
+	ks := keyspace{prefix: DefaultKeyPrefix, slotted: true}
+	keys := keysByMaster(t, c, cc, ks, 2)
+	ctx := testCtx(t)
+
+	// Locks 0 and 1 on the healthy master, 2 and 3 on the one paused.
+	var ids []*lockID
+	for _, k := range []string{keys[0][0], keys[0][1], keys[1][0], keys[1][1]} {
+		id := newLockID(ks, k, newToken(), Options{TTL: time.Minute})
+		if err := cc.Set(ctx, id.lockKey(), id.token, time.Minute).Err(); err != nil {
+			t.Fatalf("SET %s: %v", id.lockKey(), err)
+		}
+		ids = append(ids, id)
+	}
+	c.Nodes()[1].Pause(t)
+	defer c.Nodes()[1].Resume(t)
+
+	for _, tc := range []struct {
+		name    string
+		store   store
+		healthy func(r renewal) error // nil when r is the answer of a healthy master
+	}{
+		{
+			name:  "single",
+			store: singleOn(cc),
+			healthy: func(r renewal) error {
+				if r.err != nil || !r.ok {
+					return fmt.Errorf("got ok %v, err %v; want renewed", r.ok, r.err)
+				}
+				return nil
+			},
+		},
+		{
+			name:  "replica ack",
+			store: acked{single: singleOn(cc), replicas: 1, timeout: 50 * time.Millisecond},
+			healthy: func(r renewal) error {
+				var re *replicaError
+				if !errors.As(r.err, &re) {
+					return fmt.Errorf("got ok %v, err %v; want the replicas' refusal", r.ok, r.err)
+				}
+				return nil
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			// The paused master's group ends at near, the earlier of its
+			// deadlines; the healthy master has until then to answer.
+			far, near := start.Add(time.Minute), start.Add(3*time.Second)
+			batch := []renewal{
+				{id: ids[0], ttl: time.Minute, deadline: far},
+				{id: ids[1], ttl: time.Minute, deadline: far},
+				{id: ids[2], ttl: time.Minute, deadline: far},
+				{id: ids[3], ttl: time.Minute, deadline: near},
+			}
+			var (
+				mu        sync.Mutex
+				groups    [][]int
+				results   = make([]renewal, len(batch)) // batch as each index was settled
+				pausedFor time.Duration                 // from start until the paused master's renewals settled
+			)
+			tc.store.renew(ctx, batch, func(idx []int) {
+				mu.Lock()
+				defer mu.Unlock()
+				groups = append(groups, slices.Clone(idx))
+				for _, i := range idx {
+					results[i] = batch[i]
+					if i >= 2 {
+						pausedFor = time.Since(start)
+					}
+				}
+			})
+			for _, g := range groups {
+				slices.Sort(g)
+			}
+			if want := [][]int{{0, 1}, {2, 3}}; !slices.EqualFunc(groups, want, slices.Equal) {
+				t.Fatalf("settled groups in order %v, want %v: each master's renewals together, the healthy master's first", groups, want)
+			}
+			for i := range 2 {
+				if err := tc.healthy(results[i]); err != nil {
+					t.Errorf("renewal %d on the healthy master: %v", i, err)
+				}
+			}
+			for i := 2; i < 4; i++ {
+				if r := results[i]; r.ok || r.err == nil {
+					t.Errorf("renewal %d on the paused master: got ok %v, err %v; want an error", i, r.ok, r.err)
+				}
+			}
+			// Half the ReadTimeout: slack for a loaded machine, and still
+			// far sooner than the paused master could end the wait itself.
+			if pausedFor >= readTimeout/2 {
+				t.Errorf("the paused master's renewals settled after %v, want them cut off by their deadline (%v)", pausedFor.Round(time.Millisecond), near.Sub(start))
+			}
+		})
+	}
+}
+
+func mustAcquireIn(t *testing.T, l *Locker, ctx context.Context, key string, o Options) *Lock {
+	t.Helper()
+	lk, err := l.Acquire(ctx, key, o)
+	if err != nil {
+		t.Fatalf("Acquire(%q): %v", key, err)
+	}
+	return lk
+}
+
+// testCtx returns a context that ends with t, or after 30s.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
