@@ -14,9 +14,11 @@ import (
 // remaining lease. When Redis cannot be reached it returns an error matching
 // ErrUnavailable: the lock was not taken, and the caller must not proceed as
 // if it were. A waiting Acquire does not wait out o.Wait for an unreachable
-// Redis: it gives up after unreachableAttempts (2) attempts in a row that
-// Redis failed, or once such failures have gone on for unreachableAfter
-// (1s), whichever comes first. An empty key or invalid Options return an
+// Redis: it gives up after two attempts in a row that Redis failed, or once
+// such failures have gone on for a second, whichever comes first (a refused
+// connection fails in two quick dials, a hung server in one read timeout),
+// while a key that Redis answers is busy is waited for until o.Wait ends.
+// An empty key or invalid Options return an
 // ErrInvalid error; a closed Locker, or one closed while Acquire waits,
 // returns ErrClosed.
 //
