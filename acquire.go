@@ -139,7 +139,8 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 		a.lastErr = err
 		if err == errLateGrant {
 			a.queued = false // the grant took us off the queue
-		} else {
+		}
+		if unanswered(err) {
 			if a.failed == 0 {
 				a.failedAt = sent
 			}
@@ -171,6 +172,18 @@ func (a *acquisition) prepare(at *attempt) {
 
 // errLateGrant is the attempt error of a grant that arrived too late to use.
 var errLateGrant = errors.New("the lock was granted, but the reply came after its lease (less the drift margin) had run out")
+
+// unanswered reports whether a failed attempt's error says that Redis
+// could not decide on the lock, as opposed to a slow answer, or on a
+// Redlock Locker a vote split among waiters with enough nodes voting,
+// which the next attempt may settle.
+func unanswered(err error) bool {
+	var q *quorumError
+	if errors.As(err, &q) {
+		return q.tally.yes+q.tally.no < q.need
+	}
+	return err != errLateGrant
+}
 
 // next decides, after an attempt that did not get the lock, whether the
 // Acquire may try again: it returns the error that ends it, or nil, having
