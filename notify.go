@@ -44,8 +44,11 @@ type notifier struct {
 type keyWaiters struct {
 	waiters []*waiter
 	conn    *redis.PubSub // nil when subscribing failed
-	ready   chan struct{} // closed once the SUBSCRIBE was confirmed or failed
-	live    bool          // confirmed: notices for the key arrive
+	// ready is closed once the SUBSCRIBE was confirmed or failed to send.
+	// A SUBSCRIBE that Redis refuses leaves it open: go-redis drops the
+	// error reply (see live).
+	ready chan struct{}
+	live  bool // confirmed: notices for the key arrive
 	// wanters are the other Lockers whose waiters asked for the key, and
 	// when they last did: a lock held here yields to one of them when it
 	// goes back to Redis (see handoff.go).
