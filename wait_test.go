@@ -181,3 +181,52 @@ func TestSubscribeRefusedFollowsStrategy(t *testing.T) {
 		t.Fatalf("got %d attempts in %v, want %d to %d (one each 10-20ms)", n, wait, least, most)
 	}
 }
+
+// TestCalledOffWaiterPassesHandedLockOn hands a lock to a waiter whose
+// wait was called off as it came: the waiter must leave the line before it
+// lets the lock go, so that the lock goes on to the next waiter by
+// hand-off (the next fence), not back through Redis.
+func TestCalledOffWaiterPassesHandedLockOn(t *testing.T) {
+	l := startLocker(t)
+	ctx := context.Background()
+	const key = "called-off"
+	o := Options{Wait: 10 * time.Second}
+
+	// The lock as it would be handed to the waiter below: taken by a
+	// waiting Acquire, with fences to spare.
+	handedLock, err := l.Acquire(ctx, key, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handedLock.fenceEnd = handedLock.fence + 5
+
+	// The waiter it is handed to, first in line, and one behind it.
+	a := &acquisition{l: l, key: key, o: o.withDefaults(l.defaults), deadline: time.Now().Add(o.Wait)}
+	a.id = newLockID(l.keys, key, newToken(), a.o)
+	a.w = l.notifier.join(ctx, a.id.lockKey(), a)
+	next := make(chan *Lock, 1)
+	go func() {
+		lk, err := l.Acquire(ctx, key, o)
+		if err != nil {
+			t.Errorf("next waiter: %v", err)
+		}
+		next <- lk
+	}()
+	awaitWaiters(t, l, key, "a second waiter", func(kw *keyWaiters) bool { return kw != nil && len(kw.waiters) == 2 })
+	waitParked(t, l, key, 1)
+
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	lk, err := a.receive(cctx, handedLock)
+	if lk != nil || !errors.Is(err, ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, %v; want ErrNotAcquired and context.Canceled", lk, err)
+	}
+	got := <-next
+	if got == nil {
+		return
+	}
+	defer got.Release(ctx)
+	if got.Fence() != handedLock.Fence()+1 {
+		t.Fatalf("next waiter got fence %d, want %d: the lock handed on, not taken anew from Redis", got.Fence(), handedLock.Fence()+1)
+	}
+}
