@@ -3,6 +3,7 @@ package padlock
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +229,30 @@ func TestCalledOffWaiterPassesHandedLockOn(t *testing.T) {
 	defer got.Release(ctx)
 	if got.Fence() != handedLock.Fence()+1 {
 		t.Fatalf("next waiter got fence %d, want %d: the lock handed on, not taken anew from Redis", got.Fence(), handedLock.Fence()+1)
+	}
+}
+
+// TestUnanswered checks which failed attempts count toward giving up on
+// an unreachable Redis: not a slow grant, nor a Redlock vote that enough
+// nodes answered but split, which the next attempt may settle.
+func TestUnanswered(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"refused", refused, true},
+		{"timeout", context.DeadlineExceeded, true},
+		{"late grant", errLateGrant, false},
+		{"split vote", &quorumError{op: "acquire", tally: tally{yes: 2, no: 2, errs: []error{refused}}, nodes: 5, need: 3}, false},
+		{"too few nodes", &quorumError{op: "acquire", tally: tally{yes: 1, no: 1, errs: []error{refused, refused, refused}}, nodes: 5, need: 3}, true},
+		{"restarting nodes", &quorumError{op: "acquire", tally: tally{yes: 1, restarting: 2}, nodes: 3, need: 2}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := unanswered(tc.err); got != tc.want {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
