@@ -13,19 +13,20 @@ import (
 // ctx.Err() when the context ended the wait) that carries the holder's
 // remaining lease. When Redis cannot be reached it returns an error matching
 // ErrUnavailable: the lock was not taken, and the caller must not proceed as
-// if it were. A waiting Acquire does not wait out o.Wait for an unreachable
-// Redis: it gives up after two attempts in a row that Redis failed, or once
-// such failures have gone on for a second, whichever comes first (a refused
-// connection fails in two quick dials, a hung server in one read timeout),
-// while a key that Redis answers is busy is waited for until o.Wait ends.
-// An empty key or invalid Options return an
-// ErrInvalid error; a closed Locker, or one closed while Acquire waits,
-// returns ErrClosed.
+// if it were. An empty key or invalid Options return an ErrInvalid error; a
+// closed Locker, or one closed while Acquire waits, returns ErrClosed.
+//
+// Only a busy key is waited for until o.Wait ends. A waiting Acquire gives
+// up on an unreachable Redis after two attempts in a row that Redis failed,
+// or once such failures have gone on for a second, whichever comes first:
+// a refused connection fails in two quick dials, a hung server in one read
+// timeout. (On a Redlock Locker an attempt fails so when too few nodes
+// answer to decide; a vote split among waiters is tried again.)
 //
 // A waiting Acquire does not poll. It sleeps until a release notice for the
 // key arrives, re-checking at the holder's lease end and at least every
-// noticeRecheck in case a notice was lost; while notices cannot be received
-// (the subscription failed, or Redis refused it, as it does to an ACL user
+// second in case a notice was lost; while notices cannot be received (the
+// subscription failed, or Redis refused it, as it does to an ACL user
 // without channel permissions) it retries on o.Retry's schedule instead.
 // Either way o.Retry is asked after every failed attempt, and a negative
 // backoff ends the wait at once. Only the longest-waiting Acquire per
