@@ -134,10 +134,11 @@ func TestRetryStrategyStopsWaiting(t *testing.T) {
 }
 
 // TestSubscribeRefusedFollowsStrategy waits as a Redis user that may not
-// SUBSCRIBE (an ACL without channel permissions refuses it the same way):
-// go-redis reports no error, the refusal never reaches the notifier, and
-// the waiter must attempt on the strategy's schedule instead of once per
-// subscribe timeout.
+// SUBSCRIBE (a user without channel permissions is refused the same way,
+// NOPERM, though also the PUBLISH of a waiting attempt): go-redis reports
+// no error, the refusal never reaches the notifier, and the waiter must
+// attempt on the strategy's schedule instead of once per subscribe
+// timeout.
 func TestSubscribeRefusedFollowsStrategy(t *testing.T) {
 	srv := redistest.Start(t)
 	if !srv.Real() {
