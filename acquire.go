@@ -13,20 +13,32 @@ import (
 // ctx.Err() when the context ended the wait) that carries the holder's
 // remaining lease. When Redis cannot be reached it returns an error matching
 // ErrUnavailable: the lock was not taken, and the caller must not proceed as
-// if it were. An empty key or invalid Options return an ErrInvalid error.
+// if it were. An empty key or invalid Options return an ErrInvalid error; a
+// closed Locker, or one closed while Acquire waits, returns ErrClosed.
+//
+// Only a busy key is waited for until o.Wait ends. A waiting Acquire gives
+// up on an unreachable Redis after two attempts in a row that Redis failed,
+// or once such failures have gone on for a second, whichever comes first:
+// a refused connection fails in two quick dials, a hung server in one read
+// timeout. (On a Redlock Locker an attempt fails so when too few nodes
+// answer to decide; a vote split among waiters is tried again.)
 //
 // A waiting Acquire does not poll. It sleeps until a release notice for the
 // key arrives, re-checking at the holder's lease end and at least every
-// noticeRecheck in case a notice was lost; while notices cannot be received
-// it retries on o.Retry's schedule instead. Only the longest-waiting Acquire
-// per Locker and key competes when a notice comes, so a release costs one
+// second in case a notice was lost; while notices cannot be received (the
+// subscription failed, or Redis refused it, as it does to an ACL user
+// without channel permissions) it retries on o.Retry's schedule instead.
+// Either way o.Retry is asked after every failed attempt, and a negative
+// backoff ends the wait at once. Only the longest-waiting Acquire per
+// Locker and key competes when a notice comes, so a release costs one
 // attempt per process, not one per waiter; and a release within the same
-// Locker hands the lock straight to that waiter, without asking Redis
-// (see Lock.Release).
+// Locker hands the lock straight to that waiter, without asking Redis (see
+// Lock.Release).
 //
 // If ctx carries a lock on key from this Locker (see Lock.Context), Acquire
 // returns a reentrant handle on it at once, without asking Redis.
 func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, error) {
+	began := time.Now()
 	if key == "" {
 		return nil, invalid("key", "must not be empty")
 	}
@@ -48,14 +60,10 @@ func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, err
 		// One attempt: this acquisition does not outlive the call (a
 		// waiting one is shared with the notifier), so it need not be
 		// allocated.
-		a := acquisition{l: l, key: key, o: o, id: id}
-		if lk, err := a.try(ctx); lk != nil || err != nil {
-			return lk, err
-		}
-		return nil, a.failure(ctx)
+		a := acquisition{l: l, key: key, o: o, id: id, began: began}
+		return a.try(ctx, nil)
 	}
-	now := time.Now()
-	a := &acquisition{l: l, key: key, o: o, id: id, began: now, deadline: now.Add(o.Wait)}
+	a := &acquisition{l: l, key: key, o: o, id: id, began: began, deadline: began.Add(o.Wait)}
 	return a.wait(ctx)
 }
 
@@ -64,50 +72,60 @@ func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, err
 // (Locker.recheck holds it, so tests can prove wake-ups come from notices.)
 const noticeRecheck = time.Second
 
+// A waiting Acquire takes Redis for unreachable, and gives up with
+// ErrUnavailable, after unreachableAttempts attempts in a row failed, or
+// once the first of a run of failed attempts was sent unreachableAfter
+// ago: a dead server fails in two quick dials, a hung one in one timeout.
+// Any answer, even "busy", ends the run.
+const (
+	unreachableAttempts = 2
+	unreachableAfter    = time.Second
+)
+
 // acquisition is one call of Acquire and what its attempts have seen.
 type acquisition struct {
 	l        *Locker
 	key      string
 	o        Options
 	id       *lockID
+	began    time.Time // when Acquire was called
 	deadline time.Time // zero: a single attempt
-	began    time.Time // when Acquire was called (set when it waits)
 
-	w         *waiter       // this Acquire in its Locker's line, once it joined
-	tries     int           // attempts made
-	queued    bool          // Fair: Redis confirmed this waiter is queued
-	answered  int           // attempts Redis answered (busy)
-	holderTTL time.Duration // the holder's remaining lease, as last seen
-	seenAt    time.Time     // when holderTTL was seen
-	lastErr   error         // the last attempt's error, if Redis failed it
+	at        attempt   // what the next attempt of a waiting Acquire sends
+	w         *waiter   // this Acquire in its Locker's line, once it joined
+	tries     int       // attempts made
+	liveAtTry bool      // notices for the key arrived when the last attempt was sent
+	retryAt   time.Time // when o.Retry lets the next attempt go, short of a notice
+	queued    bool      // Fair: Redis confirmed this waiter is queued
+	answered  int       // attempts Redis answered (busy)
+	holderTTL time.Duration
+	seenAt    time.Time // when holderTTL, the holder's remaining lease, was seen
+	lastErr   error     // the last attempt's error, if Redis failed it
+	failed    int       // attempts in a row that Redis failed
+	failedAt  time.Time // when the first of them was sent
 }
 
-// try makes one attempt. It returns the Lock when taken; a non-nil error
-// only when the attempt must not be repeated.
-func (a *acquisition) try(ctx context.Context) (*Lock, error) {
+// try makes one attempt: at nil for a single attempt, &a.at for one of a
+// waiting Acquire (a parameter, not read from a, so that a single
+// attempt's acquisition stays on the stack). It returns the Lock when
+// taken, an error when the Acquire must end without it (the error Acquire
+// returns), and neither when the caller may wait for a turn and try again.
+func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 	a.tries++
-	// A fair waiter asks to join the queue until Redis has answered that
-	// it did (a busy reply); after a failed or late attempt it asks again.
-	a.id.queueFor = 0
-	if a.o.Fair && !a.queued && !a.deadline.IsZero() {
-		a.id.queueFor = max(time.Until(a.deadline), time.Millisecond)
+	if at != nil {
+		a.prepare(at)
 	}
-	reserve, waits := int64(1), !a.deadline.IsZero()
-	if waits && !a.o.Fair { // fair locks are never handed on
-		reserve = a.l.notifier.reserve(a.id.lockKey(), a.w)
-	}
-	a.id.setAttempt(reserve, a.l.idArg, waits)
 	sent := time.Now()
-	g, err := a.l.store.acquire(ctx, a.id)
-	answered := time.Now()
-	if err == nil && g.first > 0 && !answered.Before(sent.Add(a.o.TTL-a.l.cfg.margin(a.o.TTL))) {
+	g, err := a.l.store.acquire(ctx, a.id, at)
+	replied := time.Now()
+	if err == nil && g.first > 0 && !replied.Before(sent.Add(a.o.TTL-a.l.cfg.margin(a.o.TTL))) {
 		// The grant came back after its trusted lease had run out: by the
 		// time the caller could use it, another owner may hold the key.
 		err = errLateGrant
 	}
 	switch {
 	case err == nil && g.first > 0:
-		lk := newLock(a.l, a.key, a.id, g.first, a.o, sent, answered)
+		lk := newLock(a.l, a.key, a.id, g.first, a.o, sent, replied)
 		lk.fenceEnd = g.last
 		if !a.l.watchdog.add(lk.lease) {
 			a.l.cleanup(ctx, a.id)
@@ -116,12 +134,19 @@ func (a *acquisition) try(ctx context.Context) (*Lock, error) {
 		return lk, nil
 	case err == nil:
 		a.answered++
-		a.queued = a.queued || a.id.queueFor > 0
+		a.queued = a.queued || at.queueTime() > 0
 		a.lastErr, a.holderTTL, a.seenAt = nil, g.holderTTL, time.Now()
+		a.failed = 0
 	default:
 		a.lastErr = err
 		if err == errLateGrant {
 			a.queued = false // the grant took us off the queue
+		}
+		if unanswered(err) {
+			if a.failed == 0 {
+				a.failedAt = sent
+			}
+			a.failed++
 		}
 		if maybeSent(err) {
 			// The attempt may have taken the lock before its reply was
@@ -129,11 +154,63 @@ func (a *acquisition) try(ctx context.Context) (*Lock, error) {
 			a.l.cleanup(ctx, a.id)
 		}
 	}
-	return nil, nil
+	return nil, a.next(ctx)
+}
+
+// prepare fills in at for the next attempt of a waiting Acquire.
+func (a *acquisition) prepare(at *attempt) {
+	// A fair waiter asks to join the queue until Redis has answered that
+	// it did (a busy reply); after a failed or late attempt it asks again.
+	at.queueFor = 0
+	if a.o.Fair && !a.queued {
+		at.queueFor = max(time.Until(a.deadline), time.Millisecond)
+	}
+	reserve := int64(1) // fair locks are never handed on
+	if !a.o.Fair {
+		reserve = a.l.notifier.reserve(a.id.lockKey(), a.w)
+	}
+	at.argv = [5]any{a.id.argv[0], a.id.argv[1], reserve, a.l.idArg, "1"}
 }
 
 // errLateGrant is the attempt error of a grant that arrived too late to use.
 var errLateGrant = errors.New("the lock was granted, but the reply came after its lease (less the drift margin) had run out")
+
+// unanswered reports whether a failed attempt's error says that Redis
+// could not decide on the lock, as opposed to a slow answer, or on a
+// Redlock Locker a vote split among waiters with enough nodes voting,
+// which the next attempt may settle.
+func unanswered(err error) bool {
+	var q *QuorumError
+	if errors.As(err, &q) {
+		decided := 0 // nodes that answered for the lock or against it
+		for _, n := range q.Nodes {
+			switch n.Outcome {
+			case NodeAgreed, NodeBusy, NodeNotHeld:
+				decided++
+			}
+		}
+		return decided < q.Need
+	}
+	return err != errLateGrant
+}
+
+// next decides, after an attempt that did not get the lock, whether the
+// Acquire may try again: it returns the error that ends it, or nil, having
+// set when the retry strategy lets the next attempt go.
+func (a *acquisition) next(ctx context.Context) error {
+	switch {
+	case a.deadline.IsZero() || ctx.Err() != nil || !time.Now().Before(a.deadline):
+		return a.failure(ctx)
+	case a.failed >= unreachableAttempts || a.failed > 0 && time.Since(a.failedAt) >= unreachableAfter:
+		return a.failure(ctx)
+	}
+	b := a.o.Retry.NextBackoff(a.tries - 1)
+	if b < 0 {
+		return a.failure(ctx)
+	}
+	a.retryAt = time.Now().Add(b)
+	return nil
+}
 
 // failure is the error of an Acquire that did not get the lock.
 func (a *acquisition) failure(ctx context.Context) error {
@@ -151,120 +228,140 @@ func (a *acquisition) failure(ctx context.Context) error {
 	return &NotAcquiredError{Key: a.key, RetryAfter: holderTTL, Attempts: a.answered, cause: cause}
 }
 
-// wait is Acquire with a wait budget: attempts paced by release notices.
+// wait is Acquire with a wait budget. It runs as a mutex's Lock does: try;
+// while the key is busy, wait for a turn (waitTurn) and try again. Every
+// way out of the line goes through its one exit.
 func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 	n := a.l.notifier
 	channel := a.id.lockKey()
-	waiting, wasLive := n.state(channel)
+	waiting, live := n.state(channel)
+	var (
+		lk  *Lock
+		err error
+	)
 	// Non-fair newcomers queue behind this Locker's waiters for the key
 	// instead of racing them; fair ones always ask Redis, which keeps the
 	// order (their first attempt joins the queue there).
-	attempted := a.o.Fair || !waiting
-	if attempted {
-		lk, err := a.try(ctx)
-		if lk != nil || err != nil {
-			return lk, err
-		}
-		if ctx.Err() != nil || time.Until(a.deadline) <= 0 {
-			return nil, a.failure(ctx)
-		}
+	if a.o.Fair || !waiting {
+		a.liveAtTry = live
+		lk, err = a.try(ctx, &a.at)
 	}
+	if lk == nil && err == nil {
+		a.w = n.join(ctx, channel, a)
+		lk, err = a.waitInLine(ctx)
+		n.leave(channel, a.w, lk != nil)
+	}
+	if a.o.Fair && lk == nil {
+		a.l.leaveQueue(ctx, a.id) // any attempt may have queued it
+	}
+	return lk, err
+}
 
-	w, firstInLine := n.join(ctx, channel, a)
-	a.w = w
-	acquired, left := false, false
-	defer func() {
-		if !left {
-			n.leave(channel, w, acquired)
-		}
-		if a.o.Fair && !acquired {
-			a.l.leaveQueue(ctx, a.id)
-		}
-	}()
-	// A release that happened between our first attempt and the moment
-	// the subscription took effect would go unnoticed: try once more after
-	// subscribing, unless notices were flowing before that attempt. A
-	// newcomer that queued without trying, and finds itself first (the
-	// waiters it saw are gone), tries at once.
-	tryNow := (attempted && !wasLive) || (!attempted && firstInLine)
+// waitInLine waits in the Locker's line for the key, trying Redis at each
+// turn, until the lock is taken or handed over, or the wait ends.
+func (a *acquisition) waitInLine(ctx context.Context) (*Lock, error) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		if lk, err := a.waitTurn(ctx, timer); lk != nil || err != nil {
+			return lk, err
+		}
+		a.liveAtTry, _ = a.l.notifier.live(a.w)
+		if lk, err := a.try(ctx, &a.at); lk != nil || err != nil {
+			return lk, err
+		}
+	}
+}
+
+// waitTurn sleeps until it is this waiter's turn to try Redis, and then
+// returns neither a Lock nor an error. It returns the Lock when a holder
+// of this Locker handed it over meanwhile, and the error that ends the
+// wait when the wait ends.
+func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, error) {
+	n, w := a.l.notifier, a.w
+	for {
+		if ctx.Err() != nil || !time.Now().Before(a.deadline) {
+			return nil, a.failure(ctx)
+		}
 		first := a.o.Fair || n.isFirst(w)
-		if tryNow && first {
-			if !wasLive {
-				select {
-				case <-w.kw.ready:
-				case <-time.After(min(subscribeTimeout, max(time.Until(a.deadline), 0))):
-				case <-ctx.Done():
-				}
-				wasLive = n.live(w)
-			}
-			if ctx.Err() == nil {
-				lk, err := a.try(ctx)
-				if lk != nil || err != nil {
-					acquired = lk != nil
-					return lk, err
-				}
-			}
+		live, pending := n.live(w)
+		// A newcomer that queued without trying and finds itself first
+		// (the waiters it saw are gone) tries at once; so does one whose
+		// last attempt went out before notices arrived, since a release
+		// in between would go unnoticed.
+		if first && (a.tries == 0 || live && !a.liveAtTry) {
+			return nil, nil
 		}
-		remaining := time.Until(a.deadline)
-		if ctx.Err() != nil || remaining <= 0 {
-			return nil, a.failure(ctx)
+		timer.Reset(a.sleep(first, live)) // since Go 1.23, no stale tick can follow a Reset
+		if !n.park(w) {
+			return nil, ErrClosed
 		}
-		d, giveUp := a.sleep(remaining, first, n.live(w))
-		if giveUp {
-			return nil, a.failure(ctx)
-		}
-		timer.Reset(d) // since Go 1.23, no stale tick can follow a Reset
-		n.park(w)
 		select {
 		case <-w.wake:
+		case <-pending: // the subscription's outcome: maybe notices arrive now
 		case <-timer.C:
 		case <-ctx.Done():
 		}
 		if lk := n.unpark(w); lk != nil {
-			if ctx.Err() == nil {
-				acquired = true
-				return lk, nil
+			if lk, err := a.receive(ctx, lk); lk != nil || err != nil {
+				return lk, err
 			}
-			// Handed the lock as the wait was called off: leave the line
-			// first, so that the lock can be handed on to the next waiter,
-			// then let it go.
-			n.leave(channel, w, true)
-			left = true
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-			_ = lk.Release(rctx)
-			cancel()
+			return nil, nil
 		}
-		if ctx.Err() != nil {
+		switch {
+		case n.isClosed():
+			return nil, ErrClosed
+		case ctx.Err() != nil || !time.Now().Before(a.deadline):
 			return nil, a.failure(ctx)
+		case a.o.Fair || n.isFirst(w):
+			return nil, nil // any wake-up of the first in line is its turn
 		}
-		tryNow = true
 	}
 }
 
+// receive takes over the lock a holder of this Locker handed to this
+// waiter while it slept (see handoff.go). It returns the lock for Acquire
+// to return; the error that ends the wait instead; or neither, and the
+// waiter tries Redis: so when the lock was lost before the waiter woke.
+func (a *acquisition) receive(ctx context.Context, lk *Lock) (*Lock, error) {
+	if v := lk.ValidUntil(); v.IsZero() || !time.Now().Before(v) {
+		// Lost between the hand-off and this wake-up, or about to be: no
+		// lock to return. Let it go, in case Redis still has it, and try
+		// Redis.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_ = lk.Release(rctx)
+		return nil, nil
+	}
+	if ctx.Err() == nil {
+		return lk, nil
+	}
+	// Handed the lock as the wait was called off: leave the line first, so
+	// that the lock can be handed on to the next waiter, then let it go.
+	// (wait leaves again, which is harmless.)
+	a.l.notifier.leave(a.id.lockKey(), a.w, true)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	_ = lk.Release(rctx)
+	return nil, a.failure(ctx)
+}
+
 // sleep is how long a waiter sleeps before it looks again, short of a
-// notice: never past the wait budget, and for the first in line never past
-// the holder's lease end, nor, with notices flowing, past noticeRecheck,
-// nor, without them, past the next step of the retry strategy. giveUp is
-// true when the strategy says to stop.
-func (a *acquisition) sleep(remaining time.Duration, first, live bool) (d time.Duration, giveUp bool) {
-	d = remaining
+// wake-up: never past the wait budget, and for the first in line never
+// past the holder's lease end, nor, with notices flowing, past recheck,
+// nor, without them, past the moment o.Retry set for the next attempt.
+func (a *acquisition) sleep(first, live bool) time.Duration {
+	d := time.Until(a.deadline)
 	if !first {
-		return min(d, a.l.recheck), false
+		return min(d, a.l.recheck)
 	}
 	if a.holderTTL > 0 {
 		d = min(d, max(a.holderTTL-time.Since(a.seenAt), time.Millisecond))
 	}
 	if live {
-		return min(d, a.l.recheck), false
+		return min(d, a.l.recheck)
 	}
-	b := a.o.Retry.NextBackoff(a.tries - 1)
-	if b < 0 {
-		return 0, true
-	}
-	return min(d, b), false
+	return min(d, max(time.Until(a.retryAt), 0))
 }
 
 func (l *Locker) leaveQueue(ctx context.Context, id *lockID) {

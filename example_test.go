@@ -127,3 +127,26 @@ func ExampleLock_Release_handOff() {
 	fmt.Println("third holder's fence follows the second's:", third.Fence() == second.Fence()+1)
 	// Output: third holder's fence follows the second's: true
 }
+
+func ExampleLimitAttempts() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	locker := padlock.New(rdb)
+	defer locker.Close()
+	ctx := context.Background()
+
+	holder, _ := locker.Acquire(ctx, "report:daily", padlock.Options{})
+	defer holder.Release(ctx)
+
+	// Wait up to 10s for the key, but give up after two attempts: the
+	// strategy's stop ends the wait, whatever is left of it.
+	_, err := locker.Acquire(ctx, "report:daily", padlock.Options{
+		Wait:  10 * time.Second,
+		Retry: padlock.LimitAttempts(padlock.LinearBackoff(10*time.Millisecond), 2),
+	})
+	var na *padlock.NotAcquiredError
+	if errors.As(err, &na) {
+		fmt.Println("busy; gave up after", na.Attempts, "attempts")
+	}
+	// Output: busy; gave up after 2 attempts
+}

@@ -434,8 +434,7 @@ func TestFenceCounterAheadOfClock(t *testing.T) {
 
 	// A block of 5 reserved from there leaves the counter at its end.
 	id := newLockID(l.keys, "ahead2", newToken(), Options{TTL: time.Minute})
-	id.setAttempt(5, l.idArg, true)
-	g, err := l.store.acquire(ctx, id)
+	g, err := l.store.acquire(ctx, id, reserving(id, l, 5))
 	if err != nil || g.first != high+2 || g.last != high+2 {
 		t.Fatalf("got fences %d-%d (%v), want %d alone: a counter ahead of the clock reserves no block", g.first, g.last, err, int64(high+2))
 	}
@@ -448,14 +447,19 @@ func TestFenceCounterAheadOfClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	id = newLockID(l.keys, "ahead3", newToken(), Options{TTL: time.Minute})
-	id.setAttempt(5, l.idArg, true)
-	g, err = l.store.acquire(ctx, id)
+	g, err = l.store.acquire(ctx, id, reserving(id, l, 5))
 	if err != nil || g.last != g.first+4 {
 		t.Fatalf("got fences %d-%d (%v), want a block of 5", g.first, g.last, err)
 	}
 	if v, _ := rdb.Get(ctx, fenceKey).Int64(); v != g.last {
 		t.Fatalf("counter %d after a block ending at %d", v, g.last)
 	}
+}
+
+// reserving returns the attempt of a waiting Acquire of l at id that
+// reserves n fences.
+func reserving(id *lockID, l *Locker, n int64) *attempt {
+	return &attempt{argv: [5]any{id.argv[0], id.argv[1], n, l.idArg, "1"}}
 }
 
 // TestHandOffUnderPausedRedis hands a lock round among goroutines of one

@@ -80,13 +80,15 @@ func newLocker(s store, client redis.UniversalClient, ks keyspace, cfg config) *
 // Close stops the Locker's background work and waits for it to end. It does
 // not release held locks: they stop being renewed and expire with their
 // lease, and since nobody watches them any more their Done channels close
-// (ErrLockLost). Acquire fails with ErrClosed afterwards. Close is safe to
-// call more than once.
+// (ErrLockLost). Acquire fails with ErrClosed afterwards, and so does every
+// Acquire still waiting, at once, not at the end of its wait (a fair
+// waiter first leaves the queue in Redis). Close is safe to call more than
+// once.
 func (l *Locker) Close() error {
+	// Waiters first: they return while the watchdog waits for renewals in
+	// flight.
+	l.notifier.close()
 	l.watchdog.close()
-	if l.notifier != nil {
-		l.notifier.close()
-	}
 	return nil
 }
 

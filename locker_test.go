@@ -382,6 +382,37 @@ func TestRedisDownIsUnavailable(t *testing.T) {
 	}
 }
 
+// TestRedisDownFailsFast waits for a key on a server that is gone or
+// hangs: Acquire must report ErrUnavailable after a failed attempt or two,
+// well before its wait is over.
+func TestRedisDownFailsFast(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		down func(*testing.T, *redistest.Server)
+	}{
+		{"killed", func(t *testing.T, s *redistest.Server) { s.Kill(t) }},
+		{"paused", func(t *testing.T, s *redistest.Server) { s.Pause(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, srv, _ := newLocker(t)
+			ctx := ctxFor(t)
+			tc.down(t, srv)
+			const wait = 10 * time.Second
+			start := time.Now()
+			lk, err := l.Acquire(ctx, testKey(t), padlock.Options{Wait: wait})
+			took := time.Since(start)
+			if lk != nil || !errors.Is(err, padlock.ErrUnavailable) {
+				t.Fatalf("got %v, %v; want ErrUnavailable", lk, err)
+			}
+			// A dial fails at once, a hung server in its 1s read timeout
+			// (and the 1s clean-up after it): half the wait is slack.
+			if took > wait/2 {
+				t.Fatalf("gave up after %v of a %v wait; want an early ErrUnavailable", took, wait)
+			}
+		})
+	}
+}
+
 func TestKeysWithBracesAndPrefix(t *testing.T) {
 	l, _, rdb := newLocker(t, padlock.WithKeyPrefix("app:locks:"))
 	ctx := ctxFor(t)

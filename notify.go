@@ -44,8 +44,11 @@ type notifier struct {
 type keyWaiters struct {
 	waiters []*waiter
 	conn    *redis.PubSub // nil when subscribing failed
-	ready   chan struct{} // closed once the SUBSCRIBE was confirmed or failed
-	live    bool          // confirmed: notices for the key arrive
+	// ready is closed once the SUBSCRIBE was confirmed or failed to send.
+	// A SUBSCRIBE that Redis refuses leaves it open: go-redis drops the
+	// error reply (see live).
+	ready chan struct{}
+	live  bool // confirmed: notices for the key arrive
 	// wanters are the other Lockers whose waiters asked for the key, and
 	// when they last did: a lock held here yields to one of them when it
 	// goes back to Redis (see handoff.go).
@@ -97,24 +100,34 @@ func (n *notifier) state(channel string) (waiting, live bool) {
 	return len(kw.waiters) > 0, kw.live
 }
 
-// live reports whether w's notices are known to arrive.
-func (n *notifier) live(w *waiter) bool {
+// live reports whether w's notices are known to arrive, and while the
+// outcome of the SUBSCRIBE is not known, returns the channel that is
+// closed when it is (nil once it is known). Redis may never answer: go-redis
+// drops the error reply of a SUBSCRIBE that an ACL refuses (NOPERM), so a
+// waiter must not wait for that outcome, only wake when it comes.
+func (n *notifier) live(w *waiter) (live bool, pending <-chan struct{}) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return w.kw.live
+	select {
+	case <-w.kw.ready:
+	default:
+		pending = w.kw.ready
+	}
+	return w.kw.live, pending
 }
 
 // join queues a waiter for channel, subscribing to it first if nobody local
-// waits for it yet. It returns the waiter and whether it is first in line.
-// A failed SUBSCRIBE is not an error: the waiter polls instead.
-func (n *notifier) join(ctx context.Context, channel string, a *acquisition) (w *waiter, first bool) {
-	w = &waiter{a: a, wake: make(chan struct{}, 1)}
+// waits for it yet. A failed SUBSCRIBE is not an error: the waiter polls
+// instead. After close, the waiter is alone in a line of its own, and park
+// refuses it.
+func (n *notifier) join(ctx context.Context, channel string, a *acquisition) *waiter {
+	w := &waiter{a: a, wake: make(chan struct{}, 1)}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
-		w.kw = &keyWaiters{ready: make(chan struct{})}
+		w.kw = &keyWaiters{ready: make(chan struct{}), waiters: []*waiter{w}}
 		close(w.kw.ready)
-		return w, true
+		return w
 	}
 	kw := n.keys[channel]
 	fresh := kw == nil
@@ -125,10 +138,9 @@ func (n *notifier) join(ctx context.Context, channel string, a *acquisition) (w 
 	}
 	kw.waiters = append(kw.waiters, w)
 	w.kw = kw
-	first = len(kw.waiters) == 1
 	n.mu.Unlock()
 	if !fresh {
-		return w, first
+		return w
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), subscribeTimeout)
 	conn, err := n.subscribe(sctx, channel)
@@ -141,15 +153,17 @@ func (n *notifier) join(ctx context.Context, channel string, a *acquisition) (w 
 		kw.markReady(false) // poll instead
 	}
 	n.mu.Unlock()
-	return w, first
+	return w
 }
 
-// markReady ends the wait for the SUBSCRIBE's outcome. n.mu is held.
+// markReady records the SUBSCRIBE's outcome. A confirmation may come after
+// a failure was recorded (go-redis subscribes again on reconnect): notices
+// arrive from then on. n.mu is held.
 func (kw *keyWaiters) markReady(live bool) {
+	kw.live = kw.live || live
 	select {
 	case <-kw.ready:
 	default:
-		kw.live = live
 		close(kw.ready)
 	}
 }
@@ -288,7 +302,7 @@ func (n *notifier) notify(channel, next string) {
 }
 
 // leave takes w out of line. When w was first and did not get the lock, the
-// next waiter is woken to try in its place.
+// next waiter is woken to try in its place. Leaving again does nothing.
 func (n *notifier) leave(channel string, w *waiter, acquired bool) {
 	n.mu.Lock()
 	kw := n.keys[channel]
@@ -323,10 +337,16 @@ func (n *notifier) leave(channel string, w *waiter, acquired bool) {
 }
 
 // park marks w asleep: from now until unpark, a lock may be handed to it.
-func (n *notifier) park(w *waiter) {
+// It returns false, leaving w awake, once the notifier is closed: nothing
+// would wake w but its own timer.
+func (n *notifier) park(w *waiter) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.closed {
+		return false
+	}
 	w.parked = true
+	return true
 }
 
 // unpark marks w awake and returns the lock handed to it meanwhile, if any.
@@ -346,10 +366,24 @@ func (n *notifier) isFirst(w *waiter) bool {
 	return len(w.kw.waiters) > 0 && w.kw.waiters[0] == w
 }
 
-// close ends every subscription and waits for the readers.
+// isClosed reports whether close has run.
+func (n *notifier) isClosed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed
+}
+
+// close ends every subscription and waits for the readers. It wakes every
+// waiter, which finds the notifier closed and gives up (ErrClosed) instead
+// of sleeping out its wait.
 func (n *notifier) close() {
 	n.mu.Lock()
 	n.closed = true
+	for _, kw := range n.keys {
+		for _, w := range kw.waiters {
+			w.signal()
+		}
+	}
 	n.mu.Unlock()
 	n.connMu.Lock()
 	conns := n.conns

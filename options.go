@@ -20,12 +20,19 @@ type Options struct {
 	TTL time.Duration
 
 	// Wait is how long Acquire waits for a held key before it gives up with
-	// ErrNotAcquired. Default: 0, a single attempt.
+	// ErrNotAcquired. It is spent on a busy key only: when Redis cannot be
+	// reached, Acquire returns ErrUnavailable after two failed attempts in
+	// a row or a second of failures, whichever comes first. Default: 0, a
+	// single attempt.
 	Wait time.Duration
 
-	// Retry paces attempts while waiting. Default: jittered exponential
-	// backoff from 2ms to 256ms. The wait never sleeps past the moment the
-	// holder's lease ends, the wait budget or the context.
+	// Retry paces attempts while waiting, and can end the wait early: it is
+	// asked after every failed attempt, and a negative backoff gives up at
+	// once (NoRetry, LimitAttempts). While release notices arrive they
+	// pace the attempts; without them (pub/sub unreachable or refused) the
+	// backoff is the time to the next attempt. Default: jittered
+	// exponential backoff from 2ms to 256ms. The wait never sleeps past the
+	// moment the holder's lease ends, the wait budget or the context.
 	Retry RetryStrategy
 
 	// NoRenew turns off the watchdog for this lock: the lease is fixed at

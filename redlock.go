@@ -315,7 +315,7 @@ type vote struct {
 	why        error         // restarting under WithPersistentNodes: why the rule applies all the same
 }
 
-func (q *quorum) acquire(ctx context.Context, id *lockID) (grant, error) {
+func (q *quorum) acquire(ctx context.Context, id *lockID, _ *attempt) (grant, error) {
 	if id.fair {
 		// A queue on every node would need its own quorum protocol.
 		return grant{}, invalid("Options.Fair", "not supported by a Redlock Locker")
@@ -375,7 +375,7 @@ func (q *quorum) undo(ctx context.Context, id *lockID, votes []vote) {
 // acquire asks n to grant the lock to id.
 func (n *node) acquire(ctx context.Context, id *lockID) vote {
 	sent := time.Now()
-	r, err := redlockAcquireScript.Run(ctx, n.client, id.keys[:1], id.argv[:2]...).Int64()
+	r, err := redlockAcquireScript.Run(ctx, n.client, id.keys[:1], id.argv[:]...).Int64()
 	switch {
 	case err != nil:
 		return vote{err: n.wrap(err)}

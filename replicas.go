@@ -139,16 +139,16 @@ func (a acked) confirmed(wait *redis.Cmd) error {
 	return nil
 }
 
-func (a acked) acquire(ctx context.Context, id *lockID) (grant, error) {
+func (a acked) acquire(ctx context.Context, id *lockID, at *attempt) (grant, error) {
 	c, err := a.master(ctx, id.lockKey())
 	if err != nil {
 		return grant{}, err
 	}
 	var cmd, wait *redis.Cmd
 	if id.fair {
-		cmd, wait = a.evalAcked(ctx, c, acquireFairScript, id.keys[:], id.token, id.argv[1], id.queueFor.Milliseconds())
+		cmd, wait = a.evalAcked(ctx, c, acquireFairScript, id.keys[:], id.token, id.argv[1], at.queueTime())
 	} else {
-		cmd, wait = a.evalAcked(ctx, c, a.single.scripts.acquire, id.keys[:2], id.argv[:id.nargs]...)
+		cmd, wait = a.evalAcked(ctx, c, a.single.scripts.acquire, id.keys[:2], acquireArgs(id, at)...)
 	}
 	g, err := grantOf(cmd.Result())
 	if err != nil || g.first == 0 {

@@ -6,7 +6,14 @@ import (
 )
 
 // RetryStrategy paces the attempts of a waiting Acquire. Implementations must
-// be safe for concurrent use: one strategy serves every Acquire that uses it.
+// be safe for concurrent use: one strategy serves every Acquire that uses it,
+// so it keeps no state between calls; the attempt number says where an
+// Acquire is.
+//
+// Acquire asks it after every failed attempt. While release notices arrive,
+// they pace the attempts and only a negative backoff counts; without them
+// (pub/sub unavailable or refused), the backoff is the time to the next
+// attempt.
 type RetryStrategy interface {
 	// NextBackoff returns how long to sleep after the given failed attempt
 	// (0 for the first). A negative value stops waiting at once.
@@ -48,6 +55,32 @@ func NoRetry() RetryStrategy { return noRetry{} }
 type noRetry struct{}
 
 func (noRetry) NextBackoff(int) time.Duration { return -1 }
+
+// LimitAttempts stops s after the given number of attempts in all, the
+// first included; until then s paces them. It composes with any strategy:
+// LimitAttempts(ExponentialBackoff(min, max), 5) makes at most 5 attempts,
+// fewer if s or the wait stops first. attempts below 1 count as 1, which
+// is NoRetry; a nil s is the default backoff. (bsm/redislock's
+// LimitRetry(s, n) counts retries after the first attempt: it is
+// LimitAttempts(s, n+1).)
+func LimitAttempts(s RetryStrategy, attempts int) RetryStrategy {
+	if s == nil {
+		s = defaultRetry
+	}
+	return limited{s: s, attempts: max(attempts, 1)}
+}
+
+type limited struct {
+	s        RetryStrategy
+	attempts int
+}
+
+func (l limited) NextBackoff(attempt int) time.Duration {
+	if attempt+1 >= l.attempts {
+		return -1
+	}
+	return l.s.NextBackoff(attempt)
+}
 
 func jitter(d time.Duration) time.Duration {
 	half := d / 2

@@ -15,8 +15,10 @@ import (
 // Each method is one attempt; waiting, renewal and signalling are the
 // Locker's.
 type store interface {
-	// acquire takes the lock for id.token with a lease of id's TTL.
-	acquire(ctx context.Context, id *lockID) (grant, error)
+	// acquire takes the lock for id.token with a lease of id's TTL. at
+	// is what an attempt of a waiting Acquire sends besides; nil for a
+	// single attempt.
+	acquire(ctx context.Context, id *lockID, at *attempt) (grant, error)
 	// release deletes the lock if id.token holds it, as g says (see
 	// handoff.go); ok reports whether it did.
 	release(ctx context.Context, id *lockID, g giveBack) (ok bool, err error)
@@ -86,22 +88,15 @@ type renewal struct {
 }
 
 // lockID names one lock in Redis: its keys and owner token, with the
-// scripts' arguments built once per Acquire (boxing them for every call
-// would cost allocations on the hot path).
+// arguments every script call for it sends (token and lease), boxed once
+// per Acquire (boxing them for every call would cost allocations on the
+// hot path). It is shared by every holder the lock is handed to, so it
+// holds nothing that changes from one attempt to the next (see attempt).
 type lockID struct {
 	keys  [3]string // the lock key, its slot's fence counter, its fair queue
 	token string
-	// The arguments of acquire.lua: token, lease in ms, and for an attempt
-	// that waits, the fences to reserve, the Locker's id and "1".
-	// setAttempt fills in the last three before each attempt, and nargs
-	// says how many are sent.
-	argv  [5]any
-	nargs int
-	fair  bool // Options.Fair: acquire through the queue, release to it
-
-	// queueFor is how long a fair waiter asks to stay queued; set until
-	// Redis has confirmed it queued the waiter, 0 otherwise.
-	queueFor time.Duration
+	argv  [2]any // token, lease in ms
+	fair  bool   // Options.Fair: acquire through the queue, release to it
 }
 
 func newLockID(ks keyspace, key, token string, o Options) *lockID {
@@ -111,23 +106,40 @@ func newLockID(ks keyspace, key, token string, o Options) *lockID {
 	if o.TTL != DefaultTTL {
 		id.argv[1] = o.TTL.Milliseconds()
 	}
-	id.nargs = 2
 	return id
 }
 
 // defaultLeaseArg is DefaultTTL in ms, boxed once: most locks have it.
 var defaultLeaseArg any = DefaultTTL.Milliseconds()
 
-// setAttempt sets the per-attempt arguments of acquire.lua: how many
-// fences to reserve and the Locker's id (boxed once per Locker) for an
-// attempt that waits when the lock is busy; a single attempt sends
-// neither.
-func (id *lockID) setAttempt(reserve int64, locker any, waits bool) {
-	id.nargs = 2
-	if waits {
-		id.argv[2], id.argv[3], id.argv[4] = reserve, locker, "1"
-		id.nargs = 5
+// attempt is what one attempt of a waiting Acquire sends besides the
+// lock's identity. It belongs to that Acquire (acquisition.at), so that
+// filling it in for each attempt costs no allocation and touches nothing
+// a holder of the lock shares.
+type attempt struct {
+	// argv is acquire.lua's ARGV: the token, the lease, how many fences to
+	// reserve, the Locker's id (boxed once per Locker) and "1".
+	argv [5]any
+	// queueFor is how long a fair waiter asks to stay queued; set until
+	// Redis has confirmed it queued the waiter, 0 otherwise.
+	queueFor time.Duration
+}
+
+// acquireArgs returns acquire.lua's ARGV for an attempt at id: the token
+// and lease alone for a single attempt (at is nil).
+func acquireArgs(id *lockID, at *attempt) []any {
+	if at == nil {
+		return id.argv[:]
 	}
+	return at.argv[:]
+}
+
+// queueTime returns how long a fair attempt asks to stay queued, in ms.
+func (at *attempt) queueTime() int64 {
+	if at == nil {
+		return 0
+	}
+	return at.queueFor.Milliseconds()
 }
 
 // lockKey returns the key of the lock itself.
@@ -148,11 +160,11 @@ func singleOn(client redis.UniversalClient) single {
 	return single{client: client, scripts: plainScripts}
 }
 
-func (s single) acquire(ctx context.Context, id *lockID) (grant, error) {
+func (s single) acquire(ctx context.Context, id *lockID, at *attempt) (grant, error) {
 	if id.fair {
-		return grantOf(acquireFairScript.Run(ctx, s.client, id.keys[:], id.token, id.argv[1], id.queueFor.Milliseconds()).Result())
+		return grantOf(acquireFairScript.Run(ctx, s.client, id.keys[:], id.token, id.argv[1], at.queueTime()).Result())
 	}
-	return grantOf(s.scripts.acquire.Run(ctx, s.client, id.keys[:2], id.argv[:id.nargs]...).Result())
+	return grantOf(s.scripts.acquire.Run(ctx, s.client, id.keys[:2], acquireArgs(id, at)...).Result())
 }
 
 func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, error) {

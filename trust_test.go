@@ -316,3 +316,23 @@ func TestReplicaAckLostExtend(t *testing.T) {
 	}
 	contend(t, master, "acked", lk, 3*time.Second)
 }
+
+// TestHandedLockLostBeforeWakeUp: a lock handed to a waiter that is lost
+// before the waiter wakes is not returned by its Acquire.
+func TestHandedLockLostBeforeWakeUp(t *testing.T) {
+	l := startLocker(t)
+	ctx := context.Background()
+	lk, err := l.Acquire(ctx, "lost-in-hand", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk.finish(ErrLockLost) // as the watchdog ends a lease it can no longer trust
+	a := &acquisition{l: l, key: "lost-in-hand", o: Options{}, id: lk.id}
+	got, err := a.receive(ctx, lk)
+	if got != nil || err != nil {
+		t.Fatalf("receive of a lost lock: %v, %v; want neither, so that the waiter tries Redis", got, err)
+	}
+	if n, _ := l.store.(single).client.Exists(ctx, lk.id.lockKey()).Result(); n != 0 {
+		t.Fatal("the lost lock's key is still in Redis: receive must let it go")
+	}
+}
