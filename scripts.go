@@ -57,7 +57,7 @@ func newPublishingScripts(sharded bool) *publishingScripts {
 		acquire:     flavour(acquireLua),
 		release:     flavour(releaseLua),
 		releaseFair: flavour(queueHeadLua + releaseFairLua),
-		leaveFair:   flavour(leaveFairLua),
+		leaveFair:   flavour(queueHeadLua + leaveFairLua),
 	}
 }
 
