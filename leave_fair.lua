@@ -11,7 +11,8 @@ if wasFirst and redis.call('exists', KEYS[1]) == 0 then
   local t = redis.call('time')
   local head = liveHead(KEYS[3], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
   if head then
-    redis.call('publish', KEYS[1], head)
+    -- Best-effort, as every notice (release.lua).
+    redis.pcall('publish', KEYS[1], head)
   end
 end
 if found then return 1 end

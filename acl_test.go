@@ -1,0 +1,241 @@
+package padlock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// The ACL rules the README documents, by the comment line above each.
+const (
+	aclEvery      = "# Every deployment"
+	aclNotices    = "# Release notices on a single node"
+	aclRedlock    = "# NewRedlock"
+	aclReplicaAck = "# WithReplicaAck"
+)
+
+// readmeACL returns the ACL SETUSER lines of the README's permissions
+// section, as command arguments, by the comment line above each.
+func readmeACL(t *testing.T) map[string][]string {
+	t.Helper()
+	f, err := os.Open("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rules := make(map[string][]string)
+	var section, block bool
+	comment := ""
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "### Redis permissions"):
+			section = true
+		case !section:
+		case strings.HasPrefix(line, "```"):
+			if block {
+				return rules
+			}
+			block = true
+		case block && strings.HasPrefix(line, "# "):
+			comment = line
+		case block && strings.HasPrefix(line, "ACL SETUSER "):
+			for prefix := range map[string]bool{aclEvery: true, aclNotices: true, aclRedlock: true, aclReplicaAck: true} {
+				if strings.HasPrefix(comment, prefix) {
+					rules[prefix] = strings.Fields(line)
+				}
+			}
+		}
+	}
+	t.Fatal("README.md: no ACL block under \"### Redis permissions\"")
+	return nil
+}
+
+// aclUser applies rules (ACL SETUSER lines) to srv, clears its ACL log,
+// and returns a client logged in as the user they made.
+func aclUser(t *testing.T, srv *redistest.Server, rules ...[]string) *redis.Client {
+	t.Helper()
+	ctx := ctxFor(t)
+	admin := srv.Client(t)
+	user := ""
+	for _, r := range rules {
+		if len(r) < 3 {
+			t.Fatalf("ACL rule %q: want ACL SETUSER <user> ...", r)
+		}
+		user = r[2]
+		args := make([]any, len(r))
+		for i, a := range r {
+			args[i] = a
+		}
+		if err := admin.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%s: %v", strings.Join(r, " "), err)
+		}
+	}
+	if err := admin.Do(ctx, "acl", "log", "reset").Err(); err != nil {
+		t.Fatal(err)
+	}
+	return srv.Client(t, func(o *redis.Options) { o.Username, o.Password = user, "secret" })
+}
+
+// aclDenials returns what srv's ACL refused since aclUser, one line each.
+func aclDenials(t *testing.T, srv *redistest.Server) []string {
+	t.Helper()
+	entries, err := srv.Client(t).ACLLog(ctxFor(t), 100).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, fmt.Sprintf("%s %s %s (%s, %d times)", e.Reason, e.Context, e.Object, e.Username, e.Count))
+	}
+	return out
+}
+
+// scriptErrors is a go-redis hook that records the errors of the scripts
+// a client runs (but NOSCRIPT, which Script.Run answers with EVAL).
+type scriptErrors struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (h *scriptErrors) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptErrors) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.record(cmd, cmd.Err())
+		}
+		return err
+	}
+}
+
+func (h *scriptErrors) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.record(cmd, err)
+		return err
+	}
+}
+
+// record notes err, cmd's error as the hooks below this one returned it.
+func (h *scriptErrors) record(cmd redis.Cmder, err error) {
+	if err == nil || errors.Is(err, redis.Nil) || redis.HasErrorPrefix(err, "NOSCRIPT") ||
+		(cmd.Name() != "evalsha" && cmd.Name() != "eval") {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.errs = append(h.errs, err.Error())
+}
+
+func (h *scriptErrors) all() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.errs)
+}
+
+// awaitMarked waits until a waiter's attempt marked the lock on key ('*'
+// appended to its token, acquire.lua): the attempt that also publishes
+// the waiter's "want" notice has run.
+func awaitMarked(t *testing.T, rdb *redis.Client, key string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if v, _ := rdb.Get(ctx, "padlock:{"+key+"}").Result(); strings.HasSuffix(v, "*") {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("no waiter marked the lock on %q in 15s", key)
+}
+
+// TestACLWithoutPubSub runs padlock as a Redis 7 user without the notice
+// rules: the documented commands, and either no channels (the default for
+// new users) or no pub/sub commands either. Every lock operation must say
+// what it did to the lock; only the notices are lost, and waiters poll.
+func TestACLWithoutPubSub(t *testing.T) {
+	rules := readmeACL(t)
+	noChannels := slices.Clone(rules[aclNotices])
+	noChannels = slices.DeleteFunc(noChannels, func(r string) bool { return strings.HasPrefix(r, "&") })
+	for _, tc := range []struct {
+		name   string
+		rules  [][]string
+		denied string // the refusal the notices meet
+	}{
+		{"no channels", [][]string{rules[aclEvery], noChannels}, "channel lua padlock:"},
+		{"no pub/sub commands", [][]string{rules[aclEvery]}, "command lua publish"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			rdb := srv.Client(t)
+			user := aclUser(t, srv, tc.rules...)
+			scripts := &scriptErrors{}
+			user.AddHook(scripts)
+			l := padlock.New(user)
+			t.Cleanup(func() { l.Close() })
+			ctx := ctxFor(t)
+			// Generous waits: without notices the waiters poll.
+			wait := padlock.Options{Wait: 60 * time.Second, Retry: padlock.LinearBackoff(20 * time.Millisecond)}
+
+			for _, fair := range []bool{false, true} {
+				key := testKey(t) + fmt.Sprintf(":fair=%v", fair)
+				// A holder whose lock cannot be handed on (one fence
+				// reserved, or fair), so that Release goes to Redis with
+				// a notice for the local waiter.
+				holder, err := l.Acquire(ctx, key, padlock.Options{Fair: fair})
+				if err != nil {
+					t.Fatalf("fair=%v: holder's Acquire: %v", fair, err)
+				}
+				if err := holder.Extend(ctx, 20*time.Second); err != nil {
+					t.Fatalf("fair=%v: Extend: got %v, want nil", fair, err)
+				}
+				got := make(chan error, 1)
+				go func() {
+					o := wait
+					o.Fair = fair
+					lk, err := l.Acquire(ctx, key, o)
+					if err == nil {
+						if err = lk.Extend(ctx, 10*time.Second); err == nil {
+							err = lk.Release(ctx)
+						}
+					}
+					got <- err
+				}()
+				if fair {
+					waitQueueLen(t, rdb, key, 1)
+				} else {
+					awaitMarked(t, rdb, key)
+				}
+				if err := holder.Release(ctx); err != nil {
+					t.Errorf("fair=%v: Release with a local waiter: got %v, want nil", fair, err)
+				}
+				if v, _ := rdb.Get(ctx, "padlock:{"+key+"}").Result(); strings.HasPrefix(v, holder.Token()) {
+					t.Fatalf("fair=%v: the lock after Release: got the holder's token, want it gone", fair)
+				}
+				if err := <-got; err != nil {
+					t.Fatalf("fair=%v: waiter: got %v, want the lock, then Extend and Release nil", fair, err)
+				}
+			}
+			if errs := scripts.all(); len(errs) != 0 {
+				t.Errorf("scripts that failed: %q, want none", errs)
+			}
+			denials := aclDenials(t, srv)
+			if !slices.ContainsFunc(denials, func(d string) bool { return strings.HasPrefix(d, tc.denied) }) {
+				t.Errorf("ACL log: %q, want a %q refusal (the notices were refused)", denials, tc.denied)
+			}
+		})
+	}
+}
