@@ -21,6 +21,8 @@ import (
 const (
 	aclEvery      = "# Every deployment"
 	aclNotices    = "# Release notices on a single node"
+	aclCluster    = "# Release notices on Cluster"
+	aclTopology   = "# Cluster: what go-redis asks"
 	aclRedlock    = "# NewRedlock"
 	aclReplicaAck = "# WithReplicaAck"
 )
@@ -51,7 +53,7 @@ func readmeACL(t *testing.T) map[string][]string {
 		case block && strings.HasPrefix(line, "# "):
 			comment = line
 		case block && strings.HasPrefix(line, "ACL SETUSER "):
-			for prefix := range map[string]bool{aclEvery: true, aclNotices: true, aclRedlock: true, aclReplicaAck: true} {
+			for prefix := range map[string]bool{aclEvery: true, aclNotices: true, aclCluster: true, aclTopology: true, aclRedlock: true, aclReplicaAck: true} {
 				if strings.HasPrefix(comment, prefix) {
 					rules[prefix] = strings.Fields(line)
 				}
@@ -149,7 +151,7 @@ func (h *scriptErrors) all() []string {
 // awaitMarked waits until a waiter's attempt marked the lock on key ('*'
 // appended to its token, acquire.lua): the attempt that also publishes
 // the waiter's "want" notice has run.
-func awaitMarked(t *testing.T, rdb *redis.Client, key string) {
+func awaitMarked(t *testing.T, rdb redis.Cmdable, key string) {
 	t.Helper()
 	ctx := ctxFor(t)
 	deadline := time.Now().Add(15 * time.Second)
@@ -235,6 +237,190 @@ func TestACLWithoutPubSub(t *testing.T) {
 			denials := aclDenials(t, srv)
 			if !slices.ContainsFunc(denials, func(d string) bool { return strings.HasPrefix(d, tc.denied) }) {
 				t.Errorf("ACL log: %q, want a %q refusal (the notices were refused)", denials, tc.denied)
+			}
+		})
+	}
+}
+
+// TestACLDocumentedPermissions runs padlock as a Redis 7 user with exactly
+// the rules the README documents, on each kind of deployment they name, and
+// checks that Redis refused nothing padlock sent: taking, extending,
+// renewing (after a SCRIPT FLUSH, so the watchdog loads its script again)
+// and releasing locks, waiting on release notices, and fair queues.
+func TestACLDocumentedPermissions(t *testing.T) {
+	rules := readmeACL(t)
+	base := [][]string{rules[aclEvery], rules[aclNotices]}
+	user := func(o *redis.Options) { o.Username, o.Password = rules[aclEvery][2], "secret" }
+	for _, tc := range []struct {
+		name string
+		// start starts the servers, applies the rules to them and returns
+		// them, a client of the default user that reaches the lock keys
+		// (nil on Redlock), and a function that makes a Locker as another
+		// process would (clients of its own).
+		start func(t *testing.T) ([]*redistest.Server, redis.Cmdable, func() *padlock.Locker)
+		fair  bool // try fair mode too (not on Redlock)
+		ttl   time.Duration
+	}{
+		{
+			name: "node",
+			start: func(t *testing.T) ([]*redistest.Server, redis.Cmdable, func() *padlock.Locker) {
+				srv := redistest.Start(t)
+				aclUser(t, srv, base...)
+				return []*redistest.Server{srv}, srv.Client(t), func() *padlock.Locker { return padlock.New(srv.Client(t, user)) }
+			},
+			fair: true,
+			ttl:  time.Second,
+		},
+		{
+			name: "cluster",
+			start: func(t *testing.T) ([]*redistest.Server, redis.Cmdable, func() *padlock.Locker) {
+				c := redistest.StartCluster(t, 3)
+				for _, srv := range c.Nodes() {
+					aclUser(t, srv, rules[aclEvery], rules[aclCluster], rules[aclTopology])
+				}
+				return c.Nodes(), c.Client(t), func() *padlock.Locker {
+					return padlock.New(c.Client(t, func(o *redis.ClusterOptions) { o.Username, o.Password = rules[aclEvery][2], "secret" }))
+				}
+			},
+			fair: true,
+			ttl:  time.Second,
+		},
+		{
+			name: "redlock",
+			start: func(t *testing.T) ([]*redistest.Server, redis.Cmdable, func() *padlock.Locker) {
+				srvs := redistest.StartN(t, 3)
+				for _, srv := range srvs {
+					aclUser(t, srv, append(base, rules[aclRedlock])...)
+				}
+				return srvs, nil, func() *padlock.Locker {
+					clients := make([]redis.UniversalClient, len(srvs))
+					for i, srv := range srvs {
+						clients[i] = srv.Client(t, user, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+					}
+					l, err := padlock.NewRedlock(clients, padlock.WithMaxLease(rlMaxLease),
+						padlock.WithNodeTimeout(rlNodeTimeout), padlock.WithDefaults(padlock.Options{TTL: rlMaxLease}))
+					if err != nil {
+						t.Fatalf("NewRedlock: %v", err)
+					}
+					return l
+				}
+			},
+			ttl: rlMaxLease,
+		},
+		{
+			name: "sentinel with replica ack",
+			start: func(t *testing.T) ([]*redistest.Server, redis.Cmdable, func() *padlock.Locker) {
+				s := redistest.StartSentinel(t, 1)
+				aclUser(t, s.Master(), append(base, rules[aclReplicaAck])...)
+				return []*redistest.Server{s.Master()}, s.Master().Client(t), func() *padlock.Locker {
+					c := s.Client(t, func(o *redis.FailoverOptions) { o.Username, o.Password = rules[aclEvery][2], "secret" })
+					return padlock.New(c, padlock.WithReplicaAck(1, 500*time.Millisecond))
+				}
+			},
+			fair: true,
+			ttl:  time.Second,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srvs, admin, newLocker := tc.start(t)
+			la, lb := newLocker(), newLocker()
+			t.Cleanup(func() { la.Close(); lb.Close() })
+			ctx := ctxFor(t)
+			key := testKey(t)
+			wait := padlock.Options{Wait: 20 * time.Second}
+
+			// Taken, extended, waited for by another process, released.
+			lk, err := la.Acquire(ctx, key, wait)
+			if err != nil {
+				t.Fatalf("Acquire: %v", err)
+			}
+			if err := lk.Extend(ctx, tc.ttl); err != nil {
+				t.Fatalf("Extend: %v", err)
+			}
+			if _, err := lk.TTL(ctx); err != nil {
+				t.Fatalf("TTL: %v", err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				lk, err := lb.Acquire(ctx, key, wait)
+				if err == nil {
+					err = lk.Release(ctx)
+				}
+				got <- err
+			}()
+			if admin != nil {
+				awaitMarked(t, admin, key)
+			}
+			if err := lk.Release(ctx); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("waiter in another Locker: %v", err)
+			}
+
+			// Renewed by the watchdog, also after the scripts were flushed.
+			lk, err = la.Acquire(ctx, key+":renewed", padlock.Options{TTL: tc.ttl, Wait: 5 * time.Second})
+			if err != nil {
+				t.Fatalf("Acquire: %v", err)
+			}
+			for _, srv := range srvs {
+				if err := srv.Client(t).ScriptFlush(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(tc.ttl + tc.ttl/2)
+			if err := lk.Err(); err != nil {
+				t.Fatalf("lock renewed past its TTL: got %v, want held", err)
+			}
+			if err := lk.Release(ctx); err != nil {
+				t.Fatalf("Release of the renewed lock: %v", err)
+			}
+
+			if tc.fair {
+				// A holder, a waiter in another process, and one here that
+				// gives up while queued.
+				fair := padlock.Options{Fair: true, Wait: 20 * time.Second}
+				fkey := key + ":fair"
+				holder, err := la.Acquire(ctx, fkey, fair)
+				if err != nil {
+					t.Fatalf("fair Acquire: %v", err)
+				}
+				go func() {
+					lk, err := lb.Acquire(ctx, fkey, fair)
+					if err == nil {
+						err = lk.Release(ctx)
+					}
+					got <- err
+				}()
+				waitQueueLen(t, admin, fkey, 1)
+				wctx, giveUp := context.WithCancel(ctx)
+				gaveUp := make(chan error, 1)
+				go func() {
+					_, err := la.Acquire(wctx, fkey, fair)
+					gaveUp <- err
+				}()
+				waitQueueLen(t, admin, fkey, 2)
+				giveUp()
+				if err := <-gaveUp; !errors.Is(err, padlock.ErrNotAcquired) {
+					t.Fatalf("fair waiter that gave up: got %v, want ErrNotAcquired", err)
+				}
+				if err := holder.Release(ctx); err != nil {
+					t.Fatalf("fair Release: %v", err)
+				}
+				if err := <-got; err != nil {
+					t.Fatalf("fair waiter in another Locker: %v", err)
+				}
+			}
+
+			for _, srv := range srvs {
+				// go-redis sends CLIENT SETINFO when it connects and ignores
+				// a refusal (servers before 7.2 do not know the command).
+				denials := slices.DeleteFunc(aclDenials(t, srv), func(d string) bool {
+					return strings.HasPrefix(d, "command toplevel client|")
+				})
+				if len(denials) != 0 {
+					t.Errorf("%s refused: %q, want nothing", srv, denials)
+				}
 			}
 		})
 	}

@@ -111,7 +111,7 @@ func TestFairWaiterThatGivesUpLeavesQueue(t *testing.T) {
 }
 
 // waitQueueLen waits until key's fair queue holds n waiters.
-func waitQueueLen(t *testing.T, rdb *redis.Client, key string, n int) {
+func waitQueueLen(t *testing.T, rdb redis.Cmdable, key string, n int) {
 	t.Helper()
 	queue := "padlock:{" + key + "}:queue"
 	ctx := ctxFor(t)
