@@ -19,6 +19,7 @@ local function liveHead(queue, now)
   end
 end
 
+-- tokenOf returns the token of queue entry e.
 local function tokenOf(e)
   return string.sub(e, string.find(e, ':', 1, true) + 1)
 end
