@@ -260,6 +260,10 @@ func TestACLDocumentedPermissions(t *testing.T) {
 		start func(t *testing.T) ([]*redistest.Server, redis.Cmdable, func() *padlock.Locker)
 		fair  bool // try fair mode too (not on Redlock)
 		ttl   time.Duration
+		// hold keeps a fair waiter waiting this long: it sends no
+		// notices, so its subscription idles, and past 3s go-redis
+		// checks an idle subscription with a PING.
+		hold time.Duration
 	}{
 		{
 			name: "node",
@@ -270,6 +274,7 @@ func TestACLDocumentedPermissions(t *testing.T) {
 			},
 			fair: true,
 			ttl:  time.Second,
+			hold: 4 * time.Second,
 		},
 		{
 			name: "cluster",
@@ -284,6 +289,7 @@ func TestACLDocumentedPermissions(t *testing.T) {
 			},
 			fair: true,
 			ttl:  time.Second,
+			hold: 4 * time.Second,
 		},
 		{
 			name: "redlock",
@@ -393,6 +399,7 @@ func TestACLDocumentedPermissions(t *testing.T) {
 					got <- err
 				}()
 				waitQueueLen(t, admin, fkey, 1)
+				time.Sleep(tc.hold)
 				wctx, giveUp := context.WithCancel(ctx)
 				gaveUp := make(chan error, 1)
 				go func() {
