@@ -176,20 +176,22 @@ func (a *acquisition) prepare(at *attempt) {
 var errLateGrant = errors.New("the lock was granted, but the reply came after its lease (less the drift margin) had run out")
 
 // unanswered reports whether a failed attempt's error says that Redis
-// could not decide on the lock, as opposed to a slow answer, or on a
-// Redlock Locker a vote split among waiters with enough nodes voting,
-// which the next attempt may settle.
+// could not be reached, as opposed to a slow answer, or on a Redlock
+// Locker a vote split among waiters with enough nodes voting, or nodes
+// too recently started to vote yet: the next attempt may settle those.
 func unanswered(err error) bool {
 	var q *QuorumError
 	if errors.As(err, &q) {
-		decided := 0 // nodes that answered for the lock or against it
+		// Nodes that answered: for the lock, against it, or that they may
+		// not vote yet (they will, at a time they named: worth waiting for).
+		reached := 0
 		for _, n := range q.Nodes {
 			switch n.Outcome {
-			case NodeAgreed, NodeBusy, NodeNotHeld:
-				decided++
+			case NodeAgreed, NodeBusy, NodeNotHeld, NodeRestarting:
+				reached++
 			}
 		}
-		return decided < q.Need
+		return reached < q.Need
 	}
 	return err != errLateGrant
 }

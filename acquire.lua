@@ -27,7 +27,8 @@ if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
         redis.call('append', KEYS[1], '*')
       end
       -- Tell the holder's Locker that a waiter elsewhere wants the lock.
-      redis.call('publish', KEYS[1], '*' .. ARGV[4])
+      -- Best-effort, as every notice (release.lua).
+      redis.pcall('publish', KEYS[1], '*' .. ARGV[4])
     end
     local pttl = redis.call('pttl', KEYS[1])
     if pttl < 0 then pttl = 0 end

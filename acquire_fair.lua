@@ -2,14 +2,15 @@
 -- KEYS[3] fair-mode waiter queue
 -- ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] how long the caller
 -- will wait in ms: when > 0 and the lock is not taken, the caller joins the
--- queue (the client sends it on its first attempt only)
+-- queue unless it is queued already (the client sends it until an attempt's
+-- reply confirmed it is queued: a lost reply makes it send it again)
 -- Returns the new fence (> 0) when the lock was taken, or -1 - (the holder's
 -- remaining lease in ms; 0 when the key is free but an older waiter is first).
 --
 -- The queue is a list of "<deadline ms>:<token>", oldest first. The lock
 -- goes to the oldest waiter whose deadline has not passed; waiters that gave
 -- up without saying so, or died, are dropped once their deadline passes
--- (liveHead, from queue_head.lua).
+-- (liveHead, from queue_head.lua). A waiter served leaves the queue.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local head = liveHead(KEYS[3], now)
@@ -17,7 +18,7 @@ local v = redis.call('get', KEYS[1])
 -- (A default-mode waiter may have marked the token with '*', acquire.lua.)
 local ours = v == ARGV[1] or v == ARGV[1] .. '*'
 if ours or (not v and (not head or head == ARGV[1])) then
-  if head == ARGV[1] then redis.call('lpop', KEYS[3]) end
+  if head then dequeue(KEYS[3], ARGV[1]) end
   redis.call('set', KEYS[1], v or ARGV[1], 'px', ARGV[2])
   -- The fence, as in acquire.lua: never below the server clock in µs.
   local first = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -29,7 +30,7 @@ if ours or (not v and (not head or head == ARGV[1])) then
   return first
 end
 local wait = tonumber(ARGV[3])
-if wait > 0 then
+if wait > 0 and not isQueued(KEYS[3], ARGV[1]) then
   if redis.call('rpush', KEYS[3], (now + wait) .. ':' .. ARGV[1]) == 1 then
     redis.call('pexpire', KEYS[3], wait)
   else

@@ -1,7 +1,11 @@
 package padlock_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,7 +111,7 @@ func TestFairWaiterThatGivesUpLeavesQueue(t *testing.T) {
 }
 
 // waitQueueLen waits until key's fair queue holds n waiters.
-func waitQueueLen(t *testing.T, rdb *redis.Client, key string, n int) {
+func waitQueueLen(t *testing.T, rdb redis.Cmdable, key string, n int) {
 	t.Helper()
 	queue := "padlock:{" + key + "}:queue"
 	ctx := ctxFor(t)
@@ -120,4 +124,208 @@ func waitQueueLen(t *testing.T, rdb *redis.Client, key string, n int) {
 	}
 	entries := rdb.LRange(ctx, queue, 0, -1).Val()
 	t.Fatalf("queue %s is %s, want %d waiters", queue, strings.Join(entries, ", "), n)
+}
+
+// TestFairLostReplyQueuesOnce loses the reply of a fair waiter's first
+// attempt after Redis queued it, so the waiter asks to be queued again. It
+// must stay queued once: after it is served and lets go, the next fair
+// waiter gets the key, instead of finding the key promised to a stale
+// entry of the served waiter until that entry's deadline.
+func TestFairLostReplyQueuesOnce(t *testing.T) {
+	l, srv, rdb := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	queue := "padlock:{" + key + "}:queue"
+	holder := mustAcquire(t, l, ctx, key, padlock.Options{Fair: true})
+
+	lose := &fairJoins{loseFirst: true}
+	c1 := srv.Client(t)
+	c1.AddHook(lose)
+	l1 := padlock.New(c1)
+	t.Cleanup(func() { l1.Close() })
+	// The first waiter's wait is long, so a stale entry of it would block
+	// the second waiter for all of the second's wait.
+	type result struct {
+		lk  *padlock.Lock
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		lk, err := l1.Acquire(ctx, key, padlock.Options{Fair: true, Wait: 25 * time.Second})
+		first <- result{lk, err}
+	}()
+	// The lost attempt, then at least one more that asks to be queued.
+	token := lose.awaitJoins(t, 2)
+	if got := entriesOf(rdb.LRange(ctx, queue, 0, -1).Val(), token); got != 1 {
+		t.Errorf("queue entries of the waiter whose reply was lost: got %d, want 1", got)
+	}
+
+	l2 := padlock.New(srv.Client(t))
+	t.Cleanup(func() { l2.Close() })
+	second := make(chan result, 1)
+	go func() {
+		lk, err := l2.Acquire(ctx, key, padlock.Options{Fair: true, Wait: 10 * time.Second})
+		second <- result{lk, err}
+	}()
+	waitQueueLen(t, rdb, key, 2)
+
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("holder's Release: %v", err)
+	}
+	r1 := <-first
+	if r1.err != nil {
+		t.Fatalf("first waiter: %v", r1.err)
+	}
+	if r1.lk.Token() != token {
+		t.Fatalf("first waiter's token: got %s, want %s (the one queued)", r1.lk.Token(), token)
+	}
+	if entries := rdb.LRange(ctx, queue, 0, -1).Val(); entriesOf(entries, token) != 0 {
+		t.Errorf("queue once the first waiter was served: %v, want no entry of %s", entries, token)
+	}
+	released := time.Now()
+	if err := r1.lk.Release(ctx); err != nil {
+		t.Fatalf("first waiter's Release: %v", err)
+	}
+	r2 := <-second
+	if r2.err != nil {
+		t.Fatalf("second waiter, with the key free since the first let go: got %v, want the lock", r2.err)
+	}
+	t.Logf("second waiter got the key %v after the first let go", time.Since(released))
+	r2.lk.Release(ctx)
+	if n := rdb.Exists(ctx, queue).Val(); n != 0 {
+		t.Fatalf("queue key after every waiter was served: %v, want gone", rdb.LRange(ctx, queue, 0, -1).Val())
+	}
+}
+
+// entriesOf counts the entries of token in a fair queue.
+func entriesOf(entries []string, token string) int {
+	n := 0
+	for _, e := range entries {
+		if _, tok, _ := strings.Cut(e, ":"); tok == token {
+			n++
+		}
+	}
+	return n
+}
+
+// fairJoins is a go-redis hook that watches the fair attempts that ask to
+// be queued: it records the waiter's token and counts those that ran. With
+// loseFirst, it lets the first run on the server and then fails it, as a
+// reply lost to a read timeout would.
+type fairJoins struct {
+	loseFirst bool
+
+	mu    sync.Mutex
+	token string
+	joins int
+}
+
+func (h *fairJoins) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *fairJoins) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *fairJoins) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		// acquire_fair.lua: EVALSHA or EVAL, script, 3 keys, then the
+		// token, the lease and how long to stay queued (0: not queued).
+		args := cmd.Args()
+		if err != nil || len(args) != 9 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") ||
+			fmt.Sprint(args[2]) != "3" || fmt.Sprint(args[8]) == "0" {
+			return err
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.joins++
+		h.token = fmt.Sprint(args[6])
+		if !h.loseFirst || h.joins > 1 {
+			return nil
+		}
+		lostErr := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+		cmd.SetErr(lostErr)
+		return lostErr
+	}
+}
+
+// awaitJoins waits until n attempts asked to be queued and ran, and
+// returns the token they were for.
+func (h *fairJoins) awaitJoins(t *testing.T, n int) string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		h.mu.Lock()
+		joins, token := h.joins, h.token
+		h.mu.Unlock()
+		if joins >= n {
+			return token
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("attempts that asked to be queued: fewer than %d in 15s", n)
+	return ""
+}
+
+// TestFairLeavingTakesEveryEntry checks that a fair waiter that is served,
+// or gives up, takes every queue entry of its token with it, even when the
+// queue holds more than one (as a client that queued twice left it).
+func TestFairLeavingTakesEveryEntry(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		served bool // the holder lets go; else the waiter's ctx ends
+	}{
+		{"served", true},
+		{"gives up", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, srv, rdb := newLocker(t)
+			ctx := ctxFor(t)
+			key := testKey(t)
+			queue := "padlock:{" + key + "}:queue"
+			holder := mustAcquire(t, l, ctx, key, padlock.Options{Fair: true})
+
+			joins := &fairJoins{}
+			c := srv.Client(t)
+			c.AddHook(joins)
+			wl := padlock.New(c)
+			t.Cleanup(func() { wl.Close() })
+			wctx, giveUp := context.WithCancel(ctx)
+			defer giveUp()
+			done := make(chan error, 1)
+			go func() {
+				lk, err := wl.Acquire(wctx, key, padlock.Options{Fair: true, Wait: 20 * time.Second})
+				if err == nil {
+					err = lk.Release(ctx)
+				}
+				done <- err
+			}()
+			token := joins.awaitJoins(t, 1)
+			now, err := rdb.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A second entry, as the script would push it (with the
+			// queue's expiry raised to cover it).
+			rdb.RPush(ctx, queue, strconv.FormatInt(now.UnixMilli()+25000, 10)+":"+token)
+			rdb.PExpire(ctx, queue, 25*time.Second)
+			if tc.served {
+				if err := holder.Release(ctx); err != nil {
+					t.Fatalf("holder's Release: %v", err)
+				}
+				if err := <-done; err != nil {
+					t.Fatalf("waiter: got %v, want the lock", err)
+				}
+			} else {
+				giveUp()
+				if err := <-done; !errors.Is(err, padlock.ErrNotAcquired) {
+					t.Fatalf("waiter: got %v, want ErrNotAcquired", err)
+				}
+			}
+			if entries := rdb.LRange(ctx, queue, 0, -1).Val(); len(entries) != 0 {
+				t.Fatalf("queue after its only waiter left: %v, want empty", entries)
+			}
+			holder.Release(ctx)
+		})
+	}
 }

@@ -2,21 +2,18 @@
 -- KEYS[2] fence counter (unused; listed so all keys share one slot),
 -- KEYS[3] fair-mode waiter queue
 -- ARGV[1] token of a waiter that stops waiting
--- Takes the waiter out of the queue. If it was first and the key is free,
--- the notice names the next waiter so the lock does not sit idle.
+-- Takes the waiter out of the queue, every entry of it (dequeue, from
+-- queue_head.lua). If it was first and the key is free, the notice names
+-- the next live waiter so the lock does not sit idle.
 -- Returns 1 when the waiter was queued, 0 otherwise.
-local suffix = ':' .. ARGV[1]
-local entries = redis.call('lrange', KEYS[3], 0, -1)
-for i, e in ipairs(entries) do
-  if string.sub(e, -#suffix) == suffix then
-    redis.call('lrem', KEYS[3], 1, e)
-    if i == 1 and redis.call('exists', KEYS[1]) == 0 then
-      local next = redis.call('lindex', KEYS[3], 0)
-      if next then
-        redis.call('publish', KEYS[1], string.sub(next, string.find(next, ':', 1, true) + 1))
-      end
-    end
-    return 1
+local found, wasFirst = dequeue(KEYS[3], ARGV[1])
+if wasFirst and redis.call('exists', KEYS[1]) == 0 then
+  local t = redis.call('time')
+  local head = liveHead(KEYS[3], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  if head then
+    -- Best-effort, as every notice (release.lua).
+    redis.pcall('publish', KEYS[1], head)
   end
 end
+if found then return 1 end
 return 0

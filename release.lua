@@ -7,6 +7,10 @@
 -- The notice is empty and wakes one waiter per Locker. A yielding release
 -- leaves a "y:<Locker id>" marker for the window instead of deleting the
 -- key: only that Locker's waiters may take the lock meanwhile (acquire.lua).
+-- Notices are best-effort, here and in every script: a server that refuses
+-- one (a user without channel permissions) must not turn a release that
+-- happened into an error, so PUBLISH runs in pcall and waiters fall back
+-- to their timers.
 local v = redis.call('get', KEYS[1])
 if v ~= ARGV[1] and v ~= ARGV[1] .. '*' then
   return 0
@@ -17,6 +21,6 @@ else
   redis.call('del', KEYS[1])
 end
 if v ~= ARGV[1] or ARGV[2] == '1' then
-  redis.call('publish', KEYS[1], '')
+  redis.pcall('publish', KEYS[1], '')
 end
 return 1

@@ -4,7 +4,8 @@
 -- ARGV[1] owner token
 -- Returns 1 when the token held the lock and it is now gone, 0 otherwise.
 -- The notice names the oldest live waiter's token (liveHead, from
--- queue_head.lua), so only it wakes; with nobody queued there is none.
+-- queue_head.lua), so only it wakes; with nobody queued there is none. It
+-- is best-effort (pcall), as every notice (release.lua).
 local v = redis.call('get', KEYS[1])
 if v ~= ARGV[1] and v ~= ARGV[1] .. '*' then -- '*': see acquire.lua
   return 0
@@ -14,6 +15,6 @@ local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local head = liveHead(KEYS[3], now)
 if head then
-  redis.call('publish', KEYS[1], head)
+  redis.pcall('publish', KEYS[1], head)
 end
 return 1

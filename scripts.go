@@ -41,7 +41,8 @@ var (
 // waiter that wants the lock). They come in two flavours: PUBLISH for a
 // node or Sentinel deployment, and SPUBLISH for Cluster, where a sharded
 // notice goes only to the shard that owns the lock's slot instead of to
-// every node.
+// every node. Every notice is sent with redis.pcall, so that a refused one
+// (no channel permission) never fails the lock operation around it.
 type publishingScripts struct {
 	acquire, release, releaseFair, leaveFair *redis.Script
 }
@@ -49,7 +50,7 @@ type publishingScripts struct {
 func newPublishingScripts(sharded bool) *publishingScripts {
 	flavour := func(src string) *redis.Script {
 		if sharded {
-			src = strings.ReplaceAll(src, "redis.call('publish'", "redis.call('spublish'")
+			src = strings.ReplaceAll(src, "redis.pcall('publish'", "redis.pcall('spublish'")
 		}
 		return redis.NewScript(src)
 	}
@@ -57,7 +58,7 @@ func newPublishingScripts(sharded bool) *publishingScripts {
 		acquire:     flavour(acquireLua),
 		release:     flavour(releaseLua),
 		releaseFair: flavour(queueHeadLua + releaseFairLua),
-		leaveFair:   flavour(leaveFairLua),
+		leaveFair:   flavour(queueHeadLua + leaveFairLua),
 	}
 }
 

@@ -248,7 +248,8 @@ func TestUnanswered(t *testing.T) {
 		{"late grant", errLateGrant, false},
 		{"split vote", quorumOfOutcomes(3, NodeAgreed, NodeAgreed, NodeBusy, NodeBusy, NodeUnreachable), false},
 		{"too few nodes", quorumOfOutcomes(3, NodeAgreed, NodeBusy, NodeUnreachable, NodeUnreachable, NodeUnreachable), true},
-		{"restarting nodes", quorumOfOutcomes(2, NodeAgreed, NodeRestarting, NodeRestarting), true},
+		{"restarting nodes", quorumOfOutcomes(2, NodeAgreed, NodeRestarting, NodeRestarting), false},
+		{"restarting and down", quorumOfOutcomes(2, NodeRestarting, NodeUnreachable, NodeUnreachable), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := unanswered(tc.err); got != tc.want {
