@@ -10,13 +10,13 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/go-playground/validator/v10"
 
-	"github.com/padlockgo/padlock/middleware"
+	"github.com/padlockgo/padlock/httplock"
 )
 
 // problem is an RFC 9457 problem body: the middleware's, plus the fields
 // that failed validation.
 type problem struct {
-	middleware.Problem
+	httplock.Problem
 	Errors []fieldError `json:"errors,omitempty"`
 }
 
@@ -29,7 +29,7 @@ type fieldError struct {
 }
 
 func newProblem(status int, detail string) *problem {
-	return &problem{Problem: middleware.Problem{
+	return &problem{Problem: httplock.Problem{
 		Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail,
 	}}
 }
@@ -41,9 +41,9 @@ func writeProblem(c *gin.Context, p *problem) {
 	if p.RetryAfter > 0 || p.Status == http.StatusConflict {
 		// WriteProblem sets Retry-After; reuse it for the headers, then
 		// write the extended body.
-		middleware.WriteProblem(discardBody{c.Writer}, c.Request, &p.Problem)
+		httplock.WriteProblem(discardBody{c.Writer}, c.Request, &p.Problem)
 	} else {
-		c.Header("Content-Type", middleware.ProblemContentType)
+		c.Header("Content-Type", httplock.ProblemContentType)
 		c.Header("Cache-Control", "no-store")
 	}
 	body, _ := json.Marshal(p)

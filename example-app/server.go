@@ -13,7 +13,9 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/decorator"
+	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/middleware"
 )
 
@@ -43,7 +45,7 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 	s := &server{cfg: cfg, logger: logger, store: st, backend: b}
 	s.authorize = s.fakeProvider
 
-	jobKey := keyfunc.Arg("job", func(j job) string { return j.Name })
+	jobKey := lockkey.Arg("job", func(j job) string { return j.Name })
 	s.runJob = decorator.WithLock(b.locker, jobKey, padlock.Options{Wait: cfg.jobWait}, s.job)
 	s.checkpoint = decorator.WithLockErr(b.locker, jobKey, padlock.Options{}, s.saveCheckpoint)
 
@@ -68,7 +70,7 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 	// answers live on the first Redis node (in redlock mode, that one node).
 	idem := middleware.Idempotency(b.locker, b.nodes[0],
 		middleware.OptionalKey(),
-		middleware.WithCaller(keyfunc.Header("X-Client-ID")),
+		middleware.WithCaller(keyfunc.Header("X-Client-ID", lockkey.Text())),
 		middleware.WithMaxBodyBytes(maxBodyBytes))
 	r.POST("/orders", idem, s.createOrder)
 	r.GET("/orders/:id", s.getOrder)
@@ -76,9 +78,9 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 	// Pay order: one payment per order at a time, across every instance of
 	// the app sharing the Redis. A second request waits up to payWait for
 	// the first to finish (then finds the order paid), or gets 409.
-	payLock := middleware.Lock(b.locker, keyfunc.Param("id"),
-		middleware.WithLockOptions(padlock.Options{Wait: cfg.payWait}),
-		middleware.WithResponder(s.lockRefused))
+	payLock := middleware.Lock(b.locker, keyfunc.Param("id", lockkey.Int(64)),
+		httplock.WithLockOptions(padlock.Options{Wait: cfg.payWait}),
+		httplock.WithResponder(s.lockRefused))
 	r.POST("/orders/:id/pay", payLock, s.pay)
 
 	r.POST("/jobs/:name/run", s.runJobRoute)
@@ -109,14 +111,14 @@ func (s *server) recovered(c *gin.Context, v any) {
 
 // lockRefused is the lock middleware's responder: it logs why a request
 // did not get its lock, then writes the middleware's problem response.
-func (s *server) lockRefused(w http.ResponseWriter, r *http.Request, p *middleware.Problem) {
+func (s *server) lockRefused(w http.ResponseWriter, r *http.Request, p *httplock.Problem) {
 	switch {
 	case p.Status == http.StatusConflict || p.Status == http.StatusLocked:
 		s.logger.Info("lock busy", "key", p.Key, "retry_after", p.RetryAfter.Round(time.Millisecond), "path", r.URL.Path)
 	case p.Status >= 500:
 		s.logger.Warn("lock unavailable", "status", p.Status, "path", r.URL.Path, "err", p.Err)
 	}
-	middleware.WriteProblem(w, r, p)
+	httplock.WriteProblem(w, r, p)
 }
 
 func (s *server) index(c *gin.Context) {
