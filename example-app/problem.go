@@ -37,19 +37,24 @@ func newProblem(status int, detail string) *problem {
 // writeProblem aborts c with p as application/problem+json, the way the
 // lock middleware answers too.
 func writeProblem(c *gin.Context, p *problem) {
-	p.Instance = c.Request.URL.Path
+	writeProblemTo(c.Writer, c.Request, p)
+	c.Abort()
+}
+
+// writeProblemTo writes p for r to w as application/problem+json.
+func writeProblemTo(w http.ResponseWriter, r *http.Request, p *problem) {
+	p.Instance = r.URL.Path
 	if p.RetryAfter > 0 || p.Status == http.StatusConflict {
 		// WriteProblem sets Retry-After; reuse it for the headers, then
 		// write the extended body.
-		httplock.WriteProblem(discardBody{c.Writer}, c.Request, &p.Problem)
+		httplock.WriteProblem(discardBody{w}, r, &p.Problem)
 	} else {
-		c.Header("Content-Type", httplock.ProblemContentType)
-		c.Header("Cache-Control", "no-store")
+		w.Header().Set("Content-Type", httplock.ProblemContentType)
+		w.Header().Set("Cache-Control", "no-store")
 	}
 	body, _ := json.Marshal(p)
-	c.Writer.WriteHeader(p.Status)
-	_, _ = c.Writer.Write(body)
-	c.Abort()
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(body)
 }
 
 // discardBody lets WriteProblem set headers without writing a response.
