@@ -92,7 +92,7 @@ func Idempotency(l *padlock.Locker, rdb redis.UniversalClient, opts ...Idempoten
 		panic("middleware: Idempotency: nil redis client")
 	}
 	cfg := newIdemConfig(opts)
-	g := httplock.NewGuard(l,
+	g := newGuard("Idempotency", l,
 		httplock.WithLockOptions(padlock.Options{TTL: cfg.lockTTL, Wait: cfg.wait}),
 		httplock.WithReleaseTimeout(cfg.storeTimeout))
 	m := &idempotency{g: g, cfg: cfg, store: recordStore{rdb: rdb, retention: cfg.retention}}

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -28,7 +29,7 @@ func Lock(l *padlock.Locker, key keyfunc.Func, opts ...httplock.Option) gin.Hand
 	if key == nil {
 		panic("middleware: Lock: nil key func")
 	}
-	g := httplock.NewGuard(l, opts...)
+	g := newGuard("Lock", l, opts...)
 	return func(c *gin.Context) {
 		if g.Skip(c.Request) {
 			return // gin runs the rest of the chain
@@ -60,6 +61,20 @@ func Lock(l *padlock.Locker, key keyfunc.Func, opts ...httplock.Option) gin.Hand
 		}()
 		c.Next()
 	}
+}
+
+// newGuard is httplock.NewGuard, its construction panics naming fn of this
+// package, the function the app called.
+func newGuard(fn string, l *padlock.Locker, opts ...httplock.Option) *httplock.Guard {
+	defer func() {
+		if v := recover(); v != nil {
+			if msg, ok := v.(string); ok {
+				panic("middleware: " + fn + ": " + strings.TrimPrefix(msg, "httplock: NewGuard: "))
+			}
+			panic(v)
+		}
+	}()
+	return httplock.NewGuard(l, opts...)
 }
 
 // abort refuses c's request with p and stops the chain.

@@ -444,19 +444,19 @@ func TestOptionsPanic(t *testing.T) {
 		f    func()
 		want string
 	}{
-		{"nil locker", func() { middleware.Lock(nil, key) }, "httplock: NewGuard: nil *padlock.Locker"},
+		{"nil locker", func() { middleware.Lock(nil, key) }, "middleware: Lock: nil *padlock.Locker"},
 		{"nil key", func() { middleware.Lock(l, nil) }, "middleware: Lock: nil key func"},
-		{"nil option", func() { middleware.Lock(l, key, nil) }, "httplock: NewGuard: option 1 is nil"},
+		{"nil option", func() { middleware.Lock(l, key, nil) }, "middleware: Lock: option 1 is nil"},
 		{"TTL", func() { middleware.Lock(l, key, httplock.WithLockOptions(padlock.Options{TTL: time.Microsecond})) },
-			"httplock: NewGuard: WithLockOptions: padlock: invalid argument: Options.TTL"},
+			"middleware: Lock: WithLockOptions: padlock: invalid argument: Options.TTL"},
 		{"Wait", func() { middleware.Lock(l, key, httplock.WithLockOptions(padlock.Options{Wait: -1})) },
-			"httplock: NewGuard: WithLockOptions: padlock: invalid argument: Options.Wait"},
+			"middleware: Lock: WithLockOptions: padlock: invalid argument: Options.Wait"},
 		{"busy status", func() { middleware.Lock(l, key, httplock.WithBusyStatus(http.StatusTooManyRequests)) },
-			"httplock: NewGuard: WithBusyStatus: 429, want 409"},
-		{"responder", func() { middleware.Lock(l, key, httplock.WithResponder(nil)) }, "httplock: NewGuard: WithResponder: nil Responder"},
-		{"release timeout", func() { middleware.Lock(l, key, httplock.WithReleaseTimeout(0)) }, "httplock: NewGuard: WithReleaseTimeout: 0s, want > 0"},
-		{"release error", func() { middleware.Lock(l, key, httplock.WithReleaseError(nil)) }, "httplock: NewGuard: WithReleaseError: nil func"},
-		{"skip", func() { middleware.Lock(l, key, httplock.WithSkip(nil)) }, "httplock: NewGuard: WithSkip: nil func"},
+			"middleware: Lock: WithBusyStatus: 429, want 409"},
+		{"responder", func() { middleware.Lock(l, key, httplock.WithResponder(nil)) }, "middleware: Lock: WithResponder: nil Responder"},
+		{"release timeout", func() { middleware.Lock(l, key, httplock.WithReleaseTimeout(0)) }, "middleware: Lock: WithReleaseTimeout: 0s, want > 0"},
+		{"release error", func() { middleware.Lock(l, key, httplock.WithReleaseError(nil)) }, "middleware: Lock: WithReleaseError: nil func"},
+		{"skip", func() { middleware.Lock(l, key, httplock.WithSkip(nil)) }, "middleware: Lock: WithSkip: nil func"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
