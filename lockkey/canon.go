@@ -1,6 +1,7 @@
 package lockkey
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -34,16 +35,20 @@ type Canon struct {
 // kind is what a Canon converts values to.
 type kind struct {
 	name string // said in errors: "want an int64"
-	// text returns the canonical text of raw and the value a validation
-	// tag sees, or ok false when raw is not of the kind.
-	text func(raw string) (canon string, v any, err error)
+	// text returns the canonical text of raw, or errNotKind (or the app's
+	// error, for Func) when raw is not of the kind.
+	text func(raw string) (canon string, err error)
 	// json does the same for a JSON value, given as its literal (a string
 	// still quoted), or is nil to take strings only, decoded, through text.
-	json func(lit []byte) (canon string, v any, err error)
+	json func(lit []byte) (canon string, err error)
+	// value returns the typed value a validation tag sees for a canonical
+	// text, or is nil for the text itself. Only validations need it, so
+	// parts without any do not pay for boxing it.
+	value func(canon string) any
 }
 
 // errNotKind is what a kind's func returns for a value of another kind.
-var errNotKind = fmt.Errorf("not of the kind")
+var errNotKind = errors.New("lockkey: not of the kind")
 
 type check struct {
 	v   Validator
@@ -78,17 +83,18 @@ func Text() Canon { return Canon{} }
 // (2^53) and 9007199254740993 are two keys. It panics on another bitSize.
 func Int(bitSize int) Canon {
 	name := intName("int", bitSize)
-	parse := func(s string) (string, any, error) {
+	parse := func(s string) (string, error) {
 		n, err := strconv.ParseInt(s, 10, bitSize)
 		if err != nil {
-			return "", nil, errNotKind
+			return "", errNotKind
 		}
-		return strconv.FormatInt(n, 10), n, nil
+		return strconv.FormatInt(n, 10), nil
 	}
 	return Canon{kind: &kind{
-		name: "an " + name,
-		text: func(raw string) (string, any, error) { return parse(strings.TrimSpace(raw)) },
-		json: func(lit []byte) (string, any, error) { return parse(string(lit)) },
+		name:  "an " + name,
+		text:  func(raw string) (string, error) { return parse(strings.TrimSpace(raw)) },
+		json:  func(lit []byte) (string, error) { return parse(string(lit)) },
+		value: func(canon string) any { n, _ := strconv.ParseInt(canon, 10, 64); return n },
 	}}
 }
 
@@ -98,17 +104,18 @@ func Int(bitSize int) Canon {
 // another bitSize.
 func Uint(bitSize int) Canon {
 	name := intName("uint", bitSize)
-	parse := func(s string) (string, any, error) {
+	parse := func(s string) (string, error) {
 		n, err := strconv.ParseUint(s, 10, bitSize)
 		if err != nil {
-			return "", nil, errNotKind
+			return "", errNotKind
 		}
-		return strconv.FormatUint(n, 10), n, nil
+		return strconv.FormatUint(n, 10), nil
 	}
 	return Canon{kind: &kind{
-		name: "a " + name,
-		text: func(raw string) (string, any, error) { return parse(strings.TrimSpace(raw)) },
-		json: func(lit []byte) (string, any, error) { return parse(string(lit)) },
+		name:  "a " + name,
+		text:  func(raw string) (string, error) { return parse(strings.TrimSpace(raw)) },
+		json:  func(lit []byte) (string, error) { return parse(string(lit)) },
+		value: func(canon string) any { n, _ := strconv.ParseUint(canon, 10, 64); return n },
 	}}
 }
 
@@ -135,20 +142,21 @@ func Float(bitSize int) Canon {
 	if bitSize != 32 && bitSize != 64 {
 		panic(fmt.Sprintf("lockkey: float bit size %d, want 32 or 64", bitSize))
 	}
-	parse := func(s string) (string, any, error) {
+	parse := func(s string) (string, error) {
 		f, err := strconv.ParseFloat(s, bitSize)
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			return "", nil, errNotKind
+			return "", errNotKind
 		}
 		if f == 0 {
 			f = 0 // -0 is 0
 		}
-		return strconv.FormatFloat(f, 'g', -1, bitSize), f, nil
+		return strconv.FormatFloat(f, 'g', -1, bitSize), nil
 	}
 	return Canon{kind: &kind{
-		name: "a float" + strconv.Itoa(bitSize),
-		text: func(raw string) (string, any, error) { return parse(strings.TrimSpace(raw)) },
-		json: func(lit []byte) (string, any, error) { return parse(string(lit)) },
+		name:  "a float" + strconv.Itoa(bitSize),
+		text:  func(raw string) (string, error) { return parse(strings.TrimSpace(raw)) },
+		json:  func(lit []byte) (string, error) { return parse(string(lit)) },
+		value: func(canon string) any { f, _ := strconv.ParseFloat(canon, bitSize); return f },
 	}}
 }
 
@@ -160,41 +168,40 @@ func UUID() Canon {
 	return Canon{kind: &kind{name: "a UUID", text: parseUUID}}
 }
 
-func parseUUID(raw string) (string, any, error) {
+func parseUUID(raw string) (string, error) {
 	s := raw
 	switch len(s) {
 	case 36 + 9:
 		if !strings.EqualFold(s[:9], "urn:uuid:") {
-			return "", nil, errNotKind
+			return "", errNotKind
 		}
 		s = s[9:]
 	case 36 + 2:
 		if s[0] != '{' || s[37] != '}' {
-			return "", nil, errNotKind
+			return "", errNotKind
 		}
 		s = s[1:37]
 	case 32:
 		s = s[:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:]
 	}
 	if len(s) != 36 {
-		return "", nil, errNotKind
+		return "", errNotKind
 	}
 	b := []byte(s)
 	for i, c := range b {
 		switch {
 		case i == 8 || i == 13 || i == 18 || i == 23:
 			if c != '-' {
-				return "", nil, errNotKind
+				return "", errNotKind
 			}
 		case '0' <= c && c <= '9', 'a' <= c && c <= 'f':
 		case 'A' <= c && c <= 'F':
 			b[i] = c + 'a' - 'A'
 		default:
-			return "", nil, errNotKind
+			return "", errNotKind
 		}
 	}
-	v := string(b)
-	return v, v, nil
+	return string(b), nil
 }
 
 // Func is the Canon of a kind of the app's own: fn returns the canonical
@@ -212,25 +219,18 @@ func Func(name string, fn func(raw string) (string, error)) Canon {
 	if fn == nil {
 		panic("lockkey: Func: nil fn")
 	}
-	text := func(raw string) (string, any, error) {
-		v, err := fn(raw)
-		if err != nil {
-			return "", nil, err
-		}
-		return v, v, nil
-	}
 	return Canon{kind: &kind{
 		name: name,
-		text: text,
-		json: func(lit []byte) (string, any, error) {
+		text: fn,
+		json: func(lit []byte) (string, error) {
 			if lit[0] == '"' {
 				s, err := unquote(lit)
 				if err != nil {
-					return "", nil, err
+					return "", err
 				}
-				return text(s)
+				return fn(s)
 			}
-			return text(string(lit))
+			return fn(string(lit))
 		},
 	}}
 }
@@ -287,16 +287,18 @@ func (c Canon) Part(part, raw string) (string, error) {
 	if raw == "" {
 		return "", missing(part)
 	}
-	var canon string
-	var v any
-	var err error
+	canon := raw
 	if c.kind == nil {
-		canon = norm.NFC.String(raw)
-		v = canon
-	} else if canon, v, err = c.kind.text(raw); err != nil {
-		return "", c.refused(part, err)
+		if !norm.NFC.IsNormalString(raw) {
+			canon = norm.NFC.String(raw)
+		}
+	} else {
+		var err error
+		if canon, err = c.kind.text(raw); err != nil {
+			return "", c.refused(part, err)
+		}
 	}
-	return c.finish(part, raw, canon, v)
+	return c.finish(part, raw, canon)
 }
 
 // One returns the key part for the values a request holds for the part
@@ -338,18 +340,18 @@ func (c Canon) jsonPart(part string, lit []byte) (string, error) {
 				return "", err
 			}
 		}
-		return c.finish(part, string(lit), canon, canon)
+		return c.finish(part, string(lit), canon)
 	case c.kind.json == nil:
 		if !isString {
 			return "", invalid(part, c.String()+" as a JSON string")
 		}
 		return c.Part(part, s)
 	}
-	canon, v, err := c.kind.json(lit)
+	canon, err := c.kind.json(lit)
 	if err != nil {
 		return "", c.refused(part, err)
 	}
-	return c.finish(part, string(lit), canon, v)
+	return c.finish(part, string(lit), canon)
 }
 
 func (c Canon) refused(part string, err error) error {
@@ -361,7 +363,7 @@ func (c Canon) refused(part string, err error) error {
 
 // finish applies strictness and validations to a canonical value and
 // escapes it.
-func (c Canon) finish(part, raw, canon string, v any) (string, error) {
+func (c Canon) finish(part, raw, canon string) (string, error) {
 	if canon == "" {
 		return "", missing(part)
 	}
@@ -369,6 +371,10 @@ func (c Canon) finish(part, raw, canon string, v any) (string, error) {
 		return "", invalid(part, c.String())
 	}
 	for _, ch := range c.checks {
+		var v any = canon
+		if c.kind != nil && c.kind.value != nil {
+			v = c.kind.value(canon)
+		}
 		if ch.v.Var(v, ch.tag) != nil {
 			return "", invalid(part, fmt.Sprintf("%s passing %q", c.String(), ch.tag))
 		}
