@@ -7,7 +7,7 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/decorator"
-	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 // BenchmarkCycle compares one uncontended lock cycle through the decorator
@@ -17,7 +17,7 @@ func BenchmarkCycle(b *testing.B) {
 	l, _ := newLocker(b)
 	ctx := context.Background()
 	work := func(ctx context.Context, id string) (int, error) { return len(id), nil }
-	key := keyfunc.Arg("order", func(id string) string { return id })
+	key := lockkey.Arg("order", func(id string) string { return id })
 
 	b.Run("direct", func(b *testing.B) {
 		b.ReportAllocs()

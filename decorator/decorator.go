@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/padlockgo/padlock"
-	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 // ErrKey reports that the lock key could not be built from the arguments:
@@ -20,7 +20,7 @@ const releaseTimeout = 5 * time.Second
 
 // WithLock returns a function that calls fn while holding the lock on the
 // key that key builds from fn's argument, taken with o (see the package
-// comment for each step). key must return an escaped key, as keyfunc's
+// comment for each step). key must return an escaped key, as lockkey's
 // functions do; the zero Options mean the Locker's defaults: a 30s lease
 // renewed while fn runs, and no waiting, so a busy key fails at once.
 //
@@ -55,7 +55,7 @@ func WithLockErr[A any](l *padlock.Locker, key func(A) (string, error), o padloc
 
 // Do calls fn once, now, while holding the lock on key, taken with o, and
 // returns fn's error or why fn did not run (see the package comment). key
-// is used as given: build it from raw values with keyfunc.Key. To get a
+// is used as given: build it from raw values with lockkey.Join. To get a
 // result out, assign it from inside fn.
 //
 // Do does not panic on bad arguments: a nil l or fn is an error matching
@@ -89,7 +89,7 @@ func run[A, T any](ctx context.Context, l *padlock.Locker, key string, o padlock
 	if key == "" {
 		return v, fmt.Errorf("%w: the key is empty", ErrKey)
 	}
-	key = keyfunc.Shorten(key)
+	key = lockkey.Shorten(key)
 	lk, err := l.Acquire(ctx, key, o)
 	if err != nil {
 		return v, err

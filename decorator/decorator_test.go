@@ -14,7 +14,7 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/decorator"
-	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 // form calls body under the lock on key through one of the package's
@@ -136,7 +136,7 @@ func TestKeyErrors(t *testing.T) {
 
 	type order struct{ ID string }
 	errBad := errors.New("no tenant in token")
-	orderKey := keyfunc.Arg("order", func(o order) string { return o.ID })
+	orderKey := lockkey.Arg("order", func(o order) string { return o.ID })
 	never := func(context.Context, order) (int, error) { panic("fn must not run") }
 	tests := []struct {
 		name    string
@@ -152,11 +152,11 @@ func TestKeyErrors(t *testing.T) {
 		{"missing field", func() error {
 			_, err := decorator.WithLock(l, orderKey, padlock.Options{}, never)(context.Background(), order{})
 			return err
-		}, `decorator: bad lock key: keyfunc: missing key part "order"`, keyfunc.ErrMissingPart},
+		}, `decorator: bad lock key: lockkey: missing key part "order"`, lockkey.ErrMissingPart},
 		{"WithLockErr missing field", func() error {
 			f := decorator.WithLockErr(l, orderKey, padlock.Options{}, func(context.Context, order) error { panic("fn must not run") })
 			return f(context.Background(), order{})
-		}, `decorator: bad lock key: keyfunc: missing key part "order"`, keyfunc.ErrMissingPart},
+		}, `decorator: bad lock key: lockkey: missing key part "order"`, lockkey.ErrMissingPart},
 		{"key func returns empty", func() error {
 			_, err := decorator.WithLock(l, func(order) (string, error) { return "", nil }, padlock.Options{}, never)(context.Background(), order{ID: "1"})
 			return err
@@ -189,7 +189,7 @@ func TestKeyErrors(t *testing.T) {
 // return does not release the outer call's lock.
 func TestReentrant(t *testing.T) {
 	l, _ := newLocker(t)
-	key := keyfunc.Arg("order", func(id string) string { return id })
+	key := lockkey.Arg("order", func(id string) string { return id })
 	var fences []int64
 	var step func(context.Context, string) (int, error)
 	depth := 0
@@ -347,7 +347,7 @@ func TestLockLostKeepsResult(t *testing.T) {
 func TestExclusion(t *testing.T) {
 	l, _ := newLocker(t)
 	var active, maxActive, runs atomic.Int64
-	work := decorator.WithLockErr(l, keyfunc.Arg("job", func(s string) string { return s }),
+	work := decorator.WithLockErr(l, lockkey.Arg("job", func(s string) string { return s }),
 		padlock.Options{Wait: 20 * time.Second},
 		func(ctx context.Context, _ string) error {
 			n := active.Add(1)
@@ -431,7 +431,7 @@ func TestLongKeyShortened(t *testing.T) {
 	l, _ := newLocker(t)
 	long := "doc:" + strings.Repeat("x", 500)
 	err := decorator.Do(context.Background(), l, long, padlock.Options{}, func(ctx context.Context) error {
-		if got, want := padlock.FromContext(ctx).Key(), keyfunc.Shorten(long); got != want || len(got) > keyfunc.MaxKeyLen {
+		if got, want := padlock.FromContext(ctx).Key(), lockkey.Shorten(long); got != want || len(got) > lockkey.MaxKeyLen {
 			return fmt.Errorf("got key %q, want %q", got, want)
 		}
 		return nil

@@ -2,11 +2,11 @@
 // shape of a Java @RedisLock aspect on a method.
 //
 // WithLock wraps a function of one argument; the lock key is built from
-// that argument, usually with keyfunc.Arg or keyfunc.Args, which escape the
+// that argument, usually with lockkey.Arg or lockkey.Args, which escape the
 // raw values so that one resource's key never equals another's:
 //
 //	pay := decorator.WithLock(locker,
-//		keyfunc.Arg("order", func(r PayRequest) string { return r.OrderID }),
+//		lockkey.Arg("order", func(r PayRequest) string { return r.OrderID }),
 //		padlock.Options{Wait: 2 * time.Second},
 //		payOrder) // func(ctx context.Context, r PayRequest) (Receipt, error)
 //
@@ -19,7 +19,7 @@
 //
 //  1. Builds the key. A key func error, or an empty key, is returned
 //     wrapped in ErrKey (the caller's input is bad) without asking Redis.
-//     Keys longer than keyfunc.MaxKeyLen are hashed with keyfunc.Shorten.
+//     Keys longer than lockkey.MaxKeyLen are hashed with lockkey.Shorten.
 //  2. Takes the lock with padlock.Locker.Acquire, waiting up to Options.Wait
 //     for a busy key. If the key stays busy the error matches
 //     padlock.ErrNotAcquired (padlock.RetryAfter reads the holder's

@@ -11,7 +11,7 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/decorator"
-	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 // exampleLocker returns a Locker on an in-process miniredis, which stands in
@@ -43,7 +43,7 @@ func ExampleWithLock() {
 	defer closeAll()
 
 	pay := decorator.WithLock(locker,
-		keyfunc.Arg("order", func(r PayRequest) string { return r.OrderID }),
+		lockkey.Arg("order", func(r PayRequest) string { return r.OrderID }),
 		padlock.Options{Wait: 2 * time.Second},
 		func(ctx context.Context, r PayRequest) (string, error) {
 			lk := padlock.FromContext(ctx) // ctx is cancelled if the lock is lost
@@ -63,7 +63,7 @@ func ExampleWithLockErr() {
 	locker, closeAll := exampleLocker()
 	defer closeAll()
 
-	byID := keyfunc.Arg("order", func(id string) string { return id })
+	byID := lockkey.Arg("order", func(id string) string { return id })
 	reserve := decorator.WithLockErr(locker, byID, padlock.Options{}, func(ctx context.Context, id string) error {
 		fmt.Println("reserving stock for", id)
 		return nil
@@ -90,7 +90,7 @@ func ExampleDo() {
 	defer closeAll()
 	ctx := context.Background()
 
-	key, _ := keyfunc.Key("report", "daily")
+	key, _ := lockkey.Join("report", "daily")
 	build := func(ctx context.Context) error {
 		fmt.Println("building the report")
 		return nil

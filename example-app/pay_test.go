@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,7 +160,7 @@ func TestPayBusy(t *testing.T) {
 	wg.Wait()
 
 	checkProblem(t, second, http.StatusConflict)
-	if second.header.Get("Retry-After") == "" || second.body["key"] != fmt.Sprintf("/orders/$id/pay:%d", id) {
+	if second.header.Get("Retry-After") == "" || second.body["key"] != fmt.Sprintf("order:%d", id) {
 		t.Fatalf("got Retry-After %q and key %v, want both set", second.header.Get("Retry-After"), second.body["key"])
 	}
 	if first.status != http.StatusOK || first.body["charge"] == nil {
@@ -184,7 +187,7 @@ func TestPayLockLost(t *testing.T) {
 	wg.Go(func() { r = do(t, ts.Client(), "POST", fmt.Sprintf("%s/orders/%d/pay", ts.URL, id), "") })
 	<-inside
 	rdb := a.backend.nodes[0]
-	if err := rdb.Del(context.Background(), fmt.Sprintf("padlock:{/orders/$id/pay:%d}", id)).Err(); err != nil {
+	if err := rdb.Del(context.Background(), fmt.Sprintf("padlock:{order:%d}", id)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
@@ -197,5 +200,142 @@ func TestPayLockLost(t *testing.T) {
 	charges, _ := a.store.charges(context.Background(), id)
 	if o.Status != statusPending || len(charges) != 0 {
 		t.Fatalf("got status %s and %d charges, want pending and none", o.Status, len(charges))
+	}
+}
+
+// spelling is one request for an order, spelled some way, and the answers
+// it may get: 200 or 409 for a spelling of the order the lock is on, 400
+// for one the handler's binding refuses.
+type spelling struct {
+	path, body string
+	refused    bool // the binding refuses it: 400
+}
+
+// Every spelling of one order that the handler binds as that order takes
+// the one lock on it; fired at once, they make one provider call and one
+// charge, and the rest get 409 (the lock is busy: the app is in
+// canonicalize mode, so other spellings are read as the same order, not
+// refused). JSON numbers the int64 field cannot hold exactly (13.0, 1.3e1,
+// "13") are refused with 400, as the binding refuses them.
+func TestPaySpellingsOneLock(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.payWait = 0
+	a, ts := startApp(t, cfg)
+	id := createOrder(t, ts)
+	n := strconv.FormatInt(id, 10)
+	spellings := []spelling{
+		{path: "/orders/" + n + "/pay"},
+		{path: "/orders/0" + n + "/pay"},
+		{path: "/orders/+" + n + "/pay"},
+		{path: "/orders/%20" + n + "/pay"},
+		{path: "/orders/" + n + "%0A/pay"},
+		{path: "/payments", body: `{"order_id":` + n + `}`},
+		{path: "/payments", body: `{"ORDER_ID":` + n + `}`},                   // encoding/json matches names case-insensitively
+		{path: "/payments", body: `{"order_id":999999,"order_id":` + n + `}`}, // and takes the last of two
+		{path: "/payments", body: `{"order_id":` + n + `.0}`, refused: true},
+		{path: "/payments", body: `{"order_id":` + n + `e0}`, refused: true},
+		{path: "/payments", body: `{"order_id":"` + n + `"}`, refused: true},
+	}
+	var calls atomic.Int64
+	inside, release := make(chan struct{}), make(chan struct{})
+	a.server.authorize = func(ctx context.Context, _ Order) error {
+		if calls.Add(1) == 1 {
+			close(inside)
+		}
+		<-release
+		return nil
+	}
+
+	client := ts.Client()
+	results := make([]response, len(spellings))
+	answered := make(chan int, len(spellings))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, sp := range spellings {
+		wg.Go(func() {
+			<-start
+			results[i] = do(t, client, "POST", ts.URL+sp.path, sp.body)
+			answered <- i
+		})
+	}
+	close(start)
+	// The holder waits in the provider until every other request answered:
+	// none of them can have found the lock free. Spellings that took locks
+	// of their own would wait in the provider too: give up on them after a
+	// while, and let the counts below say so.
+	<-inside
+	timeout := time.After(10 * time.Second)
+wait:
+	for range len(spellings) - 1 {
+		select {
+		case <-answered:
+		case <-timeout:
+			t.Errorf("got %d provider calls and requests still waiting after 10s, want every spelling but one answered", calls.Load())
+			break wait
+		}
+	}
+	rdb := a.backend.nodes[0]
+	locks, err := rdb.Keys(context.Background(), "padlock:{order:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	wg.Wait()
+
+	if want := []string{"padlock:{order:" + n + "}"}; !slices.Equal(locks, want) {
+		t.Errorf("got locks %q held while the spellings ran, want only %q", locks, want)
+	}
+	var charged, busy int
+	for i, r := range results {
+		sp := spellings[i]
+		switch {
+		case sp.refused:
+			checkProblem(t, r, http.StatusBadRequest)
+		case r.status == http.StatusOK && r.body["charge"] != nil:
+			charged++
+		case r.status == http.StatusConflict:
+			checkProblem(t, r, http.StatusConflict)
+			busy++
+		default:
+			t.Errorf("%s %s: got %d %s, want 200 with a charge or 409", sp.path, sp.body, r.status, r.raw)
+		}
+	}
+	charges, err := a.store.charges(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := calls.Load(); got != 1 || charged != 1 || len(charges) != 1 {
+		t.Fatalf("got %d provider calls, %d charging answers and %d charges, want 1 of each", got, charged, len(charges))
+	}
+	t.Logf("%d spellings: 1 charged, %d busy (409), %d refused (400)", len(spellings), busy, len(spellings)-1-busy)
+}
+
+// A request that does not bind is refused before the lock, as the handler
+// would refuse it: the fields at fault, or what was expected.
+func TestPayNotBound(t *testing.T) {
+	_, ts := startApp(t, testConfig(t))
+	tests := []struct {
+		path, body string
+		status     int
+		field      string
+	}{
+		{"/orders/abc/pay", "", http.StatusBadRequest, ""},
+		{"/orders/0/pay", "", http.StatusBadRequest, "id"},
+		{"/payments", `{"order_id":-1}`, http.StatusBadRequest, "order_id"},
+		{"/payments", `{"order_id":`, http.StatusBadRequest, ""},
+		{"/payments", `{"order_id":1,"pad":"` + strings.Repeat("x", maxBodyBytes) + `"}`, http.StatusRequestEntityTooLarge, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path+" "+tt.body[:min(len(tt.body), 20)], func(t *testing.T) {
+			r := do(t, ts.Client(), "POST", ts.URL+tt.path, tt.body)
+			checkProblem(t, r, tt.status)
+			if tt.field == "" {
+				return
+			}
+			errs, _ := r.body["errors"].([]any)
+			if len(errs) != 1 || errs[0].(map[string]any)["field"] != tt.field {
+				t.Fatalf("got errors %v, want one naming %s", r.body["errors"], tt.field)
+			}
+		})
 	}
 }

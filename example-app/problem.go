@@ -10,13 +10,13 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/go-playground/validator/v10"
 
-	"github.com/padlockgo/padlock/middleware"
+	"github.com/padlockgo/padlock/httplock"
 )
 
 // problem is an RFC 9457 problem body: the middleware's, plus the fields
 // that failed validation.
 type problem struct {
-	middleware.Problem
+	httplock.Problem
 	Errors []fieldError `json:"errors,omitempty"`
 }
 
@@ -29,7 +29,7 @@ type fieldError struct {
 }
 
 func newProblem(status int, detail string) *problem {
-	return &problem{Problem: middleware.Problem{
+	return &problem{Problem: httplock.Problem{
 		Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail,
 	}}
 }
@@ -37,19 +37,24 @@ func newProblem(status int, detail string) *problem {
 // writeProblem aborts c with p as application/problem+json, the way the
 // lock middleware answers too.
 func writeProblem(c *gin.Context, p *problem) {
-	p.Instance = c.Request.URL.Path
+	writeProblemTo(c.Writer, c.Request, p)
+	c.Abort()
+}
+
+// writeProblemTo writes p for r to w as application/problem+json.
+func writeProblemTo(w http.ResponseWriter, r *http.Request, p *problem) {
+	p.Instance = r.URL.Path
 	if p.RetryAfter > 0 || p.Status == http.StatusConflict {
 		// WriteProblem sets Retry-After; reuse it for the headers, then
 		// write the extended body.
-		middleware.WriteProblem(discardBody{c.Writer}, c.Request, &p.Problem)
+		httplock.WriteProblem(discardBody{w}, r, &p.Problem)
 	} else {
-		c.Header("Content-Type", middleware.ProblemContentType)
-		c.Header("Cache-Control", "no-store")
+		w.Header().Set("Content-Type", httplock.ProblemContentType)
+		w.Header().Set("Cache-Control", "no-store")
 	}
 	body, _ := json.Marshal(p)
-	c.Writer.WriteHeader(p.Status)
-	_, _ = c.Writer.Write(body)
-	c.Abort()
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(body)
 }
 
 // discardBody lets WriteProblem set headers without writing a response.

@@ -13,7 +13,9 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/decorator"
+	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/middleware"
 )
 
@@ -43,7 +45,7 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 	s := &server{cfg: cfg, logger: logger, store: st, backend: b}
 	s.authorize = s.fakeProvider
 
-	jobKey := keyfunc.Arg("job", func(j job) string { return j.Name })
+	jobKey := lockkey.Arg("job", func(j job) string { return j.Name })
 	s.runJob = decorator.WithLock(b.locker, jobKey, padlock.Options{Wait: cfg.jobWait}, s.job)
 	s.checkpoint = decorator.WithLockErr(b.locker, jobKey, padlock.Options{}, s.saveCheckpoint)
 
@@ -68,18 +70,32 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 	// answers live on the first Redis node (in redlock mode, that one node).
 	idem := middleware.Idempotency(b.locker, b.nodes[0],
 		middleware.OptionalKey(),
-		middleware.WithCaller(keyfunc.Header("X-Client-ID")),
+		middleware.WithCaller(keyfunc.Header("X-Client-ID", lockkey.Text())),
 		middleware.WithMaxBodyBytes(maxBodyBytes))
 	r.POST("/orders", idem, s.createOrder)
 	r.GET("/orders/:id", s.getOrder)
 
 	// Pay order: one payment per order at a time, across every instance of
 	// the app sharing the Redis. A second request waits up to payWait for
-	// the first to finish (then finds the order paid), or gets 409.
-	payLock := middleware.Lock(b.locker, keyfunc.Param("id"),
-		middleware.WithLockOptions(padlock.Options{Wait: cfg.payWait}),
-		middleware.WithResponder(s.lockRefused))
-	r.POST("/orders/:id/pay", payLock, s.pay)
+	// the first to finish (then finds the order paid), or gets 409. The lock
+	// key is the order id as the handler binds it (keyfunc.Bind), not the
+	// path's text: /orders/13/pay, /orders/013/pay, /orders/+13/pay and
+	// /orders/%2013/pay are one order, so one lock, "order:13". POST
+	// /payments pays by a JSON body and shares the lock (same namespace).
+	payOpts := []httplock.Option{
+		httplock.WithNamespace("order"),
+		httplock.WithLockOptions(padlock.Options{Wait: cfg.payWait}),
+	}
+	payByPath := keyfunc.Bind((*gin.Context).ShouldBindUri, func(u *orderURI) []string {
+		return []string{strconv.FormatInt(u.ID, 10)}
+	})
+	r.POST("/orders/:id/pay", middleware.Lock(b.locker, payByPath,
+		append(payOpts, httplock.WithResponder(s.lockRefused(&orderURI{}, "the order id must be a positive integer")))...), s.pay)
+	payByBody := keyfunc.Bind(bindJSON, func(p *paymentRequest) []string {
+		return []string{strconv.FormatInt(p.OrderID, 10)}
+	})
+	r.POST("/payments", middleware.Lock(b.locker, payByBody,
+		append(payOpts, httplock.WithResponder(s.lockRefused(&paymentRequest{}, "the body must be a JSON object whose order_id is a positive integer")))...), s.payment)
 
 	r.POST("/jobs/:name/run", s.runJobRoute)
 	s.engine = r
@@ -107,16 +123,33 @@ func (s *server) recovered(c *gin.Context, v any) {
 	writeProblem(c, newProblem(http.StatusInternalServerError, "internal error"))
 }
 
-// lockRefused is the lock middleware's responder: it logs why a request
-// did not get its lock, then writes the middleware's problem response.
-func (s *server) lockRefused(w http.ResponseWriter, r *http.Request, p *middleware.Problem) {
-	switch {
-	case p.Status == http.StatusConflict || p.Status == http.StatusLocked:
-		s.logger.Info("lock busy", "key", p.Key, "retry_after", p.RetryAfter.Round(time.Millisecond), "path", r.URL.Path)
-	case p.Status >= 500:
-		s.logger.Warn("lock unavailable", "status", p.Status, "path", r.URL.Path, "err", p.Err)
+// lockRefused returns the lock middleware's responder for a route whose key
+// binds the request into req: it logs why a request did not get its lock,
+// answers a request that does not bind as the handler would (the fields at
+// fault, or notBound), and writes the middleware's problem otherwise.
+func (s *server) lockRefused(req any, notBound string) httplock.Responder {
+	return func(w http.ResponseWriter, r *http.Request, p *httplock.Problem) {
+		switch {
+		case p.Status == http.StatusConflict || p.Status == http.StatusLocked:
+			s.logger.Info("lock busy", "key", p.Key, "retry_after", p.RetryAfter.Round(time.Millisecond), "path", r.URL.Path)
+		case p.Status >= 500:
+			s.logger.Warn("lock unavailable", "status", p.Status, "path", r.URL.Path, "err", p.Err)
+		case errors.Is(p.Err, lockkey.ErrInvalidPart) || errors.Is(p.Err, lockkey.ErrBodyTooLarge):
+			bp := bindProblem(p.Err, req)
+			if bp.Status == http.StatusBadRequest && len(bp.Errors) == 0 {
+				bp.Detail = notBound
+			}
+			writeProblemTo(w, r, bp)
+			return
+		}
+		httplock.WriteProblem(w, r, p)
 	}
-	middleware.WriteProblem(w, r, p)
+}
+
+// bindJSON binds a JSON body of at most maxBodyBytes into obj.
+func bindJSON(c *gin.Context, obj any) error {
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBodyBytes)
+	return c.ShouldBindJSON(obj)
 }
 
 func (s *server) index(c *gin.Context) {
@@ -127,6 +160,7 @@ func (s *server) index(c *gin.Context) {
 			"POST /orders            {customer, amount_cents, currency} -> 201; with Idempotency-Key and X-Client-ID a retry replays the first answer",
 			"GET  /orders/:id        the order and its charges",
 			"POST /orders/:id/pay    pays once; locked per order (409 if busy)",
+			"POST /payments          {order_id}: the same, by a JSON body; shares the order's lock",
 			"POST /jobs/:name/run    ?seconds=N; one run per name at a time (409 if busy)",
 			"GET  /locks             locks held right now",
 			"GET  /healthz           redis and database reachable",
@@ -207,18 +241,39 @@ type payResponse struct {
 	Fence       int64   `json:"fence"`
 }
 
-// pay runs holding the order's lock (see the route). Its fence goes to the
-// store, which refuses the write of a holder that has been superseded.
+// paymentRequest is the body of POST /payments.
+type paymentRequest struct {
+	OrderID int64 `json:"order_id" binding:"required,gt=0"`
+}
+
+// pay pays the order of the path, bound by the lock's key func: the handler
+// reads the very id the lock is on.
 func (s *server) pay(c *gin.Context) {
-	var uri orderURI
-	if err := c.ShouldBindUri(&uri); err != nil {
-		writeProblem(c, bindProblem(err, &uri))
+	uri := keyfunc.Bound[orderURI](c)
+	if uri == nil {
+		s.fail(c, "paying order", errors.New("the route has no key func binding the order id"))
 		return
 	}
+	s.payOrder(c, uri.ID)
+}
+
+// payment pays the order of the JSON body, bound by the lock's key func.
+func (s *server) payment(c *gin.Context) {
+	p := keyfunc.Bound[paymentRequest](c)
+	if p == nil {
+		s.fail(c, "paying order", errors.New("the route has no key func binding the body"))
+		return
+	}
+	s.payOrder(c, p.OrderID)
+}
+
+// payOrder runs holding the order's lock (see the routes). Its fence goes to
+// the store, which refuses the write of a holder that has been superseded.
+func (s *server) payOrder(c *gin.Context, id int64) {
 	ctx := c.Request.Context() // cancelled if the lock is lost
 	fence := middleware.LockFrom(c).Fence()
 
-	o, err := s.store.claim(ctx, uri.ID, fence)
+	o, err := s.store.claim(ctx, id, fence)
 	if err != nil {
 		s.fail(c, "claiming order", err)
 		return
@@ -231,7 +286,7 @@ func (s *server) pay(c *gin.Context) {
 		s.fail(c, "authorizing payment", err)
 		return
 	}
-	o, ch, err := s.store.pay(ctx, uri.ID, fence)
+	o, ch, err := s.store.pay(ctx, id, fence)
 	if err != nil {
 		s.fail(c, "paying order", err)
 		return

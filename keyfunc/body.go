@@ -1,77 +1,35 @@
 package keyfunc
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"mime"
-	"net/http"
-	"net/url"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/padlockgo/padlock/lockkey"
 )
 
-// DefaultMaxBodyBytes is the largest request body JSON and Form read unless
-// MaxBodyBytes says otherwise: 1 MiB.
-const DefaultMaxBodyBytes = 1 << 20
-
-// BodyOption configures how a Func reads the request body.
-type BodyOption func(*bodyConfig)
-
-type bodyConfig struct{ limit int64 }
-
-// MaxBodyBytes sets the largest request body, in bytes, that a JSON or Form
-// part reads; a larger one is an error matching ErrBodyTooLarge.
-// Default: DefaultMaxBodyBytes. The constructor taking the option panics if
-// n is not positive.
-func MaxBodyBytes(n int64) BodyOption {
-	return func(c *bodyConfig) { c.limit = n }
-}
-
-func bodyLimit(fn string, opts []BodyOption) int64 {
-	cfg := bodyConfig{limit: DefaultMaxBodyBytes}
-	for _, o := range opts {
-		if o == nil {
-			panic(fmt.Sprintf("keyfunc: %s: nil BodyOption", fn))
-		}
-		o(&cfg)
-	}
-	if cfg.limit <= 0 {
-		panic(fmt.Sprintf("keyfunc: %s: MaxBodyBytes: %d, want > 0", fn, cfg.limit))
-	}
-	return cfg.limit
-}
-
 // ReadBody returns the body of c's request, at most limit bytes (limit <= 0
-// means DefaultMaxBodyBytes), reading it at most once per request: bytes a
-// key part or c.ShouldBindBodyWith left under gin.BodyBytesKey are reused,
-// and bytes read here are left there, so ShouldBindBodyWith in the handler
-// reuses them too. c.Request.Body is restored either way, so the handler can
-// still read or bind it. A larger body is an error matching ErrBodyTooLarge;
-// one that cannot be read, ErrMalformedBody. Middlewares that need the body
+// means lockkey.DefaultMaxBodyBytes), reading it at most once per request:
+// bytes a key part or c.ShouldBindBodyWith left under gin.BodyBytesKey are
+// reused, and bytes read here are left there, so ShouldBindBodyWith in the
+// handler reuses them too. c.Request.Body is restored either way, so the
+// handler can still read or bind it. A larger body is an error matching
+// lockkey.ErrBodyTooLarge; one that cannot be read,
+// lockkey.ErrMalformedBody. Middlewares that need the body
 // (middleware.Idempotency fingerprints it) call it.
 func ReadBody(c *gin.Context, limit int64) ([]byte, error) {
 	if limit <= 0 {
-		limit = DefaultMaxBodyBytes
+		limit = lockkey.DefaultMaxBodyBytes
 	}
-	return ginBody(c, limit)
-}
-
-// ginBody returns the request body, read at most once per request: bytes a
-// previous part or c.ShouldBindBodyWith left under gin.BodyBytesKey are
-// reused, and bytes read here are left there, so ShouldBindBodyWith in the
-// handler reuses them too. c.Request.Body is restored either way.
-func ginBody(c *gin.Context, limit int64) ([]byte, error) {
 	if v, ok := c.Get(gin.BodyBytesKey); ok {
 		if b, ok := v.([]byte); ok {
 			if int64(len(b)) > limit {
-				return nil, tooLarge(limit)
+				return nil, fmt.Errorf("%w (limit %d bytes)", lockkey.ErrBodyTooLarge, limit)
 			}
 			return b, nil
 		}
 	}
-	b, err := readBody(c.Request, limit)
+	b, err := lockkey.ReadBody(c.Request, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -79,94 +37,10 @@ func ginBody(c *gin.Context, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// readBody reads r.Body, at most limit bytes, and puts a fresh reader over
-// the same bytes back in r.Body for whoever reads it next. A body that is
-// too large is put back whole as well (what was read, then the rest).
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	if rb, ok := r.Body.(*replayBody); ok {
-		// Read by an earlier part of this key: reuse, do not copy.
-		r.Body = &replayBody{Reader: bytes.NewReader(rb.data), data: rb.data, orig: rb.orig}
-		if int64(len(rb.data)) > limit {
-			return nil, tooLarge(limit)
-		}
-		return rb.data, nil
-	}
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
-	}
-	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
-	}
-	size := int64(512)
-	if r.ContentLength >= 0 {
-		size = r.ContentLength + 1 // +1 to see EOF without growing
-	}
-	buf := make([]byte, 0, min(size, limit+1))
-	var err error
-	for int64(len(buf)) <= limit {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		end := min(int64(cap(buf)), limit+1)
-		var n int
-		n, err = r.Body.Read(buf[len(buf):end])
-		buf = buf[:len(buf)+n]
-		if err != nil {
-			break
-		}
-	}
-	orig := r.Body
-	switch {
-	case err != nil && err != io.EOF:
-		r.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(buf), orig), orig: orig}
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, tooLarge(min(limit, mbe.Limit))
-		}
-		return nil, malformed("reading body: %v", err)
-	case int64(len(buf)) > limit:
-		r.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(buf), orig), orig: orig}
-		return nil, tooLarge(limit)
-	}
-	r.Body = &replayBody{Reader: bytes.NewReader(buf), data: buf, orig: orig}
-	return buf, nil
-}
-
-// replayBody is a request body that was read into data (nil when it was
-// not read whole) and is served again from memory; Close closes the
-// original body.
-type replayBody struct {
-	io.Reader
-	data []byte
-	orig io.ReadCloser
-}
-
-func (b *replayBody) Close() error { return b.orig.Close() }
-
-// parseForm parses a URL-encoded or multipart body once per request, at most
-// limit bytes, and returns r.PostForm.
-func parseForm(r *http.Request, limit int64) (url.Values, error) {
-	if r.PostForm != nil {
-		return r.PostForm, nil
-	}
-	if r.Body != nil && r.Body != http.NoBody {
-		if r.ContentLength > limit {
-			return nil, tooLarge(limit)
-		}
-		r.Body = http.MaxBytesReader(nil, r.Body, limit)
-	}
-	var err error
-	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct == "multipart/form-data" {
-		err = r.ParseMultipartForm(limit)
-	} else {
-		err = r.ParseForm()
-	}
+func bodyLimit(fn string, opts []lockkey.BodyOption) int64 {
+	limit, err := lockkey.BodyLimit(opts...)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, tooLarge(limit)
-		}
-		return nil, malformed("parsing form: %v", err)
+		panic(fmt.Sprintf("keyfunc: %s: %v", fn, err))
 	}
-	return r.PostForm, nil
+	return limit
 }

@@ -1,52 +1,53 @@
-// Package keyfunc builds lock keys from request data.
+// Package keyfunc builds lock keys from Gin requests, for the Gin
+// middleware (padlock/middleware). It is a thin layer over the gin-free
+// lockkey package, which escapes, joins and canonicalizes the parts.
 //
-// A Func reads one or more parts of a Gin request (a path parameter, a query
+// A Func reads one or more parts of a request (a path parameter, a query
 // value, a header, a form value, a JSON body field, the route template, the
 // client IP, a value the app stored in the context, a constant) and returns
 // them as a key:
 //
-//	keyfunc.Param("id")                                        // "42"
-//	keyfunc.Join(keyfunc.Const("order"), keyfunc.Param("id")) // "order:42"
-//	keyfunc.MustTemplate("order:{param.id}:{header.X-Tenant}") // "order:42:acme"
+//	keyfunc.Param("id", lockkey.Int(64))                               // "13" for /orders/013
+//	keyfunc.Join(keyfunc.Const("order"), keyfunc.Param("id", lockkey.Int(64))) // "order:13"
+//	keyfunc.MustTemplate("order:{param.id|int64}:{header.X-Tenant}")    // "order:13:acme"
 //
-// # Missing parts
+// # A key names the resource, not its spelling
 //
-// A part must have exactly one non-empty value. A missing or empty part is an
-// error matching ErrMissingPart, a part given twice (?id=1&id=2, two JSON
-// fields "id" and "ID") is an error matching ErrAmbiguousPart; both name the
-// part and mean the request is bad (HTTP 400). Reading a JSON or form body is
-// bounded (DefaultMaxBodyBytes unless MaxBodyBytes says otherwise): a larger
-// body is ErrBodyTooLarge (HTTP 413), one that does not parse is
-// ErrMalformedBody (HTTP 400).
+// The handler of /orders/:id binds "13", "013", "+13", "%2013" and "13%0A"
+// as order 13. A key made of the raw text would give five locks for one
+// order; every part therefore says what it is, with a lockkey.Canon:
+// lockkey.Int(64) for an id the handler binds into an int64, lockkey.UUID(),
+// lockkey.Float(64), Tag("required,uuid4") for a validator v10 tag,
+// lockkey.Func for a kind of the app's own, and lockkey.Text() for text,
+// which is normalized to Unicode NFC. By default a part canonicalizes
+// (all five spellings lock "13"); .Strict() refuses all but the canonical
+// spelling with 400 instead.
+//
+// Bind goes one step further: it binds the request into the struct the
+// handler uses, with gin's binding and validator v10, keeps the bound value
+// for the handler (Bound), and builds the key from its fields, so the key
+// and the handler cannot read different values.
+//
+// # Missing and bad parts
+//
+// A part must have exactly one non-empty value. A missing or empty part is
+// an error matching lockkey.ErrMissingPart, a part given twice (?id=1&id=2,
+// two JSON fields "id" and "ID") one matching lockkey.ErrAmbiguousPart, and
+// a value not of its kind one matching lockkey.ErrInvalidPart; all name the
+// part and mean the request is bad (HTTP 400). Reading a JSON or form body
+// is bounded (lockkey.DefaultMaxBodyBytes unless lockkey.MaxBodyBytes says
+// otherwise): a larger body is lockkey.ErrBodyTooLarge (HTTP 413), one that
+// does not parse is lockkey.ErrMalformedBody (HTTP 400).
 //
 // # Key encoding
 //
-// A key is a list of parts joined by Sep (":"). Every part taken from a
-// request is escaped first (see Escape), so it never contains Sep, Cluster
-// hash tag braces, '#', '%' other than in an escape, or control bytes. Hence
-// the list of parts can always be read back from the key, and two requests
-// that differ in any part never get the same key, however the parts are
-// crafted: an id of "1:pay" gives "order:1%3Apay", never "order:1:pay".
-// Route templates use EscapeRoute instead, which reads better
-// ("/orders/$id/pay") and is just as one-to-one.
-// Shorten hashes keys longer than MaxKeyLen, keeping a readable prefix; a
-// hashed key is the only kind that contains '#'.
+// Every part taken from a request is escaped (see lockkey.Escape), so two
+// requests that differ in any part never get the same key, however the
+// parts are crafted: an id of "1:pay" gives "order:1%3Apay", never
+// "order:1:pay". The string a Func returns is therefore already encoded; a
+// Func written by hand must return an escaped value too (Custom does it).
 //
-// The string a Func returns is therefore already encoded. A Func written by
-// hand must return an escaped value too; Custom wraps a function that returns
-// a raw value.
-//
-// # Plain net/http
-//
-// RequestFunc is the same idea for a plain *http.Request (chi, http.ServeMux):
-// PathValue, RequestQuery, RequestHeader, RequestJSON and JoinRequest.
-//
-// # Function arguments
-//
-// Arg and Args build keys from a function's argument instead of a request,
-// for the decorator package, with the same escaping:
-//
-//	keyfunc.Arg("order", func(r PayRequest) string { return r.OrderID }) // "order:42"
-//
-// Key does the same for code that has the raw parts at hand.
+// Keys for net/http routers are built by padlock/httplock's KeyFuncs, and
+// keys from function arguments (padlock/decorator) by lockkey.Arg and
+// lockkey.Args; neither imports gin.
 package keyfunc

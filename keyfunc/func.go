@@ -5,12 +5,14 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 // Func returns the lock key for a Gin request: one or more escaped parts
-// joined by Sep (see the package comment). Errors match ErrMissingPart,
-// ErrAmbiguousPart, ErrBodyTooLarge or ErrMalformedBody when the request
-// itself is at fault.
+// joined by lockkey.Sep (see the package comment). Errors match
+// lockkey.ErrMissingPart, ErrAmbiguousPart, ErrInvalidPart, ErrBodyTooLarge
+// or ErrMalformedBody when the request itself is at fault.
 //
 // A Func must not return a raw value taken from the request; wrap such a
 // function with Custom, which escapes it.
@@ -22,37 +24,35 @@ func Const(s string) Func {
 	if s == "" {
 		panic("keyfunc: Const: empty string")
 	}
-	v := Escape(s)
+	v := lockkey.Escape(s)
 	return func(*gin.Context) (string, error) { return v, nil }
 }
 
 // Custom turns fn, which returns one raw value (a tenant, a user id read
-// from a token), into a Func that escapes it. An empty value is an error
-// matching ErrMissingPart that names the part as name; errors from fn are
+// from a token), into a Func that puts it through c (lockkey.Text() for
+// text) and escapes it. An empty value is an error matching
+// lockkey.ErrMissingPart that names the part as name; errors from fn are
 // returned as they are. It panics if name is empty or fn is nil.
-func Custom(name string, fn func(c *gin.Context) (string, error)) Func {
+func Custom(name string, c lockkey.Canon, fn func(c *gin.Context) (string, error)) Func {
 	if name == "" {
 		panic("keyfunc: Custom: empty name")
 	}
 	if fn == nil {
 		panic("keyfunc: Custom: nil fn")
 	}
-	return func(c *gin.Context) (string, error) {
-		v, err := fn(c)
+	return func(gc *gin.Context) (string, error) {
+		v, err := fn(gc)
 		if err != nil {
 			return "", err
 		}
-		if v == "" {
-			return "", missing(name)
-		}
-		return Escape(v), nil
+		return c.Part(name, v)
 	}
 }
 
 // Join returns a Func that runs parts in order and joins their results with
-// Sep. The first error stops it and is returned; a part that returns an
-// empty string is an error matching ErrMissingPart. It panics if parts is
-// empty or holds a nil Func.
+// lockkey.Sep. The first error stops it and is returned; a part that
+// returns an empty string is an error matching lockkey.ErrMissingPart. It
+// panics if parts is empty or holds a nil Func.
 func Join(parts ...Func) Func {
 	if len(parts) == 0 {
 		panic("keyfunc: Join: no parts")
@@ -66,42 +66,39 @@ func Join(parts ...Func) Func {
 	if len(parts) == 1 {
 		return nonEmpty(parts[0])
 	}
-	return func(c *gin.Context) (string, error) { return join(parts, c) }
+	return func(c *gin.Context) (string, error) {
+		var buf [8]string
+		vals := buf[:0]
+		size := len(parts) - 1
+		for i, part := range parts {
+			v, err := part(c)
+			if err != nil {
+				return "", err
+			}
+			if v == "" {
+				return "", lockkey.Missing(fmt.Sprintf("part %d", i+1))
+			}
+			vals = append(vals, v)
+			size += len(v)
+		}
+		var b strings.Builder
+		b.Grow(size)
+		for i, v := range vals {
+			if i > 0 {
+				b.WriteString(lockkey.Sep)
+			}
+			b.WriteString(v)
+		}
+		return b.String(), nil
+	}
 }
 
 func nonEmpty(f Func) Func {
 	return func(c *gin.Context) (string, error) {
 		v, err := f(c)
 		if err == nil && v == "" {
-			err = missing("part 1")
+			err = lockkey.Missing("part 1")
 		}
 		return v, err
 	}
-}
-
-// join runs parts on r and joins their non-empty results with Sep.
-func join[F ~func(R) (string, error), R any](parts []F, r R) (string, error) {
-	var buf [8]string
-	vals := buf[:0]
-	size := len(parts) - 1
-	for i, part := range parts {
-		v, err := part(r)
-		if err != nil {
-			return "", err
-		}
-		if v == "" {
-			return "", missing(fmt.Sprintf("part %d", i+1))
-		}
-		vals = append(vals, v)
-		size += len(v)
-	}
-	var b strings.Builder
-	b.Grow(size)
-	for i, v := range vals {
-		if i > 0 {
-			b.WriteString(Sep)
-		}
-		b.WriteString(v)
-	}
-	return b.String(), nil
 }

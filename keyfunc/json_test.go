@@ -1,7 +1,6 @@
 package keyfunc_test
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,7 +10,9 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/gin-gonic/gin/binding"
 
+	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 func TestJSON(t *testing.T) {
@@ -26,11 +27,11 @@ func TestJSON(t *testing.T) {
 		{name: "string", path: "id", body: `{"id":"A-1"}`, want: "A-1"},
 		{name: "string escapes", path: "id", body: `{"id":"a:b\u007b"}`, want: "a%3Ab%7B"},
 		// As encoding/json decodes it for the handler: U+FFFD, escaped.
-		{name: "invalid UTF-8", path: "id", body: "{\"id\":\"a\xa8\"}", want: keyfunc.Escape("a\ufffd")},
+		{name: "invalid UTF-8", path: "id", body: "{\"id\":\"a\xa8\"}", want: lockkey.Escape("a\ufffd")},
 		{name: "nested", path: "order.id", body: `{"x":[1,{"id":9}],"order":{"note":"}\"{","id":"o7"}}`, want: "o7"},
 		{name: "array index", path: "items.1.sku", body: `{"items":[{"sku":"a"},{"sku":"b"}]}`, want: "b"},
-		{name: "array index out of range", path: "items.2.sku", body: `{"items":[{"sku":"a"}]}`, wantErr: keyfunc.ErrMissingPart},
-		{name: "array with non-index", path: "items.x", body: `{"items":[1]}`, wantErr: keyfunc.ErrMissingPart},
+		{name: "array index out of range", path: "items.2.sku", body: `{"items":[{"sku":"a"}]}`, wantErr: lockkey.ErrMissingPart},
+		{name: "array with non-index", path: "items.x", body: `{"items":[1]}`, wantErr: lockkey.ErrMissingPart},
 		{name: "big integer exact", path: "id", body: `{"id": 12345678901234567891234}`, want: "12345678901234567891234"},
 		{name: "negative integer", path: "id", body: `{"id":-17}`, want: "-17"},
 		{name: "exponent is canonical", path: "id", body: `{"id":1e3}`, want: "1000"},
@@ -40,29 +41,29 @@ func TestJSON(t *testing.T) {
 		{name: "mixed fraction", path: "id", body: `{"id":-12.5e1}`, want: "-125"},
 		{name: "negative zero", path: "id", body: `{"id":-0.0}`, want: "0"},
 		{name: "huge exponent", path: "id", body: `{"id":5e200}`, want: "5e200"},
-		{name: "absurd exponent", path: "id", body: `{"id":1e9999999}`, wantErr: keyfunc.ErrMalformedBody},
+		{name: "absurd exponent", path: "id", body: `{"id":1e9999999}`, wantErr: lockkey.ErrMalformedBody},
 		{name: "bool", path: "ok", body: `{"ok":true}`, want: "true"},
 		{name: "case-insensitive", path: "id", body: `{"ID":"x"}`, want: "x"},
 		{name: "escaped field name", path: "id", body: `{"\u0069d":"x"}`, want: "x"},
-		{name: "duplicate field", path: "id", body: `{"id":"1","id":"2"}`, wantErr: keyfunc.ErrAmbiguousPart, wantMsg: `"json field id"`},
-		{name: "duplicate by case", path: "order.id", body: `{"order":{"id":"1","Id":"2"}}`, wantErr: keyfunc.ErrAmbiguousPart},
-		{name: "missing", path: "id", body: `{"x":1}`, wantErr: keyfunc.ErrMissingPart, wantMsg: `"json field id"`},
-		{name: "null", path: "id", body: `{"id":null}`, wantErr: keyfunc.ErrMissingPart},
-		{name: "empty string", path: "id", body: `{"id":""}`, wantErr: keyfunc.ErrMissingPart},
-		{name: "empty body", path: "id", body: ``, wantErr: keyfunc.ErrMissingPart},
-		{name: "path through scalar", path: "id.x", body: `{"id":1}`, wantErr: keyfunc.ErrMissingPart},
-		{name: "object", path: "order", body: `{"order":{"id":1}}`, wantErr: keyfunc.ErrMalformedBody},
-		{name: "malformed", path: "id", body: `{"id":1,}`, wantErr: keyfunc.ErrMalformedBody},
-		{name: "not json", path: "id", body: `id=1`, wantErr: keyfunc.ErrMalformedBody},
+		{name: "duplicate field", path: "id", body: `{"id":"1","id":"2"}`, wantErr: lockkey.ErrAmbiguousPart, wantMsg: `"json field id"`},
+		{name: "duplicate by case", path: "order.id", body: `{"order":{"id":"1","Id":"2"}}`, wantErr: lockkey.ErrAmbiguousPart},
+		{name: "missing", path: "id", body: `{"x":1}`, wantErr: lockkey.ErrMissingPart, wantMsg: `"json field id"`},
+		{name: "null", path: "id", body: `{"id":null}`, wantErr: lockkey.ErrMissingPart},
+		{name: "empty string", path: "id", body: `{"id":""}`, wantErr: lockkey.ErrMissingPart},
+		{name: "empty body", path: "id", body: ``, wantErr: lockkey.ErrMissingPart},
+		{name: "path through scalar", path: "id.x", body: `{"id":1}`, wantErr: lockkey.ErrMissingPart},
+		{name: "object", path: "order", body: `{"order":{"id":1}}`, wantErr: lockkey.ErrMalformedBody},
+		{name: "malformed", path: "id", body: `{"id":1,}`, wantErr: lockkey.ErrMalformedBody},
+		{name: "not json", path: "id", body: `id=1`, wantErr: lockkey.ErrMalformedBody},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := run(t, keyfunc.JSON(tt.path), "/", newRequest("POST", "/", "application/json", tt.body))
+			got := run(t, keyfunc.JSON(tt.path, lockkey.Text()), "/", newRequest("POST", "/", "application/json", tt.body))
 			checkResult(t, got, tt.want, tt.wantErr, tt.wantMsg)
 
 			// The net/http flavour reads the same way.
 			req := newRequest("POST", "/", "application/json", tt.body)
-			key, err := keyfunc.RequestJSON(tt.path)(req)
+			key, err := httplock.JSON(tt.path, lockkey.Text())(req)
 			checkResult(t, result{key, err}, tt.want, tt.wantErr, tt.wantMsg)
 		})
 	}
@@ -77,8 +78,8 @@ func TestJSONBodyLimit(t *testing.T) {
 		wantErr       error
 	}{
 		{"under", int64(len(body)), true, nil},
-		{"over, length known", int64(len(body)) - 1, true, keyfunc.ErrBodyTooLarge},
-		{"over, chunked", int64(len(body)) - 1, false, keyfunc.ErrBodyTooLarge},
+		{"over, length known", int64(len(body)) - 1, true, lockkey.ErrBodyTooLarge},
+		{"over, chunked", int64(len(body)) - 1, false, lockkey.ErrBodyTooLarge},
 		{"under, chunked", int64(len(body)), false, nil},
 	}
 	for _, tt := range tests {
@@ -88,7 +89,7 @@ func TestJSONBodyLimit(t *testing.T) {
 				req.ContentLength = -1
 				req.Body = io.NopCloser(strings.NewReader(body))
 			}
-			got := run(t, keyfunc.JSON("id", keyfunc.MaxBodyBytes(tt.limit)), "/", req)
+			got := run(t, keyfunc.JSON("id", lockkey.Text(), lockkey.MaxBodyBytes(tt.limit)), "/", req)
 			if tt.wantErr == nil {
 				checkResult(t, got, strings.Repeat("x", 100), nil, "")
 			} else {
@@ -99,9 +100,9 @@ func TestJSONBodyLimit(t *testing.T) {
 }
 
 func TestJSONDefaultLimit(t *testing.T) {
-	body := `{"id":"` + strings.Repeat("x", keyfunc.DefaultMaxBodyBytes) + `"}`
-	got := run(t, keyfunc.JSON("id"), "/", newRequest("POST", "/", "application/json", body))
-	checkResult(t, got, "", keyfunc.ErrBodyTooLarge, "limit 1048576 bytes")
+	body := `{"id":"` + strings.Repeat("x", lockkey.DefaultMaxBodyBytes) + `"}`
+	got := run(t, keyfunc.JSON("id", lockkey.Text()), "/", newRequest("POST", "/", "application/json", body))
+	checkResult(t, got, "", lockkey.ErrBodyTooLarge, "limit 1048576 bytes")
 }
 
 // After a JSON part, the handler still reads the whole body, through
@@ -147,7 +148,7 @@ func TestJSONBodyRestored(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var read string
 			var readErr error
-			f := keyfunc.Join(keyfunc.JSON("order.id"), keyfunc.JSON("amount"))
+			f := keyfunc.Join(keyfunc.JSON("order.id", lockkey.Text()), keyfunc.JSON("amount", lockkey.Text()))
 			got := run(t, f, "/", newRequest("POST", "/", "application/json", body), func(c *gin.Context) {
 				read, readErr = tt.read(c)
 			})
@@ -170,46 +171,8 @@ func TestJSONReusesBoundBody(t *testing.T) {
 			t.Errorf("bind: %v", err)
 		}
 		c.Request.Body = http.NoBody // consumed; only the cache is left
-		got.key, got.err = keyfunc.JSON("id")(c)
+		got.key, got.err = keyfunc.JSON("id", lockkey.Text())(c)
 	})
 	r.ServeHTTP(httptest.NewRecorder(), newRequest("POST", "/", "application/json", body))
 	checkResult(t, got, "b1", nil, "")
-}
-
-// An oversized body is put back whole, so a handler that chooses to go on
-// still sees every byte.
-func TestJSONTooLargeBodyRestored(t *testing.T) {
-	body := bytes.Repeat([]byte("a"), 5000)
-	req := httptest.NewRequest("POST", "/", bytes.NewReader(body))
-	req.ContentLength = -1
-	_, err := keyfunc.RequestJSON("id", keyfunc.MaxBodyBytes(100))(req)
-	if err == nil {
-		t.Fatalf("got no error, want %v", keyfunc.ErrBodyTooLarge)
-	}
-	rest, _ := io.ReadAll(req.Body)
-	if !bytes.Equal(rest, body) {
-		t.Fatalf("got %d body bytes back, want %d", len(rest), len(body))
-	}
-}
-
-func TestRequestFuncs(t *testing.T) {
-	mux := http.NewServeMux()
-	var got result
-	f := keyfunc.JoinRequest(keyfunc.RequestConst("order"), keyfunc.PathValue("id"),
-		keyfunc.RequestQuery("step"), keyfunc.RequestHeader("x-tenant"), keyfunc.RequestJSON("n"))
-	mux.HandleFunc("POST /orders/{id}", func(w http.ResponseWriter, r *http.Request) {
-		got.key, got.err = f(r)
-		b, _ := io.ReadAll(r.Body)
-		if string(b) != `{"n":1}` {
-			t.Errorf("handler got body %q, want %q", b, `{"n":1}`)
-		}
-	})
-	req := newRequest("POST", "/orders/a:b?step=s", "application/json", `{"n":1}`)
-	req.Header.Set("X-Tenant", "t")
-	mux.ServeHTTP(httptest.NewRecorder(), req)
-	checkResult(t, got, "order:a%3Ab:s:t:1", nil, "")
-
-	got = result{}
-	mux.ServeHTTP(httptest.NewRecorder(), newRequest("POST", "/orders/x", "application/json", `{"n":1}`))
-	checkResult(t, got, "", keyfunc.ErrMissingPart, `"query step"`)
 }

@@ -6,77 +6,81 @@ import (
 	"strconv"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 // Param returns a Func that reads the path parameter name (":id" in the
-// route "/orders/:id"). The part is named "path param <name>" in errors.
-// It panics if name is empty.
-func Param(name string) Func {
+// route "/orders/:id") as c says it is: Param("id", lockkey.Int(64)) for an
+// id the handler binds into an int64, so that /orders/13, /orders/013,
+// /orders/+13 and /orders/%2013 lock one order (or, with Strict, all but
+// the first are refused with 400). The part is named "path param <name>" in
+// errors. It panics if name is empty.
+func Param(name string, c lockkey.Canon) Func {
 	mustName("Param", name)
 	part := "path param " + name
-	return func(c *gin.Context) (string, error) {
-		v := c.Param(name)
-		if v == "" {
-			return "", missing(part)
-		}
-		return Escape(v), nil
+	return func(gc *gin.Context) (string, error) {
+		return c.Part(part, gc.Param(name))
 	}
 }
 
-// Query returns a Func that reads the URL query value name. A repeated value
-// (?id=1&id=2) is an error matching ErrAmbiguousPart. The part is named
-// "query <name>" in errors. It panics if name is empty.
-func Query(name string) Func {
+// Query returns a Func that reads the URL query value name as c says it
+// is. A repeated value (?id=1&id=2) is an error matching
+// lockkey.ErrAmbiguousPart. The part is named "query <name>" in errors. It
+// panics if name is empty.
+func Query(name string, c lockkey.Canon) Func {
 	mustName("Query", name)
 	part := "query " + name
-	return func(c *gin.Context) (string, error) {
-		vals, _ := c.GetQueryArray(name)
-		return one(part, vals)
+	return func(gc *gin.Context) (string, error) {
+		vals, _ := gc.GetQueryArray(name)
+		return c.One(part, vals)
 	}
 }
 
-// Header returns a Func that reads the request header name. A header sent
-// more than once is an error matching ErrAmbiguousPart. The part is named
-// "header <name>" in errors. It panics if name is empty.
-func Header(name string) Func {
+// Header returns a Func that reads the request header name as c says it
+// is. A header sent more than once is an error matching
+// lockkey.ErrAmbiguousPart. The part is named "header <name>" in errors.
+// It panics if name is empty.
+func Header(name string, c lockkey.Canon) Func {
 	mustName("Header", name)
 	part := "header " + name
 	name = http.CanonicalHeaderKey(name)
-	return func(c *gin.Context) (string, error) {
-		return one(part, c.Request.Header[name])
+	return func(gc *gin.Context) (string, error) {
+		return c.One(part, gc.Request.Header[name])
 	}
 }
 
 // Form returns a Func that reads the form value name from a URL-encoded or
-// multipart request body (not from the query string). The body is parsed once
-// for the request, at most MaxBodyBytes long (default DefaultMaxBodyBytes),
-// and stays available to the handler through c.PostForm and c.Request.PostForm
-// but no longer as c.Request.Body. The part is named "form field <name>" in
-// errors. It panics if name is empty or an option is invalid.
-func Form(name string, opts ...BodyOption) Func {
+// multipart request body (not from the query string) as c says it is. The
+// body is parsed once for the request, at most lockkey.MaxBodyBytes long
+// (default lockkey.DefaultMaxBodyBytes), and stays available to the handler
+// through c.PostForm and c.Request.PostForm but no longer as
+// c.Request.Body. The part is named "form field <name>" in errors. It
+// panics if name is empty or an option is invalid.
+func Form(name string, c lockkey.Canon, opts ...lockkey.BodyOption) Func {
 	mustName("Form", name)
 	limit := bodyLimit("Form", opts)
 	part := "form field " + name
-	return func(c *gin.Context) (string, error) {
-		form, err := parseForm(c.Request, limit)
+	return func(gc *gin.Context) (string, error) {
+		form, err := lockkey.ParseForm(gc.Request, limit)
 		if err != nil {
 			return "", err
 		}
-		return one(part, form[name])
+		return c.One(part, form[name])
 	}
 }
 
 // Route returns a Func that reads the matched route template, c.FullPath(),
 // so that different routes get different keys. The part is escaped with
-// EscapeRoute: "/orders/:id" gives "/orders/$id". It is missing when no
-// route matched.
+// lockkey.EscapeRoute: "/orders/:id" gives "/orders/$id". It is missing
+// when no route matched.
 func Route() Func {
 	return func(c *gin.Context) (string, error) {
 		v := c.FullPath()
 		if v == "" {
-			return "", missing("route")
+			return "", lockkey.Missing("route")
 		}
-		return EscapeRoute(v), nil
+		return lockkey.EscapeRoute(v), nil
 	}
 }
 
@@ -85,11 +89,7 @@ func Route() Func {
 // gin.Engine.SetTrustedProxies).
 func ClientIP() Func {
 	return func(c *gin.Context) (string, error) {
-		v := c.ClientIP()
-		if v == "" {
-			return "", missing("client ip")
-		}
-		return Escape(v), nil
+		return lockkey.Text().Part("client ip", c.ClientIP())
 	}
 }
 
@@ -97,8 +97,9 @@ func ClientIP() Func {
 // c.Set(key, v), such as the authenticated user's id. A string is used as it
 // is, a fmt.Stringer through its String method, integers and booleans in
 // decimal and "true"/"false"; any other type is formatted with fmt.Sprint.
-// An unset or nil value is missing. The part is named "context value <key>"
-// in errors. It panics if key is nil or "".
+// Text is normalized to NFC, as lockkey.Text does. An unset or nil value is
+// missing. The part is named "context value <key>" in errors. It panics if
+// key is nil or "".
 func Value(key any) Func {
 	if key == nil || key == "" {
 		panic("keyfunc: Value: empty key")
@@ -107,13 +108,9 @@ func Value(key any) Func {
 	return func(c *gin.Context) (string, error) {
 		v, ok := c.Get(key)
 		if !ok || v == nil {
-			return "", missing(part)
+			return "", lockkey.Missing(part)
 		}
-		s := format(v)
-		if s == "" {
-			return "", missing(part)
-		}
-		return Escape(s), nil
+		return lockkey.Text().Part(part, format(v))
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 // Template parses a readable key template once and returns the Func it
@@ -18,15 +20,21 @@ import (
 //	"user:{ctx.userID}"                value set with c.Set("userID", ...) (Value)
 //	"{route}", "{ip}"                  route template (Route), client IP (ClientIP)
 //
-// The template is a list of segments separated by Sep, and a segment holds at
+// A placeholder can say what its part is after '|', as a lockkey.Canon
+// would: "order:{param.id|int64}" is Join(Const("order"), Param("id",
+// lockkey.Int(64))). The kinds are text (the default), int, int8 to int64,
+// uint, uint8 to uint64, float32, float64 and uuid; "|strict" after the
+// kind refuses non-canonical spellings ("{param.id|int64|strict}").
+//
+// The template is a list of segments separated by lockkey.Sep, and a segment holds at
 // most one placeholder, with fixed text around it if wanted ("v1-{param.id}");
 // that keeps keys one-to-one, since two placeholders in a row could split
 // their text either way. Fixed text may not contain '%', '#', '{', '}' or
 // control bytes. opts apply to json and form placeholders.
 //
 // Template("order:{param.id}") builds the same keys as
-// Join(Const("order"), Param("id")).
-func Template(tmpl string, opts ...BodyOption) (Func, error) {
+// Join(Const("order"), Param("id", lockkey.Text())).
+func Template(tmpl string, opts ...lockkey.BodyOption) (Func, error) {
 	fail := func(format string, args ...any) (Func, error) {
 		return nil, fmt.Errorf("keyfunc: template %q: %s", tmpl, fmt.Sprintf(format, args...))
 	}
@@ -49,7 +57,7 @@ func Template(tmpl string, opts ...BodyOption) (Func, error) {
 			}
 			name := tmpl[i+1 : i+end]
 			if placeholderInSegment {
-				return fail("two placeholders in one segment at offset %d; separate them with %q", i, Sep)
+				return fail("two placeholders in one segment at offset %d; separate them with %q", i, lockkey.Sep)
 			}
 			f, err := placeholder(name, opts)
 			if err != nil {
@@ -64,7 +72,7 @@ func Template(tmpl string, opts ...BodyOption) (Func, error) {
 			i += end
 		case ch == '}':
 			return fail("'}' without '{' at offset %d", i)
-		case mustEscape(ch):
+		case lockkey.Escape(tmpl[i:i+1]) != tmpl[i:i+1]:
 			return fail("fixed text may not contain %q (offset %d)", ch, i)
 		default:
 			lit.WriteByte(ch)
@@ -103,7 +111,7 @@ func Template(tmpl string, opts ...BodyOption) (Func, error) {
 
 // MustTemplate is like Template but panics if the template is invalid.
 // It is meant for package-level and route setup code.
-func MustTemplate(tmpl string, opts ...BodyOption) Func {
+func MustTemplate(tmpl string, opts ...lockkey.BodyOption) Func {
 	f, err := Template(tmpl, opts...)
 	if err != nil {
 		panic(err.Error())
@@ -117,8 +125,16 @@ type piece struct {
 	part Func
 }
 
-func placeholder(name string, opts []BodyOption) (Func, error) {
+func placeholder(name string, opts []lockkey.BodyOption) (Func, error) {
+	name, kindSpec, typed := strings.Cut(name, "|")
+	c, err := templateCanon(kindSpec)
+	if err != nil {
+		return nil, err
+	}
 	src, arg, hasArg := strings.Cut(name, ".")
+	if typed && (src == "route" || src == "ip" || src == "ctx") {
+		return nil, fmt.Errorf("{%s} takes no kind", src)
+	}
 	switch src {
 	case "route", "ip":
 		if hasArg {
@@ -137,18 +153,62 @@ func placeholder(name string, opts []BodyOption) (Func, error) {
 	}
 	switch src {
 	case "param":
-		return Param(arg), nil
+		return Param(arg, c), nil
 	case "query":
-		return Query(arg), nil
+		return Query(arg, c), nil
 	case "header":
-		return Header(arg), nil
+		return Header(arg, c), nil
 	case "form":
-		return Form(arg, opts...), nil
+		return Form(arg, c, opts...), nil
 	case "ctx":
 		return Value(arg), nil
 	}
 	if strings.Contains(arg, "..") || strings.HasSuffix(arg, ".") {
 		return nil, fmt.Errorf("json path %q has an empty segment", arg)
 	}
-	return JSON(arg, opts...), nil
+	return JSON(arg, c, opts...), nil
+}
+
+// templateCanon reads the kind after '|' in a placeholder: "int64",
+// "uuid|strict", or "" for text.
+func templateCanon(spec string) (lockkey.Canon, error) {
+	kind, mode, hasMode := strings.Cut(spec, "|")
+	if hasMode && mode != "strict" {
+		return lockkey.Canon{}, fmt.Errorf("unknown mode %q after the kind, want strict", mode)
+	}
+	var c lockkey.Canon
+	switch kind {
+	case "", "text":
+		c = lockkey.Text()
+	case "int", "int8", "int16", "int32", "int64":
+		c = lockkey.Int(bits(kind, "int"))
+	case "uint", "uint8", "uint16", "uint32", "uint64":
+		c = lockkey.Uint(bits(kind, "uint"))
+	case "float32":
+		c = lockkey.Float(32)
+	case "float64":
+		c = lockkey.Float(64)
+	case "uuid":
+		c = lockkey.UUID()
+	default:
+		return c, fmt.Errorf("unknown kind %q, want text, int, int8 to int64, uint, uint8 to uint64, float32, float64 or uuid", kind)
+	}
+	if hasMode {
+		c = c.Strict()
+	}
+	return c, nil
+}
+
+func bits(kind, prefix string) int {
+	switch strings.TrimPrefix(kind, prefix) {
+	case "8":
+		return 8
+	case "16":
+		return 16
+	case "32":
+		return 32
+	case "64":
+		return 64
+	}
+	return 0
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 func TestTemplate(t *testing.T) {
@@ -22,7 +23,7 @@ func TestTemplate(t *testing.T) {
 		{tmpl: "{json.order.id}:{ctx.user}", want: "o9:bob"},
 		{tmpl: "{route}:{ip}", want: "/orders/$id:192.0.2.1"},
 		{tmpl: "nightly-report", want: "nightly-report"},
-		{tmpl: "order:{query.missing}", wantErr: keyfunc.ErrMissingPart},
+		{tmpl: "order:{query.missing}", wantErr: lockkey.ErrMissingPart},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tmpl, func(t *testing.T) {
@@ -43,7 +44,7 @@ func TestTemplateSameAsJoin(t *testing.T) {
 		return &gin.Context{Params: gin.Params{{Key: "id", Value: "a:b{c}"}}}
 	}
 	got, err1 := keyfunc.MustTemplate("order:{param.id}")(req())
-	want, err2 := keyfunc.Join(keyfunc.Const("order"), keyfunc.Param("id"))(req())
+	want, err2 := keyfunc.Join(keyfunc.Const("order"), keyfunc.Param("id", lockkey.Text()))(req())
 	if err1 != nil || err2 != nil || got != want {
 		t.Fatalf("got %q (%v), want %q (%v)", got, err1, want, err2)
 	}
@@ -69,7 +70,7 @@ func TestTemplateErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "keyfunc: template ") {
 				t.Fatalf("got error %v, want one containing %q", err, tt.want)
 			}
-			if errors.Is(err, keyfunc.ErrMissingPart) {
+			if errors.Is(err, lockkey.ErrMissingPart) {
 				t.Fatalf("got %v, want a configuration error, not a request error", err)
 			}
 		})

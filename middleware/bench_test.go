@@ -10,8 +10,10 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/middleware"
 )
 
@@ -62,8 +64,8 @@ func BenchmarkLock(b *testing.B) {
 		defer l.Close()
 		r := gin.New()
 		var failed atomic.Bool
-		r.POST("/orders/:id/pay", middleware.Lock(l, keyfunc.Param("id"), middleware.WithResponder(
-			func(w http.ResponseWriter, r *http.Request, p *middleware.Problem) { failed.Store(true) },
+		r.POST("/orders/:id/pay", middleware.Lock(l, keyfunc.Param("id", lockkey.Text()), httplock.WithResponder(
+			func(w http.ResponseWriter, r *http.Request, p *httplock.Problem) { failed.Store(true) },
 		)), handler)
 		run(b, r, rt)
 		if failed.Load() {

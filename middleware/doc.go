@@ -1,23 +1,31 @@
-// Package middleware guards HTTP handlers with padlock locks.
+// Package middleware guards Gin handlers with padlock locks. It is the Gin
+// face of padlock/httplock, which holds the net/http middleware, the
+// options and the problem responses, and does not import gin.
 //
 // Lock is a Gin middleware that builds a lock key from the request with a
 // keyfunc.Func, takes the lock, runs the rest of the chain while holding it
 // and releases it afterwards:
 //
-//	r.POST("/orders/:id/pay", middleware.Lock(locker, keyfunc.Param("id")), pay)
+//	r.POST("/orders/:id/pay", middleware.Lock(locker, keyfunc.Param("id", lockkey.Int(64))), pay)
+//
+// Each key part says what it is, so that /orders/13/pay and /orders/013/pay,
+// which the handler binds as the same order, take the same lock (see
+// keyfunc); keyfunc.Bind takes the key from the bound request struct itself.
 //
 // What a request gets:
 //
-//   - Lock held elsewhere: 409 Conflict (or 423 Locked, see WithBusyStatus)
+//   - Lock held elsewhere: 409 Conflict (or 423 Locked, see
+//     httplock.WithBusyStatus)
 //     with a Retry-After header, in whole seconds rounded up, from the
 //     holder's remaining lease.
 //   - Redis unreachable: 503 Service Unavailable. The handler never runs
 //     without the lock.
-//   - Key part missing, repeated or malformed: 400 Bad Request; body over
-//     the key's limit: 413 Content Too Large.
+//   - Key part missing, repeated, malformed or not of its kind: 400 Bad
+//     Request; body over the key's limit: 413 Content Too Large.
 //
 // Every error response is an RFC 9457 problem, application/problem+json
-// (see Problem), unless WithResponder writes something else.
+// (see httplock.Problem), unless httplock.WithResponder writes something
+// else.
 //
 // While the handler runs, c.Request's context carries the lock: it is
 // cancelled if the lock is lost, Acquire with it on the same key is
@@ -27,13 +35,13 @@
 // away still releases.
 //
 // Lock keys are namespaced by route template (c.FullPath()) unless
-// WithNamespace says otherwise, so POST /orders/:id/pay and
+// httplock.WithNamespace says otherwise, so POST /orders/:id/pay and
 // POST /orders/:id/refund do not share a lock on the same id. The final key
-// is keyfunc.Shorten(keyfunc.EscapeRoute(namespace) + ":" + key), for
+// is lockkey.Shorten(lockkey.EscapeRoute(namespace) + ":" + key), for
 // example "/orders/$id/pay:42".
 //
-// LockHTTP is the same middleware for net/http routers (http.ServeMux, chi),
-// sharing the same core.
+// httplock.Lock is the same middleware for net/http routers (http.ServeMux,
+// chi), sharing the same core, httplock.Guard.
 //
 // # Idempotency
 //

@@ -11,7 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 // Idempotency returns a Gin middleware that makes a route idempotent under
@@ -24,7 +26,8 @@ import (
 //
 //	r.POST("/orders", middleware.Idempotency(locker, rdb, middleware.WithCaller(clientID)), createOrder)
 //
-// What a request gets (refusals are problem+json, see WriteProblem):
+// What a request gets (refusals are problem+json, see
+// httplock.WriteProblem):
 //
 //   - No Idempotency-Key: 400, unless OptionalKey (then the handler runs with
 //     no idempotency). A malformed key (see ParseIdempotencyKey) or two
@@ -42,7 +45,7 @@ import (
 //
 // A key is scoped by route template (c.FullPath()), caller (WithCaller) and
 // key: the same key on another route, or from another caller, is another
-// key. In Redis, with scope = keyfunc.Shorten(EscapeRoute(route) + ":" +
+// key. In Redis, with scope = lockkey.Shorten(EscapeRoute(route) + ":" +
 // Escape(caller) + ":" + Escape(key)), the record of a finished request is
 // at WithRecordPrefix + scope (default "padlock:idempotency:" + scope), one
 // string kept for WithRetention (24h), and the in-flight lock is l's lock on
@@ -82,22 +85,25 @@ import (
 //
 // Idempotency panics if l or rdb is nil or an option is invalid.
 func Idempotency(l *padlock.Locker, rdb redis.UniversalClient, opts ...IdempotencyOption) gin.HandlerFunc {
-	g := newGuard("Idempotency", l, nil)
+	if l == nil {
+		panic("middleware: Idempotency: nil *padlock.Locker")
+	}
 	if rdb == nil {
 		panic("middleware: Idempotency: nil redis client")
 	}
 	cfg := newIdemConfig(opts)
-	g.lock = padlock.Options{TTL: cfg.lockTTL, Wait: cfg.wait}
-	g.releaseTimeout = cfg.storeTimeout
+	g := newGuard("Idempotency", l,
+		httplock.WithLockOptions(padlock.Options{TTL: cfg.lockTTL, Wait: cfg.wait}),
+		httplock.WithReleaseTimeout(cfg.storeTimeout))
 	m := &idempotency{g: g, cfg: cfg, store: recordStore{rdb: rdb, retention: cfg.retention}}
 	if cfg.caller != nil {
-		m.caller = keyfunc.Custom("caller", cfg.caller)
+		m.caller = keyfunc.Custom("caller", lockkey.Text(), cfg.caller)
 	}
 	return m.serve
 }
 
 type idempotency struct {
-	g      *guard
+	g      *httplock.Guard
 	cfg    idemConfig
 	caller keyfunc.Func // nil: no caller
 	store  recordStore
@@ -126,35 +132,35 @@ func (m *idempotency) serve(c *gin.Context) {
 	case len(vals) == 0 && m.cfg.optional:
 		return // gin runs the rest of the chain
 	case len(vals) == 0:
-		m.g.abort(c, newProblem(http.StatusBadRequest, "this operation requires an Idempotency-Key header", nil))
+		abort(m.g, c, newProblem(http.StatusBadRequest, "this operation requires an Idempotency-Key header", nil))
 		return
 	case len(vals) > 1:
-		m.g.abort(c, newProblem(http.StatusBadRequest, "more than one Idempotency-Key field", nil))
+		abort(m.g, c, newProblem(http.StatusBadRequest, "more than one Idempotency-Key field", nil))
 		return
 	}
 	key, err := ParseIdempotencyKey(vals[0])
 	if err != nil {
-		m.g.abort(c, newProblem(http.StatusBadRequest, strings.TrimPrefix(err.Error(), "middleware: "), err))
+		abort(m.g, c, newProblem(http.StatusBadRequest, strings.TrimPrefix(err.Error(), "middleware: "), err))
 		return
 	}
 	caller := ""
 	if m.caller != nil {
 		if caller, err = m.caller(c); err != nil {
-			m.g.abort(c, requestProblem(err, "the caller could not be identified"))
+			abort(m.g, c, requestProblem(err, "the caller could not be identified"))
 			return
 		}
 	}
 	body, err := keyfunc.ReadBody(c, m.cfg.maxBody)
 	if err != nil {
-		m.g.abort(c, requestProblem(err, "the request body could not be read"))
+		abort(m.g, c, requestProblem(err, "the request body could not be read"))
 		return
 	}
 	fp, err := m.cfg.fingerprint(c, body)
 	if err != nil {
-		m.g.abort(c, requestProblem(err, "the request could not be fingerprinted"))
+		abort(m.g, c, requestProblem(err, "the request could not be fingerprinted"))
 		return
 	}
-	scope := m.g.lockKey(c.FullPath(), caller+keyfunc.Sep+keyfunc.Escape(key))
+	scope := m.g.Key(c.FullPath(), caller+lockkey.Sep+lockkey.Escape(key))
 	recKey := m.cfg.prefix + scope
 	req := c.Request
 	ctx := req.Context()
@@ -163,7 +169,7 @@ func (m *idempotency) serve(c *gin.Context) {
 	if m.answered(c, ctx, recKey, fp) {
 		return
 	}
-	lk, p := m.g.acquire(ctx, "idempotency"+keyfunc.Sep+scope)
+	lk, p := m.g.Acquire(ctx, "idempotency"+lockkey.Sep+scope)
 	if p != nil {
 		if errors.Is(p.Err, padlock.ErrNotAcquired) && ctx.Err() == nil {
 			p.Detail = "a request with this Idempotency-Key is still being processed; retry later"
@@ -171,11 +177,11 @@ func (m *idempotency) serve(c *gin.Context) {
 			// not when a live one finishes, which is usually far sooner.
 			p.Key, p.RetryAfter = "", 0
 		}
-		m.g.abort(c, p)
+		abort(m.g, c, p)
 		return
 	}
 	defer func() {
-		if err := m.g.release(req, lk); err != nil {
+		if err := m.g.Release(req, lk); err != nil {
 			_ = c.Error(err)
 		}
 	}()
@@ -193,20 +199,20 @@ func (m *idempotency) answered(c *gin.Context, ctx context.Context, recKey, fp s
 	rec, ok, err := m.store.get(ctx, recKey)
 	switch {
 	case errors.Is(err, errBadRecord):
-		m.g.abort(c, newProblem(http.StatusInternalServerError, "the stored response for this Idempotency-Key cannot be read", err))
+		abort(m.g, c, newProblem(http.StatusInternalServerError, "the stored response for this Idempotency-Key cannot be read", err))
 		return true
 	case err != nil:
-		m.g.abort(c, newProblem(http.StatusServiceUnavailable, "the idempotency store is unavailable", err))
+		abort(m.g, c, newProblem(http.StatusServiceUnavailable, "the idempotency store is unavailable", err))
 		return true
 	case !ok:
 		return false
 	case rec.fingerprint != fp:
-		m.g.abort(c, newProblem(http.StatusUnprocessableEntity, "this Idempotency-Key was already used for a different request", nil))
+		abort(m.g, c, newProblem(http.StatusUnprocessableEntity, "this Idempotency-Key was already used for a different request", nil))
 	case rec.kind == recordNotReplayable:
 		p := newProblem(http.StatusConflict, "a request with this Idempotency-Key was already processed, "+
 			"but its response was not kept and cannot be replayed", nil)
 		p.RetryAfter = -1 // retrying will not help
-		m.g.abort(c, p)
+		abort(m.g, c, p)
 	default:
 		h := c.Writer.Header()
 		rec.writeHeader(h)
@@ -280,10 +286,10 @@ func (m *idempotency) put(c *gin.Context, ctx context.Context, recKey string, r 
 }
 
 // requestProblem is the response for an error from a func of the app's that
-// reads the request: keyfunc errors are the client's (400, 413); others are
+// reads the request: lockkey errors are the client's (400, 413); others are
 // the app's own, and their message is not for the client.
-func requestProblem(err error, detail string) *Problem {
-	p := keyProblem(err)
+func requestProblem(err error, detail string) *httplock.Problem {
+	p := httplock.KeyProblem(err)
 	if p.Status == http.StatusInternalServerError {
 		p.Detail = detail
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/middleware"
 )
 
@@ -131,7 +132,7 @@ func TestIdempotencyConcurrent(t *testing.T) {
 // simulated by another Locker (another process) taking the in-flight lock
 // with a lease that is never renewed, as a dead process's is not.
 func TestIdempotencyCrashedHolder(t *testing.T) {
-	o := newOrders(t, middleware.WithCaller(keyfunc.Header("X-Client-ID")))
+	o := newOrders(t, middleware.WithCaller(keyfunc.Header("X-Client-ID", lockkey.Text())))
 	dead := padlock.New(o.srv.Client(t))
 	defer dead.Close()
 	const lease = 400 * time.Millisecond

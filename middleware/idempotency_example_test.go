@@ -12,6 +12,7 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/middleware"
 )
 
@@ -41,7 +42,7 @@ func ExampleIdempotency() {
 
 	r := gin.New()
 	r.POST("/orders", middleware.Idempotency(locker, rdb,
-		middleware.WithCaller(keyfunc.Header("X-Client-ID")), // whose key it is
+		middleware.WithCaller(keyfunc.Header("X-Client-ID", lockkey.Text())), // whose key it is
 	), create)
 
 	post := func(key, body string) {

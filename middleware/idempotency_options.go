@@ -10,7 +10,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/httplock"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 // Defaults of the Idempotency middleware.
@@ -30,9 +31,9 @@ const (
 // Idempotency-Key sent with a different request is refused (422) instead of
 // answered with another request's response. body is the request body,
 // already read and bounded (see WithMaxBodyBytes). The result is stored with
-// the response: return a digest, not the payload. An error from the keyfunc
-// package (ErrMalformedBody, ErrMissingPart) refuses the request with 400;
-// any other error with 500.
+// the response: return a digest, not the payload. An error from the lockkey
+// package (ErrMalformedBody, ErrMissingPart, ErrInvalidPart) refuses the
+// request with 400; any other error with 500.
 type Fingerprint func(c *gin.Context, body []byte) (string, error)
 
 // An IdempotencyOption configures Idempotency. Options are checked once,
@@ -71,9 +72,10 @@ func OptionalKey() IdempotencyOption {
 // API client or tenant, as an earlier middleware established it. Keys are
 // scoped by caller, so two clients that happen to send the same key never
 // see each other's response. fn returns the raw identity; it is escaped
-// here (a keyfunc.Func such as keyfunc.Header("X-Client-ID") or
-// keyfunc.Value("user") works too). An empty identity, or an error matching
-// keyfunc.ErrMissingPart or ErrAmbiguousPart, refuses the request with 400;
+// here, after NFC normalization (a keyfunc.Func such as
+// keyfunc.Header("X-Client-ID", lockkey.Text()) or keyfunc.Value("user")
+// works too). An empty identity, or an error matching
+// lockkey.ErrMissingPart or ErrAmbiguousPart, refuses the request with 400;
 // other errors with 500. A nil fn panics at construction.
 //
 // Default: no caller, so all clients share one key space per route. That is
@@ -126,7 +128,7 @@ func WithMaxResponseBytes(n int) IdempotencyOption {
 // fingerprint; a larger one is refused with 413 before the handler runs.
 // The body stays readable by the handler (c.ShouldBindJSON) and is cached
 // under gin.BodyBytesKey for c.ShouldBindBodyWith. It must be positive.
-// Default: keyfunc.DefaultMaxBodyBytes (1 MiB).
+// Default: lockkey.DefaultMaxBodyBytes (1 MiB).
 func WithMaxBodyBytes(n int64) IdempotencyOption {
 	return func(c *idemConfig) { c.maxBody = n }
 }
@@ -161,7 +163,8 @@ func WithInFlightTTL(d time.Duration) IdempotencyOption {
 // WithStoreTimeout bounds the write of the record after the handler, and
 // the release of the in-flight lock. Both run on a context detached from
 // the request, so a client that went away still gets its response stored
-// for its retry. It must be positive. Default: DefaultReleaseTimeout (5s).
+// for its retry. It must be positive. Default:
+// httplock.DefaultReleaseTimeout (5s).
 func WithStoreTimeout(d time.Duration) IdempotencyOption {
 	return func(c *idemConfig) { c.storeTimeout = d }
 }
@@ -200,9 +203,9 @@ func newIdemConfig(opts []IdempotencyOption) idemConfig {
 		fingerprint:  defaultFingerprint,
 		retention:    DefaultRetention,
 		maxResponse:  DefaultMaxResponseBytes,
-		maxBody:      keyfunc.DefaultMaxBodyBytes,
+		maxBody:      lockkey.DefaultMaxBodyBytes,
 		prefix:       DefaultRecordPrefix,
-		storeTimeout: DefaultReleaseTimeout,
+		storeTimeout: httplock.DefaultReleaseTimeout,
 		storeStatus:  DefaultStoreStatus,
 	}
 	for i, o := range opts {

@@ -18,6 +18,7 @@ import (
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/middleware"
 )
 
@@ -433,7 +434,7 @@ func TestIdempotencyFuncErrors(t *testing.T) {
 	l, _, rdb := newLocker(t)
 	r := gin.New()
 	h := func(c *gin.Context) { t.Error("handler ran") }
-	r.POST("/header", middleware.Idempotency(l, rdb, middleware.WithCaller(keyfunc.Header("X-Client-ID"))), h)
+	r.POST("/header", middleware.Idempotency(l, rdb, middleware.WithCaller(keyfunc.Header("X-Client-ID", lockkey.Text()))), h)
 	r.POST("/empty", middleware.Idempotency(l, rdb, middleware.WithCaller(func(*gin.Context) (string, error) { return "", nil })), h)
 	r.POST("/down", middleware.Idempotency(l, rdb, middleware.WithCaller(func(*gin.Context) (string, error) {
 		return "", fmt.Errorf("token store down")

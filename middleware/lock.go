@@ -1,42 +1,48 @@
 package middleware
 
 import (
+	"net/http"
+	"strings"
+
 	"github.com/gin-gonic/gin"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/keyfunc"
 )
 
 // Lock returns a Gin middleware that runs the rest of the chain while
 // holding the lock on the key that key builds from the request, namespaced
-// by route (see WithNamespace). When it cannot take the lock it aborts the
-// chain with a problem response (see the package comment); the chain never
-// runs without the lock.
+// by route (see httplock.WithNamespace). When it cannot take the lock it
+// aborts the chain with a problem response (see the package comment); the
+// chain never runs without the lock. opts are httplock's: Lock is the Gin
+// face of httplock.Guard.
 //
 // The handler sees the lock through c.Request.Context() (cancelled if the
 // lock is lost; see padlock.Lock.Context) and LockFrom. The lock is released
 // when the chain returns or panics; a release error (the lock was lost, Redis
-// is down) is added to c.Errors and told to WithReleaseError's func.
+// is down) is added to c.Errors and told to httplock.WithReleaseError's
+// func.
 //
 // Lock panics if l or key is nil or an option is invalid.
-func Lock(l *padlock.Locker, key keyfunc.Func, opts ...Option) gin.HandlerFunc {
-	g := newGuard("Lock", l, opts)
+func Lock(l *padlock.Locker, key keyfunc.Func, opts ...httplock.Option) gin.HandlerFunc {
 	if key == nil {
 		panic("middleware: Lock: nil key func")
 	}
+	g := newGuard("Lock", l, opts...)
 	return func(c *gin.Context) {
-		if (g.skip != nil && g.skip(c)) || (g.skipRequest != nil && g.skipRequest(c.Request)) {
+		if g.Skip(c.Request) {
 			return // gin runs the rest of the chain
 		}
 		k, err := key(c)
 		if err != nil {
-			g.abort(c, keyProblem(err))
+			abort(g, c, httplock.KeyProblem(err))
 			return
 		}
 		req := c.Request
-		lk, p := g.acquire(req.Context(), g.lockKey(c.FullPath(), k))
+		lk, p := g.Acquire(req.Context(), g.Key(c.FullPath(), k))
 		if p != nil {
-			g.abort(c, p)
+			abort(g, c, p)
 			return
 		}
 		locked := req.WithContext(lk.Context(req.Context()))
@@ -49,7 +55,7 @@ func Lock(l *padlock.Locker, key keyfunc.Func, opts ...Option) gin.HandlerFunc {
 				// not a context cancelled by the release.
 				c.Request = req
 			}
-			if err := g.release(req, lk); err != nil {
+			if err := g.Release(req, lk); err != nil {
 				_ = c.Error(err)
 			}
 		}()
@@ -57,12 +63,32 @@ func Lock(l *padlock.Locker, key keyfunc.Func, opts ...Option) gin.HandlerFunc {
 	}
 }
 
-func (g *guard) abort(c *gin.Context, p *Problem) {
+// newGuard is httplock.NewGuard, its construction panics naming fn of this
+// package, the function the app called.
+func newGuard(fn string, l *padlock.Locker, opts ...httplock.Option) *httplock.Guard {
+	defer func() {
+		if v := recover(); v != nil {
+			if msg, ok := v.(string); ok {
+				panic("middleware: " + fn + ": " + strings.TrimPrefix(msg, "httplock: NewGuard: "))
+			}
+			panic(v)
+		}
+	}()
+	return httplock.NewGuard(l, opts...)
+}
+
+// abort refuses c's request with p and stops the chain.
+func abort(g *httplock.Guard, c *gin.Context, p *httplock.Problem) {
 	if p.Status >= 500 && p.Err != nil {
 		_ = c.Error(p.Err)
 	}
-	g.refuse(c.Writer, c.Request, p)
+	g.Refuse(c.Writer, c.Request, p)
 	c.Abort()
+}
+
+// newProblem returns a problem with status and detail, and err for logs.
+func newProblem(status int, detail string, err error) *httplock.Problem {
+	return &httplock.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail, Err: err}
 }
 
 // LockFrom returns the lock Lock holds for the request, or nil when the

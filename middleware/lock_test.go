@@ -14,7 +14,9 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/middleware"
 )
 
@@ -26,7 +28,7 @@ func TestLockConcurrentBusy(t *testing.T) {
 	entered := make(chan struct{})
 	finish := make(chan struct{})
 	r := gin.New()
-	r.POST("/orders/:id/pay", middleware.Lock(l, keyfunc.Param("id")), func(c *gin.Context) {
+	r.POST("/orders/:id/pay", middleware.Lock(l, keyfunc.Param("id", lockkey.Text())), func(c *gin.Context) {
 		ex.enter()
 		defer ex.leave()
 		close(entered) // a second run would panic here
@@ -70,7 +72,7 @@ func TestLockConcurrentWait(t *testing.T) {
 	l, _, _ := newLocker(t)
 	var ex exclusive
 	r := gin.New()
-	mw := middleware.Lock(l, keyfunc.Param("id"), middleware.WithLockOptions(padlock.Options{
+	mw := middleware.Lock(l, keyfunc.Param("id", lockkey.Text()), httplock.WithLockOptions(padlock.Options{
 		Wait:  30 * time.Second,
 		Retry: padlock.LinearBackoff(2 * time.Millisecond),
 	}))
@@ -106,13 +108,13 @@ func TestLockConcurrentWait(t *testing.T) {
 func TestLockBusyStatus(t *testing.T) {
 	tests := []struct {
 		name      string
-		opts      []middleware.Option
+		opts      []httplock.Option
 		holderTTL time.Duration
 		want      int
 		wantRA    string
 	}{
 		{"default 409", nil, 2500 * time.Millisecond, http.StatusConflict, "3"},
-		{"423", []middleware.Option{middleware.WithBusyStatus(http.StatusLocked)}, 10 * time.Second, http.StatusLocked, "10"},
+		{"423", []httplock.Option{httplock.WithBusyStatus(http.StatusLocked)}, 10 * time.Second, http.StatusLocked, "10"},
 		{"short lease rounds up to 1", nil, 200 * time.Millisecond, http.StatusConflict, "1"},
 	}
 	for _, tt := range tests {
@@ -120,7 +122,7 @@ func TestLockBusyStatus(t *testing.T) {
 			l, _, _ := newLocker(t)
 			ran := false
 			r := gin.New()
-			r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id"), tt.opts...), func(c *gin.Context) { ran = true })
+			r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id", lockkey.Text()), tt.opts...), func(c *gin.Context) { ran = true })
 
 			lk, err := l.Acquire(context.Background(), "/orders/$id:1", padlock.Options{TTL: tt.holderTTL, NoRenew: true})
 			if err != nil {
@@ -145,9 +147,9 @@ func TestLockBadKey(t *testing.T) {
 	r := gin.New()
 	ran := 0
 	h := func(c *gin.Context) { ran++ }
-	r.POST("/orders/:id/pay", middleware.Lock(l, keyfunc.Query("id")), h)
-	r.POST("/pay", middleware.Lock(l, keyfunc.JSON("order.id")), h)
-	r.POST("/custom", middleware.Lock(l, keyfunc.Custom("x", func(*gin.Context) (string, error) {
+	r.POST("/orders/:id/pay", middleware.Lock(l, keyfunc.Query("id", lockkey.Text())), h)
+	r.POST("/pay", middleware.Lock(l, keyfunc.JSON("order.id", lockkey.Text())), h)
+	r.POST("/custom", middleware.Lock(l, keyfunc.Custom("x", lockkey.Text(), func(*gin.Context) (string, error) {
 		return "", errors.New("token store down")
 	})), h)
 
@@ -184,17 +186,17 @@ func TestLockBadKey(t *testing.T) {
 func TestLockRedisDown(t *testing.T) {
 	tests := []struct {
 		name string
-		opts []middleware.Option
+		opts []httplock.Option
 	}{
 		{"no wait", nil},
-		{"with wait", []middleware.Option{middleware.WithLockOptions(padlock.Options{Wait: 300 * time.Millisecond})}},
+		{"with wait", []httplock.Option{httplock.WithLockOptions(padlock.Options{Wait: 300 * time.Millisecond})}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l, srv, _ := newLocker(t)
 			ran := false
 			r := gin.New()
-			r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id"), tt.opts...), func(c *gin.Context) { ran = true })
+			r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id", lockkey.Text()), tt.opts...), func(c *gin.Context) { ran = true })
 			if w := serve(r, "POST", "/orders/1", ""); w.Code != http.StatusOK || !ran {
 				t.Fatalf("before the kill: got status %d, ran %v, want 200 and a run", w.Code, ran)
 			}
@@ -220,9 +222,9 @@ func TestLockReleasedOnPanic(t *testing.T) {
 	r.Use(gin.CustomRecovery(func(c *gin.Context, err any) {
 		c.String(http.StatusInternalServerError, "recovered: %v", err)
 	}))
-	mw := middleware.Lock(l, keyfunc.Param("id"))
+	mw := middleware.Lock(l, keyfunc.Param("id", lockkey.Text()))
 	r.POST("/boom/:id", mw, func(c *gin.Context) { panic("boom") })
-	r.POST("/ok/:id", middleware.Lock(l, keyfunc.Param("id"), middleware.WithNamespace("/boom/:id")), func(c *gin.Context) {
+	r.POST("/ok/:id", middleware.Lock(l, keyfunc.Param("id", lockkey.Text()), httplock.WithNamespace("/boom/:id")), func(c *gin.Context) {
 		c.Status(http.StatusOK)
 	})
 
@@ -240,7 +242,7 @@ func TestLockReleasedOnPanic(t *testing.T) {
 func TestLockReleasedAfterCancel(t *testing.T) {
 	l, _, _ := newLocker(t)
 	r := gin.New()
-	mw := middleware.Lock(l, keyfunc.Param("id"))
+	mw := middleware.Lock(l, keyfunc.Param("id", lockkey.Text()))
 	r.POST("/orders/:id", mw, func(c *gin.Context) { c.Status(http.StatusOK) })
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -270,7 +272,7 @@ func TestLockContext(t *testing.T) {
 		key   string
 		cause error
 	)
-	mw := middleware.Lock(l, keyfunc.Param("id"), middleware.WithLockOptions(padlock.Options{TTL: 300 * time.Millisecond}))
+	mw := middleware.Lock(l, keyfunc.Param("id", lockkey.Text()), httplock.WithLockOptions(padlock.Options{TTL: 300 * time.Millisecond}))
 	r.POST("/orders/:id", mw, func(c *gin.Context) {
 		lk := middleware.LockFrom(c)
 		if lk == nil || padlock.FromContext(c.Request.Context()) != lk {
@@ -314,9 +316,9 @@ func TestLockContext(t *testing.T) {
 func TestLockReentrant(t *testing.T) {
 	l, _, _ := newLocker(t)
 	r := gin.New()
-	group := r.Group("/orders/:id", middleware.Lock(l, keyfunc.Param("id"), middleware.WithNamespace("order")))
+	group := r.Group("/orders/:id", middleware.Lock(l, keyfunc.Param("id", lockkey.Text()), httplock.WithNamespace("order")))
 	var again error
-	group.POST("/pay", middleware.Lock(l, keyfunc.Param("id"), middleware.WithNamespace("order")), func(c *gin.Context) {
+	group.POST("/pay", middleware.Lock(l, keyfunc.Param("id", lockkey.Text()), httplock.WithNamespace("order")), func(c *gin.Context) {
 		lk, err := l.Acquire(c.Request.Context(), middleware.LockFrom(c).Key(), padlock.Options{})
 		again = err
 		_ = lk.Release(c.Request.Context())
@@ -334,15 +336,15 @@ func TestLockNamespace(t *testing.T) {
 	held := make(chan struct{})
 	r := gin.New()
 	ok := func(c *gin.Context) { c.Status(http.StatusOK) }
-	r.POST("/orders/:id/pay", middleware.Lock(l, keyfunc.Param("id")), func(c *gin.Context) {
+	r.POST("/orders/:id/pay", middleware.Lock(l, keyfunc.Param("id", lockkey.Text())), func(c *gin.Context) {
 		if c.Param("id") == "1" {
 			close(held)
 			<-hold
 		}
 	})
-	r.POST("/orders/:id/refund", middleware.Lock(l, keyfunc.Param("id")), ok)
-	r.POST("/orders/:id/cancel", middleware.Lock(l, keyfunc.Param("id"), middleware.WithNamespace("/orders/:id/pay")), ok)
-	r.POST("/o/:id/pay", middleware.Lock(l, keyfunc.Param("id"), middleware.WithNamespace("")), ok)
+	r.POST("/orders/:id/refund", middleware.Lock(l, keyfunc.Param("id", lockkey.Text())), ok)
+	r.POST("/orders/:id/cancel", middleware.Lock(l, keyfunc.Param("id", lockkey.Text()), httplock.WithNamespace("/orders/:id/pay")), ok)
+	r.POST("/o/:id/pay", middleware.Lock(l, keyfunc.Param("id", lockkey.Text()), httplock.WithNamespace("")), ok)
 
 	done := make(chan struct{})
 	go func() { defer close(done); serve(r, "POST", "/orders/1/pay", "") }()
@@ -372,15 +374,14 @@ func TestLockSkip(t *testing.T) {
 	srv.Kill(t) // a skipped request must not need Redis
 	tests := []struct {
 		name string
-		opt  middleware.Option
+		opt  httplock.Option
 	}{
-		{"WithSkip", middleware.WithSkip(func(c *gin.Context) bool { return c.GetHeader("X-Admin") != "" })},
-		{"WithSkipRequest", middleware.WithSkipRequest(func(r *http.Request) bool { return r.Header.Get("X-Admin") != "" })},
+		{"WithSkip", httplock.WithSkip(func(r *http.Request) bool { return r.Header.Get("X-Admin") != "" })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := gin.New()
-			r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id"), tt.opt), func(c *gin.Context) {
+			r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id", lockkey.Text()), tt.opt), func(c *gin.Context) {
 				if middleware.LockFrom(c) != nil {
 					t.Error("got a lock on a skipped request")
 				}
@@ -400,15 +401,15 @@ func TestLockSkip(t *testing.T) {
 
 func TestLockResponder(t *testing.T) {
 	l, _, _ := newLocker(t)
-	var got *middleware.Problem
-	respond := func(w http.ResponseWriter, r *http.Request, p *middleware.Problem) {
+	var got *httplock.Problem
+	respond := func(w http.ResponseWriter, r *http.Request, p *httplock.Problem) {
 		got = p
 		p.Type = "https://example.com/problems/busy"
-		middleware.WriteProblem(w, r, p)
+		httplock.WriteProblem(w, r, p)
 	}
 	r := gin.New()
 	ran := false
-	r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id"), middleware.WithResponder(respond)), func(*gin.Context) { ran = true })
+	r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id", lockkey.Text()), httplock.WithResponder(respond)), func(*gin.Context) { ran = true })
 	lk, err := l.Acquire(context.Background(), "/orders/$id:1", padlock.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -428,16 +429,16 @@ func TestLockLongKeyShortened(t *testing.T) {
 	l, _, _ := newLocker(t)
 	r := gin.New()
 	var key string
-	r.POST("/docs/:id", middleware.Lock(l, keyfunc.Param("id")), func(c *gin.Context) { key = middleware.LockFrom(c).Key() })
+	r.POST("/docs/:id", middleware.Lock(l, keyfunc.Param("id", lockkey.Text())), func(c *gin.Context) { key = middleware.LockFrom(c).Key() })
 	serve(r, "POST", "/docs/"+strings.Repeat("x", 500), "")
-	if len(key) > keyfunc.MaxKeyLen || !strings.HasPrefix(key, "/docs/$id:xxx") || !strings.Contains(key, ":#") {
-		t.Fatalf("got key %q (%d bytes), want a hashed key of at most %d bytes", key, len(key), keyfunc.MaxKeyLen)
+	if len(key) > lockkey.MaxKeyLen || !strings.HasPrefix(key, "/docs/$id:xxx") || !strings.Contains(key, ":#") {
+		t.Fatalf("got key %q (%d bytes), want a hashed key of at most %d bytes", key, len(key), lockkey.MaxKeyLen)
 	}
 }
 
 func TestOptionsPanic(t *testing.T) {
 	l, _, _ := newLocker(t)
-	key := keyfunc.Param("id")
+	key := keyfunc.Param("id", lockkey.Text())
 	tests := []struct {
 		name string
 		f    func()
@@ -446,22 +447,16 @@ func TestOptionsPanic(t *testing.T) {
 		{"nil locker", func() { middleware.Lock(nil, key) }, "middleware: Lock: nil *padlock.Locker"},
 		{"nil key", func() { middleware.Lock(l, nil) }, "middleware: Lock: nil key func"},
 		{"nil option", func() { middleware.Lock(l, key, nil) }, "middleware: Lock: option 1 is nil"},
-		{"TTL", func() { middleware.Lock(l, key, middleware.WithLockOptions(padlock.Options{TTL: time.Microsecond})) },
+		{"TTL", func() { middleware.Lock(l, key, httplock.WithLockOptions(padlock.Options{TTL: time.Microsecond})) },
 			"middleware: Lock: WithLockOptions: padlock: invalid argument: Options.TTL"},
-		{"Wait", func() { middleware.Lock(l, key, middleware.WithLockOptions(padlock.Options{Wait: -1})) },
+		{"Wait", func() { middleware.Lock(l, key, httplock.WithLockOptions(padlock.Options{Wait: -1})) },
 			"middleware: Lock: WithLockOptions: padlock: invalid argument: Options.Wait"},
-		{"busy status", func() { middleware.Lock(l, key, middleware.WithBusyStatus(http.StatusTooManyRequests)) },
+		{"busy status", func() { middleware.Lock(l, key, httplock.WithBusyStatus(http.StatusTooManyRequests)) },
 			"middleware: Lock: WithBusyStatus: 429, want 409"},
-		{"responder", func() { middleware.Lock(l, key, middleware.WithResponder(nil)) }, "middleware: Lock: WithResponder: nil Responder"},
-		{"release timeout", func() { middleware.Lock(l, key, middleware.WithReleaseTimeout(0)) }, "middleware: Lock: WithReleaseTimeout: 0s, want > 0"},
-		{"skip", func() { middleware.Lock(l, key, middleware.WithSkip(nil)) }, "middleware: Lock: WithSkip: nil func"},
-		{"release error", func() { middleware.Lock(l, key, middleware.WithReleaseError(nil)) }, "middleware: Lock: WithReleaseError: nil func"},
-		{"skip request", func() { middleware.Lock(l, key, middleware.WithSkipRequest(nil)) }, "middleware: Lock: WithSkipRequest: nil func"},
-		{"LockHTTP with WithSkip", func() {
-			middleware.LockHTTP(l, keyfunc.PathValue("id"), middleware.WithSkip(func(*gin.Context) bool { return false }))
-		}, "middleware: LockHTTP: WithSkip needs a *gin.Context"},
-		{"LockHTTP busy status", func() { middleware.LockHTTP(l, keyfunc.PathValue("id"), middleware.WithBusyStatus(500)) },
-			"middleware: LockHTTP: WithBusyStatus: 500"},
+		{"responder", func() { middleware.Lock(l, key, httplock.WithResponder(nil)) }, "middleware: Lock: WithResponder: nil Responder"},
+		{"release timeout", func() { middleware.Lock(l, key, httplock.WithReleaseTimeout(0)) }, "middleware: Lock: WithReleaseTimeout: 0s, want > 0"},
+		{"release error", func() { middleware.Lock(l, key, httplock.WithReleaseError(nil)) }, "middleware: Lock: WithReleaseError: nil func"},
+		{"skip", func() { middleware.Lock(l, key, httplock.WithSkip(nil)) }, "middleware: Lock: WithSkip: nil func"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

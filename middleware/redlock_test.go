@@ -10,6 +10,7 @@ import (
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/middleware"
 )
 
@@ -28,7 +29,7 @@ func TestLockRedlockNoQuorum(t *testing.T) {
 	t.Cleanup(func() { l.Close() })
 	ran := false
 	r := gin.New()
-	r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id")), func(c *gin.Context) { ran = true })
+	r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id", lockkey.Text())), func(c *gin.Context) { ran = true })
 	servers[0].Kill(t)
 	servers[1].Kill(t)
 	w := serve(r, "POST", "/orders/1", "")

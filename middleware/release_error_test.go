@@ -12,8 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/middleware"
 )
 
@@ -92,7 +94,7 @@ func TestLockReleaseError(t *testing.T) {
 		}
 	})
 	ls := &loser{t: t, srv: srv, rdb: rdb, part: "{/orders/", armed: true}
-	r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id"), middleware.WithReleaseError(reports.record)), func(c *gin.Context) {
+	r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id", lockkey.Text()), httplock.WithReleaseError(reports.record)), func(c *gin.Context) {
 		ls.maybeLose()
 		c.Status(http.StatusOK)
 	})
@@ -109,12 +111,12 @@ func TestLockReleaseError(t *testing.T) {
 	}
 }
 
-// LockHTTP has no error list of its own: WithReleaseError is how a failed
-// Release is seen.
-func TestLockHTTPReleaseError(t *testing.T) {
+// httplock.Lock has no error list of its own: WithReleaseError is how a
+// failed Release is seen.
+func TestHTTPLockReleaseError(t *testing.T) {
 	l, srv, rdb := newLocker(t)
 	var reports releaseErrors
-	mw := middleware.LockHTTP(l, keyfunc.RequestQuery("id"), middleware.WithNamespace("jobs"), middleware.WithReleaseError(reports.record))
+	mw := httplock.Lock(l, httplock.Query("id", lockkey.Text()), httplock.WithNamespace("jobs"), httplock.WithReleaseError(reports.record))
 	ls := &loser{t: t, srv: srv, rdb: rdb, part: "{jobs", armed: true}
 	h := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		ls.maybeLose()

@@ -1,11 +1,9 @@
-package middleware
+package httplock
 
 import (
 	"fmt"
 	"net/http"
 	"time"
-
-	"github.com/gin-gonic/gin"
 
 	"github.com/padlockgo/padlock"
 )
@@ -14,8 +12,9 @@ import (
 // WithReleaseTimeout says otherwise.
 const DefaultReleaseTimeout = 5 * time.Second
 
-// An Option configures Lock or LockHTTP. Options are checked once, when the
-// middleware is built; an invalid one panics there with a message naming it.
+// An Option configures Lock, NewGuard, and the Gin middleware.Lock built on
+// them. Options are checked once, when the middleware is built; an invalid
+// one panics there with a message naming it.
 type Option func(*config)
 
 type config struct {
@@ -24,8 +23,7 @@ type config struct {
 	respond        Responder
 	namespace      string
 	namespaceSet   bool
-	skip           func(*gin.Context) bool
-	skipRequest    func(*http.Request) bool
+	skip           func(*http.Request) bool
 	releaseTimeout time.Duration
 	releaseError   func(r *http.Request, err error) // nil: none
 	errs           []string                         // problems options found in their own arguments
@@ -51,8 +49,8 @@ func WithBusyStatus(status int) Option {
 }
 
 // WithResponder sets the function that writes refusals (busy, bad key,
-// Redis down). It must write a response; the Gin middleware aborts the chain
-// after it. A nil fn panics at construction. Default: WriteProblem.
+// Redis down). It must write a response; the Gin middleware aborts the
+// chain after it. A nil fn panics at construction. Default: WriteProblem.
 func WithResponder(fn Responder) Option {
 	return func(c *config) { c.respond = fn }
 }
@@ -67,26 +65,15 @@ func WithNamespace(ns string) Option {
 	return func(c *config) { c.namespace, c.namespaceSet = ns, true }
 }
 
-// WithSkip makes Lock run the handler without a lock when fn returns true.
-// It is for Lock only; with LockHTTP it panics at construction (use
-// WithSkipRequest). A nil fn panics at construction. Default: never skip.
-func WithSkip(fn func(c *gin.Context) bool) Option {
+// WithSkip makes the middleware run the handler without a lock when fn
+// returns true for the request. A nil fn panics at construction. Default:
+// never skip.
+func WithSkip(fn func(r *http.Request) bool) Option {
 	return func(c *config) {
 		if fn == nil {
 			c.invalid("WithSkip: nil func")
 		}
 		c.skip = fn
-	}
-}
-
-// WithSkipRequest makes Lock and LockHTTP run the handler without a lock
-// when fn returns true. A nil fn panics at construction. Default: never skip.
-func WithSkipRequest(fn func(r *http.Request) bool) Option {
-	return func(c *config) {
-		if fn == nil {
-			c.invalid("WithSkipRequest: nil func")
-		}
-		c.skipRequest = fn
 	}
 }
 
@@ -110,7 +97,7 @@ func WithReleaseTimeout(d time.Duration) Option {
 // each request's goroutine, so concurrently for concurrent requests: it
 // must be safe for concurrent use, and should not panic. Lock also adds the
 // error to the Gin context (c.Error) either way. A nil fn panics at
-// construction. Default: none (LockHTTP drops the error).
+// construction. Default: none (Lock here drops the error).
 func WithReleaseError(fn func(r *http.Request, err error)) Option {
 	return func(c *config) {
 		if fn == nil {
@@ -124,7 +111,7 @@ func WithReleaseError(fn func(r *http.Request, err error)) Option {
 // that names the middleware and the option at fault.
 func newConfig(fn string, l *padlock.Locker, opts []Option) config {
 	fail := func(format string, args ...any) {
-		panic(fmt.Sprintf("middleware: %s: %s", fn, fmt.Sprintf(format, args...)))
+		panic(fmt.Sprintf("httplock: %s: %s", fn, fmt.Sprintf(format, args...)))
 	}
 	if l == nil {
 		fail("nil *padlock.Locker")

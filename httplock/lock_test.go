@@ -1,4 +1,4 @@
-package middleware_test
+package httplock_test
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 	"testing"
 
 	"github.com/padlockgo/padlock"
-	"github.com/padlockgo/padlock/keyfunc"
-	"github.com/padlockgo/padlock/middleware"
+	"github.com/padlockgo/padlock/httplock"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
-func TestLockHTTP(t *testing.T) {
+func TestLock(t *testing.T) {
 	l, _, _ := newLocker(t)
-	mw := middleware.LockHTTP(l, keyfunc.JoinRequest(keyfunc.PathValue("id"), keyfunc.RequestJSON("step")))
+	mw := httplock.Lock(l, httplock.Join(httplock.PathValue("id", lockkey.Int(64)), httplock.JSON("step", lockkey.Int(64))))
 	var fence int64
 	mux := http.NewServeMux()
 	mux.Handle("POST /orders/{id}/pay", mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -39,9 +39,9 @@ func TestLockHTTP(t *testing.T) {
 	}
 }
 
-func TestLockHTTPReleasedOnPanic(t *testing.T) {
+func TestLockReleasedOnPanic(t *testing.T) {
 	l, _, _ := newLocker(t)
-	mw := middleware.LockHTTP(l, keyfunc.RequestQuery("id"), middleware.WithNamespace("jobs"))
+	mw := httplock.Lock(l, httplock.Query("id", lockkey.Text()), httplock.WithNamespace("jobs"))
 	boom := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
 	ok := mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 

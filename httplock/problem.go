@@ -1,4 +1,4 @@
-package middleware
+package httplock
 
 import (
 	"encoding/json"
@@ -10,9 +10,10 @@ import (
 // ProblemContentType is the media type of problem responses (RFC 9457).
 const ProblemContentType = "application/problem+json"
 
-// Problem is an RFC 9457 problem detail: what Lock, LockHTTP and
-// Idempotency answer instead of running the handler. A Responder may change
-// it before writing it with WriteProblem, or write something else entirely.
+// Problem is an RFC 9457 problem detail: what Lock, the Gin
+// middleware.Lock and middleware.Idempotency answer instead of running the
+// handler. A Responder may change it before writing it with WriteProblem,
+// or write something else entirely.
 type Problem struct {
 	// Type is a URI naming the kind of problem. Default: "about:blank",
 	// meaning the status code says it all.

@@ -1,4 +1,4 @@
-package keyfunc_test
+package lockkey_test
 
 import (
 	"errors"
@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 type transfer struct{ From, To string }
 
 func TestArg(t *testing.T) {
-	byID := keyfunc.Arg("order", func(id string) string { return id })
+	byID := lockkey.Arg("order", func(id string) string { return id })
 	tests := []struct {
 		id      string
 		want    string
@@ -22,13 +22,13 @@ func TestArg(t *testing.T) {
 		{"42", "order:42", ""},
 		{"1:pay", "order:1%3Apay", ""},
 		{"{x}#", "order:%7Bx%7D%23", ""},
-		{"", "", `keyfunc: missing key part "order"`},
+		{"", "", `lockkey: missing key part "order"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {
 			got, err := byID(tt.id)
 			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr || !errors.Is(err, keyfunc.ErrMissingPart) {
+				if err == nil || err.Error() != tt.wantErr || !errors.Is(err, lockkey.ErrMissingPart) {
 					t.Fatalf("got %q, %v; want error %q", got, err, tt.wantErr)
 				}
 				return
@@ -36,18 +36,18 @@ func TestArg(t *testing.T) {
 			if err != nil || got != tt.want {
 				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
 			}
-			if viaKey, _ := keyfunc.Key("order", tt.id); viaKey != got {
+			if viaKey, _ := lockkey.Join("order", tt.id); viaKey != got {
 				t.Fatalf("got %q, want what Key gives: %q", got, viaKey)
 			}
 		})
 	}
-	if got, _ := keyfunc.Arg("a:b", func(s string) string { return s })("c"); got != "a%3Ab:c" {
+	if got, _ := lockkey.Arg("a:b", func(s string) string { return s })("c"); got != "a%3Ab:c" {
 		t.Fatalf("got %q for ns a:b, want the ns escaped too: a%%3Ab:c", got)
 	}
 }
 
 func TestArgs(t *testing.T) {
-	key := keyfunc.Args(func(tr transfer) []string { return []string{"transfer", tr.From, tr.To} })
+	key := lockkey.Args(func(tr transfer) []string { return []string{"transfer", tr.From, tr.To} })
 	tests := []struct {
 		in      transfer
 		want    string
@@ -56,13 +56,13 @@ func TestArgs(t *testing.T) {
 		{transfer{"alice", "bob"}, "transfer:alice:bob", ""},
 		{transfer{"a:b", "c"}, "transfer:a%3Ab:c", ""},
 		{transfer{"a", "b:c"}, "transfer:a:b%3Ac", ""},
-		{transfer{"alice", ""}, "", `keyfunc: missing key part "part 3"`},
+		{transfer{"alice", ""}, "", `lockkey: missing key part "part 3"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in.From+"|"+tt.in.To, func(t *testing.T) {
 			got, err := key(tt.in)
 			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr || !errors.Is(err, keyfunc.ErrMissingPart) {
+				if err == nil || err.Error() != tt.wantErr || !errors.Is(err, lockkey.ErrMissingPart) {
 					t.Fatalf("got %q, %v; want error %q", got, err, tt.wantErr)
 				}
 				return
@@ -72,8 +72,8 @@ func TestArgs(t *testing.T) {
 			}
 		})
 	}
-	empty := keyfunc.Args(func(transfer) []string { return nil })
-	if _, err := empty(transfer{}); !errors.Is(err, keyfunc.ErrMissingPart) {
+	empty := lockkey.Args(func(transfer) []string { return nil })
+	if _, err := empty(transfer{}); !errors.Is(err, lockkey.ErrMissingPart) {
 		t.Fatalf("got %v for no parts, want ErrMissingPart", err)
 	}
 }
@@ -81,7 +81,7 @@ func TestArgs(t *testing.T) {
 // Arguments crafted to collide, by putting the separator or an escape in a
 // value, still get different keys.
 func TestArgInjection(t *testing.T) {
-	key := keyfunc.Args(func(tr transfer) []string { return []string{"transfer", tr.From, tr.To} })
+	key := lockkey.Args(func(tr transfer) []string { return []string{"transfer", tr.From, tr.To} })
 	tests := []struct{ a, b transfer }{
 		{transfer{"a:b", "c"}, transfer{"a", "b:c"}},
 		{transfer{"a%3Ab", "c"}, transfer{"a:b", "c"}},
@@ -104,9 +104,9 @@ func TestArgPanics(t *testing.T) {
 		make func()
 		want string
 	}{
-		{"Arg empty ns", func() { keyfunc.Arg("", func(s string) string { return s }) }, "keyfunc: Arg: empty ns"},
-		{"Arg nil get", func() { keyfunc.Arg[string]("order", nil) }, "keyfunc: Arg: nil get"},
-		{"Args nil", func() { keyfunc.Args[string](nil) }, "keyfunc: Args: nil parts"},
+		{"Arg empty ns", func() { lockkey.Arg("", func(s string) string { return s }) }, "lockkey: Arg: empty ns"},
+		{"Arg nil get", func() { lockkey.Arg[string]("order", nil) }, "lockkey: Arg: nil get"},
+		{"Args nil", func() { lockkey.Args[string](nil) }, "lockkey: Args: nil parts"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,19 +132,19 @@ func FuzzArgs(f *testing.F) {
 			return
 		}
 		list := []string{ns, x, y}
-		k, err := keyfunc.Args(func(l []string) []string { return l })(list)
+		k, err := lockkey.Args(func(l []string) []string { return l })(list)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var back []string
-		for _, p := range strings.Split(k, keyfunc.Sep) {
+		for _, p := range strings.Split(k, lockkey.Sep) {
 			back = append(back, unescape(t, p))
 		}
 		if !slices.Equal(back, list) {
 			t.Fatalf("key %q splits into %q, want %q", k, back, list)
 		}
-		k2, err := keyfunc.Arg(ns, func(s string) string { return s })(x)
-		if want, _ := keyfunc.Key(ns, x); err != nil || k2 != want {
+		k2, err := lockkey.Arg(ns, func(s string) string { return s })(x)
+		if want, _ := lockkey.Join(ns, x); err != nil || k2 != want {
 			t.Fatalf("Arg gave %q, %v; want %q", k2, err, want)
 		}
 	})
@@ -153,7 +153,7 @@ func FuzzArgs(f *testing.F) {
 // A key from a field of a function's argument, for decorator.WithLock.
 func ExampleArg() {
 	type PayRequest struct{ OrderID string }
-	key := keyfunc.Arg("order", func(r PayRequest) string { return r.OrderID })
+	key := lockkey.Arg("order", func(r PayRequest) string { return r.OrderID })
 
 	fmt.Println(key(PayRequest{OrderID: "42"}))
 	fmt.Println(key(PayRequest{OrderID: "1:pay"}))
@@ -161,13 +161,13 @@ func ExampleArg() {
 	// Output:
 	// order:42 <nil>
 	// order:1%3Apay <nil>
-	//  keyfunc: missing key part "order"
+	//  lockkey: missing key part "order"
 }
 
 // A key of several fields.
 func ExampleArgs() {
 	type Transfer struct{ From, To string }
-	key := keyfunc.Args(func(t Transfer) []string { return []string{"transfer", t.From, t.To} })
+	key := lockkey.Args(func(t Transfer) []string { return []string{"transfer", t.From, t.To} })
 
 	fmt.Println(key(Transfer{From: "alice", To: "bob"}))
 	// Output:

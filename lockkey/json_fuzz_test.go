@@ -1,4 +1,4 @@
-package keyfunc_test
+package lockkey_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/padlockgo/padlock/keyfunc"
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 // FuzzJSON checks the JSON field reader against encoding/json: it never
@@ -23,12 +25,15 @@ func FuzzJSON(f *testing.F) {
 		if path == "" || strings.HasPrefix(path, ".") || strings.HasSuffix(path, ".") || strings.Contains(path, "..") {
 			return
 		}
-		req := newRequest("POST", "/", "application/json", body)
-		got, err := keyfunc.RequestJSON(path)(req)
+		field, err := lockkey.NewJSONField(path, lockkey.Text())
 		if err != nil {
-			if !errors.Is(err, keyfunc.ErrMissingPart) && !errors.Is(err, keyfunc.ErrAmbiguousPart) &&
-				!errors.Is(err, keyfunc.ErrMalformedBody) {
-				t.Fatalf("got error %v, want a keyfunc error", err)
+			t.Fatalf("NewJSONField(%q): %v", path, err)
+		}
+		got, err := field.Part([]byte(body))
+		if err != nil {
+			if !errors.Is(err, lockkey.ErrMissingPart) && !errors.Is(err, lockkey.ErrAmbiguousPart) &&
+				!errors.Is(err, lockkey.ErrMalformedBody) {
+				t.Fatalf("got error %v, want a lockkey error", err)
 			}
 			return
 		}
@@ -61,8 +66,8 @@ func FuzzJSON(f *testing.F) {
 				t.Fatalf("got key %q, want missing: %q is not in a container", got, seg)
 			}
 		}
-		if s, ok := v.(string); ok && keyfunc.Escape(s) != got {
-			t.Fatalf("got key %q, want %q", got, keyfunc.Escape(s))
+		if s, ok := v.(string); ok && lockkey.Escape(norm.NFC.String(s)) != got {
+			t.Fatalf("got key %q, want %q", got, lockkey.Escape(norm.NFC.String(s)))
 		}
 	})
 }

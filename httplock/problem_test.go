@@ -1,4 +1,4 @@
-package middleware
+package httplock
 
 import (
 	"net/http"

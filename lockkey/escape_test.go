@@ -1,4 +1,4 @@
-package keyfunc_test
+package lockkey_test
 
 import (
 	"bytes"
@@ -9,9 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/gin-gonic/gin"
-
-	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 func TestEscape(t *testing.T) {
@@ -26,10 +24,10 @@ func TestEscape(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			if got := keyfunc.Escape(tt.in); got != tt.want {
+			if got := lockkey.Escape(tt.in); got != tt.want {
 				t.Fatalf("got %q, want %q", got, tt.want)
 			}
-			if got := unescape(t, keyfunc.Escape(tt.in)); got != tt.in {
+			if got := unescape(t, lockkey.Escape(tt.in)); got != tt.in {
 				t.Fatalf("round trip: got %q, want %q", got, tt.in)
 			}
 		})
@@ -46,7 +44,7 @@ func TestEscapeRoute(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			if got := keyfunc.EscapeRoute(tt.in); got != tt.want {
+			if got := lockkey.EscapeRoute(tt.in); got != tt.want {
 				t.Fatalf("got %q, want %q", got, tt.want)
 			}
 		})
@@ -60,7 +58,7 @@ func FuzzEscapeRoute(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, route string) {
-		got := keyfunc.EscapeRoute(route)
+		got := lockkey.EscapeRoute(route)
 		if strings.ContainsAny(got, ":{}#") {
 			t.Fatalf("EscapeRoute(%q) = %q, want no ':', '{', '}' or '#'", route, got)
 		}
@@ -82,8 +80,8 @@ func TestKeyInjection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.a, "|"), func(t *testing.T) {
-			ka, _ := keyfunc.Key(tt.a...)
-			kb, _ := keyfunc.Key(tt.b...)
+			ka, _ := lockkey.Join(tt.a...)
+			kb, _ := lockkey.Join(tt.b...)
 			if ka == kb {
 				t.Fatalf("got equal keys %q for %q and %q, want different", ka, tt.a, tt.b)
 			}
@@ -99,14 +97,14 @@ func TestKey(t *testing.T) {
 	}{
 		{[]string{"order", "42"}, "order:42", ""},
 		{[]string{"order", "1:pay"}, "order:1%3Apay", ""},
-		{nil, "", `keyfunc: missing key part "part 1"`},
-		{[]string{"order", ""}, "", `keyfunc: missing key part "part 2"`},
+		{nil, "", `lockkey: missing key part "part 1"`},
+		{[]string{"order", ""}, "", `lockkey: missing key part "part 2"`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.parts, "|"), func(t *testing.T) {
-			got, err := keyfunc.Key(tt.parts...)
+			got, err := lockkey.Join(tt.parts...)
 			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr || !errors.Is(err, keyfunc.ErrMissingPart) {
+				if err == nil || err.Error() != tt.wantErr || !errors.Is(err, lockkey.ErrMissingPart) {
 					t.Fatalf("got error %v, want %q", err, tt.wantErr)
 				}
 				return
@@ -119,8 +117,8 @@ func TestKey(t *testing.T) {
 }
 
 func TestShorten(t *testing.T) {
-	short := strings.Repeat("k", keyfunc.MaxKeyLen)
-	if got := keyfunc.Shorten(short); got != short {
+	short := strings.Repeat("k", lockkey.MaxKeyLen)
+	if got := lockkey.Shorten(short); got != short {
 		t.Fatalf("got %q, want the key unchanged", got)
 	}
 	tests := []struct {
@@ -133,9 +131,9 @@ func TestShorten(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := keyfunc.Shorten(tt.key)
-			if len(got) > keyfunc.MaxKeyLen {
-				t.Fatalf("got %d bytes, want at most %d", len(got), keyfunc.MaxKeyLen)
+			got := lockkey.Shorten(tt.key)
+			if len(got) > lockkey.MaxKeyLen {
+				t.Fatalf("got %d bytes, want at most %d", len(got), lockkey.MaxKeyLen)
 			}
 			prefix, sum, ok := strings.Cut(got, ":#")
 			if !ok || len(sum) != 64 {
@@ -150,7 +148,7 @@ func TestShorten(t *testing.T) {
 			if !utf8.ValidString(prefix) || strings.HasSuffix(prefix, "%") || strings.HasSuffix(prefix, "%3") {
 				t.Fatalf("got prefix ending %q, want it cut at a rune and escape boundary", prefix[len(prefix)-4:])
 			}
-			if again := keyfunc.Shorten(tt.key); again != got {
+			if again := lockkey.Shorten(tt.key); again != got {
 				t.Fatalf("got %q then %q, want the same key twice", got, again)
 			}
 		})
@@ -193,27 +191,14 @@ func parts(data []byte) []string {
 	return out
 }
 
-// joinKey builds the key for list the way a request does, with Join over
-// path params, and checks Key agrees; the result is shortened.
+// joinKey builds the key for list with Join and shortens it.
 func joinKey(t testing.TB, list []string) string {
 	t.Helper()
-	funcs := make([]keyfunc.Func, len(list))
-	params := make(gin.Params, len(list))
-	for i, p := range list {
-		name := string(rune('a' + i%26))
-		name += strings.Repeat("_", i/26)
-		funcs[i] = keyfunc.Param(name)
-		params[i] = gin.Param{Key: name, Value: p}
-	}
-	key, err := keyfunc.Join(funcs...)(&gin.Context{Params: params})
+	key, err := lockkey.Join(list...)
 	if err != nil {
 		t.Fatalf("Join(%q): %v", list, err)
 	}
-	viaKey, err := keyfunc.Key(list...)
-	if err != nil || viaKey != key {
-		t.Fatalf("got Key %q, %v and Join %q, want them equal", viaKey, err, key)
-	}
-	return keyfunc.Shorten(key)
+	return lockkey.Shorten(key)
 }
 
 // FuzzJoin checks that keys are one-to-one: different lists of parts give
@@ -240,8 +225,8 @@ func FuzzJoin(f *testing.F) {
 		}
 		ka, kb := joinKey(t, la), joinKey(t, lb)
 		for _, k := range []string{ka, kb} {
-			if len(k) > keyfunc.MaxKeyLen {
-				t.Fatalf("got %d-byte key, want at most %d", len(k), keyfunc.MaxKeyLen)
+			if len(k) > lockkey.MaxKeyLen {
+				t.Fatalf("got %d-byte key, want at most %d", len(k), lockkey.MaxKeyLen)
 			}
 			if strings.ContainsAny(k, "{}") || strings.IndexFunc(k, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
 				t.Fatalf("got key %q with braces or control bytes", k)
@@ -249,7 +234,7 @@ func FuzzJoin(f *testing.F) {
 		}
 		if !strings.Contains(ka, "#") {
 			var back []string
-			for _, p := range strings.Split(ka, keyfunc.Sep) {
+			for _, p := range strings.Split(ka, lockkey.Sep) {
 				back = append(back, unescape(t, p))
 			}
 			if !slices.Equal(back, la) {

@@ -1,21 +1,22 @@
-package keyfunc
+package lockkey
 
 // Arg returns a key func for a function's argument, as decorator.WithLock
-// takes it: the key is the part ns, then the raw value get reads from the
-// argument, each escaped and joined by Sep, just as Key(ns, get(a)) would
-// build it:
+// takes it: the key is the part ns, then the value get reads from the
+// argument, each escaped and joined by Sep, just as Join(ns, get(a)) would
+// build it. The value is taken exactly; format numbers canonically
+// (strconv.FormatInt), or put request text through a Canon's Part:
 //
-//	keyfunc.Arg("order", func(r PayRequest) string { return r.OrderID }) // "order:42"
+//	lockkey.Arg("order", func(r PayRequest) string { return r.OrderID }) // "order:42"
 //
 // An id of "1:pay" gives "order:1%3Apay", never "order:1:pay". An empty
 // value is an error matching ErrMissingPart that names the part as ns.
 // Arg panics if ns is empty or get is nil; both are static configuration.
 func Arg[A any](ns string, get func(A) string) func(A) (string, error) {
 	if ns == "" {
-		panic("keyfunc: Arg: empty ns")
+		panic("lockkey: Arg: empty ns")
 	}
 	if get == nil {
-		panic("keyfunc: Arg: nil get")
+		panic("lockkey: Arg: nil get")
 	}
 	prefix := Escape(ns) + Sep
 	return func(a A) (string, error) {
@@ -29,16 +30,16 @@ func Arg[A any](ns string, get func(A) string) func(A) (string, error) {
 
 // Args returns a key func that builds the key from the list of raw parts
 // that parts reads from a function's argument, escaped and joined by Sep
-// exactly as Key does, for keys of more than one value:
+// exactly as Join does, for keys of more than one value:
 //
-//	keyfunc.Args(func(t Transfer) []string { return []string{"transfer", t.From, t.To} })
+//	lockkey.Args(func(t Transfer) []string { return []string{"transfer", t.From, t.To} })
 //
 // Different lists give different keys. An empty list or an empty part is an
 // error matching ErrMissingPart naming the part by position ("part 2").
 // Args panics if parts is nil.
 func Args[A any](parts func(A) []string) func(A) (string, error) {
 	if parts == nil {
-		panic("keyfunc: Args: nil parts")
+		panic("lockkey: Args: nil parts")
 	}
-	return func(a A) (string, error) { return Key(parts(a)...) }
+	return func(a A) (string, error) { return Join(parts(a)...) }
 }

@@ -1,4 +1,4 @@
-package keyfunc
+package lockkey
 
 import (
 	"crypto/sha256"
@@ -62,8 +62,8 @@ func Escape(s string) string {
 // (an http.ServeMux wildcard) become '<' and '>', so "/orders/:id/pay" is
 // "/orders/$id/pay" and "POST /orders/{id}" is "POST /orders/<id>". Literal
 // '$', '<' and '>' are percent-escaped, as is everything Escape escapes, so
-// the encoding stays one-to-one and never contains Sep. Route and the
-// middleware's namespaces use it.
+// the encoding stays one-to-one and never contains Sep. Route parts and the
+// middlewares' namespaces use it.
 func EscapeRoute(route string) string {
 	n := 0
 	for i := 0; i < len(route); i++ {
@@ -95,15 +95,17 @@ func EscapeRoute(route string) string {
 	return string(b)
 }
 
-// Key escapes each raw part and joins them with Sep, for code that builds
+// Join escapes each raw part and joins them with Sep, for code that builds
 // keys outside a request (a worker, a decorated function):
 //
-//	keyfunc.Key("order", id) // "order:42"
+//	lockkey.Join("order", id) // "order:42"
 //
-// Different lists of parts always give different keys. Every part must be
-// non-empty; an empty one, or no part at all, is an error matching
-// ErrMissingPart. Key does not shorten; see Shorten.
-func Key(parts ...string) (string, error) {
+// The parts are taken exactly as given, byte for byte, so different lists
+// of parts always give different keys; values that may come spelled in
+// several ways (request text) belong through a Canon first. Every part must
+// be non-empty; an empty one, or no part at all, is an error matching
+// ErrMissingPart. Join does not shorten; see Shorten.
+func Join(parts ...string) (string, error) {
 	if len(parts) == 0 {
 		return "", missing("part 1")
 	}

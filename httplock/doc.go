@@ -1,0 +1,42 @@
+// Package httplock guards net/http handlers with padlock locks, for
+// http.ServeMux, chi and any router that takes func(http.Handler)
+// http.Handler middleware. It does not import gin; the Gin middleware
+// (padlock/middleware) is a thin layer over it.
+//
+// Lock builds a lock key from the request with a KeyFunc, takes the lock,
+// runs the handler while holding it and releases it afterwards:
+//
+//	pay := httplock.Lock(locker, httplock.PathValue("id", lockkey.Int(64)))
+//	mux.Handle("POST /orders/{id}/pay", pay(http.HandlerFunc(payOrder)))
+//
+// Each key part says what it is (lockkey.Int, UUID, Text, ...), so that
+// /orders/13, /orders/013 and /orders/+13 take one lock, as the handler
+// reads them all as order 13 (see lockkey.Canon).
+//
+// What a request gets:
+//
+//   - Lock held elsewhere: 409 Conflict (or 423 Locked, see WithBusyStatus)
+//     with a Retry-After header, in whole seconds rounded up, from the
+//     holder's remaining lease.
+//   - Redis unreachable: 503 Service Unavailable. The handler never runs
+//     without the lock.
+//   - Key part missing, repeated, malformed or not of its kind: 400 Bad
+//     Request; body over the key's limit: 413 Content Too Large.
+//
+// Every error response is an RFC 9457 problem, application/problem+json
+// (see Problem), unless WithResponder writes something else.
+//
+// While the handler runs, r.Context() carries the lock: it is cancelled if
+// the lock is lost, Acquire with it on the same key is reentrant, and
+// padlock.FromContext reads the lock back (for its fence). The lock is
+// released when the handler returns or panics, with a fresh bounded
+// context, so a request whose client went away still releases.
+//
+// Lock keys are namespaced by the route pattern (r.Pattern) unless
+// WithNamespace says otherwise, so POST /orders/{id}/pay and
+// POST /orders/{id}/refund do not share a lock on the same id. The final
+// key is lockkey.Shorten(lockkey.EscapeRoute(namespace) + ":" + key), for
+// example "POST /orders/<id>/pay:42".
+//
+// Guard is the same sequence as a type, for adapters to other routers.
+package httplock

@@ -1,0 +1,140 @@
+package httplock
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/lockkey"
+)
+
+// Guard is what every face of the lock middleware does around a handler:
+// namespace the key, take the lock, refuse a request that cannot have it,
+// release it afterwards. Lock is built on it, and so is the Gin middleware
+// (padlock/middleware); an adapter for another router can be too:
+//
+//	g := httplock.NewGuard(locker, opts...)
+//	if g.Skip(r) { /* run the handler */ }
+//	lk, p := g.Acquire(r.Context(), g.Key(route, key))
+//	if p != nil { g.Refuse(w, r, p); return }
+//	defer g.Release(r, lk)
+//	/* run the handler with r.WithContext(lk.Context(r.Context())) */
+//
+// A Guard is safe for concurrent use.
+type Guard struct {
+	locker *padlock.Locker
+	config
+	nsPrefix string // escaped namespace and Sep, when namespaceSet
+
+	mu      sync.RWMutex
+	routeNS map[string]string // route template -> escaped namespace and Sep
+}
+
+// NewGuard returns a Guard taking locks from l, configured by opts as Lock
+// is. It panics if l is nil or an option is invalid.
+func NewGuard(l *padlock.Locker, opts ...Option) *Guard {
+	return newGuard("NewGuard", l, opts)
+}
+
+func newGuard(fn string, l *padlock.Locker, opts []Option) *Guard {
+	g := &Guard{locker: l, config: newConfig(fn, l, opts), routeNS: make(map[string]string)}
+	if g.namespaceSet && g.namespace != "" {
+		g.nsPrefix = lockkey.EscapeRoute(g.namespace) + lockkey.Sep
+	}
+	return g
+}
+
+// Skip reports whether WithSkip's func lets r through without a lock.
+func (g *Guard) Skip(r *http.Request) bool {
+	return g.skip != nil && g.skip(r)
+}
+
+// Key returns the lock key for key, the result of a KeyFunc, on the route
+// template route: the namespace (WithNamespace, or the route template when
+// none is set and route is not empty), escaped with lockkey.EscapeRoute,
+// then lockkey.Sep and key, shortened with lockkey.Shorten.
+func (g *Guard) Key(route, key string) string {
+	prefix := g.nsPrefix
+	if !g.namespaceSet && route != "" {
+		g.mu.RLock()
+		p, ok := g.routeNS[route]
+		g.mu.RUnlock()
+		if !ok {
+			// Routes are few and fixed, so this map stays small.
+			p = lockkey.EscapeRoute(route) + lockkey.Sep
+			g.mu.Lock()
+			g.routeNS[route] = p
+			g.mu.Unlock()
+		}
+		prefix = p
+	}
+	return lockkey.Shorten(prefix + key)
+}
+
+// KeyProblem returns the response for an error of a key func: 413 for
+// lockkey.ErrBodyTooLarge; 400 for ErrMissingPart, ErrAmbiguousPart,
+// ErrInvalidPart and ErrMalformedBody, with the error's text (which names
+// the part, never its value) as the detail; 500 for any other error, the
+// app's own, whose text is not for the client.
+func KeyProblem(err error) *Problem {
+	detail := strings.TrimPrefix(err.Error(), "lockkey: ")
+	switch {
+	case errors.Is(err, lockkey.ErrBodyTooLarge):
+		return newProblem(http.StatusRequestEntityTooLarge, detail, err)
+	case errors.Is(err, lockkey.ErrMissingPart), errors.Is(err, lockkey.ErrAmbiguousPart),
+		errors.Is(err, lockkey.ErrInvalidPart), errors.Is(err, lockkey.ErrMalformedBody):
+		return newProblem(http.StatusBadRequest, detail, err)
+	}
+	// A key func of the app's own failed: not the client's fault, and its
+	// message is not for the client.
+	return newProblem(http.StatusInternalServerError, "the lock key could not be built", err)
+}
+
+// Acquire takes the lock on key, a key from Key, with the lock options of
+// WithLockOptions, or returns the problem to refuse the request with: 409
+// (or WithBusyStatus's) when the key stays busy, 503 when Redis cannot be
+// reached or ctx ends first, 500 otherwise.
+func (g *Guard) Acquire(ctx context.Context, key string) (*padlock.Lock, *Problem) {
+	lk, err := g.locker.Acquire(ctx, key, g.lock)
+	if err == nil {
+		return lk, nil
+	}
+	switch {
+	case ctx.Err() != nil:
+		return nil, newProblem(http.StatusServiceUnavailable, "the request ended before the lock was acquired", err)
+	// Unavailable first: under Redlock, too few nodes answering is both
+	// not acquired and unavailable, and it is the service that failed.
+	case errors.Is(err, padlock.ErrUnavailable), errors.Is(err, padlock.ErrClosed):
+		return nil, newProblem(http.StatusServiceUnavailable, "the lock service is unavailable", err)
+	case errors.Is(err, padlock.ErrNotAcquired):
+		p := newProblem(g.busyStatus, "another request holds the lock on this resource; retry later", err)
+		p.Key = key
+		p.RetryAfter, _ = padlock.RetryAfter(err)
+		return nil, p
+	}
+	return nil, newProblem(http.StatusInternalServerError, "the lock could not be taken", err)
+}
+
+// Release lets lk go on a context detached from the request r, so that a
+// request cancelled by its client still releases, bounded by
+// WithReleaseTimeout. A failure goes to WithReleaseError's func, and is
+// returned.
+func (g *Guard) Release(r *http.Request, lk *padlock.Lock) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), g.releaseTimeout)
+	defer cancel()
+	err := lk.Release(ctx)
+	if err != nil && g.releaseError != nil {
+		g.releaseError(r, err)
+	}
+	return err
+}
+
+// Refuse writes p for r with WithResponder's func, its Instance set to the
+// request path.
+func (g *Guard) Refuse(w http.ResponseWriter, r *http.Request, p *Problem) {
+	p.Instance = r.URL.Path
+	g.respond(w, r, p)
+}
