@@ -27,9 +27,14 @@ type scenario struct {
 	workers    int    // processes
 	goroutines int    // workers per process, sharing its Locker (0: 1)
 	ttl, hold  time.Duration
-	unchecked  bool // workers write without checking the lock's context
-	spin       int  // CPU-burning goroutines per worker, under GOMAXPROCS=1
-	replicaAck int  // WithReplicaAck replicas (sentinel)
+	unchecked  bool          // workers write without checking the lock's context
+	spin       int           // CPU-burning goroutines per worker, under GOMAXPROCS=1
+	replicaAck int           // WithReplicaAck replicas (sentinel)
+	proxy      bool          // each process reaches Redis through its own fault proxy (single)
+	fair       bool          // Options.Fair
+	extends    string        // -extend: TTLs the holder Extends to, two at once, all along
+	wait       time.Duration // Acquire's Wait (0: 5×TTL)
+	starved    bool          // the whole run is a starved-runtime window
 
 	fault  func(e *env) // injects the faults, on the test goroutine
 	settle time.Duration
@@ -38,12 +43,22 @@ type scenario struct {
 	fenced       bool // zero stale writes accepted, zero fence regressions
 	wantLost     bool // every fault that hit a holder fired its lock-lost signal
 	wantRejected bool // the fence turned away stale writes
+	// closeWithin: an Acquire under way when its Locker is closed returns
+	// within this (0: not checked).
+	closeWithin time.Duration
+	// noRunOut: no Acquire gives up because its whole Wait ran out (the
+	// key never stays refused to every waiter for a Wait).
+	noRunOut bool
+	// awaits names the engine fix a scenario needs to pass: until it is
+	// merged the scenario fails, and says so.
+	awaits string
 }
 
 // outcome is what one or more runs of a scenario counted.
 type outcome struct {
 	runs, faults, sections, overlaps, stale, rejected, lost, slipped, regressions, notLinear int
-	maxOverlap                                                                               time.Duration
+	heldAtOnce, excused, lateClose, ranOut                                                   int
+	maxOverlap, maxHeldAtOnce, maxExcused                                                    time.Duration
 }
 
 func (o *outcome) add(p outcome) {
@@ -57,7 +72,13 @@ func (o *outcome) add(p outcome) {
 	o.slipped += p.slipped
 	o.regressions += p.regressions
 	o.notLinear += p.notLinear
+	o.heldAtOnce += p.heldAtOnce
+	o.excused += p.excused
+	o.lateClose += p.lateClose
+	o.ranOut += p.ranOut
 	o.maxOverlap = max(o.maxOverlap, p.maxOverlap)
+	o.maxHeldAtOnce = max(o.maxHeldAtOnce, p.maxHeldAtOnce)
+	o.maxExcused = max(o.maxExcused, p.maxExcused)
 }
 
 // runs is how often each scenario runs: PADLOCK_CHAOS_RUNS, default 1.
@@ -122,7 +143,11 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	e.mu.Lock()
 	died := e.died
 	faults := e.faults
+	windows := e.windows
 	e.mu.Unlock()
+	if sc.starved {
+		windows = append(windows, record.Whole("starved runtime"))
+	}
 	secs := record.Sections(evs, died)
 	overlaps := record.Overlaps(secs)
 	log := e.store.Log()
@@ -137,8 +162,32 @@ func runScenario(t *testing.T, sc scenario) outcome {
 		slipped:     record.SlippedWrites(evs),
 		regressions: len(record.FenceRegressions(secs)),
 	}
-	if sc.spin > 0 {
-		o.faults = o.sections // every one ran starved
+	if sc.spin > 0 || sc.extends != "" {
+		o.faults = o.sections // every one ran starved, or raced its Extends
+	}
+	// The invariant of every scenario: no two locks report held at once,
+	// outside the windows the faults opened.
+	for _, ov := range record.HeldOverlaps(record.HeldIntervals(evs), windows) {
+		d := time.Duration(ov.Nanos())
+		if ov.Excused != "" {
+			o.excused++
+			o.maxExcused = max(o.maxExcused, d)
+			if o.excused <= 3 { // the rest are counted
+				t.Logf("two locks held at once, excused: %v", ov)
+			}
+			continue
+		}
+		o.heldAtOnce++
+		o.maxHeldAtOnce = max(o.maxHeldAtOnce, d)
+		t.Errorf("PROMISE BROKEN, two locks reported held at once: %v", ov)
+	}
+	if sc.closeWithin > 0 {
+		o.lateClose = lateAfterClose(t, evs, sc.closeWithin)
+	}
+	for _, ev := range evs {
+		if ev.Kind == record.AcquireFailed && strings.Contains(ev.Err, "not acquired") {
+			o.ranOut++
+		}
 	}
 	for _, ov := range overlaps {
 		d := time.Duration(ov.Nanos)
@@ -146,8 +195,8 @@ func runScenario(t *testing.T, sc scenario) outcome {
 		t.Logf("overlap of %v: %s and %s", d, describe(ov.A), describe(ov.B))
 	}
 	for _, r := range record.FenceRegressions(secs) {
-		t.Errorf("fence regression: worker %d got fence %d, then worker %d, asking later, got %d",
-			r[0].Worker, r[0].Fence, r[1].Worker, r[1].Fence)
+		t.Errorf("PROMISE BROKEN, fence regression: worker %d got fence %d, then worker %d, asking later, got %d (its lock reported lost: %v)",
+			r[0].Worker, r[0].Fence, r[1].Worker, r[1].Fence, r[1].Lost)
 	}
 
 	ops := record.Operations(evs)
@@ -164,8 +213,11 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	}
 
 	t.Logf("%d critical sections, %d faults hit a holder, %d overlaps (longest %v), %d lock-lost signals, "+
-		"%d stale writes accepted, %d rejected, %d writes after the lock was lost, %d store operations checked",
-		o.sections, o.faults, o.overlaps, o.maxOverlap, o.lost, o.stale, o.rejected, o.slipped, len(ops))
+		"%d stale writes accepted, %d rejected, %d writes after the lock was lost, %d store operations checked; "+
+		"two locks held at once: %d outside any window (longest %v), %d inside one (longest %v); "+
+		"%d waits ran out, %d Acquires slow to see Close",
+		o.sections, o.faults, o.overlaps, o.maxOverlap, o.lost, o.stale, o.rejected, o.slipped, len(ops),
+		o.heldAtOnce, o.maxHeldAtOnce, o.excused, o.maxExcused, o.ranOut, o.lateClose)
 
 	switch {
 	case o.sections < 3:
@@ -184,6 +236,15 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	}
 	if sc.wantRejected && o.rejected == 0 {
 		t.Errorf("the fence rejected no write, want the paused holder's stale writes rejected")
+	}
+	if sc.noRunOut && o.ranOut > 0 {
+		t.Errorf("PROMISE BROKEN, %d Acquires waited their whole Wait (%v) and gave up, want 0: a waiter gets a free key", o.ranOut, sc.wait)
+	}
+	if o.lateClose > 0 {
+		t.Errorf("PROMISE BROKEN, %d Acquires under way at Close returned later than %v after it (or with a lock), want 0", o.lateClose, sc.closeWithin)
+	}
+	if t.Failed() && sc.awaits != "" {
+		t.Logf("%s checks %s: it fails until that is fixed", sc.name, sc.awaits)
 	}
 	if t.Failed() {
 		for id := 1; id < e.nextID; id++ {
@@ -209,6 +270,34 @@ func describe(s record.Section) string {
 		time.Duration(s.Start-s.Call).Round(time.Millisecond), time.Duration(s.End-s.Start).Round(time.Millisecond), how)
 }
 
+// lateAfterClose counts the Acquires that were under way when their
+// process closed its Locker and returned more than within after it, or
+// returned a lock: each is logged.
+func lateAfterClose(t *testing.T, evs []record.Event, within time.Duration) int {
+	closed := map[int]int64{} // process → when it closed its Locker
+	for _, ev := range evs {
+		if ev.Kind == record.Closed {
+			closed[ev.Worker%record.GoroutineStride] = ev.T
+		}
+	}
+	late := 0
+	for _, ev := range evs {
+		c, ok := closed[ev.Worker%record.GoroutineStride]
+		if !ok || (ev.Kind != record.Acquire && ev.Kind != record.AcquireFailed) || ev.T0 >= c || ev.T < c {
+			continue
+		}
+		switch took := time.Duration(ev.T - c); {
+		case ev.Kind == record.Acquire:
+			late++
+			t.Logf("worker %d: an Acquire under way at Close returned a lock %v after it", ev.Worker, took.Round(time.Millisecond))
+		case took > within:
+			late++
+			t.Logf("worker %d: an Acquire under way at Close returned %v after it (%s)", ev.Worker, took.Round(time.Millisecond), ev.Err)
+		}
+	}
+	return late
+}
+
 type row struct {
 	sc scenario
 	o  outcome
@@ -216,8 +305,8 @@ type row struct {
 
 func markdownTable(rows []row) string {
 	var b strings.Builder
-	b.WriteString("| Scenario | Claim | Runs | Faults that hit a holder | Critical sections | Overlaps | Stale writes accepted | Stale writes rejected | Lock-lost signals fired | Fence regressions | Linearizable |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| Scenario | Claim | Runs | Faults that hit a holder | Critical sections | Overlaps | Held at once, outside windows | Held at once, inside a window | Stale writes accepted | Stale writes rejected | Lock-lost signals fired | Fence regressions | Linearizable |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		o := r.o
 		overlaps := strconv.Itoa(o.overlaps)
@@ -228,12 +317,26 @@ func markdownTable(rows []row) string {
 		if !r.sc.fenced {
 			stale, regress = "n/a (no fences)", "n/a"
 		}
+		heldOut, heldIn := strconv.Itoa(o.heldAtOnce), strconv.Itoa(o.excused)
+		if o.heldAtOnce > 0 {
+			heldOut = fmt.Sprintf("**%d** (longest %v)", o.heldAtOnce, o.maxHeldAtOnce.Round(time.Millisecond))
+		}
+		if o.excused > 0 {
+			heldIn += fmt.Sprintf(" (longest %v)", o.maxExcused.Round(time.Millisecond))
+		}
 		linear := "yes"
 		if o.notLinear > 0 {
 			linear = fmt.Sprintf("**no** (%d runs)", o.notLinear)
 		}
-		fmt.Fprintf(&b, "| %s: %s | %s | %d | %d | %d | %s | %s | %d | %d | %s | %s |\n",
-			r.sc.name, r.sc.about, r.sc.claim, o.runs, o.faults, o.sections, overlaps, stale, o.rejected, o.lost, regress, linear)
+		claim := r.sc.claim
+		if o.ranOut > 0 {
+			claim += fmt.Sprintf(" (**%d waits ran out**)", o.ranOut)
+		}
+		if o.lateClose > 0 {
+			claim += fmt.Sprintf(" (**%d Acquires slow to see Close**)", o.lateClose)
+		}
+		fmt.Fprintf(&b, "| %s: %s | %s | %d | %d | %d | %s | %s | %s | %s | %d | %d | %s | %s |\n",
+			r.sc.name, r.sc.about, claim, o.runs, o.faults, o.sections, overlaps, heldOut, heldIn, stale, o.rejected, o.lost, regress, linear)
 	}
 	return b.String()
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/padlockgo/padlock/chaos/internal/fenced"
 	"github.com/padlockgo/padlock/chaos/internal/record"
+	"github.com/padlockgo/padlock/internal/faultproxy"
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
@@ -77,11 +78,13 @@ type env struct {
 	sentinel *redistest.SentinelSetup // sentinel mode
 	addrs    string                   // what workers get as -addrs
 
-	mu     sync.Mutex
-	procs  map[int]*proc
-	nextID int
-	died   map[int]int64 // workers killed, and when
-	faults int           // faults that hit a holder inside its critical section
+	mu      sync.Mutex
+	procs   map[int]*proc
+	nextID  int
+	died    map[int]int64             // workers killed, and when
+	faults  int                       // faults that hit a holder inside its critical section
+	proxies map[int]*faultproxy.Proxy // each process's path to Redis, with sc.proxy
+	windows []record.Window           // where the faults allow two locks to report held
 }
 
 // proc is one worker process.
@@ -95,7 +98,8 @@ type proc struct {
 func newEnv(t *testing.T, sc scenario) *env {
 	t.Helper()
 	e := &env{t: t, sc: sc, bin: build(t, "github.com/padlockgo/padlock/chaos/internal/worker"),
-		dir: t.TempDir(), procs: map[int]*proc{}, died: map[int]int64{}, nextID: 1}
+		dir: t.TempDir(), procs: map[int]*proc{}, died: map[int]int64{}, nextID: 1,
+		proxies: map[int]*faultproxy.Proxy{}}
 	e.store = fenced.NewStore()
 	srv := httptest.NewServer(e.store) // 127.0.0.1 only
 	t.Cleanup(srv.Close)
@@ -140,16 +144,35 @@ func (e *env) start() int {
 	e.mu.Unlock()
 
 	sc := e.sc
+	addrs := e.addrs
+	if sc.proxy {
+		// Its own proxy, so that a fault can single out one process.
+		p, err := faultproxy.Start(e.servers[0].Addr())
+		if err != nil {
+			e.t.Fatalf("worker %d: %v", id, err)
+		}
+		e.t.Cleanup(func() { _ = p.Close() })
+		e.mu.Lock()
+		e.proxies[id] = p
+		e.mu.Unlock()
+		addrs = p.Addr()
+	}
+	wait := sc.wait
+	if wait == 0 {
+		wait = 5 * sc.ttl
+	}
 	out := filepath.Join(e.dir, fmt.Sprintf("worker-%d.jsonl", id))
 	args := []string{
-		"-id", strconv.Itoa(id), "-mode", sc.mode, "-addrs", e.addrs, "-key", "chaos",
-		"-ttl", sc.ttl.String(), "-hold", sc.hold.String(), "-wait", (5 * sc.ttl).String(),
+		"-id", strconv.Itoa(id), "-mode", sc.mode, "-addrs", addrs, "-key", "chaos",
+		"-ttl", sc.ttl.String(), "-hold", sc.hold.String(), "-wait", wait.String(),
 		"-duration", "2m", "-iterations", "10000",
 		"-store", e.storeURL, "-out", out,
 		"-check-ctx=" + strconv.FormatBool(!sc.unchecked),
 		"-spin", strconv.Itoa(sc.spin),
 		"-replica-ack", strconv.Itoa(sc.replicaAck),
 		"-goroutines", strconv.Itoa(max(sc.goroutines, 1)),
+		"-fair=" + strconv.FormatBool(sc.fair),
+		"-extend", sc.extends,
 	}
 	cmd := exec.Command(e.bin, args...)
 	cmd.Env = os.Environ()
@@ -345,6 +368,21 @@ func (e *env) stillHolding(id int, at int64) bool {
 		}
 	}
 	return in
+}
+
+// proxy returns the fault proxy between worker id's process and Redis.
+func (e *env) proxy(id int) *faultproxy.Proxy {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.proxies[id%record.GoroutineStride]
+}
+
+// window records a span in which the fault just injected allows a lock
+// granted before from to go on reporting held while another does.
+func (e *env) window(name string, from, to int64, proc int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.windows = append(e.windows, record.Window{Name: name, From: from, To: to, GrantedBefore: from, Proc: proc})
 }
 
 // hit counts a fault that caught a holder inside its critical section.

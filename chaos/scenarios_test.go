@@ -5,6 +5,7 @@ package chaos_test
 import (
 	"context"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -73,7 +74,7 @@ func scenarios() []scenario {
 			claim: "overlap possible (a starved process learns of the loss late); fences",
 			mode:  "single", workers: 3, ttl: 300 * time.Millisecond, hold: 200 * time.Millisecond,
 			spin: 16, settle: 8 * time.Second,
-			fenced: true,
+			fenced: true, starved: true,
 		},
 		{
 			name: "redlock-baseline", about: "Redlock on 3 nodes, no fault",
@@ -110,6 +111,66 @@ func scenarios() []scenario {
 			fault:      sentinelFailover, settle: 2 * time.Second,
 			exclusion: true, fenced: true,
 		},
+		{
+			name: "handoff-partitioned-holder", about: "hold 1.5s; 3 processes × 2 goroutines; the holder's process cut off from Redis (a proxy holds all its traffic back) for 2.5×TTL",
+			claim: "lost fires before the lease in Redis ends (no window); fences", mode: "single",
+			workers: 3, goroutines: 2, ttl: ttl, hold: 1500 * time.Millisecond, proxy: true, wait: 10 * time.Second,
+			fault: partitionHolder(2, 5*ttl/2), settle: ttl,
+			fenced: true, wantLost: true,
+		},
+		{
+			name: "handoff-redis-restart", about: "3 processes × 4 goroutines; the single redis-server restarted empty under a holder",
+			claim: "held at once only in the restart window, never by a lock handed on after it; fences keep rising", mode: "single",
+			workers: 3, goroutines: 4, ttl: ttl, hold: 100 * time.Millisecond,
+			fault: restartRedis(4), settle: 2 * ttl,
+			// Not wantLost: a holder that releases before its first renewal
+			// after the restart is told ErrUnavailable (its connection
+			// broke), not that the lock was lost.
+			fenced: true,
+			awaits: "a hand-off only of a lock Redis still holds",
+		},
+		{
+			name: "handoff-sentinel-failover", about: "3 processes × 4 goroutines; as sentinel-failover",
+			claim: "held at once only in the failover window, never by a lock handed on after it; fences keep rising", mode: "sentinel",
+			workers: 3, goroutines: 4, ttl: 5 * time.Second, hold: 500 * time.Millisecond,
+			fault: sentinelFailover, settle: 2 * time.Second,
+			fenced: true,
+			awaits: "a hand-off only of a lock Redis still holds",
+		},
+		{
+			name: "extend-race", about: "TTL 100ms, hold 400ms; 3 processes × 2 goroutines; the holder calls Extend twice at once (30ms or 2s each) every 0–50ms, racing the watchdog",
+			claim: "no lock reports held past its lease in Redis (no window); fences", mode: "single",
+			workers: 3, goroutines: 2, ttl: 100 * time.Millisecond, hold: 400 * time.Millisecond,
+			extends: "30ms,2s", wait: 3 * time.Second, settle: 8 * time.Second,
+			fenced: true,
+			awaits: "a trusted lease no later than any in-flight Extend's",
+		},
+		{
+			name: "lost-replies", about: "TTL 200ms; 3 processes × 2 goroutines Extending as in extend-race; a reply to the holder's process lost (after Redis ran the command) every 50ms",
+			claim: "no lock reports held past its lease in Redis (no window); fences", mode: "single",
+			workers: 3, goroutines: 2, ttl: 200 * time.Millisecond, hold: 100 * time.Millisecond, proxy: true,
+			extends: "30ms,200ms,1s", wait: 3 * time.Second,
+			fault: dropReplies(8*time.Second, 50*time.Millisecond), settle: time.Second,
+			fenced: true,
+			awaits: "a trusted lease no later than any possibly-executed Extend's",
+		},
+		{
+			name: "fair-lost-replies", about: "Fair; 3 processes × 4 goroutines; a reply lost (after Redis ran the command) every 300ms",
+			claim: "exclusion of held locks; every waiter served within its 10s Wait; fences", mode: "single",
+			workers: 3, goroutines: 4, ttl: ttl, hold: 50 * time.Millisecond, proxy: true, fair: true,
+			wait:  10 * time.Second,
+			fault: dropReplies(6*time.Second, 300*time.Millisecond), settle: 2 * time.Second,
+			fenced: true, noRunOut: true,
+			awaits: "fair queue entries idempotent per token",
+		},
+		{
+			name: "close-with-waiters", about: "3 processes × 4 goroutines; the holder's process closes its Locker while its other goroutines wait",
+			claim: "waiters return ErrClosed within 1s; exclusion of held locks; fences", mode: "single",
+			workers: 3, goroutines: 4, ttl: ttl, hold: 300 * time.Millisecond,
+			fault: closeHolderProcess(2), settle: ttl,
+			fenced: true, closeWithin: time.Second,
+			awaits: "Close waking its waiters",
+		},
 	}
 }
 
@@ -123,6 +184,7 @@ func pauseHolder(times int, d time.Duration) func(*env) {
 				if id == 0 {
 					e.t.Fatalf("no lock holder to pause")
 				}
+				at := record.Now()
 				e.pause(id)
 				if !e.stillHolding(id, record.Now()) {
 					e.resume(id) // it had just let go; try again
@@ -131,6 +193,7 @@ func pauseHolder(times int, d time.Duration) func(*env) {
 				e.hit()
 				time.Sleep(d)
 				e.resume(id)
+				e.window("frozen process", at, record.Now()+int64(wakeSlack), id%record.GoroutineStride)
 				break
 			}
 			time.Sleep(e.sc.ttl)
@@ -172,6 +235,9 @@ func restartRedis(times int) func(*env) {
 				}
 				at := record.Now()
 				e.servers[0].Restart(e.t)
+				// A holder learns of the loss from its first renewal that
+				// gets an answer, at the latest when its trusted lease ends.
+				e.window("restart without persistence", at, record.Now()+int64(e.sc.ttl+wakeSlack), 0)
 				if e.stillHolding(id, at) {
 					e.hit()
 					break
@@ -254,7 +320,14 @@ func sentinelFailover(e *env) {
 	// more than the master.
 	id := e.awaitHolder(cut, e.sc.hold+time.Second)
 	token, _ := master.Get(ctx, lockKey).Result() // the holder's, as the master has it
+	killed := record.Now()
 	s.Master().Kill(t)
+	if e.sc.replicaAck == 0 {
+		// A lock the failover lost reports held until its holder's
+		// renewal reaches the new master, at the latest until its trusted
+		// lease ends.
+		e.window("asynchronous failover", killed, record.Now()+int64(e.sc.ttl+wakeSlack), 0)
+	}
 	holding := id != 0 && e.stillHolding(id, record.Now())
 	start := time.Now()
 	s.WaitMaster(t, s.Replica().Addr())
@@ -277,6 +350,99 @@ func sentinelFailover(e *env) {
 	s.Master().Restart(t)
 	awaitInfo(e, replica, "connected_slaves:1")
 	sleepCtx(ctx, e.sc.ttl)
+}
+
+// wakeSlack is how long a process resumed from SIGSTOP, or a holder whose
+// lease has just ended, may take on this loaded machine to run its
+// watchdog and mark the lock lost.
+const wakeSlack = 300 * time.Millisecond
+
+// partitionHolder cuts the holder's process off from Redis (its proxy
+// holds all traffic back) for d, times times. No window: the holder's
+// trusted lease ends before the lease in Redis, so its lock reports lost
+// before anyone else can take the key.
+func partitionHolder(times int, d time.Duration) func(*env) {
+	return func(e *env) {
+		for range times {
+			for attempt := 0; attempt < 5; attempt++ {
+				id := e.awaitHolder(0, 20*time.Second)
+				if id == 0 {
+					e.t.Fatalf("no lock holder to cut off")
+				}
+				p := e.proxy(id)
+				p.Partition(true)
+				if !e.stillHolding(id, record.Now()) {
+					p.Partition(false)
+					continue
+				}
+				e.hit()
+				time.Sleep(d)
+				p.Partition(false)
+				break
+			}
+			time.Sleep(e.sc.ttl)
+		}
+	}
+}
+
+// dropReplies loses one reply every interval for d: the next command of
+// the holder's process (any process when nobody holds) runs in Redis and
+// its answer is lost, its connection reset.
+func dropReplies(d, every time.Duration) func(*env) {
+	return func(e *env) {
+		deadline := time.Now().Add(d)
+		for time.Now().Before(deadline) {
+			ids := holding(e.events(), 0)
+			var id int
+			for _, h := range ids {
+				if e.alive(h) {
+					id = h
+					break
+				}
+			}
+			if id != 0 {
+				e.hit()
+			} else {
+				procs := e.all()
+				id = procs[int(record.Now()/1000)%len(procs)].id
+			}
+			e.proxy(id).DropReplies(1)
+			time.Sleep(every)
+		}
+		dropped := 0
+		for _, p := range e.all() {
+			dropped += e.proxy(p.id).Dropped()
+		}
+		e.t.Logf("%d replies dropped", dropped)
+	}
+}
+
+// closeHolderProcess makes the holder's process close its Locker
+// (SIGUSR1) while its other goroutines wait for the key, waits for it to
+// exit, and starts a new one, times times.
+func closeHolderProcess(times int) func(*env) {
+	return func(e *env) {
+		for range times {
+			id := e.awaitHolder(0, 20*time.Second)
+			if id == 0 {
+				e.t.Fatalf("no lock holder")
+			}
+			p := e.proc(id)
+			if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+				e.t.Fatalf("SIGUSR1 worker %d: %v", p.id, err)
+			}
+			if e.stillHolding(id, record.Now()) {
+				e.hit()
+			}
+			select {
+			case <-p.exited:
+			case <-time.After(5*e.sc.ttl + 10*time.Second):
+				e.t.Errorf("worker %d still running %v after closing its Locker", p.id, 5*e.sc.ttl+10*time.Second)
+			}
+			e.start()
+			time.Sleep(e.sc.ttl)
+		}
+	}
 }
 
 // lockKey is the Redis key of the workers' lock ("chaos", default prefix).

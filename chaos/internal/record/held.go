@@ -7,7 +7,10 @@ import (
 )
 
 // Held is the time one lock was seen to report held: from the return of
-// its Acquire to the last sample in which its Err() was nil. Once a lock's
+// its Acquire to the last sample in which its Err() was nil, or to the
+// moment its owner called Release if that came first (from then on the
+// owner has let go, whatever Err says while Release is under way). Once a
+// lock's
 // Err is not nil it stays so, so the lock reported held for the whole
 // interval: a lower bound of how long it did, whatever the sampler missed.
 type Held struct {
@@ -26,6 +29,7 @@ func HeldIntervals(events []Event) []Held {
 	acq := map[id]Event{}
 	last := map[id]int64{}
 	lost := map[id]bool{}
+	released := map[id]int64{}
 	for _, e := range events {
 		k := id{e.Worker, e.N}
 		switch e.Kind {
@@ -35,6 +39,8 @@ func HeldIntervals(events []Event) []Held {
 			last[k] = max(last[k], e.T)
 		case Lost:
 			lost[k] = true
+		case Release:
+			released[k] = e.T
 		}
 	}
 	var out []Held
@@ -48,6 +54,9 @@ func HeldIntervals(events []Event) []Held {
 				continue
 			}
 			end = a.T
+		}
+		if r, ok := released[k]; ok {
+			end = max(min(end, r), a.T)
 		}
 		out = append(out, Held{Worker: k.w, N: k.n, Fence: a.Fence, Call: a.T0, Start: a.T, End: end, Lost: lost[k]})
 	}

@@ -17,11 +17,22 @@ func TestHeldOverlaps(t *testing.T) {
 		{Worker: 1001, Kind: Acquire, N: 0, T0: 55, T: 60, Fence: 101},
 		{Worker: 1001, Kind: HeldSample, N: 0, T: 70},
 		{Worker: 3, Kind: Acquire, N: 0, T0: 121, T: 130, Fence: 300}, // never seen held
+		// Worker 4 calls Release at 150; its Err stays nil until 160,
+		// while Release is under way: it has let go at 150.
+		{Worker: 4, Kind: Acquire, N: 0, T0: 125, T: 140, Fence: 400},
+		{Worker: 4, Kind: Release, N: 0, T: 150},
+		{Worker: 4, Kind: HeldSample, N: 0, T: 160},
+		{Worker: 5, Kind: Acquire, N: 0, T0: 145, T: 155, Fence: 500},
+		{Worker: 5, Kind: HeldSample, N: 0, T: 170},
 	}
 	held := HeldIntervals(evs)
-	if len(held) != 3 {
-		t.Fatalf("got %d held intervals, want 3: %+v", len(held), held)
+	if len(held) != 5 {
+		t.Fatalf("got %d held intervals, want 5: %+v", len(held), held)
 	}
+	if h := held[3]; h.Worker != 4 || h.End != 150 {
+		t.Fatalf("worker 4: got %+v, want held until its Release call at 150", h)
+	}
+	held = held[:3] // 4 and 5 do not overlap: 4 let go at 150
 	if h := held[0]; h.Worker != 1 || h.Start != 10 || h.End != 79 || !h.Lost {
 		t.Fatalf("worker 1: got %+v, want held 10–79, lost", h)
 	}
@@ -51,6 +62,9 @@ func TestHeldOverlaps(t *testing.T) {
 				}
 			}
 		})
+	}
+	if got := HeldOverlaps(HeldIntervals(evs)[3:], nil); len(got) != 0 {
+		t.Fatalf("a lock whose owner called Release before the next was granted: got overlaps %v, want none", got)
 	}
 	ov := HeldOverlaps(held, nil)
 	if a, b := ov[2].A.Worker, ov[2].B.Worker; a != 2 || b != 1001 || ov[2].From != 60 || ov[2].To != 70 {
