@@ -35,6 +35,9 @@ type scenario struct {
 	extends    string        // -extend: TTLs the holder Extends to, two at once, all along
 	wait       time.Duration // Acquire's Wait (0: 5×TTL)
 	starved    bool          // the whole run is a starved-runtime window
+	// slowMaster: the last key's Cluster master is slowed; no lock on
+	// another key may be reported lost.
+	slowMaster bool
 
 	fault  func(e *env) // injects the faults, on the test goroutine
 	settle time.Duration
@@ -57,7 +60,7 @@ type scenario struct {
 // outcome is what one or more runs of a scenario counted.
 type outcome struct {
 	runs, faults, sections, overlaps, stale, rejected, lost, slipped, regressions, notLinear int
-	heldAtOnce, excused, lateClose, ranOut                                                   int
+	heldAtOnce, excused, lateClose, ranOut, healthyLost                                      int
 	maxOverlap, maxHeldAtOnce, maxExcused                                                    time.Duration
 }
 
@@ -76,6 +79,7 @@ func (o *outcome) add(p outcome) {
 	o.excused += p.excused
 	o.lateClose += p.lateClose
 	o.ranOut += p.ranOut
+	o.healthyLost += p.healthyLost
 	o.maxOverlap = max(o.maxOverlap, p.maxOverlap)
 	o.maxHeldAtOnce = max(o.maxHeldAtOnce, p.maxHeldAtOnce)
 	o.maxExcused = max(o.maxExcused, p.maxExcused)
@@ -184,6 +188,9 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	if sc.closeWithin > 0 {
 		o.lateClose = lateAfterClose(t, evs, sc.closeWithin)
 	}
+	if sc.slowMaster {
+		o.healthyLost = lostElsewhere(t, evs, e.keys[len(e.keys)-1])
+	}
 	for _, ev := range evs {
 		if ev.Kind == record.AcquireFailed && strings.Contains(ev.Err, "not acquired") {
 			o.ranOut++
@@ -243,6 +250,9 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	if o.lateClose > 0 {
 		t.Errorf("PROMISE BROKEN, %d Acquires under way at Close returned later than %v after it (or with a lock), want 0", o.lateClose, sc.closeWithin)
 	}
+	if o.healthyLost > 0 {
+		t.Errorf("PROMISE BROKEN, %d locks on healthy masters reported lost while one master was slow, want 0", o.healthyLost)
+	}
 	if t.Failed() && sc.awaits != "" {
 		t.Logf("%s checks %s: it fails until that is fixed", sc.name, sc.awaits)
 	}
@@ -298,6 +308,28 @@ func lateAfterClose(t *testing.T, evs []record.Event, within time.Duration) int 
 	return late
 }
 
+// lostElsewhere counts the locks on keys other than slow whose lock-lost
+// signal fired; each is logged.
+func lostElsewhere(t *testing.T, evs []record.Event, slow string) int {
+	type lock struct{ w, n int }
+	keys := map[lock]string{}
+	for _, ev := range evs {
+		if ev.Kind == record.Acquire {
+			keys[lock{ev.Worker, ev.N}] = ev.Key
+		}
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind == record.Lost {
+			if k := keys[lock{ev.Worker, ev.N}]; k != slow {
+				n++
+				t.Logf("worker %d: its lock on %q (a healthy master) was reported lost", ev.Worker, k)
+			}
+		}
+	}
+	return n
+}
+
 type row struct {
 	sc scenario
 	o  outcome
@@ -334,6 +366,9 @@ func markdownTable(rows []row) string {
 		}
 		if o.lateClose > 0 {
 			claim += fmt.Sprintf(" (**%d Acquires slow to see Close**)", o.lateClose)
+		}
+		if o.healthyLost > 0 {
+			claim += fmt.Sprintf(" (**%d locks lost on healthy masters**)", o.healthyLost)
 		}
 		fmt.Fprintf(&b, "| %s: %s | %s | %d | %d | %d | %s | %s | %s | %s | %d | %d | %s | %s |\n",
 			r.sc.name, r.sc.about, claim, o.runs, o.faults, o.sections, overlaps, heldOut, heldIn, stale, o.rejected, o.lost, regress, linear)

@@ -74,9 +74,10 @@ type env struct {
 	store    *fenced.Store
 	storeURL string
 
-	servers  []*redistest.Server      // single and redlock modes
+	servers  []*redistest.Server      // single and redlock modes; cluster: the masters
 	sentinel *redistest.SentinelSetup // sentinel mode
 	addrs    string                   // what workers get as -addrs
+	keys     []string                 // the lock keys; cluster: one per master, in order
 
 	mu      sync.Mutex
 	procs   map[int]*proc
@@ -122,8 +123,16 @@ func newEnv(t *testing.T, sc scenario) *env {
 	case "sentinel":
 		e.sentinel = redistest.StartSentinel(t, 3)
 		e.addrs = strings.Join(e.sentinel.SentinelAddrs(), ",")
+	case "cluster":
+		c := redistest.StartCluster(t, 3)
+		e.servers = c.Nodes()
+		e.addrs = strings.Join(c.Addrs(), ",")
+		e.keys = clusterKeys(t, c)
 	default:
 		t.Fatalf("scenario %s: unknown mode %q", sc.name, sc.mode)
+	}
+	if e.keys == nil {
+		e.keys = []string{"chaos"}
 	}
 	for _, s := range e.servers {
 		if !s.Real() {
@@ -133,6 +142,40 @@ func newEnv(t *testing.T, sc scenario) *env {
 	// Workers are stopped before the servers (cleanups run last first).
 	t.Cleanup(e.killAll)
 	return e
+}
+
+// clusterKeys returns one lock key per master of c, in the order of
+// c.Nodes(), and lets every master serve its slots while another is down
+// (cluster-require-full-coverage no), as a cluster with replicas would
+// once it failed over: a slow master must not take the others down.
+func clusterKeys(t *testing.T, c *redistest.Cluster) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	index := map[string]int{}
+	for i, n := range c.Nodes() {
+		index[n.Addr()] = i
+		if err := n.Client(t).ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
+			t.Fatalf("%s: CONFIG SET cluster-require-full-coverage no: %v", n.Addr(), err)
+		}
+	}
+	cc := c.Client(t)
+	keys := make([]string, len(index))
+	for n, found := 0, 0; found < len(keys); n++ {
+		if n > 1000 {
+			t.Fatalf("no key for every master among 1000: %v", keys)
+		}
+		key := fmt.Sprintf("k%d", n) // the lock's Redis key hashes on it: padlock:{kN}
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatalf("MasterForKey(%q): %v", key, err)
+		}
+		if i, ok := index[m.Options().Addr]; ok && keys[i] == "" {
+			keys[i] = key
+			found++
+		}
+	}
+	return keys
 }
 
 // start starts one worker and returns its id.
@@ -163,7 +206,7 @@ func (e *env) start() int {
 	}
 	out := filepath.Join(e.dir, fmt.Sprintf("worker-%d.jsonl", id))
 	args := []string{
-		"-id", strconv.Itoa(id), "-mode", sc.mode, "-addrs", addrs, "-key", "chaos",
+		"-id", strconv.Itoa(id), "-mode", sc.mode, "-addrs", addrs, "-key", strings.Join(e.keys, ","),
 		"-ttl", sc.ttl.String(), "-hold", sc.hold.String(), "-wait", wait.String(),
 		"-duration", "2m", "-iterations", "10000",
 		"-store", e.storeURL, "-out", out,

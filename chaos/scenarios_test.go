@@ -112,17 +112,20 @@ func scenarios() []scenario {
 			exclusion: true, fenced: true,
 		},
 		{
-			name: "handoff-partitioned-holder", about: "hold 1.5s; 3 processes × 2 goroutines; the holder's process cut off from Redis (a proxy holds all its traffic back) for 2.5×TTL",
+			name: "handoff-partitioned-holder", about: "hold 3s; 3 processes × 2 goroutines; the holder's process cut off from Redis (a proxy holds all its traffic back) for 2.5×TTL",
 			claim: "lost fires before the lease in Redis ends (no window); fences", mode: "single",
-			workers: 3, goroutines: 2, ttl: ttl, hold: 1500 * time.Millisecond, proxy: true, wait: 10 * time.Second,
+			workers: 3, goroutines: 2, ttl: ttl, hold: 3 * time.Second, proxy: true, wait: 10 * time.Second,
 			fault: partitionHolder(2, 5*ttl/2), settle: ttl,
 			fenced: true, wantLost: true,
 		},
 		{
-			name: "handoff-redis-restart", about: "3 processes × 4 goroutines; the single redis-server restarted empty under a holder",
+			name: "handoff-redis-restart", about: "TTL 3s; 3 processes × 4 goroutines; the single redis-server restarted empty under a holder, and a new process started at once",
 			claim: "held at once only in the restart window, never by a lock handed on after it; fences keep rising", mode: "single",
-			workers: 3, goroutines: 4, ttl: ttl, hold: 100 * time.Millisecond,
-			fault: restartRedis(4), settle: 2 * ttl,
+			// TTL 3s: the hand-off goes on while more than half the lease
+			// is trusted, 1.5s after the last renewal here, long enough
+			// for the new process to take the key from the empty server.
+			workers: 3, goroutines: 4, ttl: 3 * time.Second, hold: 100 * time.Millisecond,
+			fault: restartRedisJoin(2, true), settle: 2 * ttl,
 			// Not wantLost: a holder that releases before its first renewal
 			// after the restart is told ErrUnavailable (its connection
 			// broke), not that the lock was lost.
@@ -130,10 +133,10 @@ func scenarios() []scenario {
 			awaits: "a hand-off only of a lock Redis still holds",
 		},
 		{
-			name: "handoff-sentinel-failover", about: "3 processes × 4 goroutines; as sentinel-failover",
+			name: "handoff-sentinel-failover", about: "3 processes × 4 goroutines; as sentinel-failover, and a new process started once the replica is promoted",
 			claim: "held at once only in the failover window, never by a lock handed on after it; fences keep rising", mode: "sentinel",
 			workers: 3, goroutines: 4, ttl: 5 * time.Second, hold: 500 * time.Millisecond,
-			fault: sentinelFailover, settle: 2 * time.Second,
+			fault: handoffSentinelFailover, settle: 2 * time.Second,
 			fenced: true,
 			awaits: "a hand-off only of a lock Redis still holds",
 		},
@@ -170,6 +173,14 @@ func scenarios() []scenario {
 			fault: closeHolderProcess(2), settle: ttl,
 			fenced: true, closeWithin: time.Second,
 			awaits: "Close waking its waiters",
+		},
+		{
+			name: "cluster-slow-master", about: "Cluster of 3 masters, one key on each; 3 processes × 3 goroutines, one per key; one master SIGSTOPped for 2.5×TTL, twice",
+			claim: "locks on the other masters are not lost; exclusion of held locks; fences", mode: "cluster",
+			workers: 3, goroutines: 3, ttl: ttl, hold: 300 * time.Millisecond, wait: 10 * time.Second,
+			fault: slowClusterMaster(2, 5*ttl/2), settle: ttl,
+			fenced: true, slowMaster: true,
+			awaits: "per-node Cluster renewal",
 		},
 	}
 }
@@ -225,7 +236,13 @@ func killHolder(times int) func(*env) {
 
 // restartRedis kills the single Redis server under a holder and starts
 // it again, empty, times times.
-func restartRedis(times int) func(*env) {
+func restartRedis(times int) func(*env) { return restartRedisJoin(times, false) }
+
+// restartRedisJoin is restartRedis; with join, a new worker process starts
+// right after each restart, as another instance of a service arrives: its
+// first Acquire finds the key free at once, while the old holder's Locker
+// may still be handing the lock on.
+func restartRedisJoin(times int, join bool) func(*env) {
 	return func(e *env) {
 		for range times {
 			for attempt := 0; attempt < 5; attempt++ {
@@ -238,6 +255,9 @@ func restartRedis(times int) func(*env) {
 				// A holder learns of the loss from its first renewal that
 				// gets an answer, at the latest when its trusted lease ends.
 				e.window("restart without persistence", at, record.Now()+int64(e.sc.ttl+wakeSlack), 0)
+				if join {
+					e.start()
+				}
 				if e.stillHolding(id, at) {
 					e.hit()
 					break
@@ -295,7 +315,15 @@ func redlockPause(times int, d time.Duration) func(*env) {
 // replica has, held open), lets a holder take the lock on the master
 // alone if it can, kills the master under it, waits for the sentinels to
 // promote the replica, and brings the old master back as a replica.
-func sentinelFailover(e *env) {
+func sentinelFailover(e *env) { sentinelFailoverJoin(e, false) }
+
+// handoffSentinelFailover is sentinelFailover with a new worker process
+// started as soon as the replica is promoted: its first Acquire finds the
+// key free on the new master at once, while the old holder's Locker may
+// still be handing the lock on.
+func handoffSentinelFailover(e *env) { sentinelFailoverJoin(e, true) }
+
+func sentinelFailoverJoin(e *env, join bool) {
 	t, s := e.t, e.sentinel
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -331,6 +359,9 @@ func sentinelFailover(e *env) {
 	holding := id != 0 && e.stillHolding(id, record.Now())
 	start := time.Now()
 	s.WaitMaster(t, s.Replica().Addr())
+	if join {
+		e.start()
+	}
 	// Does the promoted replica know of the holder's lock? Not if it was
 	// taken after the cut. (It may still have an older holder's, whose
 	// release it never saw.)
@@ -440,6 +471,28 @@ func closeHolderProcess(times int) func(*env) {
 				e.t.Errorf("worker %d still running %v after closing its Locker", p.id, 5*e.sc.ttl+10*time.Second)
 			}
 			e.start()
+			time.Sleep(e.sc.ttl)
+		}
+	}
+}
+
+// slowClusterMaster pauses (SIGSTOP) the last master of the cluster, the
+// one the last key lives on, for d while locks are held, times times: the
+// locks on the other masters must not notice.
+func slowClusterMaster(times int, d time.Duration) func(*env) {
+	return func(e *env) {
+		node := e.servers[len(e.servers)-1]
+		for range times {
+			id := e.awaitHolder(0, 20*time.Second)
+			if id == 0 {
+				e.t.Fatalf("no lock holder")
+			}
+			node.Pause(e.t)
+			if e.stillHolding(id, record.Now()) {
+				e.hit()
+			}
+			time.Sleep(d)
+			node.Resume(e.t)
 			time.Sleep(e.sc.ttl)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 // interval: a lower bound of how long it did, whatever the sampler missed.
 type Held struct {
 	Worker, N int
+	Key       string
 	Fence     int64
 	Call      int64 // Acquire was called
 	Start     int64 // Acquire returned
@@ -58,7 +59,7 @@ func HeldIntervals(events []Event) []Held {
 		if r, ok := released[k]; ok {
 			end = max(min(end, r), a.T)
 		}
-		out = append(out, Held{Worker: k.w, N: k.n, Fence: a.Fence, Call: a.T0, Start: a.T, End: end, Lost: lost[k]})
+		out = append(out, Held{Worker: k.w, N: k.n, Key: a.Key, Fence: a.Fence, Call: a.T0, Start: a.T, End: end, Lost: lost[k]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	return out
@@ -105,7 +106,7 @@ func (o HeldOverlap) String() string {
 // ms is t relative to ref in milliseconds, for messages.
 func ms(t, ref int64) float64 { return float64(t-ref) / 1e6 }
 
-// HeldOverlaps returns every pair of locks (of one key) that reported held
+// HeldOverlaps returns every pair of locks on one key that reported held
 // at the same moment, each marked with the window that excuses it, if any.
 func HeldOverlaps(held []Held, windows []Window) []HeldOverlap {
 	var out []HeldOverlap
@@ -114,7 +115,7 @@ func HeldOverlaps(held []Held, windows []Window) []HeldOverlap {
 			if b.Start > a.End {
 				break // sorted by start: no later lock reaches into a
 			}
-			if a.Worker == b.Worker && a.N == b.N {
+			if a.Worker == b.Worker && a.N == b.N || a.Key != b.Key {
 				continue
 			}
 			from, to := max(a.Start, b.Start), min(a.End, b.End)

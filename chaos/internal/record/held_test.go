@@ -71,3 +71,40 @@ func TestHeldOverlaps(t *testing.T) {
 		t.Fatalf("third overlap: got workers %d, %d over %d–%d, want 2, 1001 over 60–70", a, b, ov[2].From, ov[2].To)
 	}
 }
+
+// Locks on different keys may be held at once; on one key they may not.
+func TestOverlapsPerKey(t *testing.T) {
+	evs := []Event{
+		{Worker: 1, Kind: Acquire, N: 0, T0: 0, T: 10, Fence: 100, Key: "a"},
+		{Worker: 1, Kind: HeldSample, N: 0, T: 50},
+		{Worker: 1, Kind: Release, N: 0, T: 60},
+		{Worker: 1, Kind: Released, N: 0, T: 61},
+		{Worker: 2, Kind: Acquire, N: 0, T0: 0, T: 20, Fence: 50, Key: "b"},
+		{Worker: 2, Kind: HeldSample, N: 0, T: 50},
+		{Worker: 2, Kind: Release, N: 0, T: 60},
+		{Worker: 2, Kind: Released, N: 0, T: 61},
+	}
+	for _, tc := range []struct {
+		name string
+		keyB string
+		want int
+	}{{"different keys", "b", 0}, {"one key", "a", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs[4].Key = tc.keyB
+			if got := len(HeldOverlaps(HeldIntervals(evs), nil)); got != tc.want {
+				t.Errorf("held overlaps: got %d, want %d", got, tc.want)
+			}
+			secs := Sections(evs, nil)
+			if got := len(Overlaps(secs)); got != tc.want {
+				t.Errorf("section overlaps: got %d, want %d", got, tc.want)
+			}
+			// Worker 2 asked after worker 1 had its lock, and got a lower
+			// fence: a regression only on one key.
+			evs[4].T0 = 15
+			if got := len(FenceRegressions(Sections(evs, nil))); got != tc.want {
+				t.Errorf("fence regressions: got %d, want %d", got, tc.want)
+			}
+			evs[4].T0 = 0
+		})
+	}
+}

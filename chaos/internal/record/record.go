@@ -29,7 +29,7 @@ const GoroutineStride = 1000
 // Event kinds.
 const (
 	Start         = "start"          // the worker is up
-	Acquire       = "acquire"        // Acquire returned a lock: T0 call, T return, Fence
+	Acquire       = "acquire"        // Acquire returned a lock: T0 call, T return, Fence, Key
 	AcquireFailed = "acquire-failed" // Acquire returned an error: Err
 	Lost          = "lost"           // the lock's Done fired with ErrLockLost
 	Skip          = "skip"           // the worker saw its lock gone and skipped a write

@@ -78,10 +78,10 @@ type flags struct {
 func main() {
 	var f flags
 	flag.IntVar(&f.id, "id", 0, "worker id, recorded with every event")
-	flag.StringVar(&f.mode, "mode", "single", "single | redlock | sentinel")
+	flag.StringVar(&f.mode, "mode", "single", "single | redlock | sentinel | cluster")
 	flag.StringVar(&f.addrs, "addrs", "", "comma-separated Redis addresses (sentinel: the sentinels')")
 	flag.StringVar(&f.master, "master", "mymaster", "sentinel: the master's name")
-	flag.StringVar(&f.key, "key", "chaos", "the lock key, also the store register")
+	flag.StringVar(&f.key, "key", "chaos", "the lock key, also the store register; several, comma-separated: the g-th goroutine takes the (g mod n)-th")
 	flag.DurationVar(&f.ttl, "ttl", time.Second, "lock lease")
 	flag.DurationVar(&f.wait, "wait", 5*time.Second, "how long Acquire waits")
 	flag.DurationVar(&f.hold, "hold", 200*time.Millisecond, "work time under the lock")
@@ -165,7 +165,8 @@ func run(f flags) error {
 	// of one service do: the Locker hands the lock from one to the next.
 	var wg sync.WaitGroup
 	for g := range max(f.goroutines, 1) {
-		w := &worker{f: f, rec: rec.As(f.id + g*record.GoroutineStride), locker: locker,
+		keys := strings.Split(f.key, ",")
+		w := &worker{f: f, key: keys[g%len(keys)], rec: rec.As(f.id + g*record.GoroutineStride), locker: locker,
 			store: fenced.Client{Base: f.store, HTTP: &http.Client{Timeout: 2 * time.Second}}}
 		wg.Go(func() {
 			w.rec.Add(record.Event{Kind: record.Start})
@@ -217,6 +218,17 @@ func newLocker(f flags) (*padlock.Locker, func(), error) {
 			opts = append(opts, padlock.WithReplicaAck(f.replicaAck, f.ackTimeout))
 		}
 		return padlock.New(c, opts...), func() { _ = c.Close() }, nil
+	case "cluster":
+		c := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:         addrs,
+			DialTimeout:   time.Second,
+			DialerRetries: 1,
+			ReadTimeout:   time.Second,
+			WriteTimeout:  time.Second,
+			PoolTimeout:   2 * time.Second,
+			MaxRetries:    -1,
+		})
+		return padlock.New(c, opts...), func() { _ = c.Close() }, nil
 	case "redlock":
 		clients := make([]redis.UniversalClient, len(addrs))
 		for i, a := range addrs {
@@ -241,7 +253,7 @@ func newLocker(f flags) (*padlock.Locker, func(), error) {
 		}
 		return l, closeAll, nil
 	}
-	return nil, nil, fmt.Errorf("-mode %q: want single, redlock or sentinel", f.mode)
+	return nil, nil, fmt.Errorf("-mode %q: want single, redlock, sentinel or cluster", f.mode)
 }
 
 // clientOptions are short timeouts, one dial attempt and no retries, so a
@@ -260,6 +272,7 @@ func clientOptions(addr string) *redis.Options {
 
 type worker struct {
 	f      flags
+	key    string // the lock key and store register of this worker
 	rec    *record.Writer
 	locker *padlock.Locker
 	store  fenced.Client
@@ -270,7 +283,7 @@ type worker struct {
 // false once the Locker is closed.
 func (w *worker) iteration(ctx context.Context, n int) bool {
 	call := record.Now()
-	lk, err := w.locker.Acquire(ctx, w.f.key, padlock.Options{Wait: w.f.wait, Fair: w.f.fair})
+	lk, err := w.locker.Acquire(ctx, w.key, padlock.Options{Wait: w.f.wait, Fair: w.f.fair})
 	if err != nil {
 		w.rec.Add(record.Event{Kind: record.AcquireFailed, N: n, T0: call, Err: err.Error()})
 		if errors.Is(err, padlock.ErrClosed) {
@@ -280,7 +293,7 @@ func (w *worker) iteration(ctx context.Context, n int) bool {
 		sleep(ctx, 20*time.Millisecond+time.Duration(rand.Int64N(int64(30*time.Millisecond))))
 		return true
 	}
-	w.rec.Add(record.Event{Kind: record.Acquire, N: n, T0: call, Fence: lk.Fence()})
+	w.rec.Add(record.Event{Kind: record.Acquire, N: n, T0: call, Fence: lk.Fence(), Key: w.key})
 	held := w.sample(lk, n)
 	defer held()
 	stopExtends := func() {}
@@ -393,11 +406,11 @@ func (w *worker) write(lctx context.Context, n int, fence int64, value string) {
 	}
 	w.op++
 	op := w.op
-	w.rec.Add(record.Event{Kind: record.Call, N: n, Op: op, Key: w.f.key, Write: true, Fence: fence, Value: value,
+	w.rec.Add(record.Event{Kind: record.Call, N: n, Op: op, Key: w.key, Write: true, Fence: fence, Value: value,
 		CtxErr: lctx.Err() != nil})
 	// The store call itself is not cut short by the lock's context: once
 	// sent, a write is the fence's business.
-	ok, err := w.store.Write(context.Background(), w.f.key, fence, value)
+	ok, err := w.store.Write(context.Background(), w.key, fence, value)
 	e := record.Event{Kind: record.Return, N: n, Op: op, OK: ok}
 	if err != nil {
 		e.Err = err.Error()
@@ -411,8 +424,8 @@ func (w *worker) read(lctx context.Context, n int) {
 	}
 	w.op++
 	op := w.op
-	w.rec.Add(record.Event{Kind: record.Call, N: n, Op: op, Key: w.f.key})
-	fence, value, err := w.store.Read(context.Background(), w.f.key)
+	w.rec.Add(record.Event{Kind: record.Call, N: n, Op: op, Key: w.key})
+	fence, value, err := w.store.Read(context.Background(), w.key)
 	e := record.Event{Kind: record.Return, N: n, Op: op, OK: err == nil, Fence: fence, Value: value}
 	if err != nil {
 		e.Err = err.Error()
