@@ -183,7 +183,7 @@ func runScenario(t *testing.T, sc scenario) outcome {
 		}
 		o.heldAtOnce++
 		o.maxHeldAtOnce = max(o.maxHeldAtOnce, d)
-		t.Errorf("PROMISE BROKEN, two locks reported held at once: %v", ov)
+		t.Errorf("PROMISE BROKEN, two locks reported held at once: %v%s", ov, extendsOf(evs, ov.A))
 	}
 	if sc.closeWithin > 0 {
 		o.lateClose = lateAfterClose(t, evs, sc.closeWithin)
@@ -308,6 +308,23 @@ func lateAfterClose(t *testing.T, evs []record.Event, within time.Duration) int 
 	return late
 }
 
+// extendsOf lists the Extend calls of lock h, for the message of a
+// broken promise: which lease changes were in flight.
+func extendsOf(evs []record.Event, h record.Held) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		if ev.Kind == record.Extend && ev.Worker == h.Worker && ev.N == h.N {
+			res := "ok"
+			if ev.Err != "" {
+				res = ev.Err
+			}
+			fmt.Fprintf(&b, "\n\tworker %d Extend(%s) sent %.1fms, returned %.1fms after its Acquire: %s",
+				h.Worker, ev.Value, float64(ev.T0-h.Start)/1e6, float64(ev.T-h.Start)/1e6, res)
+		}
+	}
+	return b.String()
+}
+
 // lostElsewhere counts the locks on keys other than slow whose lock-lost
 // signal fired; each is logged.
 func lostElsewhere(t *testing.T, evs []record.Event, slow string) int {
@@ -361,7 +378,7 @@ func markdownTable(rows []row) string {
 			linear = fmt.Sprintf("**no** (%d runs)", o.notLinear)
 		}
 		claim := r.sc.claim
-		if o.ranOut > 0 {
+		if r.sc.noRunOut && o.ranOut > 0 {
 			claim += fmt.Sprintf(" (**%d waits ran out**)", o.ranOut)
 		}
 		if o.lateClose > 0 {

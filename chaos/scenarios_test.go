@@ -175,9 +175,11 @@ func scenarios() []scenario {
 			awaits: "Close waking its waiters",
 		},
 		{
-			name: "cluster-slow-master", about: "Cluster of 3 masters, one key on each; 3 processes × 3 goroutines, one per key; one master SIGSTOPped for 2.5×TTL, twice",
+			name: "cluster-slow-master", about: "Cluster of 3 masters, one key on each; 3 processes × 3 goroutines, one per key, hold 2×TTL; one master SIGSTOPped for 2.5×TTL, twice",
 			claim: "locks on the other masters are not lost; exclusion of held locks; fences", mode: "cluster",
-			workers: 3, goroutines: 3, ttl: ttl, hold: 300 * time.Millisecond, wait: 10 * time.Second,
+			// Holds of 2×TTL: the locks on healthy masters renew while the
+			// slow one hangs.
+			workers: 3, goroutines: 3, ttl: ttl, hold: 2 * ttl, wait: 10 * time.Second,
 			fault: slowClusterMaster(2, 5*ttl/2), settle: ttl,
 			fenced: true, slowMaster: true,
 			awaits: "per-node Cluster renewal",

@@ -44,6 +44,7 @@ const (
 	// lock and records one at least every 100ms and when it stops.
 	HeldSample = "held"
 	Closed     = "closed" // the worker closed its Locker (SIGUSR1)
+	Extend     = "extend" // an Extend returned: T0 call, T return, Value the TTL, Err
 )
 
 // Event is one line of a worker's record.

@@ -298,7 +298,7 @@ func (w *worker) iteration(ctx context.Context, n int) bool {
 	defer held()
 	stopExtends := func() {}
 	if len(w.f.extends) > 0 {
-		stopExtends = w.extend(lk)
+		stopExtends = w.extend(lk, n)
 	}
 
 	// The lost signal is recorded the moment Done fires, from its own
@@ -375,7 +375,7 @@ func (w *worker) sample(lk *padlock.Lock, n int) (stop func()) {
 // extend calls lk.Extend twice at once, with TTLs picked from -extend,
 // again and again until the returned stop is called: two Extends racing
 // each other and the watchdog's renewal, as the docs allow.
-func (w *worker) extend(lk *padlock.Lock) (stop func()) {
+func (w *worker) extend(lk *padlock.Lock, n int) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -389,8 +389,14 @@ func (w *worker) extend(lk *padlock.Lock) (stop func()) {
 				ttl := w.f.extends[rand.IntN(len(w.f.extends))]
 				pair.Go(func() {
 					ectx, ecancel := context.WithTimeout(ctx, 2*time.Second)
-					_ = lk.Extend(ectx, ttl)
+					sent := record.Now()
+					err := lk.Extend(ectx, ttl)
 					ecancel()
+					e := record.Event{Kind: record.Extend, N: n, T0: sent, Value: ttl.String()}
+					if err != nil {
+						e.Err = err.Error()
+					}
+					w.rec.Add(e)
 				})
 			}
 			pair.Wait()
