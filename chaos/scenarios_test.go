@@ -398,7 +398,10 @@ func partitionHolder(times int, d time.Duration) func(*env) {
 	return func(e *env) {
 		for range times {
 			for attempt := 0; attempt < 5; attempt++ {
-				id := e.awaitHolder(0, 20*time.Second)
+				// A fresh holder, with its whole hold ahead: one that
+				// releases while cut off is told ErrUnavailable, not that
+				// its lock was lost.
+				id := e.awaitHolder(record.Now(), 20*time.Second)
 				if id == 0 {
 					e.t.Fatalf("no lock holder to cut off")
 				}
