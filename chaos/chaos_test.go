@@ -3,8 +3,12 @@
 package chaos_test
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,14 +31,17 @@ type scenario struct {
 	workers    int    // processes
 	goroutines int    // workers per process, sharing its Locker (0: 1)
 	ttl, hold  time.Duration
-	unchecked  bool          // workers write without checking the lock's context
-	spin       int           // CPU-burning goroutines per worker, under GOMAXPROCS=1
-	replicaAck int           // WithReplicaAck replicas (sentinel)
-	proxy      bool          // each process reaches Redis through its own fault proxy (single)
-	fair       bool          // Options.Fair
-	extends    string        // -extend: TTLs the holder Extends to, two at once, all along
-	wait       time.Duration // Acquire's Wait (0: 5×TTL)
-	starved    bool          // the whole run is a starved-runtime window
+	unchecked  bool // workers write without checking the lock's context
+	spin       int  // CPU-burning goroutines per worker, under GOMAXPROCS=1
+	replicaAck int  // WithReplicaAck replicas (sentinel)
+	proxy      bool // each process reaches Redis through its own fault proxy (single)
+	fair       bool // Options.Fair
+	// redisRetries is go-redis's MaxRetries (single mode; 0: -1, each
+	// command sent once). Retries resend a command whose reply was lost.
+	redisRetries int
+	extends      string        // -extend: TTLs the holder Extends to, two at once, all along
+	wait         time.Duration // Acquire's Wait (0: 5×TTL)
+	starved      bool          // the whole run is a starved-runtime window
 	// slowMaster: the last key's Cluster master is slowed; no lock on
 	// another key may be reported lost.
 	slowMaster bool
@@ -49,8 +56,9 @@ type scenario struct {
 	// closeWithin: an Acquire under way when its Locker is closed returns
 	// within this (0: not checked).
 	closeWithin time.Duration
-	// noRunOut: no Acquire gives up because its whole Wait ran out (the
-	// key never stays refused to every waiter for a Wait).
+	// noRunOut: no Acquire gives up because its whole Wait ran out, and
+	// the key never sits unheld for over TTL+1s while an Acquire waits
+	// through the whole gap: a waiter gets a free key.
 	noRunOut bool
 	// awaits names the engine fix a scenario needs to pass: until it is
 	// merged the scenario fails, and says so.
@@ -60,7 +68,7 @@ type scenario struct {
 // outcome is what one or more runs of a scenario counted.
 type outcome struct {
 	runs, faults, sections, overlaps, stale, rejected, lost, slipped, regressions, notLinear int
-	heldAtOnce, excused, lateClose, ranOut, healthyLost                                      int
+	heldAtOnce, excused, lateClose, ranOut, healthyLost, stalls                              int
 	maxOverlap, maxHeldAtOnce, maxExcused                                                    time.Duration
 }
 
@@ -80,6 +88,7 @@ func (o *outcome) add(p outcome) {
 	o.lateClose += p.lateClose
 	o.ranOut += p.ranOut
 	o.healthyLost += p.healthyLost
+	o.stalls += p.stalls
 	o.maxOverlap = max(o.maxOverlap, p.maxOverlap)
 	o.maxHeldAtOnce = max(o.maxHeldAtOnce, p.maxHeldAtOnce)
 	o.maxExcused = max(o.maxExcused, p.maxExcused)
@@ -144,6 +153,9 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	e.stop(3*sc.ttl + 10*time.Second)
 
 	evs := e.events()
+	if dir := os.Getenv("PADLOCK_CHAOS_RECORDS"); dir != "" {
+		dumpEvents(t, filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".jsonl"), evs)
+	}
 	e.mu.Lock()
 	died := e.died
 	faults := e.faults
@@ -188,12 +200,18 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	if sc.closeWithin > 0 {
 		o.lateClose = lateAfterClose(t, evs, sc.closeWithin)
 	}
+	if sc.noRunOut {
+		o.stalls = stalls(t, evs, secs, sc.ttl+time.Second)
+	}
 	if sc.slowMaster {
 		o.healthyLost = lostElsewhere(t, evs, e.keys[len(e.keys)-1])
 	}
 	for _, ev := range evs {
-		if ev.Kind == record.AcquireFailed && strings.Contains(ev.Err, "not acquired") {
+		if ranOut(ev) {
 			o.ranOut++
+			if sc.noRunOut {
+				t.Logf("worker %d: Acquire waited %v and gave up: %s", ev.Worker, time.Duration(ev.T-ev.T0).Round(time.Millisecond), ev.Err)
+			}
 		}
 	}
 	for _, ov := range overlaps {
@@ -247,6 +265,9 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	if sc.noRunOut && o.ranOut > 0 {
 		t.Errorf("PROMISE BROKEN, %d Acquires waited their whole Wait (%v) and gave up, want 0: a waiter gets a free key", o.ranOut, sc.wait)
 	}
+	if o.stalls > 0 {
+		t.Errorf("PROMISE BROKEN, the key sat unheld for over %v %d times while an Acquire waited through it, want 0: a waiter gets a free key", sc.ttl+time.Second, o.stalls)
+	}
 	if o.lateClose > 0 {
 		t.Errorf("PROMISE BROKEN, %d Acquires under way at Close returned later than %v after it (or with a lock), want 0", o.lateClose, sc.closeWithin)
 	}
@@ -278,6 +299,68 @@ func describe(s record.Section) string {
 	}
 	return fmt.Sprintf("worker %d (iteration %d, fence %d: Acquire took %v, then held %v, %s)", s.Worker, s.N, s.Fence,
 		time.Duration(s.Start-s.Call).Round(time.Millisecond), time.Duration(s.End-s.Start).Round(time.Millisecond), how)
+}
+
+// stalls counts the gaps longer than bound in which no worker held the
+// lock while some Acquire waited from before the gap to after it; each
+// is logged.
+func stalls(t *testing.T, evs []record.Event, secs []record.Section, bound time.Duration) int {
+	type span struct{ from, to int64 }
+	var waits []span
+	for _, ev := range evs {
+		if ev.Kind == record.Acquire || ev.Kind == record.AcquireFailed {
+			waits = append(waits, span{ev.T0, ev.T})
+		}
+	}
+	n := 0
+	end := int64(0) // the end of the union of sections so far
+	for i, s := range secs {
+		if i > 0 && s.Start-end > int64(bound) {
+			for _, w := range waits {
+				if w.from <= end && w.to >= s.Start {
+					n++
+					t.Logf("the key sat unheld for %v while an Acquire waited (%v in all)",
+						time.Duration(s.Start-end).Round(time.Millisecond), time.Duration(w.to-w.from).Round(time.Millisecond))
+					break
+				}
+			}
+		}
+		end = max(end, s.End)
+	}
+	// After the last section: a waiter that waited on past it for longer
+	// than bound, until it gave up or the run ended.
+	for _, w := range waits {
+		if len(secs) > 0 && w.from <= end && w.to-end > int64(bound) {
+			n++
+			t.Logf("the key sat unheld for %v after the last critical section while an Acquire waited (%v in all)",
+				time.Duration(w.to-end).Round(time.Millisecond), time.Duration(w.to-w.from).Round(time.Millisecond))
+			break
+		}
+	}
+	return n
+}
+
+// ranOut reports whether ev is an Acquire that gave up because its Wait
+// ran out: not one cut short by the worker's SIGTERM.
+func ranOut(ev record.Event) bool {
+	return ev.Kind == record.AcquireFailed && strings.Contains(ev.Err, "padlock: not acquired") &&
+		!strings.Contains(ev.Err, "signal received") && !strings.Contains(ev.Err, "context canceled")
+}
+
+// dumpEvents writes every worker's events to path, sorted by time, for a
+// look at what happened (PADLOCK_CHAOS_RECORDS names the directory).
+func dumpEvents(t *testing.T, path string, evs []record.Event) {
+	sorted := slices.Clone(evs)
+	slices.SortStableFunc(sorted, func(a, b record.Event) int { return cmp.Compare(a.T, b.T) })
+	var b strings.Builder
+	for _, ev := range sorted {
+		j, _ := json.Marshal(ev)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Errorf("PADLOCK_CHAOS_RECORDS: %v", err)
+	}
 }
 
 // lateAfterClose counts the Acquires that were under way when their
@@ -380,6 +463,9 @@ func markdownTable(rows []row) string {
 		claim := r.sc.claim
 		if r.sc.noRunOut && o.ranOut > 0 {
 			claim += fmt.Sprintf(" (**%d waits ran out**)", o.ranOut)
+		}
+		if o.stalls > 0 {
+			claim += fmt.Sprintf(" (**%d stalls with waiters**)", o.stalls)
 		}
 		if o.lateClose > 0 {
 			claim += fmt.Sprintf(" (**%d Acquires slow to see Close**)", o.lateClose)

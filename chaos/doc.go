@@ -21,7 +21,9 @@
 // checks the store's
 // history for linearizability with porcupine, and fails a scenario whose
 // counts break what it claims. It prints the table RELIABILITY.md shows,
-// and writes it as Markdown to the file PADLOCK_CHAOS_REPORT names.
+// and writes it as Markdown to the file PADLOCK_CHAOS_REPORT names. With
+// PADLOCK_CHAOS_RECORDS naming a directory, each run's events, every
+// worker's merged and sorted by time, are written there as JSON lines.
 //
 // TestLoadExampleApp runs the example app on loopback against a real
 // redis-server, fires concurrent pays at a few hot orders for

@@ -3,6 +3,7 @@
 package chaos_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http/httptest"
@@ -215,6 +216,7 @@ func (e *env) start() int {
 		"-replica-ack", strconv.Itoa(sc.replicaAck),
 		"-goroutines", strconv.Itoa(max(sc.goroutines, 1)),
 		"-fair=" + strconv.FormatBool(sc.fair),
+		"-redis-retries", strconv.Itoa(cmp.Or(sc.redisRetries, -1)),
 		"-extend", sc.extends,
 	}
 	cmd := exec.Command(e.bin, args...)

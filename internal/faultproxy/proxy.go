@@ -16,6 +16,7 @@
 package faultproxy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -39,6 +40,7 @@ type Proxy struct {
 	refuse       atomic.Bool
 
 	mu          sync.Mutex
+	dropMatch   []byte // DropRepliesTo's filter; nil: every request
 	links       map[*link]struct{}
 	partitioned bool
 	healed      chan struct{} // closed when a partition ends; nil while none
@@ -80,7 +82,17 @@ func (p *Proxy) DelayRequests(d time.Duration) { p.requestDelay.Store(int64(d)) 
 // each is forwarded to the server, and when the server's reply comes it is
 // swallowed and the client's connection is reset. The client sees its
 // connection break after the server ran the command.
-func (p *Proxy) DropReplies(n int) { p.dropNext.Add(int64(n)) }
+func (p *Proxy) DropReplies(n int) { p.DropRepliesTo(n, nil) }
+
+// DropRepliesTo is DropReplies for the next n requests whose bytes contain
+// match (a command name, a key); others pass. It replaces the filter of
+// earlier calls; nil matches every request.
+func (p *Proxy) DropRepliesTo(n int, match []byte) {
+	p.mu.Lock()
+	p.dropMatch = bytes.Clone(match)
+	p.mu.Unlock()
+	p.dropNext.Add(int64(n))
+}
 
 // Dropped returns how many replies DropReplies has dropped so far.
 func (p *Proxy) Dropped() int { return int(p.dropped.Load()) }
@@ -216,7 +228,7 @@ func (l *link) requests() {
 			if d := time.Duration(l.p.requestDelay.Load()); d > 0 {
 				time.Sleep(d)
 			}
-			if l.p.takeDrop() {
+			if l.p.takeDrop(buf[:n]) {
 				l.doomed.Store(true)
 			}
 			if _, werr := l.server.Write(buf[:n]); werr != nil {
@@ -258,8 +270,18 @@ func (l *link) replies() {
 	}
 }
 
-// takeDrop claims one pending reply drop, if there is one.
-func (p *Proxy) takeDrop() bool {
+// takeDrop claims one pending reply drop for request, if there is one
+// and request matches the filter.
+func (p *Proxy) takeDrop(request []byte) bool {
+	if p.dropNext.Load() <= 0 {
+		return false // the common case, without the lock
+	}
+	p.mu.Lock()
+	match := p.dropMatch
+	p.mu.Unlock()
+	if match != nil && !bytes.Contains(request, match) {
+		return false
+	}
 	for {
 		n := p.dropNext.Load()
 		if n <= 0 {

@@ -89,6 +89,28 @@ func TestDropRepliesAfterTheServerActed(t *testing.T) {
 	}
 }
 
+// DropRepliesTo loses only the reply of a matching request.
+func TestDropRepliesTo(t *testing.T) {
+	p, via, direct := setup(t)
+	ctx := context.Background()
+	if err := via.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.DropRepliesTo(1, []byte("target"))
+	if err := via.Incr(ctx, "other").Err(); err != nil {
+		t.Fatalf("INCR other (not matching): %v", err)
+	}
+	if err := via.Incr(ctx, "target").Err(); err == nil {
+		t.Fatalf("INCR target (matching): got nil error, want its reply dropped")
+	}
+	if got := get(t, direct, "target"); got != "1" {
+		t.Fatalf("server has target = %q, want %q", got, "1")
+	}
+	if got := p.Dropped(); got != 1 {
+		t.Fatalf("Dropped: got %d, want 1", got)
+	}
+}
+
 // A delayed reply past the client's read timeout: the client gives up on a
 // command the server ran.
 func TestDelayReplies(t *testing.T) {

@@ -73,6 +73,7 @@ type flags struct {
 	goroutines int
 	fair       bool
 	extends    []time.Duration
+	retries    int
 }
 
 func main() {
@@ -98,6 +99,7 @@ func main() {
 	flag.DurationVar(&f.nodeTO, "node-timeout", 250*time.Millisecond, "redlock: WithNodeTimeout")
 	flag.IntVar(&f.goroutines, "goroutines", 1, "workers in this process, sharing its Locker; the g-th (from 0) records as id+g*"+strconv.Itoa(record.GoroutineStride))
 	flag.BoolVar(&f.fair, "fair", false, "Options.Fair")
+	flag.IntVar(&f.retries, "redis-retries", -1, "go-redis MaxRetries (single): -1 sends each command once, so a fault shows; go-redis's default is 3")
 	var extends string
 	flag.StringVar(&extends, "extend", "", "comma-separated TTLs: while holding, call Extend twice at once with TTLs picked from these, again and again, racing each other and the watchdog")
 	flag.Parse()
@@ -198,7 +200,9 @@ func newLocker(f flags) (*padlock.Locker, func(), error) {
 	opts := []padlock.Option{padlock.WithDefaults(padlock.Options{TTL: f.ttl})}
 	switch f.mode {
 	case "single":
-		c := redis.NewClient(clientOptions(addrs[0]))
+		o := clientOptions(addrs[0])
+		o.MaxRetries = f.retries
+		c := redis.NewClient(o)
 		if f.replicaAck > 0 {
 			opts = append(opts, padlock.WithReplicaAck(f.replicaAck, f.ackTimeout))
 		}
