@@ -3,8 +3,12 @@
 package chaos_test
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +34,17 @@ type scenario struct {
 	unchecked  bool // workers write without checking the lock's context
 	spin       int  // CPU-burning goroutines per worker, under GOMAXPROCS=1
 	replicaAck int  // WithReplicaAck replicas (sentinel)
+	proxy      bool // each process reaches Redis through its own fault proxy (single)
+	fair       bool // Options.Fair
+	// redisRetries is go-redis's MaxRetries (single mode; 0: -1, each
+	// command sent once). Retries resend a command whose reply was lost.
+	redisRetries int
+	extends      string        // -extend: TTLs the holder Extends to, two at once, all along
+	wait         time.Duration // Acquire's Wait (0: 5×TTL)
+	starved      bool          // the whole run is a starved-runtime window
+	// slowMaster: the last key's Cluster master is slowed; no lock on
+	// another key may be reported lost.
+	slowMaster bool
 
 	fault  func(e *env) // injects the faults, on the test goroutine
 	settle time.Duration
@@ -38,12 +53,23 @@ type scenario struct {
 	fenced       bool // zero stale writes accepted, zero fence regressions
 	wantLost     bool // every fault that hit a holder fired its lock-lost signal
 	wantRejected bool // the fence turned away stale writes
+	// closeWithin: an Acquire under way when its Locker is closed returns
+	// within this (0: not checked).
+	closeWithin time.Duration
+	// noRunOut: no Acquire gives up because its whole Wait ran out, and
+	// the key never sits unheld for over TTL+1s while an Acquire waits
+	// through the whole gap: a waiter gets a free key.
+	noRunOut bool
+	// awaits names the engine fix a scenario needs to pass: until it is
+	// merged the scenario fails, and says so.
+	awaits string
 }
 
 // outcome is what one or more runs of a scenario counted.
 type outcome struct {
 	runs, faults, sections, overlaps, stale, rejected, lost, slipped, regressions, notLinear int
-	maxOverlap                                                                               time.Duration
+	heldAtOnce, excused, lateClose, ranOut, healthyLost, stalls                              int
+	maxOverlap, maxHeldAtOnce, maxExcused                                                    time.Duration
 }
 
 func (o *outcome) add(p outcome) {
@@ -57,7 +83,15 @@ func (o *outcome) add(p outcome) {
 	o.slipped += p.slipped
 	o.regressions += p.regressions
 	o.notLinear += p.notLinear
+	o.heldAtOnce += p.heldAtOnce
+	o.excused += p.excused
+	o.lateClose += p.lateClose
+	o.ranOut += p.ranOut
+	o.healthyLost += p.healthyLost
+	o.stalls += p.stalls
 	o.maxOverlap = max(o.maxOverlap, p.maxOverlap)
+	o.maxHeldAtOnce = max(o.maxHeldAtOnce, p.maxHeldAtOnce)
+	o.maxExcused = max(o.maxExcused, p.maxExcused)
 }
 
 // runs is how often each scenario runs: PADLOCK_CHAOS_RUNS, default 1.
@@ -119,10 +153,17 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	e.stop(3*sc.ttl + 10*time.Second)
 
 	evs := e.events()
+	if dir := os.Getenv("PADLOCK_CHAOS_RECORDS"); dir != "" {
+		dumpEvents(t, filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".jsonl"), evs)
+	}
 	e.mu.Lock()
 	died := e.died
 	faults := e.faults
+	windows := e.windows
 	e.mu.Unlock()
+	if sc.starved {
+		windows = append(windows, record.Whole("starved runtime"))
+	}
 	secs := record.Sections(evs, died)
 	overlaps := record.Overlaps(secs)
 	log := e.store.Log()
@@ -137,8 +178,41 @@ func runScenario(t *testing.T, sc scenario) outcome {
 		slipped:     record.SlippedWrites(evs),
 		regressions: len(record.FenceRegressions(secs)),
 	}
-	if sc.spin > 0 {
-		o.faults = o.sections // every one ran starved
+	if sc.spin > 0 || sc.extends != "" {
+		o.faults = o.sections // every one ran starved, or raced its Extends
+	}
+	// The invariant of every scenario: no two locks report held at once,
+	// outside the windows the faults opened.
+	for _, ov := range record.HeldOverlaps(record.HeldIntervals(evs), windows) {
+		d := time.Duration(ov.Nanos())
+		if ov.Excused != "" {
+			o.excused++
+			o.maxExcused = max(o.maxExcused, d)
+			if o.excused <= 3 { // the rest are counted
+				t.Logf("two locks held at once, excused: %v", ov)
+			}
+			continue
+		}
+		o.heldAtOnce++
+		o.maxHeldAtOnce = max(o.maxHeldAtOnce, d)
+		t.Errorf("PROMISE BROKEN, two locks reported held at once: %v%s", ov, extendsOf(evs, ov.A))
+	}
+	if sc.closeWithin > 0 {
+		o.lateClose = lateAfterClose(t, evs, sc.closeWithin)
+	}
+	if sc.noRunOut {
+		o.stalls = stalls(t, evs, secs, sc.ttl+time.Second)
+	}
+	if sc.slowMaster {
+		o.healthyLost = lostElsewhere(t, evs, e.keys[len(e.keys)-1])
+	}
+	for _, ev := range evs {
+		if ranOut(ev) {
+			o.ranOut++
+			if sc.noRunOut {
+				t.Logf("worker %d: Acquire waited %v and gave up: %s", ev.Worker, time.Duration(ev.T-ev.T0).Round(time.Millisecond), ev.Err)
+			}
+		}
 	}
 	for _, ov := range overlaps {
 		d := time.Duration(ov.Nanos)
@@ -146,8 +220,8 @@ func runScenario(t *testing.T, sc scenario) outcome {
 		t.Logf("overlap of %v: %s and %s", d, describe(ov.A), describe(ov.B))
 	}
 	for _, r := range record.FenceRegressions(secs) {
-		t.Errorf("fence regression: worker %d got fence %d, then worker %d, asking later, got %d",
-			r[0].Worker, r[0].Fence, r[1].Worker, r[1].Fence)
+		t.Errorf("PROMISE BROKEN, fence regression: worker %d got fence %d, then worker %d, asking later, got %d (its lock reported lost: %v)",
+			r[0].Worker, r[0].Fence, r[1].Worker, r[1].Fence, r[1].Lost)
 	}
 
 	ops := record.Operations(evs)
@@ -164,8 +238,11 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	}
 
 	t.Logf("%d critical sections, %d faults hit a holder, %d overlaps (longest %v), %d lock-lost signals, "+
-		"%d stale writes accepted, %d rejected, %d writes after the lock was lost, %d store operations checked",
-		o.sections, o.faults, o.overlaps, o.maxOverlap, o.lost, o.stale, o.rejected, o.slipped, len(ops))
+		"%d stale writes accepted, %d rejected, %d writes after the lock was lost, %d store operations checked; "+
+		"two locks held at once: %d outside any window (longest %v), %d inside one (longest %v); "+
+		"%d waits ran out, %d Acquires slow to see Close",
+		o.sections, o.faults, o.overlaps, o.maxOverlap, o.lost, o.stale, o.rejected, o.slipped, len(ops),
+		o.heldAtOnce, o.maxHeldAtOnce, o.excused, o.maxExcused, o.ranOut, o.lateClose)
 
 	switch {
 	case o.sections < 3:
@@ -184,6 +261,21 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	}
 	if sc.wantRejected && o.rejected == 0 {
 		t.Errorf("the fence rejected no write, want the paused holder's stale writes rejected")
+	}
+	if sc.noRunOut && o.ranOut > 0 {
+		t.Errorf("PROMISE BROKEN, %d Acquires waited their whole Wait (%v) and gave up, want 0: a waiter gets a free key", o.ranOut, sc.wait)
+	}
+	if o.stalls > 0 {
+		t.Errorf("PROMISE BROKEN, the key sat unheld for over %v %d times while an Acquire waited through it, want 0: a waiter gets a free key", sc.ttl+time.Second, o.stalls)
+	}
+	if o.lateClose > 0 {
+		t.Errorf("PROMISE BROKEN, %d Acquires under way at Close returned later than %v after it (or with a lock), want 0", o.lateClose, sc.closeWithin)
+	}
+	if o.healthyLost > 0 {
+		t.Errorf("PROMISE BROKEN, %d locks on healthy masters reported lost while one master was slow, want 0", o.healthyLost)
+	}
+	if t.Failed() && sc.awaits != "" {
+		t.Logf("%s checks %s: it fails until that is fixed", sc.name, sc.awaits)
 	}
 	if t.Failed() {
 		for id := 1; id < e.nextID; id++ {
@@ -209,6 +301,135 @@ func describe(s record.Section) string {
 		time.Duration(s.Start-s.Call).Round(time.Millisecond), time.Duration(s.End-s.Start).Round(time.Millisecond), how)
 }
 
+// stalls counts the gaps longer than bound in which no worker held the
+// lock while some Acquire waited from before the gap to after it; each
+// is logged.
+func stalls(t *testing.T, evs []record.Event, secs []record.Section, bound time.Duration) int {
+	type span struct{ from, to int64 }
+	var waits []span
+	for _, ev := range evs {
+		if ev.Kind == record.Acquire || ev.Kind == record.AcquireFailed {
+			waits = append(waits, span{ev.T0, ev.T})
+		}
+	}
+	n := 0
+	end := int64(0) // the end of the union of sections so far
+	for i, s := range secs {
+		if i > 0 && s.Start-end > int64(bound) {
+			for _, w := range waits {
+				if w.from <= end && w.to >= s.Start {
+					n++
+					t.Logf("the key sat unheld for %v while an Acquire waited (%v in all)",
+						time.Duration(s.Start-end).Round(time.Millisecond), time.Duration(w.to-w.from).Round(time.Millisecond))
+					break
+				}
+			}
+		}
+		end = max(end, s.End)
+	}
+	// After the last section: a waiter that waited on past it for longer
+	// than bound, until it gave up or the run ended.
+	for _, w := range waits {
+		if len(secs) > 0 && w.from <= end && w.to-end > int64(bound) {
+			n++
+			t.Logf("the key sat unheld for %v after the last critical section while an Acquire waited (%v in all)",
+				time.Duration(w.to-end).Round(time.Millisecond), time.Duration(w.to-w.from).Round(time.Millisecond))
+			break
+		}
+	}
+	return n
+}
+
+// ranOut reports whether ev is an Acquire that gave up because its Wait
+// ran out: not one cut short by the worker's SIGTERM.
+func ranOut(ev record.Event) bool {
+	return ev.Kind == record.AcquireFailed && strings.Contains(ev.Err, "padlock: not acquired") &&
+		!strings.Contains(ev.Err, "signal received") && !strings.Contains(ev.Err, "context canceled")
+}
+
+// dumpEvents writes every worker's events to path, sorted by time, for a
+// look at what happened (PADLOCK_CHAOS_RECORDS names the directory).
+func dumpEvents(t *testing.T, path string, evs []record.Event) {
+	sorted := slices.Clone(evs)
+	slices.SortStableFunc(sorted, func(a, b record.Event) int { return cmp.Compare(a.T, b.T) })
+	var b strings.Builder
+	for _, ev := range sorted {
+		j, _ := json.Marshal(ev)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Errorf("PADLOCK_CHAOS_RECORDS: %v", err)
+	}
+}
+
+// lateAfterClose counts the Acquires that were under way when their
+// process closed its Locker and returned more than within after it, or
+// returned a lock: each is logged.
+func lateAfterClose(t *testing.T, evs []record.Event, within time.Duration) int {
+	closed := map[int]int64{} // process → when it closed its Locker
+	for _, ev := range evs {
+		if ev.Kind == record.Closed {
+			closed[ev.Worker%record.GoroutineStride] = ev.T
+		}
+	}
+	late := 0
+	for _, ev := range evs {
+		c, ok := closed[ev.Worker%record.GoroutineStride]
+		if !ok || (ev.Kind != record.Acquire && ev.Kind != record.AcquireFailed) || ev.T0 >= c || ev.T < c {
+			continue
+		}
+		switch took := time.Duration(ev.T - c); {
+		case ev.Kind == record.Acquire:
+			late++
+			t.Logf("worker %d: an Acquire under way at Close returned a lock %v after it", ev.Worker, took.Round(time.Millisecond))
+		case took > within:
+			late++
+			t.Logf("worker %d: an Acquire under way at Close returned %v after it (%s)", ev.Worker, took.Round(time.Millisecond), ev.Err)
+		}
+	}
+	return late
+}
+
+// extendsOf lists the Extend calls of lock h, for the message of a
+// broken promise: which lease changes were in flight.
+func extendsOf(evs []record.Event, h record.Held) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		if ev.Kind == record.Extend && ev.Worker == h.Worker && ev.N == h.N {
+			res := "ok"
+			if ev.Err != "" {
+				res = ev.Err
+			}
+			fmt.Fprintf(&b, "\n\tworker %d Extend(%s) sent %.1fms, returned %.1fms after its Acquire: %s",
+				h.Worker, ev.Value, float64(ev.T0-h.Start)/1e6, float64(ev.T-h.Start)/1e6, res)
+		}
+	}
+	return b.String()
+}
+
+// lostElsewhere counts the locks on keys other than slow whose lock-lost
+// signal fired; each is logged.
+func lostElsewhere(t *testing.T, evs []record.Event, slow string) int {
+	type lock struct{ w, n int }
+	keys := map[lock]string{}
+	for _, ev := range evs {
+		if ev.Kind == record.Acquire {
+			keys[lock{ev.Worker, ev.N}] = ev.Key
+		}
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind == record.Lost {
+			if k := keys[lock{ev.Worker, ev.N}]; k != slow {
+				n++
+				t.Logf("worker %d: its lock on %q (a healthy master) was reported lost", ev.Worker, k)
+			}
+		}
+	}
+	return n
+}
+
 type row struct {
 	sc scenario
 	o  outcome
@@ -216,8 +437,8 @@ type row struct {
 
 func markdownTable(rows []row) string {
 	var b strings.Builder
-	b.WriteString("| Scenario | Claim | Runs | Faults that hit a holder | Critical sections | Overlaps | Stale writes accepted | Stale writes rejected | Lock-lost signals fired | Fence regressions | Linearizable |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| Scenario | Claim | Runs | Faults that hit a holder | Critical sections | Overlaps | Held at once, outside windows | Held at once, inside a window | Stale writes accepted | Stale writes rejected | Lock-lost signals fired | Fence regressions | Linearizable |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		o := r.o
 		overlaps := strconv.Itoa(o.overlaps)
@@ -228,12 +449,32 @@ func markdownTable(rows []row) string {
 		if !r.sc.fenced {
 			stale, regress = "n/a (no fences)", "n/a"
 		}
+		heldOut, heldIn := strconv.Itoa(o.heldAtOnce), strconv.Itoa(o.excused)
+		if o.heldAtOnce > 0 {
+			heldOut = fmt.Sprintf("**%d** (longest %v)", o.heldAtOnce, o.maxHeldAtOnce.Round(time.Millisecond))
+		}
+		if o.excused > 0 {
+			heldIn += fmt.Sprintf(" (longest %v)", o.maxExcused.Round(time.Millisecond))
+		}
 		linear := "yes"
 		if o.notLinear > 0 {
 			linear = fmt.Sprintf("**no** (%d runs)", o.notLinear)
 		}
-		fmt.Fprintf(&b, "| %s: %s | %s | %d | %d | %d | %s | %s | %d | %d | %s | %s |\n",
-			r.sc.name, r.sc.about, r.sc.claim, o.runs, o.faults, o.sections, overlaps, stale, o.rejected, o.lost, regress, linear)
+		claim := r.sc.claim
+		if r.sc.noRunOut && o.ranOut > 0 {
+			claim += fmt.Sprintf(" (**%d waits ran out**)", o.ranOut)
+		}
+		if o.stalls > 0 {
+			claim += fmt.Sprintf(" (**%d stalls with waiters**)", o.stalls)
+		}
+		if o.lateClose > 0 {
+			claim += fmt.Sprintf(" (**%d Acquires slow to see Close**)", o.lateClose)
+		}
+		if o.healthyLost > 0 {
+			claim += fmt.Sprintf(" (**%d locks lost on healthy masters**)", o.healthyLost)
+		}
+		fmt.Fprintf(&b, "| %s: %s | %s | %d | %d | %d | %s | %s | %s | %s | %d | %d | %s | %s |\n",
+			r.sc.name, r.sc.about, claim, o.runs, o.faults, o.sections, overlaps, heldOut, heldIn, stale, o.rejected, o.lost, regress, linear)
 	}
 	return b.String()
 }

@@ -10,13 +10,20 @@
 // contend for one lock on real redis-server processes and write to a
 // fenced store (internal/fenced) with their fences, while the test pauses
 // (SIGSTOP), kills (SIGKILL) or starves a lock holder, or kills, restarts or
-// pauses a Redis server, or fails a Sentinel master over. Every critical
-// section and every store operation is recorded (internal/record); the test
-// then counts overlapping critical sections, stale writes the store
-// accepted, lock-lost signals and fence regressions, checks the store's
+// pauses a Redis server, or fails a Sentinel master over, or loses, delays
+// or holds back the replies between a worker and Redis (internal/faultproxy
+// sits between them), or closes a worker's Locker under its waiters. Every
+// critical section, every store operation and, sampled every millisecond,
+// whether each lock's Err() still said held is recorded (internal/record);
+// the test then counts overlapping critical sections, locks that reported
+// held at the same moment outside the windows RELIABILITY.md names, stale
+// writes the store accepted, lock-lost signals and fence regressions,
+// checks the store's
 // history for linearizability with porcupine, and fails a scenario whose
 // counts break what it claims. It prints the table RELIABILITY.md shows,
-// and writes it as Markdown to the file PADLOCK_CHAOS_REPORT names.
+// and writes it as Markdown to the file PADLOCK_CHAOS_REPORT names. With
+// PADLOCK_CHAOS_RECORDS naming a directory, each run's events, every
+// worker's merged and sorted by time, are written there as JSON lines.
 //
 // TestLoadExampleApp runs the example app on loopback against a real
 // redis-server, fires concurrent pays at a few hot orders for

@@ -3,6 +3,7 @@
 package chaos_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/padlockgo/padlock/chaos/internal/fenced"
 	"github.com/padlockgo/padlock/chaos/internal/record"
+	"github.com/padlockgo/padlock/internal/faultproxy"
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
@@ -73,15 +75,18 @@ type env struct {
 	store    *fenced.Store
 	storeURL string
 
-	servers  []*redistest.Server      // single and redlock modes
+	servers  []*redistest.Server      // single and redlock modes; cluster: the masters
 	sentinel *redistest.SentinelSetup // sentinel mode
 	addrs    string                   // what workers get as -addrs
+	keys     []string                 // the lock keys; cluster: one per master, in order
 
-	mu     sync.Mutex
-	procs  map[int]*proc
-	nextID int
-	died   map[int]int64 // workers killed, and when
-	faults int           // faults that hit a holder inside its critical section
+	mu      sync.Mutex
+	procs   map[int]*proc
+	nextID  int
+	died    map[int]int64             // workers killed, and when
+	faults  int                       // faults that hit a holder inside its critical section
+	proxies map[int]*faultproxy.Proxy // each process's path to Redis, with sc.proxy
+	windows []record.Window           // where the faults allow two locks to report held
 }
 
 // proc is one worker process.
@@ -95,7 +100,8 @@ type proc struct {
 func newEnv(t *testing.T, sc scenario) *env {
 	t.Helper()
 	e := &env{t: t, sc: sc, bin: build(t, "github.com/padlockgo/padlock/chaos/internal/worker"),
-		dir: t.TempDir(), procs: map[int]*proc{}, died: map[int]int64{}, nextID: 1}
+		dir: t.TempDir(), procs: map[int]*proc{}, died: map[int]int64{}, nextID: 1,
+		proxies: map[int]*faultproxy.Proxy{}}
 	e.store = fenced.NewStore()
 	srv := httptest.NewServer(e.store) // 127.0.0.1 only
 	t.Cleanup(srv.Close)
@@ -118,8 +124,16 @@ func newEnv(t *testing.T, sc scenario) *env {
 	case "sentinel":
 		e.sentinel = redistest.StartSentinel(t, 3)
 		e.addrs = strings.Join(e.sentinel.SentinelAddrs(), ",")
+	case "cluster":
+		c := redistest.StartCluster(t, 3)
+		e.servers = c.Nodes()
+		e.addrs = strings.Join(c.Addrs(), ",")
+		e.keys = clusterKeys(t, c)
 	default:
 		t.Fatalf("scenario %s: unknown mode %q", sc.name, sc.mode)
+	}
+	if e.keys == nil {
+		e.keys = []string{"chaos"}
 	}
 	for _, s := range e.servers {
 		if !s.Real() {
@@ -131,6 +145,40 @@ func newEnv(t *testing.T, sc scenario) *env {
 	return e
 }
 
+// clusterKeys returns one lock key per master of c, in the order of
+// c.Nodes(), and lets every master serve its slots while another is down
+// (cluster-require-full-coverage no), as a cluster with replicas would
+// once it failed over: a slow master must not take the others down.
+func clusterKeys(t *testing.T, c *redistest.Cluster) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	index := map[string]int{}
+	for i, n := range c.Nodes() {
+		index[n.Addr()] = i
+		if err := n.Client(t).ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
+			t.Fatalf("%s: CONFIG SET cluster-require-full-coverage no: %v", n.Addr(), err)
+		}
+	}
+	cc := c.Client(t)
+	keys := make([]string, len(index))
+	for n, found := 0, 0; found < len(keys); n++ {
+		if n > 1000 {
+			t.Fatalf("no key for every master among 1000: %v", keys)
+		}
+		key := fmt.Sprintf("k%d", n) // the lock's Redis key hashes on it: padlock:{kN}
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatalf("MasterForKey(%q): %v", key, err)
+		}
+		if i, ok := index[m.Options().Addr]; ok && keys[i] == "" {
+			keys[i] = key
+			found++
+		}
+	}
+	return keys
+}
+
 // start starts one worker and returns its id.
 func (e *env) start() int {
 	e.t.Helper()
@@ -140,16 +188,36 @@ func (e *env) start() int {
 	e.mu.Unlock()
 
 	sc := e.sc
+	addrs := e.addrs
+	if sc.proxy {
+		// Its own proxy, so that a fault can single out one process.
+		p, err := faultproxy.Start(e.servers[0].Addr())
+		if err != nil {
+			e.t.Fatalf("worker %d: %v", id, err)
+		}
+		e.t.Cleanup(func() { _ = p.Close() })
+		e.mu.Lock()
+		e.proxies[id] = p
+		e.mu.Unlock()
+		addrs = p.Addr()
+	}
+	wait := sc.wait
+	if wait == 0 {
+		wait = 5 * sc.ttl
+	}
 	out := filepath.Join(e.dir, fmt.Sprintf("worker-%d.jsonl", id))
 	args := []string{
-		"-id", strconv.Itoa(id), "-mode", sc.mode, "-addrs", e.addrs, "-key", "chaos",
-		"-ttl", sc.ttl.String(), "-hold", sc.hold.String(), "-wait", (5 * sc.ttl).String(),
+		"-id", strconv.Itoa(id), "-mode", sc.mode, "-addrs", addrs, "-key", strings.Join(e.keys, ","),
+		"-ttl", sc.ttl.String(), "-hold", sc.hold.String(), "-wait", wait.String(),
 		"-duration", "2m", "-iterations", "10000",
 		"-store", e.storeURL, "-out", out,
 		"-check-ctx=" + strconv.FormatBool(!sc.unchecked),
 		"-spin", strconv.Itoa(sc.spin),
 		"-replica-ack", strconv.Itoa(sc.replicaAck),
 		"-goroutines", strconv.Itoa(max(sc.goroutines, 1)),
+		"-fair=" + strconv.FormatBool(sc.fair),
+		"-redis-retries", strconv.Itoa(cmp.Or(sc.redisRetries, -1)),
+		"-extend", sc.extends,
 	}
 	cmd := exec.Command(e.bin, args...)
 	cmd.Env = os.Environ()
@@ -345,6 +413,21 @@ func (e *env) stillHolding(id int, at int64) bool {
 		}
 	}
 	return in
+}
+
+// proxy returns the fault proxy between worker id's process and Redis.
+func (e *env) proxy(id int) *faultproxy.Proxy {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.proxies[id%record.GoroutineStride]
+}
+
+// window records a span in which the fault just injected allows a lock
+// granted before from to go on reporting held while another does.
+func (e *env) window(name string, from, to int64, proc int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.windows = append(e.windows, record.Window{Name: name, From: from, To: to, GrantedBefore: from, Proc: proc})
 }
 
 // hit counts a fault that caught a holder inside its critical section.

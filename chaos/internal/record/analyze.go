@@ -14,6 +14,7 @@ import (
 // whichever came first.
 type Section struct {
 	Worker, N  int
+	Key        string
 	Fence      int64
 	Call       int64 // Acquire was called
 	Start      int64 // Acquire returned
@@ -49,7 +50,7 @@ func Sections(events []Event, died map[int]int64) []Section {
 			switch e.Kind {
 			case Acquire:
 				closeAt(e.T) // cannot happen: a worker releases first
-				cur = &Section{Worker: w, N: e.N, Fence: e.Fence, Call: e.T0, Start: e.T, End: math.MaxInt64}
+				cur = &Section{Worker: w, N: e.N, Key: e.Key, Fence: e.Fence, Call: e.T0, Start: e.T, End: math.MaxInt64}
 			case Lost:
 				if cur != nil && cur.N == e.N {
 					cur.Lost = true
@@ -94,7 +95,7 @@ type Overlap struct {
 	Nanos int64 // how long they overlapped
 }
 
-// Overlaps returns every overlapping pair among sections.
+// Overlaps returns every overlapping pair among sections of one key.
 func Overlaps(sections []Section) []Overlap {
 	var out []Overlap
 	for i, a := range sections {
@@ -102,7 +103,7 @@ func Overlaps(sections []Section) []Overlap {
 			if b.Start >= a.End {
 				break // sorted by start: no later section reaches into a
 			}
-			if a.Worker != b.Worker {
+			if a.Worker != b.Worker && a.Key == b.Key {
 				if d := min(a.End, b.End) - max(a.Start, b.Start); d > 0 {
 					out = append(out, Overlap{A: a, B: b, Nanos: d})
 				}
@@ -119,7 +120,7 @@ func FenceRegressions(sections []Section) [][2]Section {
 	var out [][2]Section
 	for _, a := range sections {
 		for _, b := range sections {
-			if a.Fence > 0 && b.Fence > 0 && b.Call > a.Start && b.Fence <= a.Fence {
+			if a.Key == b.Key && a.Fence > 0 && b.Fence > 0 && b.Call > a.Start && b.Fence <= a.Fence {
 				out = append(out, [2]Section{a, b})
 			}
 		}

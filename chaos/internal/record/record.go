@@ -3,10 +3,10 @@
 // per worker with a single write each, so that a worker killed with SIGKILL
 // loses nothing it had recorded.
 //
-// Timestamps are wall-clock nanoseconds (time.Now().UnixNano(),
-// CLOCK_REALTIME). Every process of a run is on one machine and reads the
-// same clock, so times from different workers compare; nothing in a run
-// steps the clock. Each time is taken on the side of the event that makes
+// Timestamps are nanoseconds of CLOCK_MONOTONIC on Linux (see Now): every
+// process of a run is on one machine and reads the same clock, so times
+// from different workers compare, and no clock step can reorder them. Each
+// time is taken on the side of the event that makes
 // a worker's belief last longer: a critical section starts when Acquire
 // has returned and ends when the worker calls Release or sees its lock
 // lost, so an overlap of two sections is one both workers really lived.
@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"time"
 )
 
 // GoroutineStride separates the ids of the workers one process runs: its
@@ -30,7 +29,7 @@ const GoroutineStride = 1000
 // Event kinds.
 const (
 	Start         = "start"          // the worker is up
-	Acquire       = "acquire"        // Acquire returned a lock: T0 call, T return, Fence
+	Acquire       = "acquire"        // Acquire returned a lock: T0 call, T return, Fence, Key
 	AcquireFailed = "acquire-failed" // Acquire returned an error: Err
 	Lost          = "lost"           // the lock's Done fired with ErrLockLost
 	Skip          = "skip"           // the worker saw its lock gone and skipped a write
@@ -39,6 +38,13 @@ const (
 	Call          = "call"           // a store operation was invoked: Op, Write, Fence, Value
 	Return        = "return"         // it returned: Op, OK, Fence, Value, or Err when no answer came
 	Exit          = "exit"           // the worker ends normally
+	// HeldSample says the lock of iteration N reported Err()==nil at T (a clock
+	// reading taken just before the Err call), the latest such sample so
+	// far. A sampler polls Err every millisecond while the worker holds a
+	// lock and records one at least every 100ms and when it stops.
+	HeldSample = "held"
+	Closed     = "closed" // the worker closed its Locker (SIGUSR1)
+	Extend     = "extend" // an Extend returned: T0 call, T return, Value the TTL, Err
 )
 
 // Event is one line of a worker's record.
@@ -84,9 +90,6 @@ func Create(path string, worker int) (*Writer, error) {
 // As returns a Writer to the same file for another worker's events: a
 // worker process that runs several workers, one per goroutine.
 func (w *Writer) As(worker int) *Writer { return &Writer{worker: worker, out: w.out} }
-
-// Now is the suite's clock.
-func Now() int64 { return time.Now().UnixNano() }
 
 // Add records e, stamping it with the worker and, if e.T is zero, now.
 func (w *Writer) Add(e Event) {

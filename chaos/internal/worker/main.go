@@ -14,6 +14,14 @@
 // With -goroutines N, N such contenders run in the process, sharing its
 // Locker, each recording under its own worker id.
 //
+// While a worker holds a lock, a sampler polls the lock's Err() every
+// millisecond and records the last time it was nil (record.HeldSample):
+// the suite checks that no two locks reported held at once. With -extend
+// the holder also calls Extend twice at once, again and again, with TTLs
+// picked from the list, racing the watchdog. -fair makes every Acquire
+// fair. SIGUSR1 closes the Locker under the workers; each stops once its
+// Acquire says the Locker is closed.
+//
 // The worker runs at most -iterations iterations and stops after
 // -duration, whichever comes first, or at SIGTERM once the iteration under
 // way is done.
@@ -63,15 +71,18 @@ type flags struct {
 	maxLease   time.Duration
 	nodeTO     time.Duration
 	goroutines int
+	fair       bool
+	extends    []time.Duration
+	retries    int
 }
 
 func main() {
 	var f flags
 	flag.IntVar(&f.id, "id", 0, "worker id, recorded with every event")
-	flag.StringVar(&f.mode, "mode", "single", "single | redlock | sentinel")
+	flag.StringVar(&f.mode, "mode", "single", "single | redlock | sentinel | cluster")
 	flag.StringVar(&f.addrs, "addrs", "", "comma-separated Redis addresses (sentinel: the sentinels')")
 	flag.StringVar(&f.master, "master", "mymaster", "sentinel: the master's name")
-	flag.StringVar(&f.key, "key", "chaos", "the lock key, also the store register")
+	flag.StringVar(&f.key, "key", "chaos", "the lock key, also the store register; several, comma-separated: the g-th goroutine takes the (g mod n)-th")
 	flag.DurationVar(&f.ttl, "ttl", time.Second, "lock lease")
 	flag.DurationVar(&f.wait, "wait", 5*time.Second, "how long Acquire waits")
 	flag.DurationVar(&f.hold, "hold", 200*time.Millisecond, "work time under the lock")
@@ -87,7 +98,22 @@ func main() {
 	flag.DurationVar(&f.maxLease, "max-lease", 0, "redlock: WithMaxLease (0: the TTL)")
 	flag.DurationVar(&f.nodeTO, "node-timeout", 250*time.Millisecond, "redlock: WithNodeTimeout")
 	flag.IntVar(&f.goroutines, "goroutines", 1, "workers in this process, sharing its Locker; the g-th (from 0) records as id+g*"+strconv.Itoa(record.GoroutineStride))
+	flag.BoolVar(&f.fair, "fair", false, "Options.Fair")
+	flag.IntVar(&f.retries, "redis-retries", -1, "go-redis MaxRetries (single): -1 sends each command once, so a fault shows; go-redis's default is 3")
+	var extends string
+	flag.StringVar(&extends, "extend", "", "comma-separated TTLs: while holding, call Extend twice at once with TTLs picked from these, again and again, racing each other and the watchdog")
 	flag.Parse()
+	for _, v := range strings.Split(extends, ",") {
+		if v == "" {
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "worker %d: -extend %q: %v\n", f.id, v, err)
+			os.Exit(2)
+		}
+		f.extends = append(f.extends, d)
+	}
 	if err := run(f); err != nil {
 		fmt.Fprintf(os.Stderr, "worker %d: %v\n", f.id, err)
 		os.Exit(1)
@@ -120,16 +146,36 @@ func run(f flags) error {
 	for range f.spin {
 		go burn(ctx)
 	}
+	// SIGUSR1 closes the Locker under the workers, waiters and holder
+	// alike; each worker stops once Acquire says the Locker is closed.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	var closer sync.WaitGroup
+	defer closer.Wait()
+	closeCtx, stopCloser := context.WithCancel(ctx)
+	defer stopCloser()
+	closer.Go(func() {
+		select {
+		case <-usr1:
+			rec.Add(record.Event{Kind: record.Closed})
+			_ = locker.Close()
+		case <-closeCtx.Done():
+		}
+	})
 	// Several goroutines in one process share its Locker, as the handlers
 	// of one service do: the Locker hands the lock from one to the next.
 	var wg sync.WaitGroup
 	for g := range max(f.goroutines, 1) {
-		w := &worker{f: f, rec: rec.As(f.id + g*record.GoroutineStride), locker: locker,
+		keys := strings.Split(f.key, ",")
+		w := &worker{f: f, key: keys[g%len(keys)], rec: rec.As(f.id + g*record.GoroutineStride), locker: locker,
 			store: fenced.Client{Base: f.store, HTTP: &http.Client{Timeout: 2 * time.Second}}}
 		wg.Go(func() {
 			w.rec.Add(record.Event{Kind: record.Start})
 			for n := 0; n < f.iterations && ctx.Err() == nil; n++ {
-				w.iteration(ctx, n)
+				if !w.iteration(ctx, n) {
+					break
+				}
 				sleep(ctx, time.Duration(rand.Int64N(int64(f.gap)+1)))
 			}
 			w.rec.Add(record.Event{Kind: record.Exit})
@@ -154,7 +200,9 @@ func newLocker(f flags) (*padlock.Locker, func(), error) {
 	opts := []padlock.Option{padlock.WithDefaults(padlock.Options{TTL: f.ttl})}
 	switch f.mode {
 	case "single":
-		c := redis.NewClient(clientOptions(addrs[0]))
+		o := clientOptions(addrs[0])
+		o.MaxRetries = f.retries
+		c := redis.NewClient(o)
 		if f.replicaAck > 0 {
 			opts = append(opts, padlock.WithReplicaAck(f.replicaAck, f.ackTimeout))
 		}
@@ -173,6 +221,17 @@ func newLocker(f flags) (*padlock.Locker, func(), error) {
 		if f.replicaAck > 0 {
 			opts = append(opts, padlock.WithReplicaAck(f.replicaAck, f.ackTimeout))
 		}
+		return padlock.New(c, opts...), func() { _ = c.Close() }, nil
+	case "cluster":
+		c := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:         addrs,
+			DialTimeout:   time.Second,
+			DialerRetries: 1,
+			ReadTimeout:   time.Second,
+			WriteTimeout:  time.Second,
+			PoolTimeout:   2 * time.Second,
+			MaxRetries:    -1,
+		})
 		return padlock.New(c, opts...), func() { _ = c.Close() }, nil
 	case "redlock":
 		clients := make([]redis.UniversalClient, len(addrs))
@@ -198,7 +257,7 @@ func newLocker(f flags) (*padlock.Locker, func(), error) {
 		}
 		return l, closeAll, nil
 	}
-	return nil, nil, fmt.Errorf("-mode %q: want single, redlock or sentinel", f.mode)
+	return nil, nil, fmt.Errorf("-mode %q: want single, redlock, sentinel or cluster", f.mode)
 }
 
 // clientOptions are short timeouts, one dial attempt and no retries, so a
@@ -217,22 +276,34 @@ func clientOptions(addr string) *redis.Options {
 
 type worker struct {
 	f      flags
+	key    string // the lock key and store register of this worker
 	rec    *record.Writer
 	locker *padlock.Locker
 	store  fenced.Client
 	op     int
 }
 
-func (w *worker) iteration(ctx context.Context, n int) {
+// iteration runs one Acquire, critical section and Release; it reports
+// false once the Locker is closed.
+func (w *worker) iteration(ctx context.Context, n int) bool {
 	call := record.Now()
-	lk, err := w.locker.Acquire(ctx, w.f.key, padlock.Options{Wait: w.f.wait})
+	lk, err := w.locker.Acquire(ctx, w.key, padlock.Options{Wait: w.f.wait, Fair: w.f.fair})
 	if err != nil {
 		w.rec.Add(record.Event{Kind: record.AcquireFailed, N: n, T0: call, Err: err.Error()})
+		if errors.Is(err, padlock.ErrClosed) {
+			return false
+		}
 		// Redis may be down or failing over: don't spin on it.
 		sleep(ctx, 20*time.Millisecond+time.Duration(rand.Int64N(int64(30*time.Millisecond))))
-		return
+		return true
 	}
-	w.rec.Add(record.Event{Kind: record.Acquire, N: n, T0: call, Fence: lk.Fence()})
+	w.rec.Add(record.Event{Kind: record.Acquire, N: n, T0: call, Fence: lk.Fence(), Key: w.key})
+	held := w.sample(lk, n)
+	defer held()
+	stopExtends := func() {}
+	if len(w.f.extends) > 0 {
+		stopExtends = w.extend(lk, n)
+	}
 
 	// The lost signal is recorded the moment Done fires, from its own
 	// goroutine, whatever the worker is doing then.
@@ -254,6 +325,7 @@ func (w *worker) iteration(ctx context.Context, n int) {
 	}
 	w.read(lctx, n)
 	w.write(lctx, n, fence, fmt.Sprintf("w%d-%d:commit", w.f.id, n))
+	stopExtends()
 
 	w.rec.Add(record.Event{Kind: record.Release, N: n})
 	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -265,6 +337,76 @@ func (w *worker) iteration(ctx context.Context, n int) {
 	}
 	w.rec.Add(e)
 	watch.Wait()
+	return true
+}
+
+// sample polls lk.Err() every millisecond until it is not nil or the
+// returned stop is called, and records the last time it was nil: at once
+// the first time, then at least every 100ms, and when it ends. Each sample
+// is stamped before Err is called, so the lock surely reported held then.
+func (w *worker) sample(lk *padlock.Lock, n int) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var last, flushed int64
+		defer func() {
+			if last > flushed {
+				w.rec.Add(record.Event{Kind: record.HeldSample, N: n, T: last})
+			}
+		}()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			t := record.Now()
+			if lk.Err() != nil {
+				return
+			}
+			last = t
+			if flushed == 0 || last-flushed >= int64(100*time.Millisecond) {
+				w.rec.Add(record.Event{Kind: record.HeldSample, N: n, T: last})
+				flushed = last
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// extend calls lk.Extend twice at once, with TTLs picked from -extend,
+// again and again until the returned stop is called: two Extends racing
+// each other and the watchdog's renewal, as the docs allow.
+func (w *worker) extend(lk *padlock.Lock, n int) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil && lk.Err() == nil {
+			// A pause between pairs: a lease the pair left wrong in Redis
+			// stays wrong until the next pair or renewal, long enough for
+			// a waiter to find the key free.
+			sleep(ctx, time.Duration(rand.Int64N(int64(50*time.Millisecond))))
+			var pair sync.WaitGroup
+			for range 2 {
+				ttl := w.f.extends[rand.IntN(len(w.f.extends))]
+				pair.Go(func() {
+					ectx, ecancel := context.WithTimeout(ctx, 2*time.Second)
+					sent := record.Now()
+					err := lk.Extend(ectx, ttl)
+					ecancel()
+					e := record.Event{Kind: record.Extend, N: n, T0: sent, Value: ttl.String()}
+					if err != nil {
+						e.Err = err.Error()
+					}
+					w.rec.Add(e)
+				})
+			}
+			pair.Wait()
+		}
+	})
+	return func() { cancel(); wg.Wait() }
 }
 
 func (w *worker) write(lctx context.Context, n int, fence int64, value string) {
@@ -274,11 +416,11 @@ func (w *worker) write(lctx context.Context, n int, fence int64, value string) {
 	}
 	w.op++
 	op := w.op
-	w.rec.Add(record.Event{Kind: record.Call, N: n, Op: op, Key: w.f.key, Write: true, Fence: fence, Value: value,
+	w.rec.Add(record.Event{Kind: record.Call, N: n, Op: op, Key: w.key, Write: true, Fence: fence, Value: value,
 		CtxErr: lctx.Err() != nil})
 	// The store call itself is not cut short by the lock's context: once
 	// sent, a write is the fence's business.
-	ok, err := w.store.Write(context.Background(), w.f.key, fence, value)
+	ok, err := w.store.Write(context.Background(), w.key, fence, value)
 	e := record.Event{Kind: record.Return, N: n, Op: op, OK: ok}
 	if err != nil {
 		e.Err = err.Error()
@@ -292,8 +434,8 @@ func (w *worker) read(lctx context.Context, n int) {
 	}
 	w.op++
 	op := w.op
-	w.rec.Add(record.Event{Kind: record.Call, N: n, Op: op, Key: w.f.key})
-	fence, value, err := w.store.Read(context.Background(), w.f.key)
+	w.rec.Add(record.Event{Kind: record.Call, N: n, Op: op, Key: w.key})
+	fence, value, err := w.store.Read(context.Background(), w.key)
 	e := record.Event{Kind: record.Return, N: n, Op: op, OK: err == nil, Fence: fence, Value: value}
 	if err != nil {
 		e.Err = err.Error()
