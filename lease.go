@@ -1,6 +1,9 @@
 package padlock
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // lease is what a Locker knows of one lock's lease in Redis: when it surely
 // runs until, and when to renew it. It belongs to the lock in Redis, not to
@@ -45,6 +48,10 @@ type lease struct {
 	seq     uint64        // numbers the changes begun so far
 
 	validUntil time.Time // monotonic: the lease surely runs until then
+	// ends is validUntil on the monotonic clock (since monoBase), for
+	// readers that hold no lock: Lock.Err reports a lock lost the moment
+	// its trust runs out, whether or not the watchdog has woken yet.
+	ends atomic.Int64
 
 	// The watchdog's schedule.
 	renewAt  time.Time // when the next renewal is due
@@ -153,7 +160,14 @@ func (ls *lease) trust() {
 		v = minTime(v, from.Add(e.ttl-ls.margin(e.ttl)))
 	}
 	ls.validUntil = v
+	ls.ends.Store(int64(v.Sub(monoBase)))
 }
+
+// monoBase is a fixed instant to measure monotonic times from.
+var monoBase = time.Now()
+
+// expired reports whether the lease's trust has run out, without a lock.
+func (ls *lease) expired() bool { return int64(time.Since(monoBase)) >= ls.ends.Load() }
 
 // renewTime is when a lease that was last confirmed at the anchor is
 // renewed: a third into the span it is trusted for.

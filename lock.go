@@ -86,14 +86,23 @@ func (lk *Lock) Done() <-chan struct{} { return lk.root().context().Done() }
 // released it (or handed it over, see Detach), and ErrLockLost after it was
 // lost. A Lock that no Acquire returned (the zero value) never held
 // anything: its Err is ErrNotHeld, and its Done is closed.
+//
+// Err tells that a lock is lost as soon as its trusted lease has run out,
+// even before the watchdog has woken to close Done: code that checks Err
+// before each step of its work never goes on past that moment.
 func (lk *Lock) Err() error {
 	r := lk.root()
 	if r.locker == nil {
 		return ErrNotHeld
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.end
+	end := r.end
+	r.mu.Unlock()
+	if end == nil && r.lease.expired() {
+		r.finish(ErrLockLost)
+		return r.Err()
+	}
+	return end
 }
 
 // context returns the lock's own context, cancelled with the cause in end

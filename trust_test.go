@@ -336,3 +336,29 @@ func TestHandedLockLostBeforeWakeUp(t *testing.T) {
 		t.Fatal("the lost lock's key is still in Redis: receive must let it go")
 	}
 }
+
+// TestErrWithoutTheWatchdog: Err reports a lock lost once its trusted lease
+// has run out, even while the watchdog cannot run to close Done.
+func TestErrWithoutTheWatchdog(t *testing.T) {
+	l := startLocker(t)
+	ctx := context.Background()
+	lk, err := l.Acquire(ctx, "stalled", Options{TTL: 100 * time.Millisecond, NoRenew: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release(ctx)
+	l.watchdog.mu.Lock() // the watchdog stalls, as on a starved runtime
+	until := lk.lease.validUntil
+	time.Sleep(time.Until(until) + 5*time.Millisecond)
+	err = lk.Err()
+	select {
+	case <-lk.Done():
+	default:
+		l.watchdog.mu.Unlock()
+		t.Fatal("Done open after Err reported the lock lost")
+	}
+	l.watchdog.mu.Unlock()
+	if !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Err after the trusted lease ran out, watchdog stalled: %v, want ErrLockLost", err)
+	}
+}
