@@ -152,6 +152,14 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 			// The attempt may have taken the lock before its reply was
 			// lost: don't leave it blocking others for a whole lease.
 			a.l.cleanup(ctx, a.id)
+			if !a.o.Fair {
+				// And it, or that clean-up, may yet run late, after a later
+				// attempt took the lock: with the same token it would reset
+				// or delete that lock behind the holder's back. A new token
+				// makes them strangers to it. (A fair waiter's token is its
+				// place in the queue, which it keeps.)
+				a.id = newLockID(a.l.keys, a.key, newToken(), a.o)
+			}
 		}
 	}
 	return nil, a.next(ctx)

@@ -58,18 +58,17 @@ type giveBack struct {
 // other Lockers want the key, and with a notice, when local waiters wait
 // for one.
 //
-// A lock is handed only to a waiter that asked for it before Redis last
-// confirmed the lease (lease.confirmedSince): then nobody else can have
-// taken the key since the waiter asked, even if Redis lost the lock
-// meanwhile (a restart without persistence, a failover, an eviction), so
-// the waiter's fence is above that of every holder whose Acquire returned
-// before it asked. When the first waiter asked later, handOff returns
-// unconfirmed, with mayConfirm; the caller confirms the lease with a round
-// trip and asks again. To spare that round trip, a hand-off whose next
-// waiter in line asked after the last confirmation has the lease confirmed
-// at once, while the new holder works; one confirmation covers everyone
-// who was in line when it was sent, so a long line needs few.
-func (l *Locker) handOff(lk *Lock, mayConfirm bool) (handed bool, g giveBack, unconfirmed bool) {
+// A lock is handed on only after Redis confirmed, by a command sent once
+// the release began, that the token still holds it: handOff returns
+// unconfirmed, with mayConfirm, and the releasing caller confirms the lease
+// with one round trip (resetting it, as a renewal does) and asks again. So
+// a lock Redis lost meanwhile (a restart without persistence, a failover,
+// an eviction) is never passed on: the confirmation finds the token gone,
+// and the lock is lost instead. The confirmation must also be sent after
+// the waiter asked for the lock, so that nobody else can have taken the
+// key between its asking and its getting it, and its fence is above that of
+// every lock whose Acquire returned before it asked.
+func (l *Locker) handOff(lk *Lock, releasing time.Time, mayConfirm bool) (handed bool, g giveBack, unconfirmed bool) {
 	n := l.notifier
 	if n.waited.Load() == 0 {
 		// Nobody waits here. A waiter that joins now tried the key first
@@ -87,11 +86,12 @@ func (l *Locker) handOff(lk *Lock, mayConfirm bool) (handed bool, g giveBack, un
 		return false, g, false
 	}
 	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.a.o.Fair && !w.a.o.NoRenew && lk.Err() == nil {
-		var after time.Time // when the waiter after w asked
-		if len(kw.waiters) > 1 {
-			after = kw.waiters[1].a.began
+		// Confirmed after the release began, and after the waiter asked.
+		since := releasing
+		if w.a.began.After(since) {
+			since = w.a.began
 		}
-		next, unconfirmed := l.watchdog.handOver(lk, w.a.o.TTL, w.a.began, after, func() *Lock {
+		next, unconfirmed := l.watchdog.handOver(lk, w.a.o.TTL, since, func() *Lock {
 			return &Lock{locker: l, key: w.a.key, id: lk.id, fence: lk.fence + 1, fenceEnd: lk.fenceEnd}
 		})
 		if next != nil {

@@ -57,7 +57,6 @@ type lease struct {
 	renewAt  time.Time // when the next renewal is due
 	due      time.Time // the watchdog's next event for this lease
 	inFlight bool      // a renewal is on its way
-	confirm  bool      // renew as soon as the renewal in flight settles (handoff.go)
 	wdIndex  int       // position in the watchdog's heap, -1 if absent
 }
 
@@ -176,8 +175,7 @@ func (ls *lease) renewTime() time.Time {
 }
 
 // confirmedSince reports whether Redis confirmed that the token held the
-// lock by a change sent after t: a holder that asked for the lock at t may
-// be handed it, as nobody else can have taken the key since it asked.
+// lock by a change sent after t (handoff.go).
 func (ls *lease) confirmedSince(t time.Time) bool { return ls.anchor.sent.After(t) }
 
 func minTime(a, b time.Time) time.Time {

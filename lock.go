@@ -205,16 +205,17 @@ func (lk *Lock) Release(ctx context.Context) error {
 		lk.outer.unguard(lk)
 		return nil
 	}
-	handed, g, unconfirmed := lk.locker.handOff(lk, true)
+	releasing := time.Now()
+	handed, g, unconfirmed := lk.locker.handOff(lk, releasing, true)
 	if unconfirmed {
-		// The next local waiter asked for the lock after Redis last
-		// confirmed it is ours: confirm it before handing it on, so that
-		// a lock Redis lost (a restart, a failover) is never passed on.
+		// A local waiter is next: confirm that Redis still holds the lock
+		// before handing it on, so that a lock Redis lost (a restart, a
+		// failover) is never passed on (see handoff.go).
 		switch err := lk.locker.resetLease(ctx, lk, 0, false); {
 		case errors.Is(err, ErrNotHeld):
 			return ErrNotHeld // lost, and finished as such
 		case err == nil:
-			handed, g, _ = lk.locker.handOff(lk, false)
+			handed, g, _ = lk.locker.handOff(lk, releasing, false)
 		}
 	}
 	if handed { // and lk finished
@@ -270,7 +271,10 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // the change may have run, and the lease is trusted as if it had.
 func (l *Locker) resetLease(ctx context.Context, lk *Lock, ttl time.Duration, setTTL bool) error {
 	ls := lk.lease
-	seq, ttl := l.watchdog.begin(ls, ttl, setTTL)
+	seq, ttl, ok := l.watchdog.begin(ls, lk, ttl, setTTL)
+	if !ok {
+		return ErrNotHeld // handed on: the next holder's lease is not ours to change
+	}
 	ok, err := l.store.extend(ctx, lk.id, ttl)
 	switch {
 	case err != nil:

@@ -285,7 +285,9 @@ func (n *notifier) notify(channel, next string) {
 	}
 	if next != "" {
 		for _, w := range kw.waiters {
-			if w.a.id.token == next {
+			// Fair waiters only: a waiter of the default mode may change
+			// its token between attempts (acquisition.try).
+			if w.a.o.Fair && w.a.id.token == next {
 				w.signal()
 				return
 			}

@@ -19,7 +19,7 @@ const DefaultNodeTimeout = 100 * time.Millisecond
 var (
 	//go:embed redlock_acquire.lua
 	redlockAcquireLua    string
-	redlockAcquireScript = redis.NewScript(redlockAcquireLua)
+	redlockAcquireScript = newScript(redlockAcquireLua)
 )
 
 // NewRedlock returns a Locker whose locks are held by a majority of
@@ -375,7 +375,7 @@ func (q *quorum) undo(ctx context.Context, id *lockID, votes []vote) {
 // acquire asks n to grant the lock to id.
 func (n *node) acquire(ctx context.Context, id *lockID) vote {
 	sent := time.Now()
-	r, err := redlockAcquireScript.Run(ctx, n.client, id.keys[:1], id.argv[:]...).Int64()
+	r, err := redlockAcquireScript.run(ctx, n.client, id.keys[:1], id.argv[:]...).Int64()
 	switch {
 	case err != nil:
 		return vote{err: n.wrap(err)}
@@ -414,6 +414,20 @@ func (q *quorum) extend(ctx context.Context, id *lockID, ttl time.Duration) (boo
 		votes[i] = vote{yes: ok, err: n.wrapNil(err)}
 	})
 	ok, err := q.decide("extend", votes, q.late(start, ttl))
+	return ok, withCause(ctx, err)
+}
+
+// resume needs a majority to hand the lock over, within the validity of
+// the new lease, as extend does.
+func (q *quorum) resume(ctx context.Context, token string, id *lockID) (bool, error) {
+	start := time.Now()
+	ttl := leaseOf(id)
+	votes := make([]vote, len(q.nodes))
+	q.each(ctx, func(ctx context.Context, i int, n *node) {
+		ok, err := n.s.resume(ctx, token, id)
+		votes[i] = vote{yes: ok, err: n.wrapNil(err)}
+	})
+	ok, err := q.decide("resume", votes, q.late(start, ttl))
 	return ok, withCause(ctx, err)
 }
 

@@ -103,9 +103,9 @@ func (a acked) master(ctx context.Context, key string) (redis.UniversalClient, e
 	return a.client, nil
 }
 
-// evalAcked runs script and then WAIT in one pipeline on c, falling back
+// evalAcked runs sc and then WAIT in one pipeline on c, falling back
 // from EVALSHA to EVAL when the server lacks the script.
-func (a acked) evalAcked(ctx context.Context, c redis.UniversalClient, script *redis.Script, keys []string, args ...any) (*redis.Cmd, *redis.Cmd) {
+func (a acked) evalAcked(ctx context.Context, c redis.UniversalClient, sc *script, keys []string, args ...any) (*redis.Cmd, *redis.Cmd) {
 	var (
 		cmd  *redis.Cmd
 		wait *redis.Cmd
@@ -113,9 +113,9 @@ func (a acked) evalAcked(ctx context.Context, c redis.UniversalClient, script *r
 	for _, sha := range [...]bool{true, false} {
 		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if sha {
-				cmd = script.EvalSha(ctx, p, keys, args...)
+				cmd = sc.queue(ctx, p, keys, args...)
 			} else {
-				cmd = script.Eval(ctx, p, keys, args...)
+				cmd = sc.queueEval(ctx, p, keys, args...)
 			}
 			wait = p.Do(ctx, "WAIT", a.replicas, a.timeout.Milliseconds())
 			return nil
@@ -181,6 +181,22 @@ func (a acked) extend(ctx context.Context, id *lockID, ttl time.Duration) (bool,
 	return true, nil
 }
 
+func (a acked) resume(ctx context.Context, token string, id *lockID) (bool, error) {
+	c, err := a.master(ctx, id.lockKey())
+	if err != nil {
+		return false, err
+	}
+	cmd, wait := a.evalAcked(ctx, c, resumeScript, id.keys[:1], token, id.argv[1], id.token)
+	n, err := cmd.Int64()
+	if err != nil || n != 1 {
+		return false, err
+	}
+	if err := a.confirmed(wait); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // renew sends the batch as one pipeline per master, in parallel, each
 // ending with a WAIT that confirms all of its renewals at once. Each master
 // is waited for on its own, and its renewals settled as soon as it answers:
@@ -224,7 +240,7 @@ func (a acked) renewOn(ctx context.Context, c redis.UniversalClient, batch []ren
 		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j, i := range idx {
 				r := &batch[i]
-				cmds[j] = extendScript.EvalSha(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
+				cmds[j] = extendScript.queue(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
 			}
 			wait = p.Do(ctx, "WAIT", a.replicas, a.timeout.Milliseconds())
 			return nil

@@ -46,17 +46,21 @@ func (lk *Lock) Detach() (Ownership, error) {
 	return own, nil
 }
 
-// Resume takes over the lock that own describes (see Detach): it checks in
-// Redis that own's token still holds own's key, resets the lease to o.TTL,
-// and returns a Lock that the Locker renews (unless o.NoRenew) and whose
-// owner must Release it, as one from Acquire. o.Wait and o.Retry do not
-// apply; o.Fair must be what the lock was acquired with, so that its
-// release wakes the right waiter. The Lock's Fence is own.Fence.
+// Resume takes over the lock that own describes (see Detach): in one step
+// in Redis it checks that own's token still holds own's key, gives the
+// lock a new token, and resets the lease to o.TTL. It returns a Lock that
+// the Locker renews (unless o.NoRenew) and whose owner must Release it, as
+// one from Acquire. o.Wait and o.Retry do not apply; o.Fair must be what
+// the lock was acquired with, so that its release wakes the right waiter.
+// The Lock's Fence is own.Fence; its Token is the new one.
 //
-// It returns ErrNotHeld when the token no longer holds the key (its lease
-// ran out, or it was released), an ErrUnavailable error when Redis could
-// not be reached, and an ErrInvalid error for an empty key or token or
-// invalid Options.
+// An Ownership resumes once: a second Resume of it (a job delivered twice)
+// returns ErrNotHeld, and so does anything the detached lock still had on
+// its way to Redis. Resume returns ErrNotHeld too when the token no longer
+// holds the key (its lease ran out, or it was released); an ErrUnavailable
+// error when Redis could not be reached (the hand-over may then have
+// happened, and the lock expires with its lease); and an ErrInvalid error
+// for an empty key or token or invalid Options.
 func (l *Locker) Resume(ctx context.Context, own Ownership, o Options) (*Lock, error) {
 	switch {
 	case own.Key == "":
@@ -74,9 +78,12 @@ func (l *Locker) Resume(ctx context.Context, own Ownership, o Options) (*Lock, e
 	if err := l.cfg.checkLease("Options.TTL", o.TTL); err != nil {
 		return nil, err
 	}
-	id := newLockID(l.keys, own.Key, own.Token, o)
+	// The lock goes on under a token of its own: whatever still carries
+	// the old one (a renewal or Extend of the detached lock on its way, a
+	// second Resume of the same Ownership) no longer matches it.
+	id := newLockID(l.keys, own.Key, newToken(), o)
 	sent := time.Now()
-	ok, err := l.store.extend(ctx, id, o.TTL)
+	ok, err := l.store.resume(ctx, own.Token, id)
 	switch {
 	case err != nil:
 		return nil, unavailable("resume", err)

@@ -58,8 +58,8 @@ func TestDetachResume(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
-	if resumed.Fence() != own.Fence || resumed.Token() != own.Token {
-		t.Fatalf("resumed fence %d, token %q; want %d, %q", resumed.Fence(), resumed.Token(), own.Fence, own.Token)
+	if resumed.Fence() != own.Fence || resumed.Token() == own.Token {
+		t.Fatalf("resumed fence %d, token %q; want fence %d and a token other than the detached one's", resumed.Fence(), resumed.Token(), own.Fence)
 	}
 	time.Sleep(3 * ttl) // renewed by the worker's watchdog
 	if err := resumed.Err(); err != nil {
@@ -180,5 +180,36 @@ func TestAPINotes(t *testing.T) {
 	}
 	if err := lk.Release(ctx); err != nil {
 		t.Errorf("second Release: %v, want nil", err)
+	}
+}
+
+// TestResumeTwice: a queue that delivers a job twice has two workers
+// resume the same Ownership. Only the first may hold the lock.
+func TestResumeTwice(t *testing.T) {
+	queuer, srv, _ := newLocker(t)
+	w1 := padlock.New(srv.Client(t))
+	defer w1.Close()
+	w2 := padlock.New(srv.Client(t))
+	defer w2.Close()
+	ctx := ctxFor(t)
+	lk := mustAcquire(t, queuer, ctx, testKey(t), padlock.Options{TTL: 5 * time.Second})
+	own, err := lk.Detach()
+	if err != nil {
+		t.Fatalf("Detach: %v", err)
+	}
+	first, err := w1.Resume(ctx, own, padlock.Options{})
+	if err != nil {
+		t.Fatalf("first Resume: %v", err)
+	}
+	defer first.Release(ctx)
+	second, err := w2.Resume(ctx, own, padlock.Options{})
+	if !errors.Is(err, padlock.ErrNotHeld) {
+		if second != nil {
+			second.Release(ctx)
+		}
+		t.Fatalf("second Resume of one Ownership: %v, want ErrNotHeld", err)
+	}
+	if err := first.Err(); err != nil {
+		t.Fatalf("first resumed lock after the second Resume: %v, want held", err)
 	}
 }

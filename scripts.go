@@ -1,15 +1,23 @@
 package padlock
 
 import (
+	"context"
+	"crypto/sha1"
 	_ "embed"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// The scripts run with Script.Run: EVALSHA, falling back to EVAL once per
-// server when the script is not loaded yet. Each script's header says its
-// KEYS, ARGV and reply.
+// The scripts run with script.run: EVALSHA, falling back to EVAL once per
+// server when the script is not loaded yet, each sent at most once (see
+// onceCmd). Each script's header says its KEYS, ARGV and reply.
 var (
 	//go:embed acquire.lua
 	acquireLua string
@@ -19,15 +27,19 @@ var (
 
 	//go:embed acquire_fair.lua
 	acquireFairLua    string
-	acquireFairScript = redis.NewScript(queueHeadLua + acquireFairLua)
+	acquireFairScript = newScript(queueHeadLua + acquireFairLua)
 
 	//go:embed extend.lua
 	extendLua    string
-	extendScript = redis.NewScript(extendLua)
+	extendScript = newScript(extendLua)
+
+	//go:embed resume.lua
+	resumeLua    string
+	resumeScript = newScript(resumeLua)
 
 	//go:embed pttl.lua
 	pttlLua    string
-	pttlScript = redis.NewScript(pttlLua)
+	pttlScript = newScript(pttlLua)
 
 	//go:embed release.lua
 	releaseLua string
@@ -44,15 +56,15 @@ var (
 // every node. Every notice is sent with redis.pcall, so that a refused one
 // (no channel permission) never fails the lock operation around it.
 type publishingScripts struct {
-	acquire, release, releaseFair, leaveFair *redis.Script
+	acquire, release, releaseFair, leaveFair *script
 }
 
 func newPublishingScripts(sharded bool) *publishingScripts {
-	flavour := func(src string) *redis.Script {
+	flavour := func(src string) *script {
 		if sharded {
 			src = strings.ReplaceAll(src, "redis.pcall('publish'", "redis.pcall('spublish'")
 		}
-		return redis.NewScript(src)
+		return newScript(src)
 	}
 	return &publishingScripts{
 		acquire:     flavour(acquireLua),
@@ -66,3 +78,120 @@ var (
 	plainScripts   = newPublishingScripts(false)
 	shardedScripts = newPublishingScripts(true)
 )
+
+// script is a Lua script and its SHA1, as Redis names loaded scripts.
+type script struct {
+	src, sha string
+}
+
+func newScript(src string) *script {
+	h := sha1.Sum([]byte(src))
+	return &script{src: src, sha: hex.EncodeToString(h[:])}
+}
+
+// Hash returns the script's SHA1, for EVALSHA.
+func (s *script) Hash() string { return s.sha }
+
+// Load loads the script on c's server (on every master, for a Cluster
+// client).
+func (s *script) Load(ctx context.Context, c redis.Scripter) *redis.StringCmd {
+	return c.ScriptLoad(ctx, s.src)
+}
+
+// run runs the script through c: EVALSHA, and EVAL if the server lacks it,
+// each sent once by go-redis (onceCmd). A command that could not be sent
+// (no connection could be made), or whose connection the server closed, is
+// tried again after closedRetryBackoff, doubled each time, closedRetries
+// times at most, as go-redis would: a copy sent on a closed connection
+// cannot run later, after the retry, as one that timed out can. So a
+// restarting server is ridden out as with go-redis's own retries.
+func (s *script) run(ctx context.Context, c processor, keys []string, args ...any) *redis.Cmd {
+	cmd := s.process(ctx, c, "evalsha", s.sha, keys, args)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd = s.process(ctx, c, "eval", s.src, keys, args)
+	}
+	return cmd
+}
+
+func (s *script) process(ctx context.Context, c processor, verb, body string, keys []string, args []any) *redis.Cmd {
+	backoff := closedRetryBackoff
+	for try := 0; ; try++ {
+		cmd := s.cmd(ctx, verb, body, keys, args)
+		_ = c.Process(ctx, cmd)
+		if err := cmd.Err(); try == closedRetries || err == nil || !closedConn(err) {
+			return &cmd.Cmd
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return &cmd.Cmd
+		}
+		backoff *= 2
+	}
+}
+
+// How often, and after how long, a command that met a closed connection
+// is sent again (run): 8, 16, 32 and 64ms, about what go-redis's default
+// MaxRetries and backoff give.
+const (
+	closedRetries      = 4
+	closedRetryBackoff = 8 * time.Millisecond
+)
+
+// queue adds the script's EVALSHA to pipeline p, sent once (onceCmd): go-redis
+// does not resend a pipeline that holds such a command.
+func (s *script) queue(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+	cmd := s.cmd(ctx, "evalsha", s.sha, keys, args)
+	_ = p.Process(ctx, cmd)
+	return &cmd.Cmd
+}
+
+// queueEval adds the script's EVAL to pipeline p, sent once.
+func (s *script) queueEval(ctx context.Context, p redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+	cmd := s.cmd(ctx, "eval", s.src, keys, args)
+	_ = p.Process(ctx, cmd)
+	return &cmd.Cmd
+}
+
+func (s *script) cmd(ctx context.Context, verb, body string, keys []string, args []any) *onceCmd {
+	all := make([]any, 0, 3+len(keys)+len(args))
+	all = append(all, verb, body, len(keys))
+	for _, k := range keys {
+		all = append(all, k)
+	}
+	all = append(all, args...)
+	c := &onceCmd{}
+	c.Cmd = *redis.NewCmd(ctx, all...)
+	return c
+}
+
+// processor sends a command: a go-redis client or pipeline.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// onceCmd is a command go-redis sends at most once. By default go-redis
+// sends a command again when its reply is lost (a read timeout, a broken
+// connection), up to MaxRetries times; the first copy may still run later,
+// after commands sent since (a stalled server runs what waited in its
+// socket when it resumes). A lease change that runs twice, once late, could
+// set a lease other than the one the client trusts (lease.go), or take a
+// lock nobody knows of. padlock decides itself when to try again.
+type onceCmd struct{ redis.Cmd }
+
+// NoRetry tells go-redis not to send the command again.
+func (*onceCmd) NoRetry() bool { return true }
+
+// closedConn reports whether err says that no connection could be made,
+// or that the connection was closed (a restarted server, an idle
+// connection the server dropped): nothing sent on it can run later.
+func closedConn(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}

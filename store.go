@@ -24,6 +24,9 @@ type store interface {
 	release(ctx context.Context, id *lockID, g giveBack) (ok bool, err error)
 	// extend resets the lease to ttl if id.token holds the lock.
 	extend(ctx context.Context, id *lockID, ttl time.Duration) (ok bool, err error)
+	// resume hands the lock that token holds over to id.token, resetting
+	// its lease to id's TTL; ok reports whether token held it.
+	resume(ctx context.Context, token string, id *lockID) (ok bool, err error)
 	// pttl returns the remaining lease if id.token holds the lock.
 	pttl(ctx context.Context, id *lockID) (d time.Duration, ok bool, err error)
 	// leaveQueue takes a fair-mode waiter that stops waiting out of the
@@ -162,9 +165,9 @@ func singleOn(client redis.UniversalClient) single {
 
 func (s single) acquire(ctx context.Context, id *lockID, at *attempt) (grant, error) {
 	if id.fair {
-		return grantOf(acquireFairScript.Run(ctx, s.client, id.keys[:], id.token, id.argv[1], at.queueTime()).Result())
+		return grantOf(acquireFairScript.run(ctx, s.client, id.keys[:], id.token, id.argv[1], at.queueTime()).Result())
 	}
-	return grantOf(s.scripts.acquire.Run(ctx, s.client, id.keys[:2], acquireArgs(id, at)...).Result())
+	return grantOf(s.scripts.acquire.run(ctx, s.client, id.keys[:2], acquireArgs(id, at)...).Result())
 }
 
 func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, error) {
@@ -178,28 +181,33 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 	}
 	switch {
 	case id.fair:
-		n, err = s.scripts.releaseFair.Run(ctx, s.client, id.keys[:], id.argv[:1]...).Int64()
+		n, err = s.scripts.releaseFair.run(ctx, s.client, id.keys[:], id.argv[:1]...).Int64()
 	case g.window >= time.Millisecond:
-		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.argv[0], notify, g.window.Milliseconds(), g.yieldTo).Int64()
+		n, err = s.scripts.release.run(ctx, s.client, id.keys[:1], id.argv[0], notify, g.window.Milliseconds(), g.yieldTo).Int64()
 	case g.notify:
-		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.argv[0], notify).Int64()
+		n, err = s.scripts.release.run(ctx, s.client, id.keys[:1], id.argv[0], notify).Int64()
 	default: // the token alone: publish only if a waiter marked the lock
-		n, err = s.scripts.release.Run(ctx, s.client, id.keys[:1], id.argv[:1]...).Int64()
+		n, err = s.scripts.release.run(ctx, s.client, id.keys[:1], id.argv[:1]...).Int64()
 	}
 	return n == 1, err
 }
 
 func (s single) leaveQueue(ctx context.Context, id *lockID) error {
-	return s.scripts.leaveFair.Run(ctx, s.client, id.keys[:], id.argv[:1]...).Err()
+	return s.scripts.leaveFair.run(ctx, s.client, id.keys[:], id.argv[:1]...).Err()
 }
 
 func (s single) extend(ctx context.Context, id *lockID, ttl time.Duration) (bool, error) {
-	n, err := extendScript.Run(ctx, s.client, id.keys[:1], id.token, ttl.Milliseconds()).Int64()
+	n, err := extendScript.run(ctx, s.client, id.keys[:1], id.token, ttl.Milliseconds()).Int64()
+	return n == 1, err
+}
+
+func (s single) resume(ctx context.Context, token string, id *lockID) (bool, error) {
+	n, err := resumeScript.run(ctx, s.client, id.keys[:1], token, id.argv[1], id.token).Int64()
 	return n == 1, err
 }
 
 func (s single) pttl(ctx context.Context, id *lockID) (time.Duration, bool, error) {
-	n, err := pttlScript.Run(ctx, s.client, id.keys[:1], id.argv[:1]...).Int64()
+	n, err := pttlScript.run(ctx, s.client, id.keys[:1], id.argv[:1]...).Int64()
 	if err != nil || n == -3 {
 		return 0, false, err
 	}
@@ -309,7 +317,7 @@ func (s single) renewOnce(ctx context.Context, batch []renewal, idx []int) (miss
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for j, i := range idx {
 			r := &batch[i]
-			cmds[j] = p.EvalSha(ctx, extendScript.Hash(), r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
+			cmds[j] = extendScript.queue(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
 		}
 		return nil
 	})

@@ -109,21 +109,25 @@ func (w *watchdog) lose(ls *lease) {
 }
 
 // begin records a lease change of ttl (0: the lease renewals ask for)
-// about to be sent (see lease.go); setTTL makes ttl the lease later
-// renewals ask for, as Extend does. It returns the change's number for
-// settle, and its ttl.
-func (w *watchdog) begin(ls *lease, ttl time.Duration, setTTL bool) (uint64, time.Duration) {
+// that holder is about to send (see lease.go); setTTL makes ttl the lease
+// later renewals ask for, as Extend does. It returns the change's number
+// for settle, and its ttl; ok is false, and nothing is recorded, when
+// holder no longer holds the lease (it was handed on meanwhile).
+func (w *watchdog) begin(ls *lease, holder *Lock, ttl time.Duration, setTTL bool) (seq uint64, _ time.Duration, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if ls.holder != holder {
+		return 0, 0, false
+	}
 	if ttl <= 0 {
 		ttl = ls.ttl
 	}
 	if setTTL {
 		ls.ttl = ttl
 	}
-	seq := ls.begin(ttl, time.Now())
+	seq = ls.begin(ttl, time.Now())
 	w.reschedule(ls)
-	return seq, ttl
+	return seq, ttl, true
 }
 
 // settle records the outcome of the change numbered seq: confirmed, or
@@ -141,40 +145,22 @@ func (w *watchdog) settle(ls *lease, seq uint64, confirmed bool) {
 // the lease is no longer watched (lost, released, or the watchdog closed),
 // when old no longer holds it, when ttl is not its lease, or when less than
 // half of that is trusted to remain: a lease whose renewals are not getting
-// through is not passed on. Nor when Redis has not confirmed the lease
-// since asked, when the next holder asked for the lock: then unconfirmed
-// is true, and the caller may confirm the lease and try again. after is
-// when the waiter after the next holder asked (zero: none): if that was
-// after the last confirmation, a renewal goes out now to confirm the lease
-// for it.
-func (w *watchdog) handOver(old *Lock, ttl time.Duration, asked, after time.Time, mk func() *Lock) (next *Lock, unconfirmed bool) {
+// through is not passed on. Nor when Redis has not confirmed the lease by a
+// change sent after since: then unconfirmed is true, and the caller may
+// confirm the lease and try again.
+func (w *watchdog) handOver(old *Lock, ttl time.Duration, since time.Time, mk func() *Lock) (next *Lock, unconfirmed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ls := old.lease
 	if w.closed || ls.wdIndex < 0 || ls.holder != old || ls.ttl != ttl || time.Until(ls.validUntil) < ls.ttl/2 {
 		return nil, false
 	}
-	if !ls.confirmedSince(asked) {
+	if !ls.confirmedSince(since) {
 		return nil, true
 	}
 	next = mk()
 	next.lease, ls.holder = ls, next
-	if !after.IsZero() && !ls.confirmedSince(after) {
-		w.confirmSoon(ls)
-	}
 	return next, false
-}
-
-// confirmSoon has ls renewed now, or as soon as the renewal in flight has
-// settled: a renewal confirms the lease for everyone who asked for the lock
-// before it was sent. mu is held.
-func (w *watchdog) confirmSoon(ls *lease) {
-	if ls.inFlight {
-		ls.confirm = true
-		return
-	}
-	ls.renewAt = time.Now()
-	w.schedule(ls)
 }
 
 // reschedule places ls in the heap anew after its times changed, if it is
@@ -286,10 +272,6 @@ func (w *watchdog) renewed(r *renewal, now time.Time) {
 	default: // no answer: it may have run; try again soon, until validUntil
 		ls.settle(r.seq, false, now)
 		ls.renewAt = now.Add(max(r.ttl/retryFraction, retryFloor))
-	}
-	if ls.confirm {
-		ls.confirm = false
-		ls.renewAt = now
 	}
 	w.reschedule(ls) // unless released meanwhile
 }
