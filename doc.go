@@ -52,13 +52,10 @@
 // remaining lease, and the waiter sleeps no longer than that, the jittered
 // retry backoff, and the wait budget, unless a release notice wakes it
 // first. Within one Locker, waiters queue in arrival order and a release
-// hands the lock straight to the first of them, without a round trip (the
-// Redis lock and its token stay; the new holder gets the next fence from a
-// block reserved when the lock was taken). The lock goes only to a waiter
-// that asked for it before Redis last confirmed the lease, so a lock Redis
-// lost is never passed on: when the next waiter asked later, the release
-// confirms the lease with one round trip first (rarely needed: a hand-off
-// has the lease confirmed in the background for the waiter after). Between Lockers, a waiter that
+// hands the lock straight to the first of them (the Redis lock and its
+// token stay; the new holder gets the next fence from a block reserved
+// when the lock was taken), after one round trip that confirms Redis still
+// holds it, so a lock Redis lost is never passed on. Between Lockers, a waiter that
 // finds the key busy says so on the key's channel, and the holder's Locker
 // yields the key to the Lockers that asked, in turn, when it is done with
 // its own queue. Options.Fair instead keeps one queue in Redis, first come

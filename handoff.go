@@ -2,15 +2,17 @@ package padlock
 
 import "time"
 
-// Hand-off: how a Locker serves its own waiters without a Redis round trip.
+// Hand-off: how a Locker serves its own waiters without giving the lock
+// back to Redis.
 //
 // When a holder releases a lock that a waiter of the same Locker is waiting
 // for, the Redis lock does not have to go back to Redis at all: the Locker
 // passes it on. The waiter gets a new Lock on the same Redis key and owner
 // token, with the next fence, and the watchdog goes on renewing the lease
-// it was renewing; nothing is sent to Redis, so the lock changes hands in
-// the time it takes to wake a goroutine. Local waiters are served in
-// arrival order.
+// it was renewing. The one command sent confirms that Redis still holds
+// the lock (see handOff), so the lock changes hands in one round trip,
+// where a release and a new acquisition would take two, and the waiter
+// needs no notice. Local waiters are served in arrival order.
 //
 // Fences stay strict. The acquire that takes the lock from Redis reserves a
 // block of fences, one for each local waiter queued behind it (at most

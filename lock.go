@@ -190,8 +190,9 @@ func (lk *Lock) unguard(h *Lock) {
 // (later calls return nil). Releasing a reentrant handle (see Context) ends
 // the contexts made from that handle (ErrReleased) and nothing else; the
 // outermost handle releases the lock. When an Acquire of the same Locker
-// is waiting for the key, Release may hand the lock straight to it without
-// a Redis round trip; the waiter's Lock then has the next fence.
+// is waiting for the key, Release may hand the lock straight to it, after
+// one round trip that confirms Redis still holds the lock; the waiter's
+// Lock then has the next fence.
 func (lk *Lock) Release(ctx context.Context) error {
 	if lk == nil || lk.released.Swap(true) {
 		return nil
