@@ -41,3 +41,24 @@ func ExampleLocker_Resume() {
 	fmt.Println("worker holds", held.Key(), "with the queuer's fence:", held.Fence() == lk.Fence())
 	// Output: worker holds report:2026-11 with the queuer's fence: true
 }
+
+// Lease and ValidUntil answer without asking Redis: how long the lock's
+// lease is, and until when the lock is surely held (its lost signal fires
+// then unless a renewal moves it on).
+func ExampleLock_ValidUntil() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	locker := padlock.New(rdb)
+	defer locker.Close()
+	ctx := context.Background()
+
+	lk, err := locker.Acquire(ctx, "invoice:7", padlock.Options{TTL: 10 * time.Second})
+	if err != nil {
+		fmt.Println("busy:", err)
+		return
+	}
+	defer lk.Release(ctx)
+	left := time.Until(lk.ValidUntil())
+	fmt.Println("lease:", lk.Lease(), "surely held for most of it:", left > 9*time.Second && left <= 10*time.Second)
+	// Output: lease: 10s surely held for most of it: true
+}

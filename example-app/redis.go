@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/padlockgo/padlock/internal/miniclock"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/padlockgo/padlock"
@@ -113,17 +114,13 @@ func (b *backend) closeClients() {
 	}
 }
 
-// clockTick is how often the embedded Redis's clock moves on.
-const clockTick = 10 * time.Millisecond
-
 // embeddedRedis is a miniredis whose keys expire in real time. miniredis
 // only expires keys when told that time has passed (FastForward): without
-// the ticker, a lease would never end and a crashed holder's lock would
-// stay forever.
+// its clock (internal/miniclock, as the test packages use), a lease would
+// never end and a crashed holder's lock would stay forever.
 type embeddedRedis struct {
-	m    *miniredis.Miniredis
-	stop chan struct{} // closed to stop the clock goroutine
-	done chan struct{} // closed when it has stopped
+	m     *miniredis.Miniredis
+	clock *miniclock.Clock
 }
 
 func startEmbeddedRedis() (*embeddedRedis, error) {
@@ -131,35 +128,13 @@ func startEmbeddedRedis() (*embeddedRedis, error) {
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, err
 	}
-	e := &embeddedRedis{m: m, stop: make(chan struct{}), done: make(chan struct{})}
-	go e.driveClock()
-	return e, nil
+	return &embeddedRedis{m: m, clock: miniclock.Start(m)}, nil
 }
 
 func (e *embeddedRedis) addr() string { return e.m.Addr() }
 
-func (e *embeddedRedis) driveClock() {
-	defer close(e.done)
-	tick := time.NewTicker(clockTick)
-	defer tick.Stop()
-	// Move by the time that really passed, not by clockTick: ticks are
-	// dropped when the machine is busy.
-	last := time.Now()
-	for {
-		select {
-		case <-e.stop:
-			return
-		case <-tick.C:
-			now := time.Now()
-			e.m.FastForward(now.Sub(last))
-			last = now
-		}
-	}
-}
-
 // close stops the clock, waits for its goroutine, and closes the server.
 func (e *embeddedRedis) close() {
-	close(e.stop)
-	<-e.done
+	e.clock.Stop()
 	e.m.Close()
 }
