@@ -62,3 +62,23 @@ func ExampleLock_ValidUntil() {
 	fmt.Println("lease:", lk.Lease(), "surely held for most of it:", left > 9*time.Second && left <= 10*time.Second)
 	// Output: lease: 10s surely held for most of it: true
 }
+
+// RedisKey names the key a lock lives under, for tools and tests that look
+// at Redis directly.
+func ExampleLocker_RedisKey() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	locker := padlock.New(rdb, padlock.WithKeyPrefix("shop:"))
+	defer locker.Close()
+	ctx := context.Background()
+
+	lk, err := locker.Acquire(ctx, "order:42", padlock.Options{})
+	if err != nil {
+		fmt.Println("busy:", err)
+		return
+	}
+	defer lk.Release(ctx)
+	owner, _ := rdb.Get(ctx, locker.RedisKey("order:42")).Result()
+	fmt.Println(locker.RedisKey("order:42"), "holds the lock's token:", owner == lk.Token())
+	// Output: shop:{order:42} holds the lock's token: true
+}
