@@ -154,7 +154,7 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error
 		} else {
 			addr = fmt.Sprintf("node %d", i)
 		}
-		q.nodes[i] = &node{client: c, s: singleOn(c), addr: addr, guard: restartGuard{maxLease: cfg.maxLease, persistent: cfg.persistent}}
+		q.nodes[i] = &node{client: c, s: singleOn(c).failingFast(), addr: addr, guard: restartGuard{maxLease: cfg.maxLease, persistent: cfg.persistent}}
 	}
 	// Only now that nothing can fail: an error leaves the clients as they were.
 	for _, n := range q.nodes {
@@ -375,7 +375,7 @@ func (q *quorum) undo(ctx context.Context, id *lockID, votes []vote) {
 // acquire asks n to grant the lock to id.
 func (n *node) acquire(ctx context.Context, id *lockID) vote {
 	sent := time.Now()
-	r, err := redlockAcquireScript.run(ctx, n.client, id.keys[:1], id.argv[:]...).Int64()
+	r, err := redlockAcquireScript.run(ctx, n.client, 0, id.keys[:1], id.argv[:]...).Int64()
 	switch {
 	case err != nil:
 		return vote{err: n.wrap(err)}

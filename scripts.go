@@ -101,24 +101,24 @@ func (s *script) Load(ctx context.Context, c redis.Scripter) *redis.StringCmd {
 // run runs the script through c: EVALSHA, and EVAL if the server lacks it,
 // each sent once by go-redis (onceCmd). A command that could not be sent
 // (no connection could be made), or whose connection the server closed, is
-// tried again after closedRetryBackoff, doubled each time, closedRetries
-// times at most, as go-redis would: a copy sent on a closed connection
-// cannot run later, after the retry, as one that timed out can. So a
-// restarting server is ridden out as with go-redis's own retries.
-func (s *script) run(ctx context.Context, c processor, keys []string, args ...any) *redis.Cmd {
-	cmd := s.process(ctx, c, "evalsha", s.sha, keys, args)
+// tried again after closedRetryBackoff, doubled each time, retries times
+// at most, as go-redis would: a copy sent on a closed connection cannot
+// run later, after the retry, as one that timed out can. So a restarting
+// server is ridden out as with go-redis's own retries.
+func (s *script) run(ctx context.Context, c processor, retries int, keys []string, args ...any) *redis.Cmd {
+	cmd := s.process(ctx, c, retries, "evalsha", s.sha, keys, args)
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd = s.process(ctx, c, "eval", s.src, keys, args)
+		cmd = s.process(ctx, c, retries, "eval", s.src, keys, args)
 	}
 	return cmd
 }
 
-func (s *script) process(ctx context.Context, c processor, verb, body string, keys []string, args []any) *redis.Cmd {
+func (s *script) process(ctx context.Context, c processor, retries int, verb, body string, keys []string, args []any) *redis.Cmd {
 	backoff := closedRetryBackoff
 	for try := 0; ; try++ {
 		cmd := s.cmd(ctx, verb, body, keys, args)
 		_ = c.Process(ctx, cmd)
-		if err := cmd.Err(); try == closedRetries || err == nil || !closedConn(err) {
+		if err := cmd.Err(); try >= retries || err == nil || !closedConn(err) {
 			return &cmd.Cmd
 		}
 		t := time.NewTimer(backoff)
@@ -133,8 +133,8 @@ func (s *script) process(ctx context.Context, c processor, verb, body string, ke
 }
 
 // How often, and after how long, a command that met a closed connection
-// is sent again (run): 8, 16, 32 and 64ms, about what go-redis's default
-// MaxRetries and backoff give.
+// is sent again on one deployment (run): 8, 16, 32 and 64ms, about what
+// go-redis's default MaxRetries and backoff give. Redlock nodes fail fast.
 const (
 	closedRetries      = 4
 	closedRetryBackoff = 8 * time.Millisecond

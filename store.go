@@ -154,20 +154,29 @@ func (id *lockID) lockKey() string { return id.keys[0] }
 type single struct {
 	client  redis.UniversalClient
 	scripts *publishingScripts
+	retries int // how often a command that met a closed connection is sent again
 }
 
 func singleOn(client redis.UniversalClient) single {
 	if _, ok := client.(*redis.ClusterClient); ok {
-		return single{client: client, scripts: shardedScripts}
+		return single{client: client, scripts: shardedScripts, retries: closedRetries}
 	}
-	return single{client: client, scripts: plainScripts}
+	return single{client: client, scripts: plainScripts, retries: closedRetries}
+}
+
+// failingFast returns s sending nothing again after a closed connection:
+// a Redlock node that is down must not spend the time that every node of
+// a request shares (the quorum does without it).
+func (s single) failingFast() single {
+	s.retries = 0
+	return s
 }
 
 func (s single) acquire(ctx context.Context, id *lockID, at *attempt) (grant, error) {
 	if id.fair {
-		return grantOf(acquireFairScript.run(ctx, s.client, id.keys[:], id.token, id.argv[1], at.queueTime()).Result())
+		return grantOf(acquireFairScript.run(ctx, s.client, s.retries, id.keys[:], id.token, id.argv[1], at.queueTime()).Result())
 	}
-	return grantOf(s.scripts.acquire.run(ctx, s.client, id.keys[:2], acquireArgs(id, at)...).Result())
+	return grantOf(s.scripts.acquire.run(ctx, s.client, s.retries, id.keys[:2], acquireArgs(id, at)...).Result())
 }
 
 func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, error) {
@@ -181,33 +190,33 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 	}
 	switch {
 	case id.fair:
-		n, err = s.scripts.releaseFair.run(ctx, s.client, id.keys[:], id.argv[:1]...).Int64()
+		n, err = s.scripts.releaseFair.run(ctx, s.client, s.retries, id.keys[:], id.argv[:1]...).Int64()
 	case g.window >= time.Millisecond:
-		n, err = s.scripts.release.run(ctx, s.client, id.keys[:1], id.argv[0], notify, g.window.Milliseconds(), g.yieldTo).Int64()
+		n, err = s.scripts.release.run(ctx, s.client, s.retries, id.keys[:1], id.argv[0], notify, g.window.Milliseconds(), g.yieldTo).Int64()
 	case g.notify:
-		n, err = s.scripts.release.run(ctx, s.client, id.keys[:1], id.argv[0], notify).Int64()
+		n, err = s.scripts.release.run(ctx, s.client, s.retries, id.keys[:1], id.argv[0], notify).Int64()
 	default: // the token alone: publish only if a waiter marked the lock
-		n, err = s.scripts.release.run(ctx, s.client, id.keys[:1], id.argv[:1]...).Int64()
+		n, err = s.scripts.release.run(ctx, s.client, s.retries, id.keys[:1], id.argv[:1]...).Int64()
 	}
 	return n == 1, err
 }
 
 func (s single) leaveQueue(ctx context.Context, id *lockID) error {
-	return s.scripts.leaveFair.run(ctx, s.client, id.keys[:], id.argv[:1]...).Err()
+	return s.scripts.leaveFair.run(ctx, s.client, s.retries, id.keys[:], id.argv[:1]...).Err()
 }
 
 func (s single) extend(ctx context.Context, id *lockID, ttl time.Duration) (bool, error) {
-	n, err := extendScript.run(ctx, s.client, id.keys[:1], id.token, ttl.Milliseconds()).Int64()
+	n, err := extendScript.run(ctx, s.client, s.retries, id.keys[:1], id.token, ttl.Milliseconds()).Int64()
 	return n == 1, err
 }
 
 func (s single) resume(ctx context.Context, token string, id *lockID) (bool, error) {
-	n, err := resumeScript.run(ctx, s.client, id.keys[:1], token, id.argv[1], id.token).Int64()
+	n, err := resumeScript.run(ctx, s.client, s.retries, id.keys[:1], token, id.argv[1], id.token).Int64()
 	return n == 1, err
 }
 
 func (s single) pttl(ctx context.Context, id *lockID) (time.Duration, bool, error) {
-	n, err := pttlScript.run(ctx, s.client, id.keys[:1], id.argv[:1]...).Int64()
+	n, err := pttlScript.run(ctx, s.client, s.retries, id.keys[:1], id.argv[:1]...).Int64()
 	if err != nil || n == -3 {
 		return 0, false, err
 	}
