@@ -3,7 +3,6 @@ package httplock
 import (
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/padlockgo/padlock/lockkey"
 )
@@ -103,32 +102,11 @@ func Join(parts ...KeyFunc) KeyFunc {
 			panic(fmt.Sprintf("httplock: Join: part %d is nil", i+1))
 		}
 	}
-	parts = append([]KeyFunc(nil), parts...)
-	return func(r *http.Request) (string, error) {
-		var buf [8]string
-		vals := buf[:0]
-		size := len(parts) - 1
-		for i, part := range parts {
-			v, err := part(r)
-			if err != nil {
-				return "", err
-			}
-			if v == "" {
-				return "", lockkey.Missing(fmt.Sprintf("part %d", i+1))
-			}
-			vals = append(vals, v)
-			size += len(v)
-		}
-		var b strings.Builder
-		b.Grow(size)
-		for i, v := range vals {
-			if i > 0 {
-				b.WriteString(lockkey.Sep)
-			}
-			b.WriteString(v)
-		}
-		return b.String(), nil
+	funcs := make([]func(*http.Request) (string, error), len(parts))
+	for i, p := range parts {
+		funcs[i] = p
 	}
+	return lockkey.JoinFuncs(funcs)
 }
 
 func mustName(fn, name string) {

@@ -2,7 +2,6 @@ package keyfunc
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -62,35 +61,14 @@ func Join(parts ...Func) Func {
 			panic(fmt.Sprintf("keyfunc: Join: part %d is nil", i+1))
 		}
 	}
-	parts = append([]Func(nil), parts...)
 	if len(parts) == 1 {
 		return nonEmpty(parts[0])
 	}
-	return func(c *gin.Context) (string, error) {
-		var buf [8]string
-		vals := buf[:0]
-		size := len(parts) - 1
-		for i, part := range parts {
-			v, err := part(c)
-			if err != nil {
-				return "", err
-			}
-			if v == "" {
-				return "", lockkey.Missing(fmt.Sprintf("part %d", i+1))
-			}
-			vals = append(vals, v)
-			size += len(v)
-		}
-		var b strings.Builder
-		b.Grow(size)
-		for i, v := range vals {
-			if i > 0 {
-				b.WriteString(lockkey.Sep)
-			}
-			b.WriteString(v)
-		}
-		return b.String(), nil
+	funcs := make([]func(*gin.Context) (string, error), len(parts))
+	for i, p := range parts {
+		funcs[i] = p
 	}
+	return lockkey.JoinFuncs(funcs)
 }
 
 func nonEmpty(f Func) Func {
