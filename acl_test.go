@@ -320,7 +320,7 @@ func TestACLDocumentedPermissions(t *testing.T) {
 				aclUser(t, s.Master(), append(base, rules[aclReplicaAck])...)
 				return []*redistest.Server{s.Master()}, s.Master().Client(t), func() *padlock.Locker {
 					c := s.Client(t, func(o *redis.FailoverOptions) { o.Username, o.Password = rules[aclEvery][2], "secret" })
-					return padlock.New(c, padlock.WithReplicaAck(1, 500*time.Millisecond))
+					return padlock.New(c, padlock.WithReplicaAck(1, 800*time.Millisecond))
 				}
 			},
 			fair: true,

@@ -129,7 +129,7 @@ func TestSentinelReplicaAckRefusesUnconfirmedLock(t *testing.T) {
 func TestSentinelReplicaAckLockSurvivesFailover(t *testing.T) {
 	t.Parallel()
 	s := redistest.StartSentinel(t, 3)
-	la := padlock.New(s.Client(t), padlock.WithReplicaAck(1, 500*time.Millisecond))
+	la := padlock.New(s.Client(t), padlock.WithReplicaAck(1, 800*time.Millisecond))
 	defer la.Close()
 	ctx := ctxFor(t)
 	key := testKey(t)

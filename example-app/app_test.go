@@ -308,9 +308,11 @@ func TestRunRedlock(t *testing.T) {
 	if !strings.Contains(logs.String(), "redlock gives no fencing tokens") {
 		t.Fatalf("log lacks the no-fencing warning:\n%s", logs)
 	}
-	// A node votes once it has surely been up for the lock TTL; uptime
-	// comes in whole seconds, hence the extra second.
-	time.Sleep(cfg.lockTTL + 1100*time.Millisecond)
+	// A node votes once it has surely been up for the lock TTL. Redis
+	// reports uptime in whole seconds, counted from a start rounded down,
+	// and padlock trusts it a second less than it says: the first reading
+	// that surely counts comes two seconds after the TTL.
+	time.Sleep(cfg.lockTTL + 2*time.Second + 200*time.Millisecond)
 
 	r := do(t, c, "POST", url+"/orders", `{"customer":"carol","amount_cents":700,"currency":"GBP"}`)
 	if r.status != http.StatusCreated {
