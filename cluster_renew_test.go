@@ -86,7 +86,7 @@ func TestClusterSlowMasterRenewal(t *testing.T) {
 			const ttl = 3 * time.Second // renewed every 1s
 			var (
 				c    *redistest.Cluster
-				opts []Option
+				opts []LockerOption
 			)
 			if tc.replicaAck {
 				c = redistest.StartClusterWithReplicas(t, 3, 1)

@@ -31,7 +31,7 @@ func clusterKeys(ks keyspace, nodes, perNode int) [][]string {
 
 // startCluster starts a 3-master cluster and returns it with a Locker on
 // it, closed when t ends.
-func startCluster(t *testing.T, opts ...Option) (*redistest.Cluster, *Locker) {
+func startCluster(t *testing.T, opts ...LockerOption) (*redistest.Cluster, *Locker) {
 	t.Helper()
 	c := redistest.StartCluster(t, 3)
 	l := New(c.Client(t), opts...)

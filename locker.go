@@ -42,15 +42,12 @@ type Locker struct {
 // New panics when client is nil or an option is invalid, with a message
 // naming the problem: both are static configuration, and failing at start-up
 // beats failing on the first request.
-func New(client redis.UniversalClient, opts ...Option) *Locker {
+func New(client redis.UniversalClient, opts ...LockerOption) *Locker {
 	if client == nil {
 		panic(invalid("New", "redis client is nil"))
 	}
-	cfg := defaultConfig()
-	for _, opt := range opts {
-		opt(&cfg)
-	}
-	if err := cfg.validate(); err != nil {
+	cfg, err := lockerConfig(opts)
+	if err != nil {
 		panic(err)
 	}
 	s, err := withReplicaAck(singleOn(client), cfg)

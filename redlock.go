@@ -12,10 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultNodeTimeout is how long a Redlock Locker waits for one node to
-// answer, unless WithNodeTimeout says otherwise.
-const DefaultNodeTimeout = 100 * time.Millisecond
-
 var (
 	//go:embed redlock_acquire.lua
 	redlockAcquireLua    string
@@ -108,20 +104,10 @@ var (
 // NewRedlock returns an ErrInvalid error naming the problem when clients is
 // empty or has a nil, repeated or unsuitable client (a Cluster or Ring
 // client is a whole deployment, not one node: use New), or when an option
-// is invalid (WithReplicaAck is for New only).
-func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error) {
-	cfg := defaultConfig()
-	for _, opt := range opts {
-		opt(&cfg)
-	}
-	cfg.redlock = true
-	if cfg.nodeTimeout == 0 {
-		cfg.nodeTimeout = DefaultNodeTimeout
-	}
-	if cfg.maxLease == 0 {
-		cfg.maxLease = Options{}.withDefaults(cfg.defaults).TTL
-	}
-	if err := cfg.validate(); err != nil {
+// is invalid.
+func NewRedlock(clients []redis.UniversalClient, opts ...RedlockOption) (*Locker, error) {
+	cfg, err := redlockConfig(opts)
+	if err != nil {
 		return nil, err
 	}
 	if len(clients) == 0 {
@@ -188,89 +174,6 @@ func checkNodeClient(c redis.UniversalClient, timeout time.Duration) (string, er
 		return o.Addr, nil
 	}
 	return "", nil
-}
-
-// WithNodeTimeout sets how long a Redlock Locker (NewRedlock) waits for one
-// node to answer one request: every node gets the same deadline, counted
-// from when the request went out to all of them. A node that answers later
-// counts as down. Keep it far below the TTL: it is part of the lease that
-// an Acquire may use up. Default: 100ms (DefaultNodeTimeout). New rejects
-// it.
-func WithNodeTimeout(d time.Duration) Option {
-	return func(c *config) { c.nodeTimeout = d }
-}
-
-// WithMaxLease sets the longest lease any owner sets on the nodes of a
-// Redlock Locker (NewRedlock): Acquire and Extend reject a longer TTL, and a
-// node that restarted does not vote until it has been up this long (see
-// NewRedlock). Give every Locker that shares the nodes the same value. Below
-// 30s, set a default TTL within it too (WithDefaults), or every Acquire must
-// name its TTL. Default: the Locker's default TTL (30s unless WithDefaults
-// sets another). New rejects it.
-func WithMaxLease(d time.Duration) Option {
-	return func(c *config) { c.maxLease = d }
-}
-
-// WithPersistentNodes tells a Redlock Locker (NewRedlock) that its nodes
-// write every command to disk before they answer (appendonly yes with
-// appendfsync always), so that a node that restarts still holds every
-// lock it granted, and its grants count at once instead of after the max
-// lease (the delayed-restart rule, see NewRedlock). A new deployment then
-// takes locks as soon as its nodes are up.
-//
-// Where the clients may run CONFIG GET, each node's settings are checked
-// whenever the restart rule would read its uptime (after the client
-// dialled it anew), and a node that does not persist every write is held
-// to the rule all the same; its result in a QuorumError says why. Where
-// CONFIG GET is refused (managed Redis, ACLs), the option is the caller's
-// promise: a node that breaks it may, after a restart, grant a lock its
-// old process had granted to another owner. Other ways to lose writes
-// break it too: a restore from an older snapshot, a disk that lies about
-// fsync, or a wall clock stepped forward across the restart (Redis stores
-// lease ends as wall-clock times in the AOF). Default: off. New rejects
-// it.
-func WithPersistentNodes() Option {
-	return func(c *config) { c.persistent = true }
-}
-
-// validateModes checks the options that belong to one kind of Locker: the
-// Redlock ones with NewRedlock, the replica ones with New.
-func (c config) validateModes() error {
-	if !c.redlock {
-		switch {
-		case c.nodeTimeout != 0:
-			return invalid("WithNodeTimeout", "applies to NewRedlock only")
-		case c.maxLease != 0:
-			return invalid("WithMaxLease", "applies to NewRedlock only")
-		case c.persistent:
-			return invalid("WithPersistentNodes", "applies to NewRedlock only")
-		}
-		return c.validateReplicaAck()
-	}
-	switch {
-	case c.ackReplicas != 0 || c.ackTimeout != 0:
-		return invalid("WithReplicaAck", "applies to New only; Redlock survives the loss of a node by its majority instead")
-	case c.nodeTimeout <= 0:
-		return invalid("WithNodeTimeout", "must be positive, got %v", c.nodeTimeout)
-	case c.maxLease < time.Millisecond:
-		return invalid("WithMaxLease", "must be at least 1ms, got %v", c.maxLease)
-	case c.nodeTimeout >= c.maxLease:
-		return invalid("WithNodeTimeout", "must be shorter than the max lease %v, got %v", c.maxLease, c.nodeTimeout)
-	case c.defaults.Fair:
-		return invalid("WithDefaults", "Fair is not supported by NewRedlock")
-	case c.defaults.TTL > c.maxLease:
-		return invalid("WithDefaults", "TTL %v exceeds the max lease %v (WithMaxLease)", c.defaults.TTL, c.maxLease)
-	}
-	return nil
-}
-
-// checkLease rejects a lease longer than a Redlock Locker's max lease; field
-// names the argument that set it.
-func (c config) checkLease(field string, ttl time.Duration) error {
-	if c.maxLease > 0 && ttl > c.maxLease {
-		return invalid(field, "%v exceeds the max lease %v of this Redlock Locker (WithMaxLease)", ttl, c.maxLease)
-	}
-	return nil
 }
 
 // quorum is the store of a Redlock Locker: independent nodes, of which need

@@ -32,7 +32,7 @@ const (
 
 // redlockOn returns a Redlock Locker on servers, with clients of its own
 // (another process, as far as Redis can tell), closed when t ends.
-func redlockOn(t testing.TB, servers []*redistest.Server, opts ...padlock.Option) *padlock.Locker {
+func redlockOn(t testing.TB, servers []*redistest.Server, opts ...padlock.RedlockOption) *padlock.Locker {
 	t.Helper()
 	clients := make([]redis.UniversalClient, len(servers))
 	for i, s := range servers {
@@ -47,7 +47,7 @@ func redlockOn(t testing.TB, servers []*redistest.Server, opts ...padlock.Option
 			o.PoolSize, o.PipelinePoolSize = 1000, 1000
 		})
 	}
-	opts = append([]padlock.Option{
+	opts = append([]padlock.RedlockOption{
 		padlock.WithMaxLease(rlMaxLease),
 		padlock.WithNodeTimeout(rlNodeTimeout),
 		padlock.WithDefaults(padlock.Options{TTL: rlMaxLease}),
@@ -63,7 +63,7 @@ func redlockOn(t testing.TB, servers []*redistest.Server, opts ...padlock.Option
 // startRedlock starts n real nodes and returns a Locker on them once every
 // node has been up long enough to vote. (Waiting for a majority to vote is
 // not enough for tests that then take nodes away.)
-func startRedlock(t testing.TB, n int, opts ...padlock.Option) (*padlock.Locker, []*redistest.Server) {
+func startRedlock(t testing.TB, n int, opts ...padlock.RedlockOption) (*padlock.Locker, []*redistest.Server) {
 	t.Helper()
 	redistest.Require(t)
 	servers := redistest.StartN(t, n)
@@ -543,7 +543,7 @@ func TestNewRedlockInvalid(t *testing.T) {
 	tests := []struct {
 		name    string
 		clients []redis.UniversalClient
-		opts    []padlock.Option
+		opts    []padlock.RedlockOption
 		want    string // in the error message
 	}{
 		{"no clients", nil, nil, "no clients"},
@@ -552,14 +552,13 @@ func TestNewRedlockInvalid(t *testing.T) {
 		{"same node twice", []redis.UniversalClient{good(), good()}, nil, "clients[1]: reaches " + srv.Addr()},
 		{"cluster client", []redis.UniversalClient{cc}, nil, "Cluster client"},
 		{"deadline ignored", []redis.UniversalClient{other.Client(t)}, nil, "ContextTimeoutEnabled"},
-		{"node timeout", []redis.UniversalClient{good()}, []padlock.Option{padlock.WithNodeTimeout(-time.Second)}, "WithNodeTimeout"},
+		{"node timeout", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithNodeTimeout(-time.Second)}, "WithNodeTimeout"},
 		{"node timeout above max lease", []redis.UniversalClient{good()},
-			[]padlock.Option{padlock.WithMaxLease(time.Second), padlock.WithNodeTimeout(time.Second)}, "WithNodeTimeout"},
-		{"max lease", []redis.UniversalClient{good()}, []padlock.Option{padlock.WithMaxLease(-1)}, "WithMaxLease"},
+			[]padlock.RedlockOption{padlock.WithMaxLease(time.Second), padlock.WithNodeTimeout(time.Second)}, "WithNodeTimeout"},
+		{"max lease", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithMaxLease(-1)}, "WithMaxLease"},
 		{"default TTL above max lease", []redis.UniversalClient{good()},
-			[]padlock.Option{padlock.WithMaxLease(time.Second), padlock.WithDefaults(padlock.Options{TTL: time.Minute})}, "WithDefaults"},
-		{"fair", []redis.UniversalClient{good()}, []padlock.Option{padlock.WithDefaults(padlock.Options{Fair: true})}, "Fair"},
-		{"replica ack", []redis.UniversalClient{good()}, []padlock.Option{padlock.WithReplicaAck(1, time.Second)}, "WithReplicaAck"},
+			[]padlock.RedlockOption{padlock.WithMaxLease(time.Second), padlock.WithDefaults(padlock.Options{TTL: time.Minute})}, "WithDefaults"},
+		{"fair", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithDefaults(padlock.Options{Fair: true})}, "Fair"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -574,18 +573,32 @@ func TestNewRedlockInvalid(t *testing.T) {
 	}
 }
 
-func TestNewRejectsRedlockOptions(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
-	for _, opt := range []padlock.Option{padlock.WithNodeTimeout(time.Second), padlock.WithMaxLease(time.Minute), padlock.WithPersistentNodes()} {
-		func() {
-			defer func() {
-				err, _ := recover().(error)
-				if !errors.Is(err, padlock.ErrInvalid) || !strings.Contains(err.Error(), "NewRedlock only") {
-					t.Errorf("New with a Redlock option: got panic %v, want ErrInvalid saying it is for NewRedlock only", err)
-				}
-			}()
-			padlock.New(rdb, opt).Close()
-		}()
+// TestOptionsFitTheirConstructor proves that each option fits the
+// constructors it configures and no other: New(c, WithNodeTimeout(d)) and
+// NewRedlock(cs, WithReplicaAck(n, d)) do not compile.
+func TestOptionsFitTheirConstructor(t *testing.T) {
+	tests := []struct {
+		name           string
+		opt            any
+		locker, redlok bool
+	}{
+		{"WithDefaults", padlock.WithDefaults(padlock.Options{}), true, true},
+		{"WithKeyPrefix", padlock.WithKeyPrefix("app:"), true, true},
+		{"WithClockDrift", padlock.WithClockDrift(0.01, time.Millisecond), true, true},
+		{"WithReplicaAck", padlock.WithReplicaAck(1, time.Second), true, false},
+		{"WithNodeTimeout", padlock.WithNodeTimeout(time.Second), false, true},
+		{"WithMaxLease", padlock.WithMaxLease(time.Minute), false, true},
+		{"WithPersistentNodes", padlock.WithPersistentNodes(), false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, ok := tt.opt.(padlock.LockerOption); ok != tt.locker {
+				t.Errorf("%T is a LockerOption (fits New): got %v, want %v", tt.opt, ok, tt.locker)
+			}
+			if _, ok := tt.opt.(padlock.RedlockOption); ok != tt.redlok {
+				t.Errorf("%T is a RedlockOption (fits NewRedlock): got %v, want %v", tt.opt, ok, tt.redlok)
+			}
+		})
 	}
 }
 
