@@ -38,7 +38,7 @@ type Env struct {
 	client *redis.Client
 	locker *padlock.Locker
 	opts   []padlock.LockerOption // the Locker's, for the other Locker
-	clock  *miniclock.Clock // nil with WithManualClock
+	clock  *miniclock.Clock       // nil with WithManualClock
 
 	mu     sync.Mutex
 	down   bool            // Down ran and Up did not
