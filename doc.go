@@ -60,4 +60,26 @@
 // yields the key to the Lockers that asked, in turn, when it is done with
 // its own queue. Options.Fair instead keeps one queue in Redis, first come
 // first served across all processes.
+//
+// # Constructors
+//
+// New and NewRedlock follow one rule on bad arguments: what the program's
+// code decides panics, and what a deployment's configuration decides is
+// returned as an error. Both kinds are found at construction, never on a
+// request, and both carry ErrInvalid with the name of the field.
+//
+//   - Programmer errors panic, in both constructors: a nil client, an
+//     option value out of its range or at odds with another option, a
+//     client whose settings do not fit the options or the algorithm (a
+//     WithReplicaAck timeout at or beyond the client's ReadTimeout; a
+//     Redlock node client without bounded socket waits; a Cluster or Ring
+//     client as a Redlock node), or one client passed twice. They are the
+//     same on every start and only a change of code fixes them, so the
+//     program stops at once, with the field named, as regexp.MustCompile
+//     does for a bad constant, rather than starting to serve without locks.
+//   - Deployment errors are returned: NewRedlock's list of nodes, which
+//     usually comes from configuration (a list of addresses), may be empty
+//     or name one node twice, and a service may want to report that its
+//     own way or fall back. New takes one client, whose address padlock
+//     does not judge, so it has no such error and returns none.
 package padlock

@@ -101,14 +101,18 @@ var (
 // the package example shows it. NewRedlock adds a hook to each client to
 // see new connections; it stays after Close, and costs nothing then.
 //
-// NewRedlock returns an ErrInvalid error naming the problem when clients is
-// empty or has a nil, repeated or unsuitable client (a Cluster or Ring
-// client is a whole deployment, not one node: use New), or when an option
-// is invalid.
+// NewRedlock follows the constructors' rule (see "Constructors" in the
+// package documentation): it panics, with an ErrInvalid error naming the
+// problem, on what the program's code decides: an invalid option, or a
+// nil, repeated or unsuitable client (a Cluster or Ring client is a whole
+// deployment, not one node: use New; a client must bound its socket waits
+// as above). It returns an ErrInvalid error for what a deployment's
+// configuration decides: no clients at all, or two clients that reach the
+// same address.
 func NewRedlock(clients []redis.UniversalClient, opts ...RedlockOption) (*Locker, error) {
 	cfg, err := redlockConfig(opts)
 	if err != nil {
-		return nil, err
+		panic(err)
 	}
 	if len(clients) == 0 {
 		return nil, invalid("NewRedlock", "no clients; Redlock needs 3 or more independent masters to survive the loss of one")
@@ -123,14 +127,14 @@ func NewRedlock(clients []redis.UniversalClient, opts ...RedlockOption) (*Locker
 	for i, c := range clients {
 		field := fmt.Sprintf("NewRedlock: clients[%d]", i)
 		if c == nil {
-			return nil, invalid(field, "is nil")
+			panic(invalid(field, "is nil"))
 		}
 		if j := slices.Index(clients[:i], c); j >= 0 {
-			return nil, invalid(field, "is clients[%d] again; each node may vote only once", j)
+			panic(invalid(field, "is clients[%d] again; each node may vote only once", j))
 		}
 		addr, err := checkNodeClient(c, cfg.nodeTimeout)
 		if err != nil {
-			return nil, invalid(field, "%v", err)
+			panic(invalid(field, "%v", err))
 		}
 		if addr != "" {
 			if j, dup := addrs[addr]; dup {

@@ -540,31 +540,51 @@ func TestNewRedlockInvalid(t *testing.T) {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}})
 	t.Cleanup(func() { cc.Close() })
 
+	// panics: decided by the program's code; otherwise returned: decided by
+	// the deployment's configuration (see "Constructors" in doc.go).
 	tests := []struct {
 		name    string
 		clients []redis.UniversalClient
 		opts    []padlock.RedlockOption
+		panics  bool
 		want    string // in the error message
 	}{
-		{"no clients", nil, nil, "no clients"},
-		{"nil client", []redis.UniversalClient{good(), nil}, nil, "clients[1]: is nil"},
-		{"same client twice", []redis.UniversalClient{shared, other.Client(t, deadlines), shared}, nil, "clients[2]: is clients[0] again"},
-		{"same node twice", []redis.UniversalClient{good(), good()}, nil, "clients[1]: reaches " + srv.Addr()},
-		{"cluster client", []redis.UniversalClient{cc}, nil, "Cluster client"},
-		{"deadline ignored", []redis.UniversalClient{other.Client(t)}, nil, "ContextTimeoutEnabled"},
-		{"node timeout", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithNodeTimeout(-time.Second)}, "WithNodeTimeout"},
+		{"no clients", nil, nil, false, "no clients"},
+		{"same node twice", []redis.UniversalClient{good(), good()}, nil, false, "clients[1]: reaches " + srv.Addr()},
+		{"nil client", []redis.UniversalClient{good(), nil}, nil, true, "clients[1]: is nil"},
+		{"same client twice", []redis.UniversalClient{shared, other.Client(t, deadlines), shared}, nil, true, "clients[2]: is clients[0] again"},
+		{"cluster client", []redis.UniversalClient{cc}, nil, true, "Cluster client"},
+		{"deadline ignored", []redis.UniversalClient{other.Client(t)}, nil, true, "ContextTimeoutEnabled"},
+		{"node timeout", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithNodeTimeout(-time.Second)}, true, "WithNodeTimeout"},
 		{"node timeout above max lease", []redis.UniversalClient{good()},
-			[]padlock.RedlockOption{padlock.WithMaxLease(time.Second), padlock.WithNodeTimeout(time.Second)}, "WithNodeTimeout"},
-		{"max lease", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithMaxLease(-1)}, "WithMaxLease"},
+			[]padlock.RedlockOption{padlock.WithMaxLease(time.Second), padlock.WithNodeTimeout(time.Second)}, true, "WithNodeTimeout"},
+		{"max lease", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithMaxLease(-1)}, true, "WithMaxLease"},
 		{"default TTL above max lease", []redis.UniversalClient{good()},
-			[]padlock.RedlockOption{padlock.WithMaxLease(time.Second), padlock.WithDefaults(padlock.Options{TTL: time.Minute})}, "WithDefaults"},
-		{"fair", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithDefaults(padlock.Options{Fair: true})}, "Fair"},
+			[]padlock.RedlockOption{padlock.WithMaxLease(time.Second), padlock.WithDefaults(padlock.Options{TTL: time.Minute})}, true, "WithDefaults"},
+		{"fair", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithDefaults(padlock.Options{Fair: true})}, true, "Fair"},
+		{"brace in prefix", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithKeyPrefix("a{b}")}, true, "WithKeyPrefix"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, err := padlock.NewRedlock(tt.clients, tt.opts...)
+			var (
+				l        *padlock.Locker
+				err      error
+				panicked bool
+			)
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						panicked = true
+						err, _ = r.(error)
+					}
+				}()
+				l, err = padlock.NewRedlock(tt.clients, tt.opts...)
+			}()
 			if l != nil {
 				l.Close()
+			}
+			if panicked != tt.panics {
+				t.Fatalf("panicked: got %v, want %v (error %v)", panicked, tt.panics, err)
 			}
 			if !errors.Is(err, padlock.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want ErrInvalid mentioning %q", err, tt.want)
@@ -604,7 +624,7 @@ func TestOptionsFitTheirConstructor(t *testing.T) {
 
 func ExampleNewRedlock() {
 	// One client per independent Redis master. ContextTimeoutEnabled lets
-	// the node timeout cut a hung node short: NewRedlock refuses a client
+	// the node timeout cut a hung node short: NewRedlock panics on a client
 	// without it (or without read and write timeouts within the node timeout).
 	var clients []redis.UniversalClient
 	for _, addr := range []string{"redis-a:6379", "redis-b:6379", "redis-c:6379"} {
@@ -619,7 +639,7 @@ func ExampleNewRedlock() {
 		// padlock.WithPersistentNodes(),
 	)
 	if err != nil {
-		fmt.Println(err) // ErrInvalid, naming the client or option
+		fmt.Println(err) // ErrInvalid: no clients, or two reaching one address
 		return
 	}
 	defer locker.Close()
