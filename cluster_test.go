@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/padlockgo/padlock/internal/hashslot"
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
@@ -20,7 +21,7 @@ func clusterKeys(ks keyspace, nodes, perNode int) [][]string {
 	keys := make([][]string, nodes)
 	for n, left := 0, nodes*perNode; left > 0; n++ {
 		k := fmt.Sprintf("order:%d", n)
-		node := slot(ks.lock(k)) * nodes / numSlots
+		node := hashslot.Slot(ks.lock(k)) * nodes / hashslot.Count
 		if len(keys[node]) < perNode {
 			keys[node] = append(keys[node], k)
 			left--
@@ -259,7 +260,7 @@ func TestClusterKeyCountBounded(t *testing.T) {
 		}
 	}
 	t.Logf("%d distinct locks left %d fence counters", n, left)
-	if left > numSlots {
-		t.Fatalf("%d keys left after %d distinct locks, want at most one per slot (%d)", left, n, numSlots)
+	if left > hashslot.Count {
+		t.Fatalf("%d keys left after %d distinct locks, want at most one per slot (%d)", left, n, hashslot.Count)
 	}
 }

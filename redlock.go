@@ -2,7 +2,6 @@ package padlock
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,11 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var (
-	//go:embed redlock_acquire.lua
-	redlockAcquireLua    string
-	redlockAcquireScript = newScript(redlockAcquireLua)
-)
+var redlockAcquireScript = newScript(luaFile("redlock_acquire.lua"))
 
 // NewRedlock returns a Locker whose locks are held by a majority of
 // independent Redis masters, following the Redlock algorithm of the Redis

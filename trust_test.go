@@ -20,7 +20,7 @@ import (
 // extendCall reports whether args run the extend script (EVALSHA, or EVAL
 // on a server that lacks it) with a lease of ttl (0: any).
 func extendCall(args []any, ttl time.Duration) bool {
-	if len(args) != 6 || !(args[0] == "evalsha" && args[1] == extendScript.Hash() || args[0] == "eval" && args[1] == extendLua) {
+	if len(args) != 6 || !(args[0] == "evalsha" && args[1] == extendScript.Hash() || args[0] == "eval" && args[1] == extendScript.src) {
 		return false
 	}
 	return ttl == 0 || args[5] == ttl.Milliseconds() || args[5] == strconv.FormatInt(ttl.Milliseconds(), 10)
