@@ -49,7 +49,8 @@ var errLost error = lostError{}
 
 type lostError struct{}
 
-func (lostError) Error() string { return "padlock: lock not held: lock lost" }
+// Error says what ErrNotHeld says: the lock is not held. Err tells why.
+func (lostError) Error() string { return ErrNotHeld.Error() }
 
 // Is makes errors.Is true for ErrNotHeld and ErrLockLost.
 func (lostError) Is(target error) bool { return target == ErrNotHeld || target == ErrLockLost }
