@@ -70,7 +70,7 @@ func (lk *Lock) Token() string { return lk.root().id.token }
 // to the store the lock protects and have the store reject writes carrying a
 // fence lower than the highest it has seen. On a Redlock Locker it is 0:
 // counters on independent nodes give no sequence that only grows (see
-// NewRedlock).
+// "Redlock" in the package documentation).
 func (lk *Lock) Fence() int64 {
 	if r := lk.root(); r.locker != nil && !r.locker.cfg.redlock {
 		return r.fence
