@@ -323,7 +323,7 @@ func TestReplicaAckLostExtend(t *testing.T) {
 // TestHandedLockLostBeforeWakeUp: a lock handed to a waiter that is lost
 // before the waiter wakes is not returned by its Acquire.
 func TestHandedLockLostBeforeWakeUp(t *testing.T) {
-	l := startLocker(t)
+	l, _, _ := startLocker(t)
 	ctx := context.Background()
 	lk, err := l.Acquire(ctx, "lost-in-hand", Options{})
 	if err != nil {
@@ -343,7 +343,7 @@ func TestHandedLockLostBeforeWakeUp(t *testing.T) {
 // TestErrWithoutTheWatchdog: Err reports a lock lost once its trusted lease
 // has run out, even while the watchdog cannot run to close Done.
 func TestErrWithoutTheWatchdog(t *testing.T) {
-	l := startLocker(t)
+	l, _, _ := startLocker(t)
 	ctx := context.Background()
 	lk, err := l.Acquire(ctx, "stalled", Options{TTL: 100 * time.Millisecond, NoRenew: true})
 	if err != nil {
