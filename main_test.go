@@ -21,8 +21,9 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// The shared helpers (helpers_test.go), under the names the tests of both
-// packages use.
+// The shared helpers (helpers_test.go), under the names this package's
+// tests use: newLocker is startLocker there, where newLocker is the
+// package's own constructor of every Locker.
 var (
 	newLocker    = padlock.StartLocker
 	testKey      = padlock.TestKey
