@@ -283,14 +283,16 @@ func TestHandOffKeepsRenewing(t *testing.T) {
 	l, _, _ := startLocker(t)
 	ctx := context.Background()
 	const key, workers = "round", 4
-	o := Options{TTL: 150 * time.Millisecond, Wait: 10 * time.Second}
+	// Short leases so that hand-offs span renewals, long enough that a
+	// loaded machine renews in time.
+	o := Options{TTL: 400 * time.Millisecond, Wait: 10 * time.Second}
 	var (
 		inside atomic.Int32
 		wg     sync.WaitGroup
 		mu     sync.Mutex
 		tokens = map[string]int{} // acquisitions per Redis token
 	)
-	stop := time.Now().Add(1200 * time.Millisecond) // eight leases
+	stop := time.Now().Add(3200 * time.Millisecond) // eight leases
 	for range workers {
 		wg.Go(func() {
 			for time.Now().Before(stop) {

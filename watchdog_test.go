@@ -157,14 +157,15 @@ func TestCloseSignalsHeldLocks(t *testing.T) {
 func TestRenewalIsBatched(t *testing.T) {
 	l, _, rdb := newLocker(t)
 	ctx := ctxFor(t)
-	const n, ttl = 2000, 600 * time.Millisecond
+	// A lease long enough that a loaded machine renews 1000 locks in time.
+	const n, ttl = 1000, 1200 * time.Millisecond
 	locks := make([]*padlock.Lock, n)
 	for i := range locks {
 		locks[i] = mustAcquire(t, l, ctx, fmt.Sprintf("%s:%d", testKey(t), i), padlock.Options{TTL: ttl})
 	}
 	rt := redistest.CountRoundTrips()
 	rdb.AddHook(rt)
-	const hold = 5 * ttl
+	const hold = 4 * ttl
 	time.Sleep(hold)
 	trips := rt.Load()
 	// Renewing every TTL/3 with batches pulled up to TTL/6 early: at most
