@@ -15,6 +15,16 @@ var (
 	CtxFor       = ctxFor
 	MustAcquire  = mustAcquire
 	StartCluster = startCluster
+	StartRedlock = startRedlock
+	RedlockOn    = redlockOn
+	AwaitVotes   = awaitVotes
+)
+
+// The Redlock tests' timings (helpers_test.go).
+const (
+	RLMaxLease    = rlMaxLease
+	RLNodesVote   = rlNodesVote
+	RLNodeTimeout = rlNodeTimeout
 )
 
 // GuardedContexts returns how many contexts from Lock.Context the lock

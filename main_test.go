@@ -30,4 +30,13 @@ var (
 	ctxFor       = padlock.CtxFor
 	mustAcquire  = padlock.MustAcquire
 	startCluster = padlock.StartCluster
+	startRedlock = padlock.StartRedlock
+	redlockOn    = padlock.RedlockOn
+	awaitVotes   = padlock.AwaitVotes
+)
+
+const (
+	rlMaxLease    = padlock.RLMaxLease
+	rlNodesVote   = padlock.RLNodesVote
+	rlNodeTimeout = padlock.RLNodeTimeout
 )
