@@ -177,7 +177,7 @@ func (a *acquisition) prepare(at *attempt) {
 	if !a.o.Fair {
 		reserve = a.l.notifier.reserve(a.id.lockKey(), a.w)
 	}
-	at.argv = [5]any{a.id.argv[0], a.id.argv[1], reserve, a.l.idArg, "1"}
+	at.setArgs(a.id, reserve, a.l.idArg)
 }
 
 // errLateGrant is the attempt error of a grant that arrived too late to use.

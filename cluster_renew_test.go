@@ -1,7 +1,6 @@
 package padlock
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,7 +17,7 @@ import (
 // of c.Nodes(): keys whose locks the cluster itself routes to that master.
 func keysByMaster(t *testing.T, c *redistest.Cluster, cc *redis.ClusterClient, ks keyspace, perNode int) [][]string {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := ctxFor(t)
 	nodes := c.Nodes()
 	byAddr := map[string]int{}
 	for i, n := range nodes {
@@ -51,7 +50,7 @@ func keysByMaster(t *testing.T, c *redistest.Cluster, cc *redis.ClusterClient, k
 // master fails, and then no lock anywhere can be renewed.
 func partialCoverage(t *testing.T, c *redistest.Cluster) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := ctxFor(t)
 	for _, n := range c.Nodes() {
 		if err := n.Client(t).ConfigSet(ctx, "cluster-require-full-coverage", "no").Err(); err != nil {
 			t.Fatalf("%s: CONFIG SET cluster-require-full-coverage no: %v", n, err)
@@ -86,13 +85,13 @@ func TestClusterSlowMasterRenewal(t *testing.T) {
 			const ttl = 3 * time.Second // renewed every 1s
 			var (
 				c    *redistest.Cluster
-				opts []Option
+				opts []LockerOption
 			)
 			if tc.replicaAck {
 				c = redistest.StartClusterWithReplicas(t, 3, 1)
 				for i := range c.Nodes() {
 					for _, r := range c.ReplicasOf(i) {
-						if err := r.Client(t).ConfigSet(testCtx(t), "cluster-replica-no-failover", "yes").Err(); err != nil {
+						if err := r.Client(t).ConfigSet(ctxFor(t), "cluster-replica-no-failover", "yes").Err(); err != nil {
 							t.Fatalf("%s: CONFIG SET cluster-replica-no-failover yes: %v", r, err)
 						}
 					}
@@ -121,11 +120,11 @@ func TestClusterSlowMasterRenewal(t *testing.T) {
 			healthyNode, pausedNode := c.Nodes()[0], c.Nodes()[1]
 			loads := scriptCmds[pausedNode.Addr()]
 
-			ctx := testCtx(t)
+			ctx := ctxFor(t)
 			start := time.Now()
-			healthy := mustAcquireIn(t, l, ctx, keys[0], Options{TTL: ttl})
+			healthy := mustAcquire(t, l, ctx, keys[0], Options{TTL: ttl})
 			defer healthy.Release(ctx)
-			paused := mustAcquireIn(t, l, ctx, keys[1], Options{TTL: ttl})
+			paused := mustAcquire(t, l, ctx, keys[1], Options{TTL: ttl})
 			defer paused.Release(ctx)
 			if tc.scriptsFlushed {
 				for _, n := range c.Nodes() {
@@ -200,7 +199,7 @@ func TestClusterRenewSettlesEachMaster(t *testing.T) {
 	})
 	ks := keyspace{prefix: DefaultKeyPrefix, slotted: true}
 	keys := keysByMaster(t, c, cc, ks, 2)
-	ctx := testCtx(t)
+	ctx := ctxFor(t)
 
 	// Locks 0 and 1 on the healthy master, 2 and 3 on the one paused.
 	var ids []*lockID
@@ -292,20 +291,4 @@ func TestClusterRenewSettlesEachMaster(t *testing.T) {
 			}
 		})
 	}
-}
-
-func mustAcquireIn(t *testing.T, l *Locker, ctx context.Context, key string, o Options) *Lock {
-	t.Helper()
-	lk, err := l.Acquire(ctx, key, o)
-	if err != nil {
-		t.Fatalf("Acquire(%q): %v", key, err)
-	}
-	return lk
-}
-
-// testCtx returns a context that ends with t, or after 30s.
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }

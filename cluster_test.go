@@ -1,4 +1,4 @@
-package padlock
+package padlock_test
 
 import (
 	"context"
@@ -10,17 +10,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/hashslot"
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
 // clusterKeys returns perNode user keys for each of nodes cluster nodes:
 // keys whose locks fall in node i's share of the slots (StartCluster
 // splits them evenly, in order).
-func clusterKeys(ks keyspace, nodes, perNode int) [][]string {
+func clusterKeys(l *padlock.Locker, nodes, perNode int) [][]string {
 	keys := make([][]string, nodes)
 	for n, left := 0, nodes*perNode; left > 0; n++ {
 		k := fmt.Sprintf("order:%d", n)
-		node := slot(ks.lock(k)) * nodes / numSlots
+		node := hashslot.Slot(l.RedisKey(k)) * nodes / hashslot.Count
 		if len(keys[node]) < perNode {
 			keys[node] = append(keys[node], k)
 			left--
@@ -29,29 +31,19 @@ func clusterKeys(ks keyspace, nodes, perNode int) [][]string {
 	return keys
 }
 
-// startCluster starts a 3-master cluster and returns it with a Locker on
-// it, closed when t ends.
-func startCluster(t *testing.T, opts ...Option) (*redistest.Cluster, *Locker) {
-	t.Helper()
-	c := redistest.StartCluster(t, 3)
-	l := New(c.Client(t), opts...)
-	t.Cleanup(func() { l.Close() })
-	return c, l
-}
-
 func TestClusterExclusionAcrossSlots(t *testing.T) {
 	t.Parallel()
 	c, l1 := startCluster(t)
-	l2 := New(c.Client(t)) // another process
+	l2 := padlock.New(c.Client(t)) // another process
 	defer l2.Close()
 	ctx := context.Background()
-	keys := clusterKeys(l1.keys, 3, 2)
+	keys := clusterKeys(l1, 3, 2)
 
 	// Hold one lock per key for a moment: each node must carry some.
-	var held []*Lock
+	var held []*padlock.Lock
 	for _, nodeKeys := range keys {
 		for _, k := range nodeKeys {
-			lk, err := l1.Acquire(ctx, k, Options{})
+			lk, err := l1.Acquire(ctx, k, padlock.Options{})
 			if err != nil {
 				t.Fatalf("Acquire(%q): %v", k, err)
 			}
@@ -61,7 +53,7 @@ func TestClusterExclusionAcrossSlots(t *testing.T) {
 	for i, n := range c.Nodes() {
 		var locks int
 		for _, k := range n.Keys(t) {
-			if strings.HasPrefix(k, DefaultKeyPrefix+"{") {
+			if strings.HasPrefix(k, padlock.DefaultKeyPrefix+"{") {
 				locks++
 			}
 		}
@@ -89,7 +81,7 @@ func TestClusterExclusionAcrossSlots(t *testing.T) {
 				}
 				wg.Go(func() {
 					for range rounds {
-						lk, err := l.Acquire(ctx, k, Options{Wait: 20 * time.Second})
+						lk, err := l.Acquire(ctx, k, padlock.Options{Wait: 20 * time.Second})
 						if err != nil {
 							t.Errorf("Acquire(%q): %v", k, err)
 							return
@@ -116,15 +108,15 @@ func TestClusterExclusionAcrossSlots(t *testing.T) {
 func TestClusterRenewalAcrossSlots(t *testing.T) {
 	t.Parallel()
 	c, l := startCluster(t)
-	other := New(c.Client(t))
+	other := padlock.New(c.Client(t))
 	defer other.Close()
 	ctx := context.Background()
 
 	const ttl = time.Second // renewed every 333ms, with slack for a loaded machine
-	var held []*Lock
-	for _, nodeKeys := range clusterKeys(l.keys, 3, 3) {
+	var held []*padlock.Lock
+	for _, nodeKeys := range clusterKeys(l, 3, 3) {
 		for _, k := range nodeKeys {
-			lk, err := l.Acquire(ctx, k, Options{TTL: ttl})
+			lk, err := l.Acquire(ctx, k, padlock.Options{TTL: ttl})
 			if err != nil {
 				t.Fatalf("Acquire(%q): %v", k, err)
 			}
@@ -140,8 +132,8 @@ func TestClusterRenewalAcrossSlots(t *testing.T) {
 		if d, err := lk.TTL(ctx); err != nil || d <= 0 {
 			t.Errorf("TTL(%q) = %v, %v; want the lease still running", lk.Key(), d, err)
 		}
-		if _, err := other.Acquire(ctx, lk.Key(), Options{}); !errors.Is(err, ErrNotAcquired) {
-			t.Errorf("another owner's Acquire(%q): got %v, want ErrNotAcquired", lk.Key(), err)
+		if _, err := other.Acquire(ctx, lk.Key(), padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
+			t.Errorf("another owner's Acquire(%q): got %v, want padlock.ErrNotAcquired", lk.Key(), err)
 		}
 	}
 }
@@ -156,22 +148,22 @@ func TestClusterWakeUpAcrossSlots(t *testing.T) {
 	calls := redistest.CountCommands("evalsha", "eval")
 	cc := c.Client(t)
 	cc.AddHook(calls)
-	waiters := New(cc)
+	waiters := padlock.New(cc)
 	defer waiters.Close()
-	waiters.recheck = time.Hour // only a notice can wake the waiter
-	holders := New(c.Client(t))
+	padlock.SetNoticeRecheck(waiters, time.Hour) // only a notice can wake the waiter
+	holders := padlock.New(c.Client(t))
 	defer holders.Close()
 	ctx := context.Background()
 
-	for node, nodeKeys := range clusterKeys(waiters.keys, 3, 1) {
+	for node, nodeKeys := range clusterKeys(waiters, 3, 1) {
 		key := nodeKeys[0]
-		holder, err := holders.Acquire(ctx, key, Options{TTL: time.Minute})
+		holder, err := holders.Acquire(ctx, key, padlock.Options{TTL: time.Minute})
 		if err != nil {
 			t.Fatalf("node %d: holder's Acquire(%q): %v", node, key, err)
 		}
 		done := make(chan time.Time, 1)
 		go func() {
-			lk, err := waiters.Acquire(ctx, key, Options{Wait: 30 * time.Second, Retry: LinearBackoff(time.Millisecond)})
+			lk, err := waiters.Acquire(ctx, key, padlock.Options{Wait: 30 * time.Second, Retry: padlock.LinearBackoff(time.Millisecond)})
 			if err != nil {
 				t.Errorf("node %d: waiter: %v", node, err)
 				close(done)
@@ -180,7 +172,7 @@ func TestClusterWakeUpAcrossSlots(t *testing.T) {
 			done <- time.Now()
 			_ = lk.Release(ctx)
 		}()
-		waitForWaiters(t, waiters, key, 1)
+		padlock.WaitForWaiters(t, waiters, key, 1)
 		before := calls.Load()
 		time.Sleep(200 * time.Millisecond)
 		// At most the one attempt made right after subscribing (it may
@@ -208,17 +200,17 @@ func TestClusterWakeUpAcrossSlots(t *testing.T) {
 // and leaves nothing behind, on every node.
 func TestClusterReplicaAckWithoutReplicas(t *testing.T) {
 	t.Parallel()
-	c, l := startCluster(t, WithReplicaAck(1, 50*time.Millisecond))
+	c, l := startCluster(t, padlock.WithReplicaAck(1, 50*time.Millisecond))
 	ctx := context.Background()
-	for node, nodeKeys := range clusterKeys(l.keys, 3, 1) {
-		_, err := l.Acquire(ctx, nodeKeys[0], Options{})
-		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "0 of 1 acknowledged") {
-			t.Errorf("node %d: Acquire: got %v, want ErrUnavailable saying no replica acknowledged", node, err)
+	for node, nodeKeys := range clusterKeys(l, 3, 1) {
+		_, err := l.Acquire(ctx, nodeKeys[0], padlock.Options{})
+		if !errors.Is(err, padlock.ErrUnavailable) || !strings.Contains(err.Error(), "0 of 1 acknowledged") {
+			t.Errorf("node %d: Acquire: got %v, want padlock.ErrUnavailable saying no replica acknowledged", node, err)
 		}
 	}
 	for i, n := range c.Nodes() {
 		for _, k := range n.Keys(t) {
-			if strings.HasPrefix(k, DefaultKeyPrefix+"{") {
+			if strings.HasPrefix(k, padlock.DefaultKeyPrefix+"{") {
 				t.Errorf("node %d holds lock key %q after the failed acquisitions, want none", i, k)
 			}
 		}
@@ -237,7 +229,7 @@ func TestClusterKeyCountBounded(t *testing.T) {
 	for w := range 10 {
 		wg.Go(func() {
 			for i := w; i < n; i += 10 {
-				lk, err := l.Acquire(ctx, fmt.Sprintf("bounded:%d", i), Options{})
+				lk, err := l.Acquire(ctx, fmt.Sprintf("bounded:%d", i), padlock.Options{})
 				if err != nil {
 					t.Errorf("Acquire: %v", err)
 					return
@@ -259,7 +251,7 @@ func TestClusterKeyCountBounded(t *testing.T) {
 		}
 	}
 	t.Logf("%d distinct locks left %d fence counters", n, left)
-	if left > numSlots {
-		t.Fatalf("%d keys left after %d distinct locks, want at most one per slot (%d)", left, n, numSlots)
+	if left > hashslot.Count {
+		t.Fatalf("%d keys left after %d distinct locks, want at most one per slot (%d)", left, n, hashslot.Count)
 	}
 }

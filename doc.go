@@ -60,4 +60,89 @@
 // yields the key to the Lockers that asked, in turn, when it is done with
 // its own queue. Options.Fair instead keeps one queue in Redis, first come
 // first served across all processes.
+//
+// # Redlock
+//
+// How a Redlock Locker (NewRedlock) takes, keeps and lets go of locks:
+//
+//   - Acquire asks every node at once, not one after another, and waits for
+//     each at most the node timeout (WithNodeTimeout, default 100ms). The
+//     lock is taken when a majority granted it and the lease left after the
+//     round trip, TTL − elapsed − drift (WithClockDrift, default 1% of TTL
+//     plus 2ms), is still positive. Otherwise the attempt is undone on every
+//     node that may hold it, those that did not answer in time included.
+//     When too many nodes are held by another owner, Acquire fails with
+//     ErrNotAcquired, and the holder's remaining lease it reports is the time
+//     until enough of those nodes' leases end for a majority to be free.
+//     When too few nodes answer, the error matches both ErrNotAcquired and
+//     ErrUnavailable.
+//   - Extend and the background renewal need a majority of nodes to reset
+//     the lease, within that same validity. When more nodes than a majority
+//     can spare say the lock is gone, it is lost at once (Done closes); when
+//     too few answer, renewal is tried again until the trusted lease runs
+//     out, and the lock is lost then.
+//   - Release deletes the lock on every node that answers. It returns nil
+//     when a majority still held it; ErrNotHeld when more nodes than a
+//     majority can spare no longer did (the lock had been lost, and another
+//     owner may have held it meanwhile); and an ErrUnavailable error when
+//     too few nodes answered to tell. The nodes that did not answer let the
+//     lock go when its lease ends.
+//   - Lock.TTL reports how long a majority of nodes still holds the lock.
+//
+// Delayed restart. A node that restarts without persistence forgets the
+// locks it held, and would grant one again at once while its owner still
+// holds it on other nodes. So a node's grants do not count until it has
+// been up for the max lease (WithMaxLease; default the Locker's default
+// TTL, 30s unless WithDefaults sets another), by when every lease it may
+// have forgotten has run out. Acquire and Extend reject a longer TTL with
+// ErrInvalid. Which process a node runs, and since when, is read (INFO
+// server) after a new connection to it was made, not on every Acquire: a
+// restart always breaks the connections, so a node is checked again
+// exactly when it may have restarted. A process the client sees replace
+// one it saw before (a new run_id) votes a max lease after the client
+// first saw it, on the client's monotonic clock; only a process the client
+// sees first is judged by its uptime_in_seconds, which Redis derives from
+// the wall clock, so a clock stepped forward between its start and the
+// client's first look lets it vote early. Uptime comes in whole seconds, so
+// a node votes a second or two after the max lease. Locking goes on
+// meanwhile while a majority of the other nodes is up; a freshly started
+// set of nodes grants its first lock only that long after starting, and
+// until then Acquire fails with a QuorumError naming each waiting node and
+// how long it still waits (NodeRestarting). Nodes that persist every write
+// before answering need no wait: see WithPersistentNodes. Clients must be
+// allowed INFO.
+//
+// A Redlock failure says what each node did: the error wraps a
+// *QuorumError (errors.As) whose Nodes give each node's outcome (agreed,
+// busy, not held, restarting, timeout, unreachable, error reply). A node
+// that timed out does not make the error match context.DeadlineExceeded;
+// only the caller's own context ending does.
+//
+// Fences. Lock.Fence returns 0 on a Redlock Locker. Each node could count
+// acquisitions, but counters on independent nodes do not add up to one
+// sequence that only grows (two owners that never overlapped can get their
+// fences in either order), and a fence that is not monotonic protects
+// nothing. Fencing needs one Redis deployment (New) or a consensus system.
+//
+// # Constructors
+//
+// New and NewRedlock follow one rule on bad arguments: what the program's
+// code decides panics, and what a deployment's configuration decides is
+// returned as an error. Both kinds are found at construction, never on a
+// request, and both carry ErrInvalid with the name of the field.
+//
+//   - Programmer errors panic, in both constructors: a nil client, an
+//     option value out of its range or at odds with another option, a
+//     client whose settings do not fit the options or the algorithm (a
+//     WithReplicaAck timeout at or beyond the client's ReadTimeout; a
+//     Redlock node client without bounded socket waits; a Cluster or Ring
+//     client as a Redlock node), or one client passed twice. They are the
+//     same on every start and only a change of code fixes them, so the
+//     program stops at once, with the field named, as regexp.MustCompile
+//     does for a bad constant, rather than starting to serve without locks.
+//   - Deployment errors are returned: NewRedlock's list of nodes, which
+//     usually comes from configuration (a list of addresses), may be empty
+//     or name one node twice, and a service may want to report that its
+//     own way or fall back. New takes one client, whose address padlock
+//     does not judge, so it has no such error and returns none.
 package padlock

@@ -15,6 +15,9 @@ var (
 
 	// ErrNotHeld reports that a lock is no longer held by its owner: its lease
 	// ran out, or the key now belongs to someone else. Nothing was changed.
+	// When the lock was lost rather than released by its owner (Err would
+	// say ErrLockLost), the error Release, Extend, TTL or Detach returns
+	// matches ErrLockLost as well, so callers can check for either.
 	ErrNotHeld = errors.New("padlock: lock not held")
 
 	// ErrUnavailable reports that Redis could not be reached or refused the
@@ -35,9 +38,31 @@ var (
 
 	// ErrLockLost is the cause a lock's context carries after the lock was
 	// lost: renewal found the owner token gone, or Redis stayed unreachable
-	// until the lease might have run out.
+	// until the lease might have run out. The ErrNotHeld error of a lost
+	// lock matches it too.
 	ErrLockLost = errors.New("padlock: lock lost")
 )
+
+// errLost is the ErrNotHeld a lock's methods return once the lock was
+// lost: it matches ErrLockLost as well.
+var errLost error = lostError{}
+
+type lostError struct{}
+
+// Error says what ErrNotHeld says: the lock is not held. Err tells why.
+func (lostError) Error() string { return ErrNotHeld.Error() }
+
+// Is makes errors.Is true for ErrNotHeld and ErrLockLost.
+func (lostError) Is(target error) bool { return target == ErrNotHeld || target == ErrLockLost }
+
+// notHeld returns the ErrNotHeld error for a lock whose Err is end: one
+// that matches ErrLockLost too when the lock was lost.
+func notHeld(end error) error {
+	if end == ErrLockLost {
+		return errLost
+	}
+	return ErrNotHeld
+}
 
 // NotAcquiredError is the error Acquire returns when the key stayed busy.
 // It matches ErrNotAcquired with errors.Is, and also the context error when

@@ -150,3 +150,32 @@ func ExampleLimitAttempts() {
 	}
 	// Output: busy; gave up after 2 attempts
 }
+
+// New takes LockerOptions: the shared options (WithDefaults, WithKeyPrefix,
+// WithClockDrift) and WithReplicaAck. A Redlock-only option such as
+// WithNodeTimeout does not compile here.
+func ExampleNew() {
+	rdb, stop := exampleRedis()
+	defer stop()
+
+	replicas := 0 // from configuration, say
+	opts := []padlock.LockerOption{
+		padlock.WithKeyPrefix("shop:"),
+		padlock.WithDefaults(padlock.Options{TTL: 10 * time.Second}),
+	}
+	if replicas > 0 {
+		opts = append(opts, padlock.WithReplicaAck(replicas, 500*time.Millisecond))
+	}
+	locker := padlock.New(rdb, opts...)
+	defer locker.Close()
+
+	ctx := context.Background()
+	lk, err := locker.Acquire(ctx, "order:42", padlock.Options{})
+	if err != nil {
+		fmt.Println("not locked:", err)
+		return
+	}
+	defer lk.Release(ctx)
+	fmt.Println(locker.RedisKey("order:42"), lk.Lease())
+	// Output: shop:{order:42} 10s
+}

@@ -34,13 +34,6 @@ func queueWaiters(t *testing.T, l *Locker, key string, n int, o Options) <-chan 
 	return got
 }
 
-// startLocker returns a Locker on a fresh server, closed when t ends.
-func startLocker(t *testing.T) *Locker {
-	l := New(redistest.Start(t).Client(t))
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
 type handed struct {
 	place int
 	lk    *Lock
@@ -169,7 +162,7 @@ func TestHandOffWithinLocker(t *testing.T) {
 // TestHandOffBlockRunsOut checks that a lock goes back to Redis once the
 // fences reserved with it are used up, and the waiter still gets it.
 func TestHandOffBlockRunsOut(t *testing.T) {
-	l := startLocker(t)
+	l, _, _ := startLocker(t)
 	ctx := context.Background()
 	const key = "block"
 	// A single attempt reserves one fence: no hand-off is possible.
@@ -202,7 +195,7 @@ func TestHandOffOnlyToLikeWaiters(t *testing.T) {
 		{Wait: 30 * time.Second, TTL: 7 * time.Second},
 		{Wait: 30 * time.Second, NoRenew: true},
 	} {
-		l := startLocker(t)
+		l, _, _ := startLocker(t)
 		ctx := context.Background()
 		holder, got := holderWithWaiter(t, l, "like", o)
 		if err := holder.Release(ctx); err != nil {
@@ -287,7 +280,7 @@ func TestYieldToAnotherLocker(t *testing.T) {
 // renewing it through every hand-off, including those that happen while a
 // renewal is on its way, and nobody may ever find it lost or shared.
 func TestHandOffKeepsRenewing(t *testing.T) {
-	l := startLocker(t)
+	l, _, _ := startLocker(t)
 	ctx := context.Background()
 	const key, workers = "round", 4
 	// Short leases so that hand-offs span renewals, long enough that a
@@ -600,7 +593,7 @@ func TestHandOffNotForLostLock(t *testing.T) {
 // the lock was handed on: the new holder must trust the lease that Extend
 // may have set in Redis, not the one it inherited.
 func TestExtendFollowsHandOff(t *testing.T) {
-	l := startLocker(t)
+	l, _, _ := startLocker(t)
 	ctx := context.Background()
 	holder, got := holderWithWaiter(t, l, "late-extend", Options{Wait: 30 * time.Second})
 	// What Extend does before it sends its PEXPIRE of the shared token,

@@ -1,9 +1,9 @@
 package padlock
 
 import (
-	"strconv"
 	"strings"
-	"sync"
+
+	"github.com/padlockgo/padlock/internal/hashslot"
 )
 
 // Redis key layout, for prefix P and user key K (with '{', '}' and '\' in K
@@ -38,7 +38,7 @@ func (ks keyspace) fence(lockKey string) string {
 	if !ks.slotted {
 		return ks.prefix + "fence"
 	}
-	return ks.prefix + "fence:{" + slotTags()[slot(lockKey)] + "}"
+	return ks.prefix + "fence:{" + hashslot.Tags()[hashslot.Slot(lockKey)] + "}"
 }
 
 // lockKeys returns lock(key), fence(lock(key)) and queue(lock(key)), built
@@ -48,7 +48,7 @@ func (ks keyspace) lockKeys(key string) (lock, fence, queue string) {
 	var all string
 	if ks.slotted {
 		// The prefix has no braces, so the lock key's hash tag is all of esc.
-		tag := slotTags()[crc16(esc)%numSlots]
+		tag := hashslot.Tags()[hashslot.Of(esc)]
 		all = ks.prefix + "{" + esc + "}" + ks.prefix + "fence:{" + tag + "}" + ks.prefix + "{" + esc + "}:queue"
 	} else {
 		all = ks.prefix + "{" + esc + "}" + ks.prefix + "fence" + ks.prefix + "{" + esc + "}:queue"
@@ -66,56 +66,3 @@ func escapeKey(key string) string {
 }
 
 func (ks keyspace) queue(lockKey string) string { return lockKey + ":queue" }
-
-const numSlots = 16384
-
-// slot returns the Redis Cluster hash slot of key, following the hash tag
-// rule: hash only what is between the first '{' and the next '}', if that
-// is not empty.
-func slot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	return int(crc16(key) % numSlots)
-}
-
-// slotTags returns, for every hash slot, a short string that hashes to it.
-// Computed once (a few milliseconds) and then only read.
-var slotTags = sync.OnceValue(func() *[numSlots]string {
-	var tags [numSlots]string
-	left := numSlots
-	for n := uint64(0); left > 0; n++ {
-		tag := strconv.FormatUint(n, 36)
-		if s := crc16(tag) % numSlots; tags[s] == "" {
-			tags[s] = tag
-			left--
-		}
-	}
-	return &tags
-})
-
-// crc16 is CRC-16/XMODEM, the checksum Redis Cluster hashes keys with.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc = crc<<8 ^ crc16Table[byte(crc>>8)^s[i]]
-	}
-	return crc
-}
-
-var crc16Table = func() (t [256]uint16) {
-	for i := range t {
-		crc := uint16(i) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-		t[i] = crc
-	}
-	return t
-}()

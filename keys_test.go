@@ -2,37 +2,18 @@ package padlock
 
 import (
 	"testing"
-)
 
-func TestSlotMatchesRedis(t *testing.T) {
-	// Reference values from CLUSTER KEYSLOT.
-	for _, tc := range []struct {
-		key  string
-		want int
-	}{
-		{"foo", 12182},
-		{"bar", 5061},
-		{"{user1000}.following", 3443},
-		{"{user1000}.followers", 3443},
-		{"foo{}{bar}", 8363},
-		{"foo{{bar}}zap", 4015},
-		{"foo{bar}{zap}", 5061},
-		{"123456789", 12739},
-	} {
-		if got := slot(tc.key); got != tc.want {
-			t.Errorf("slot(%q) = %d, want %d", tc.key, got, tc.want)
-		}
-	}
-}
+	"github.com/padlockgo/padlock/internal/hashslot"
+)
 
 func TestFenceKeySharesLockSlot(t *testing.T) {
 	ks := keyspace{prefix: DefaultKeyPrefix, slotted: true}
 	for _, key := range []string{"a", "order:42", "{x}", "}{", "a}b{c", "%7D", `\]`, "very " + string(make([]byte, 300))} {
 		lk := ks.lock(key)
-		if got, want := slot(ks.fence(lk)), slot(lk); got != want {
+		if got, want := hashslot.Slot(ks.fence(lk)), hashslot.Slot(lk); got != want {
 			t.Errorf("key %q: fence slot %d, lock slot %d", key, got, want)
 		}
-		if got, want := slot(ks.queue(lk)), slot(lk); got != want {
+		if got, want := hashslot.Slot(ks.queue(lk)), hashslot.Slot(lk); got != want {
 			t.Errorf("key %q: queue slot %d, lock slot %d", key, got, want)
 		}
 	}
@@ -49,16 +30,8 @@ func TestLockKeysAreDistinct(t *testing.T) {
 		}
 		seen[rk] = k
 		// The hash tag must span the whole escaped key.
-		if got, want := slot(rk), int(crc16(rk[len(DefaultKeyPrefix)+1:len(rk)-1])%numSlots); got != want {
+		if got, want := hashslot.Slot(rk), hashslot.Of(rk[len(DefaultKeyPrefix)+1:len(rk)-1]); got != want {
 			t.Errorf("key %q: slot %d, want the slot of the whole key %d", k, got, want)
-		}
-	}
-}
-
-func TestSlotTagsCoverEverySlot(t *testing.T) {
-	for s, tag := range slotTags() {
-		if tag == "" || slot(tag) != s {
-			t.Fatalf("slot %d: tag %q hashes to %d", s, tag, slot(tag))
 		}
 	}
 }
@@ -83,8 +56,8 @@ func FuzzLockKeys(f *testing.F) {
 			if la != ks.lock(a) || fa != ks.fence(la) || qa != ks.queue(la) {
 				t.Fatalf("lockKeys(%q) = %q, %q, %q; disagrees with lock/fence/queue", a, la, fa, qa)
 			}
-			if s := slot(la); ks.slotted && (slot(fa) != s || slot(qa) != s || int(crc16(la[len(ks.prefix)+1:len(la)-1])%numSlots) != s) {
-				t.Fatalf("key %q: slots lock %d, fence %d, queue %d", a, s, slot(fa), slot(qa))
+			if s := hashslot.Slot(la); ks.slotted && (hashslot.Slot(fa) != s || hashslot.Slot(qa) != s || hashslot.Of(la[len(ks.prefix)+1:len(la)-1]) != s) {
+				t.Fatalf("key %q: slots lock %d, fence %d, queue %d", a, s, hashslot.Slot(fa), hashslot.Slot(qa))
 			}
 		}
 	})

@@ -70,7 +70,7 @@ func (lk *Lock) Token() string { return lk.root().id.token }
 // to the store the lock protects and have the store reject writes carrying a
 // fence lower than the highest it has seen. On a Redlock Locker it is 0:
 // counters on independent nodes give no sequence that only grows (see
-// NewRedlock).
+// "Redlock" in the package documentation).
 func (lk *Lock) Fence() int64 {
 	if r := lk.root(); r.locker != nil && !r.locker.cfg.redlock {
 		return r.fence
@@ -184,7 +184,8 @@ func (lk *Lock) unguard(h *Lock) {
 }
 
 // Release lets the lock go. It returns ErrNotHeld when the lock was already
-// lost (its lease ran out and maybe someone else took the key), and an
+// lost (its lease ran out and maybe someone else took the key; the error
+// matches ErrLockLost too), and an
 // ErrUnavailable error when Redis could not be reached; either way the lock
 // is no longer renewed. Release is safe on a nil Lock and when called twice
 // (later calls return nil). Releasing a reentrant handle (see Context) ends
@@ -214,7 +215,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 		// failover) is never passed on (see handoff.go).
 		switch err := lk.locker.resetLease(ctx, lk, 0, false); {
 		case errors.Is(err, ErrNotHeld):
-			return ErrNotHeld // lost, and finished as such
+			return err // lost, and finished as such
 		case err == nil:
 			handed, g, _ = lk.locker.handOff(lk, releasing, false)
 		}
@@ -233,7 +234,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 		return unavailable("release", err)
 	case !ok:
 		lk.finish(ErrLockLost)
-		return ErrNotHeld
+		return errLost
 	}
 	lk.finish(ErrReleased)
 	return nil
@@ -241,7 +242,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 
 // Extend resets the lock's lease to ttl from now, and makes ttl the lease
 // that later renewals keep. It returns ErrNotHeld when the lock was lost or
-// released, changing nothing, and an ErrUnavailable error when Redis did
+// released, changing nothing (when lost, the error matches ErrLockLost too), and an ErrUnavailable error when Redis did
 // not answer. The command may still have run then (or may run later, when
 // a stalled server resumes), so the lock is kept as if it had: a shorter
 // lease is trusted from the moment Extend is called, whatever comes back,
@@ -254,8 +255,8 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return invalid("ttl", "must be at least 1ms, got %v", ttl)
 	}
 	r := lk.root()
-	if r.Err() != nil {
-		return ErrNotHeld
+	if err := r.Err(); err != nil {
+		return notHeld(err)
 	}
 	if err := r.locker.cfg.checkLease("ttl", ttl); err != nil {
 		return err
@@ -285,18 +286,19 @@ func (l *Locker) resetLease(ctx context.Context, lk *Lock, ttl time.Duration, se
 		// Nothing left to renew, or to hand on, whoever holds it now.
 		l.watchdog.gone(ls)
 		lk.finish(ErrLockLost)
-		return ErrNotHeld
+		return errLost
 	}
 	l.watchdog.settle(ls, seq, true)
 	return nil
 }
 
 // TTL returns the lock's remaining lease as Redis sees it, or ErrNotHeld
-// when the lock is no longer held by this owner.
+// when the lock is no longer held by this owner (matching ErrLockLost too
+// when it was lost rather than released).
 func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	r := lk.root()
-	if r.Err() != nil {
-		return 0, ErrNotHeld
+	if err := r.Err(); err != nil {
+		return 0, notHeld(err)
 	}
 	d, ok, err := r.locker.store.pttl(ctx, r.id)
 	switch {
@@ -305,7 +307,7 @@ func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	case !ok:
 		r.locker.watchdog.gone(r.lease) // nothing left to renew, or to hand on
 		r.finish(ErrLockLost)
-		return 0, ErrNotHeld
+		return 0, errLost
 	}
 	return d, nil
 }

@@ -39,18 +39,18 @@ type Locker struct {
 // then no lock can be renewed; set it to no to keep the other masters'
 // locks.
 //
-// New panics when client is nil or an option is invalid, with a message
-// naming the problem: both are static configuration, and failing at start-up
-// beats failing on the first request.
-func New(client redis.UniversalClient, opts ...Option) *Locker {
+// New panics, with an ErrInvalid error naming the problem, when client is
+// nil, an option is invalid, or an option does not fit client (a
+// WithReplicaAck timeout the client's ReadTimeout would cut short): all are
+// decided by the program's code, which a panic at start-up sends back to
+// (see "Constructors" in the package documentation). New has nothing a
+// deployment decides to report, so it returns no error.
+func New(client redis.UniversalClient, opts ...LockerOption) *Locker {
 	if client == nil {
 		panic(invalid("New", "redis client is nil"))
 	}
-	cfg := defaultConfig()
-	for _, opt := range opts {
-		opt(&cfg)
-	}
-	if err := cfg.validate(); err != nil {
+	cfg, err := lockerConfig(opts)
+	if err != nil {
 		panic(err)
 	}
 	s, err := withReplicaAck(singleOn(client), cfg)

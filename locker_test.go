@@ -11,6 +11,7 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestMutualExclusionCounter(t *testing.T) {
@@ -356,6 +357,12 @@ func TestNewPanicsOnBadConfiguration(t *testing.T) {
 		{"nil client", func() { padlock.New(nil) }, "redis client is nil"},
 		{"brace in prefix", func() { padlock.New(rdb, padlock.WithKeyPrefix("app{1}:")) }, "WithKeyPrefix"},
 		{"bad default TTL", func() { padlock.New(rdb, padlock.WithDefaults(padlock.Options{TTL: -1})) }, "Options.TTL"},
+		{"replica ack without replicas", func() { padlock.New(rdb, padlock.WithReplicaAck(0, time.Second)) }, "WithReplicaAck"},
+		{"replica ack beyond ReadTimeout", func() {
+			c := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, ReadTimeout: time.Second})
+			defer c.Close()
+			padlock.New(c, padlock.WithReplicaAck(1, time.Second))
+		}, "ReadTimeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {

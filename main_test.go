@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/padlockgo/padlock"
+
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -18,3 +20,23 @@ func TestMain(m *testing.M) {
 type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
+
+// The shared helpers (helpers_test.go), under the names this package's
+// tests use: newLocker is startLocker there, where newLocker is the
+// package's own constructor of every Locker.
+var (
+	newLocker    = padlock.StartLocker
+	testKey      = padlock.TestKey
+	ctxFor       = padlock.CtxFor
+	mustAcquire  = padlock.MustAcquire
+	startCluster = padlock.StartCluster
+	startRedlock = padlock.StartRedlock
+	redlockOn    = padlock.RedlockOn
+	awaitVotes   = padlock.AwaitVotes
+)
+
+const (
+	rlMaxLease    = padlock.RLMaxLease
+	rlNodesVote   = padlock.RLNodesVote
+	rlNodeTimeout = padlock.RLNodeTimeout
+)

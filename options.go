@@ -1,9 +1,6 @@
 package padlock
 
-import (
-	"strings"
-	"time"
-)
+import "time"
 
 // Default values used where Options leaves a field at its zero value.
 const (
@@ -87,70 +84,4 @@ func (o Options) withDefaults(d Options) Options {
 	o.NoRenew = o.NoRenew || d.NoRenew
 	o.Fair = o.Fair || d.Fair
 	return o
-}
-
-// An Option configures a Locker in New.
-type Option func(*config)
-
-type config struct {
-	prefix      string
-	defaults    Options
-	driftFactor float64
-	driftFixed  time.Duration
-
-	// Redlock (NewRedlock) only; see redlock.go.
-	redlock     bool          // fences are not offered
-	nodeTimeout time.Duration // 0: DefaultNodeTimeout
-	maxLease    time.Duration // 0: the default TTL
-	persistent  bool          // WithPersistentNodes
-
-	// WithReplicaAck (New only); see replicas.go.
-	ackReplicas int
-	ackTimeout  time.Duration
-}
-
-func defaultConfig() config {
-	return config{prefix: DefaultKeyPrefix, driftFactor: 0.01, driftFixed: 2 * time.Millisecond}
-}
-
-// WithKeyPrefix sets the prefix of every Redis key and channel the Locker
-// uses, keeping lock keys apart from the application's own keys. It must not
-// contain '{' or '}', which would change the keys' Cluster hash slots.
-// Default: "padlock:".
-func WithKeyPrefix(prefix string) Option {
-	return func(c *config) { c.prefix = prefix }
-}
-
-// WithDefaults sets the Options used for fields a call to Acquire leaves at
-// zero. NoRenew set here applies to every lock. Default: the zero Options.
-func WithDefaults(o Options) Option {
-	return func(c *config) { c.defaults = o }
-}
-
-// WithClockDrift sets how much of a lease padlock does not trust: a lock is
-// taken as valid until factor·TTL + fixed before its lease would end, counted
-// from when the acquiring (or renewing) command was sent. The lock-lost
-// signal fires at that point, so it comes before the lease can run out on
-// Redis even if clocks run at slightly different rates. Default: 0.01 and
-// 2ms, as in the Redlock algorithm.
-func WithClockDrift(factor float64, fixed time.Duration) Option {
-	return func(c *config) { c.driftFactor, c.driftFixed = factor, fixed }
-}
-
-// margin is the part of a lease of ttl that is not trusted.
-func (c config) margin(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*c.driftFactor) + c.driftFixed
-}
-
-func (c config) validate() error {
-	if strings.ContainsAny(c.prefix, "{}") {
-		return invalid("WithKeyPrefix", "must not contain '{' or '}', got %q", c.prefix)
-	}
-	if c.driftFactor < 0 || c.driftFactor >= 0.5 || c.driftFixed < 0 {
-		return invalid("WithClockDrift", "factor must be in [0, 0.5) and fixed not negative, got %v and %v", c.driftFactor, c.driftFixed)
-	}
-	if err := c.defaults.Validate(); err != nil {
-		return invalid("WithDefaults", "%v", err)
-	}
-	return c.validateModes()
 }

@@ -18,7 +18,7 @@ import (
 func BenchmarkRedlock5(b *testing.B) {
 	redistest.Require(b)
 	servers := redistest.StartN(b, 5)
-	time.Sleep(rlNodesVote) // until the nodes may vote (see NewRedlock)
+	time.Sleep(rlNodesVote) // until the nodes may vote ("Delayed restart" in doc.go)
 	rt := redistest.CountRoundTrips()
 	clients := make([]redis.UniversalClient, len(servers))
 	for i, s := range servers {

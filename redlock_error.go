@@ -82,8 +82,8 @@ const (
 	NodeNotHeld
 	// NodeRestarting: the node granted the lock, but has not been up for
 	// the max lease (WithMaxLease), so its grant does not count; see the
-	// delayed-restart rule in NewRedlock's doc. NodeResult.Wait says when
-	// it will.
+	// delayed-restart rule ("Redlock" in the package documentation).
+	// NodeResult.Wait says when it will.
 	NodeRestarting
 	// NodeTimeout: the node did not answer in time: within the node
 	// timeout (WithNodeTimeout), or before the caller's context ended.

@@ -16,79 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Redlock tests keep leases short so that the delayed-restart rule, which
-// holds a node's vote back until it has been up for the max lease, costs a
-// freshly started node about a second rather than the default 30s.
-const (
-	rlMaxLease = time.Second
-	// rlNodesVote is how long after start a node surely votes the first
-	// time it is asked: uptime comes in whole seconds, and is trusted to be
-	// a second less than it says.
-	rlNodesVote = rlMaxLease + 2*time.Second
-	// Generous for loopback, so that a busy test machine does not pass
-	// for a hung node.
-	rlNodeTimeout = 250 * time.Millisecond
-)
-
-// redlockOn returns a Redlock Locker on servers, with clients of its own
-// (another process, as far as Redis can tell), closed when t ends.
-func redlockOn(t testing.TB, servers []*redistest.Server, opts ...padlock.Option) *padlock.Locker {
-	t.Helper()
-	clients := make([]redis.UniversalClient, len(servers))
-	for i, s := range servers {
-		clients[i] = s.Client(t, func(o *redis.Options) {
-			o.ContextTimeoutEnabled = true
-			// Socket timeouts far above the node timeout, so the timing
-			// checks below can only pass if the node timeout bounds calls.
-			o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
-			// After a pool's size in failed dials go-redis probes a dead node from
-			// a goroutine that sees its pool closed only a second later,
-			// past goleak's patience. Tests that kill nodes never get there.
-			o.PoolSize, o.PipelinePoolSize = 1000, 1000
-		})
-	}
-	opts = append([]padlock.Option{
-		padlock.WithMaxLease(rlMaxLease),
-		padlock.WithNodeTimeout(rlNodeTimeout),
-		padlock.WithDefaults(padlock.Options{TTL: rlMaxLease}),
-	}, opts...)
-	l, err := padlock.NewRedlock(clients, opts...)
-	if err != nil {
-		t.Fatalf("NewRedlock: %v", err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
-}
-
-// startRedlock starts n real nodes and returns a Locker on them once every
-// node has been up long enough to vote. (Waiting for a majority to vote is
-// not enough for tests that then take nodes away.)
-func startRedlock(t testing.TB, n int, opts ...padlock.Option) (*padlock.Locker, []*redistest.Server) {
-	t.Helper()
-	redistest.Require(t)
-	servers := redistest.StartN(t, n)
-	time.Sleep(rlNodesVote)
-	l := redlockOn(t, servers, opts...)
-	awaitVotes(t, l)
-	return l, servers
-}
-
-// awaitVotes waits until l can take a lock, that is, until enough nodes
-// have been up for the max lease.
-func awaitVotes(t testing.TB, l *padlock.Locker) {
-	t.Helper()
-	ctx := context.Background()
-	var err error
-	for deadline := time.Now().Add(rlNodesVote + 5*time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		var lk *padlock.Lock
-		if lk, err = l.Acquire(ctx, "probe:"+testKey(t), padlock.Options{NoRenew: true}); err == nil {
-			_ = lk.Release(ctx)
-			return
-		}
-	}
-	t.Fatalf("nodes never voted: %v", err)
-}
-
 func TestRedlockMutualExclusion(t *testing.T) {
 	t.Parallel()
 	l1, servers := startRedlock(t, 5)
@@ -540,32 +467,51 @@ func TestNewRedlockInvalid(t *testing.T) {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}})
 	t.Cleanup(func() { cc.Close() })
 
+	// panics: decided by the program's code; otherwise returned: decided by
+	// the deployment's configuration (see "Constructors" in doc.go).
 	tests := []struct {
 		name    string
 		clients []redis.UniversalClient
-		opts    []padlock.Option
+		opts    []padlock.RedlockOption
+		panics  bool
 		want    string // in the error message
 	}{
-		{"no clients", nil, nil, "no clients"},
-		{"nil client", []redis.UniversalClient{good(), nil}, nil, "clients[1]: is nil"},
-		{"same client twice", []redis.UniversalClient{shared, other.Client(t, deadlines), shared}, nil, "clients[2]: is clients[0] again"},
-		{"same node twice", []redis.UniversalClient{good(), good()}, nil, "clients[1]: reaches " + srv.Addr()},
-		{"cluster client", []redis.UniversalClient{cc}, nil, "Cluster client"},
-		{"deadline ignored", []redis.UniversalClient{other.Client(t)}, nil, "ContextTimeoutEnabled"},
-		{"node timeout", []redis.UniversalClient{good()}, []padlock.Option{padlock.WithNodeTimeout(-time.Second)}, "WithNodeTimeout"},
+		{"no clients", nil, nil, false, "no clients"},
+		{"same node twice", []redis.UniversalClient{good(), good()}, nil, false, "clients[1]: reaches " + srv.Addr()},
+		{"nil client", []redis.UniversalClient{good(), nil}, nil, true, "clients[1]: is nil"},
+		{"same client twice", []redis.UniversalClient{shared, other.Client(t, deadlines), shared}, nil, true, "clients[2]: is clients[0] again"},
+		{"cluster client", []redis.UniversalClient{cc}, nil, true, "Cluster client"},
+		{"deadline ignored", []redis.UniversalClient{other.Client(t)}, nil, true, "ContextTimeoutEnabled"},
+		{"node timeout", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithNodeTimeout(-time.Second)}, true, "WithNodeTimeout"},
 		{"node timeout above max lease", []redis.UniversalClient{good()},
-			[]padlock.Option{padlock.WithMaxLease(time.Second), padlock.WithNodeTimeout(time.Second)}, "WithNodeTimeout"},
-		{"max lease", []redis.UniversalClient{good()}, []padlock.Option{padlock.WithMaxLease(-1)}, "WithMaxLease"},
+			[]padlock.RedlockOption{padlock.WithMaxLease(time.Second), padlock.WithNodeTimeout(time.Second)}, true, "WithNodeTimeout"},
+		{"max lease", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithMaxLease(-1)}, true, "WithMaxLease"},
 		{"default TTL above max lease", []redis.UniversalClient{good()},
-			[]padlock.Option{padlock.WithMaxLease(time.Second), padlock.WithDefaults(padlock.Options{TTL: time.Minute})}, "WithDefaults"},
-		{"fair", []redis.UniversalClient{good()}, []padlock.Option{padlock.WithDefaults(padlock.Options{Fair: true})}, "Fair"},
-		{"replica ack", []redis.UniversalClient{good()}, []padlock.Option{padlock.WithReplicaAck(1, time.Second)}, "WithReplicaAck"},
+			[]padlock.RedlockOption{padlock.WithMaxLease(time.Second), padlock.WithDefaults(padlock.Options{TTL: time.Minute})}, true, "WithDefaults"},
+		{"fair", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithDefaults(padlock.Options{Fair: true})}, true, "Fair"},
+		{"brace in prefix", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithKeyPrefix("a{b}")}, true, "WithKeyPrefix"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, err := padlock.NewRedlock(tt.clients, tt.opts...)
+			var (
+				l        *padlock.Locker
+				err      error
+				panicked bool
+			)
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						panicked = true
+						err, _ = r.(error)
+					}
+				}()
+				l, err = padlock.NewRedlock(tt.clients, tt.opts...)
+			}()
 			if l != nil {
 				l.Close()
+			}
+			if panicked != tt.panics {
+				t.Fatalf("panicked: got %v, want %v (error %v)", panicked, tt.panics, err)
 			}
 			if !errors.Is(err, padlock.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got %v, want ErrInvalid mentioning %q", err, tt.want)
@@ -574,24 +520,38 @@ func TestNewRedlockInvalid(t *testing.T) {
 	}
 }
 
-func TestNewRejectsRedlockOptions(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
-	for _, opt := range []padlock.Option{padlock.WithNodeTimeout(time.Second), padlock.WithMaxLease(time.Minute), padlock.WithPersistentNodes()} {
-		func() {
-			defer func() {
-				err, _ := recover().(error)
-				if !errors.Is(err, padlock.ErrInvalid) || !strings.Contains(err.Error(), "NewRedlock only") {
-					t.Errorf("New with a Redlock option: got panic %v, want ErrInvalid saying it is for NewRedlock only", err)
-				}
-			}()
-			padlock.New(rdb, opt).Close()
-		}()
+// TestOptionsFitTheirConstructor proves that each option fits the
+// constructors it configures and no other: New(c, WithNodeTimeout(d)) and
+// NewRedlock(cs, WithReplicaAck(n, d)) do not compile.
+func TestOptionsFitTheirConstructor(t *testing.T) {
+	tests := []struct {
+		name           string
+		opt            any
+		locker, redlok bool
+	}{
+		{"WithDefaults", padlock.WithDefaults(padlock.Options{}), true, true},
+		{"WithKeyPrefix", padlock.WithKeyPrefix("app:"), true, true},
+		{"WithClockDrift", padlock.WithClockDrift(0.01, time.Millisecond), true, true},
+		{"WithReplicaAck", padlock.WithReplicaAck(1, time.Second), true, false},
+		{"WithNodeTimeout", padlock.WithNodeTimeout(time.Second), false, true},
+		{"WithMaxLease", padlock.WithMaxLease(time.Minute), false, true},
+		{"WithPersistentNodes", padlock.WithPersistentNodes(), false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, ok := tt.opt.(padlock.LockerOption); ok != tt.locker {
+				t.Errorf("%T is a LockerOption (fits New): got %v, want %v", tt.opt, ok, tt.locker)
+			}
+			if _, ok := tt.opt.(padlock.RedlockOption); ok != tt.redlok {
+				t.Errorf("%T is a RedlockOption (fits NewRedlock): got %v, want %v", tt.opt, ok, tt.redlok)
+			}
+		})
 	}
 }
 
 func ExampleNewRedlock() {
 	// One client per independent Redis master. ContextTimeoutEnabled lets
-	// the node timeout cut a hung node short: NewRedlock refuses a client
+	// the node timeout cut a hung node short: NewRedlock panics on a client
 	// without it (or without read and write timeouts within the node timeout).
 	var clients []redis.UniversalClient
 	for _, addr := range []string{"redis-a:6379", "redis-b:6379", "redis-c:6379"} {
@@ -606,7 +566,7 @@ func ExampleNewRedlock() {
 		// padlock.WithPersistentNodes(),
 	)
 	if err != nil {
-		fmt.Println(err) // ErrInvalid, naming the client or option
+		fmt.Println(err) // ErrInvalid: no clients, or two reaching one address
 		return
 	}
 	defer locker.Close()

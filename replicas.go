@@ -10,47 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// WithReplicaAck makes a Locker (New) wait, after each write that takes or
-// keeps a lock, until at least replicas replicas of the master confirm they
-// have it (Redis WAIT), for up to timeout.
-//
-// Replication in Redis is asynchronous: a master can grant a lock and fail
-// before any replica has seen it, and then Sentinel or Cluster promotes a
-// replica on which the key is free, so a second owner takes it while the
-// first still works under it. With WithReplicaAck, Acquire treats an
-// acquisition no replica confirmed as failed: it releases the lock and
-// returns an ErrUnavailable error saying so, instead of handing out a lock
-// a failover may silently lose. Extend and renewals are confirmed too; an
-// unconfirmed one counts as Redis not answering, so a lock whose renewals
-// stay unconfirmed is lost when its trusted lease runs out.
-//
-// The confirmation shares the round trip of the write (the same connection,
-// pipelined), but it adds the time the replicas take, and blocks until
-// timeout while too few are connected. This narrows the failover hazard; it
-// does not close it: a failover may still promote a replica that did not
-// confirm, when fewer replicas than exist were required. Require as many as
-// a failover may choose from (often all), or use NewRedlock.
-//
-// replicas must be at least 1 and timeout at least 1ms and shorter than the
-// client's ReadTimeout, or New panics. Default: off. NewRedlock rejects it.
-func WithReplicaAck(replicas int, timeout time.Duration) Option {
-	return func(c *config) { c.ackReplicas, c.ackTimeout = replicas, timeout }
-}
-
-func (c config) validateReplicaAck() error {
-	if c.ackReplicas == 0 && c.ackTimeout == 0 {
-		return nil
-	}
-	switch {
-	case c.ackReplicas < 1:
-		return invalid("WithReplicaAck", "replicas must be at least 1, got %d", c.ackReplicas)
-	case c.ackTimeout < time.Millisecond:
-		// WAIT with a timeout of 0 would block for ever.
-		return invalid("WithReplicaAck", "timeout must be at least 1ms, got %v", c.ackTimeout)
-	}
-	return nil
-}
-
 // withReplicaAck returns s, or s confirming its writes when cfg asks for
 // WithReplicaAck.
 func withReplicaAck(s single, cfg config) (store, error) {

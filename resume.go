@@ -28,19 +28,23 @@ type Ownership struct {
 // nothing. Waiters of lk's Locker are not handed the lock; they wait for
 // its release like waiters elsewhere.
 //
-// It returns ErrNotHeld when lk no longer holds the lock, and an ErrInvalid
+// It returns ErrNotHeld when lk no longer holds the lock (matching
+// ErrLockLost too when it was lost), and an ErrInvalid
 // error for a handle from a reentrant Acquire (detach the outermost one).
 func (lk *Lock) Detach() (Ownership, error) {
 	if lk != nil && lk.outer != nil {
 		return Ownership{}, invalid("Detach", "a reentrant handle cannot give up the lock its outer handle holds")
 	}
-	if lk == nil || lk.Err() != nil || lk.released.Load() {
+	if lk == nil || lk.released.Load() {
 		return Ownership{}, ErrNotHeld
+	}
+	if err := lk.Err(); err != nil {
+		return Ownership{}, notHeld(err)
 	}
 	own := Ownership{Key: lk.key, Token: lk.id.token, Fence: lk.Fence()}
 	lk.locker.watchdog.remove(lk.lease)
 	if !lk.finish(ErrReleased) {
-		return Ownership{}, ErrNotHeld // lost or released meanwhile
+		return Ownership{}, notHeld(lk.Err()) // lost or released meanwhile
 	}
 	lk.released.Store(true)
 	return own, nil

@@ -3,7 +3,7 @@ package padlock
 import (
 	"context"
 	"crypto/sha1"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -19,35 +19,30 @@ import (
 // server when the script is not loaded yet, each sent at most once (see
 // onceCmd). Each script's header says its KEYS, ARGV and reply.
 var (
-	//go:embed acquire.lua
-	acquireLua string
+	acquireLua     = luaFile("acquire.lua")
+	queueHeadLua   = luaFile("queue_head.lua")
+	releaseLua     = luaFile("release.lua")
+	releaseFairLua = luaFile("release_fair.lua")
+	leaveFairLua   = luaFile("leave_fair.lua")
 
-	//go:embed queue_head.lua
-	queueHeadLua string
-
-	//go:embed acquire_fair.lua
-	acquireFairLua    string
-	acquireFairScript = newScript(queueHeadLua + acquireFairLua)
-
-	//go:embed extend.lua
-	extendLua    string
-	extendScript = newScript(extendLua)
-
-	//go:embed resume.lua
-	resumeLua    string
-	resumeScript = newScript(resumeLua)
-
-	//go:embed pttl.lua
-	pttlLua    string
-	pttlScript = newScript(pttlLua)
-
-	//go:embed release.lua
-	releaseLua string
-	//go:embed release_fair.lua
-	releaseFairLua string
-	//go:embed leave_fair.lua
-	leaveFairLua string
+	acquireFairScript = newScript(queueHeadLua + luaFile("acquire_fair.lua"))
+	extendScript      = newScript(luaFile("extend.lua"))
+	resumeScript      = newScript(luaFile("resume.lua"))
+	pttlScript        = newScript(luaFile("pttl.lua"))
 )
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// luaFile returns the source of lua/name. A name that is not there
+// panics when the package is initialised, so no test run misses it.
+func luaFile(name string) string {
+	b, err := luaFiles.ReadFile("lua/" + name)
+	if err != nil {
+		panic("padlock: " + err.Error())
+	}
+	return string(b)
+}
 
 // publishingScripts are the scripts that send notices (a release, or a
 // waiter that wants the lock). They come in two flavours: PUBLISH for a

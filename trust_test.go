@@ -20,7 +20,7 @@ import (
 // extendCall reports whether args run the extend script (EVALSHA, or EVAL
 // on a server that lacks it) with a lease of ttl (0: any).
 func extendCall(args []any, ttl time.Duration) bool {
-	if len(args) != 6 || !(args[0] == "evalsha" && args[1] == extendScript.Hash() || args[0] == "eval" && args[1] == extendLua) {
+	if len(args) != 6 || !(args[0] == "evalsha" && args[1] == extendScript.Hash() || args[0] == "eval" && args[1] == extendScript.src) {
 		return false
 	}
 	return ttl == 0 || args[5] == ttl.Milliseconds() || args[5] == strconv.FormatInt(ttl.Milliseconds(), 10)
@@ -323,7 +323,7 @@ func TestReplicaAckLostExtend(t *testing.T) {
 // TestHandedLockLostBeforeWakeUp: a lock handed to a waiter that is lost
 // before the waiter wakes is not returned by its Acquire.
 func TestHandedLockLostBeforeWakeUp(t *testing.T) {
-	l := startLocker(t)
+	l, _, _ := startLocker(t)
 	ctx := context.Background()
 	lk, err := l.Acquire(ctx, "lost-in-hand", Options{})
 	if err != nil {
@@ -343,7 +343,7 @@ func TestHandedLockLostBeforeWakeUp(t *testing.T) {
 // TestErrWithoutTheWatchdog: Err reports a lock lost once its trusted lease
 // has run out, even while the watchdog cannot run to close Done.
 func TestErrWithoutTheWatchdog(t *testing.T) {
-	l := startLocker(t)
+	l, _, _ := startLocker(t)
 	ctx := context.Background()
 	lk, err := l.Acquire(ctx, "stalled", Options{TTL: 100 * time.Millisecond, NoRenew: true})
 	if err != nil {

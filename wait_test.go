@@ -189,7 +189,7 @@ func TestSubscribeRefusedFollowsStrategy(t *testing.T) {
 // lets the lock go, so that the lock goes on to the next waiter by
 // hand-off (the next fence), not back through Redis.
 func TestCalledOffWaiterPassesHandedLockOn(t *testing.T) {
-	l := startLocker(t)
+	l, _, _ := startLocker(t)
 	ctx := context.Background()
 	const key = "called-off"
 	o := Options{Wait: 10 * time.Second}

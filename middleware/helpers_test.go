@@ -16,7 +16,7 @@ import (
 )
 
 // newLocker returns a Locker on a fresh Redis server, closed when t ends.
-func newLocker(t testing.TB, opts ...padlock.Option) (*padlock.Locker, *redistest.Server, *redis.Client) {
+func newLocker(t testing.TB, opts ...padlock.LockerOption) (*padlock.Locker, *redistest.Server, *redis.Client) {
 	t.Helper()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)

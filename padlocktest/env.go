@@ -37,8 +37,8 @@ type Env struct {
 	m      *miniredis.Miniredis
 	client *redis.Client
 	locker *padlock.Locker
-	opts   []padlock.Option // the Locker's, for the other Locker
-	clock  *miniclock.Clock // nil with WithManualClock
+	opts   []padlock.LockerOption // the Locker's, for the other Locker
+	clock  *miniclock.Clock       // nil with WithManualClock
 
 	mu     sync.Mutex
 	down   bool            // Down ran and Up did not
@@ -50,7 +50,7 @@ type Env struct {
 type Option func(*config)
 
 type config struct {
-	lockerOpts []padlock.Option
+	lockerOpts []padlock.LockerOption
 	manual     bool
 }
 
@@ -59,7 +59,7 @@ type config struct {
 // lease here, padlock.WithDefaults(padlock.Options{TTL: time.Second}), for
 // tests where a lock's holder must notice Lose within a fraction of a
 // second. Default: none, padlock's defaults.
-func WithLockerOptions(opts ...padlock.Option) Option {
+func WithLockerOptions(opts ...padlock.LockerOption) Option {
 	return func(c *config) { c.lockerOpts = append(c.lockerOpts, opts...) }
 }
 
@@ -131,7 +131,7 @@ func Start(opts ...Option) (*Env, error) {
 
 // newLocker is padlock.New, with its panic on an invalid option turned
 // back into the error it carries.
-func newLocker(client redis.UniversalClient, opts []padlock.Option) (l *padlock.Locker, err error) {
+func newLocker(client redis.UniversalClient, opts []padlock.LockerOption) (l *padlock.Locker, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if rerr, ok := r.(error); ok && errors.Is(rerr, padlock.ErrInvalid) {

@@ -189,7 +189,7 @@ var keyCases = []struct {
 }
 
 func optionsFor(prefix string) []padlocktest.Option {
-	opts := []padlock.Option{padlock.WithDefaults(padlock.Options{TTL: shortLease})}
+	opts := []padlock.LockerOption{padlock.WithDefaults(padlock.Options{TTL: shortLease})}
 	if prefix != "" {
 		opts = append(opts, padlock.WithKeyPrefix(prefix))
 	}

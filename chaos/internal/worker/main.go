@@ -197,7 +197,8 @@ func burn(ctx context.Context) {
 
 func newLocker(f flags) (*padlock.Locker, func(), error) {
 	addrs := strings.Split(f.addrs, ",")
-	opts := []padlock.Option{padlock.WithDefaults(padlock.Options{TTL: f.ttl})}
+	defaults := padlock.WithDefaults(padlock.Options{TTL: f.ttl})
+	opts := []padlock.LockerOption{defaults}
 	switch f.mode {
 	case "single":
 		o := clientOptions(addrs[0])
@@ -244,8 +245,7 @@ func newLocker(f flags) (*padlock.Locker, func(), error) {
 		if maxLease == 0 {
 			maxLease = f.ttl
 		}
-		opts = append(opts, padlock.WithMaxLease(maxLease), padlock.WithNodeTimeout(f.nodeTO))
-		l, err := padlock.NewRedlock(clients, opts...)
+		l, err := padlock.NewRedlock(clients, defaults, padlock.WithMaxLease(maxLease), padlock.WithNodeTimeout(f.nodeTO))
 		closeAll := func() {
 			for _, c := range clients {
 				_ = c.Close()

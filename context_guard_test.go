@@ -1,19 +1,20 @@
-package padlock
+package padlock_test
 
 import (
 	"context"
 	"testing"
 
+	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
 // TestGuardedContextsDoNotPileUp takes many contexts from one long-held
 // lock, each ended by its parent, and checks the lock does not keep them.
 func TestGuardedContextsDoNotPileUp(t *testing.T) {
-	l := New(redistest.Start(t).Client(t))
+	l := padlock.New(redistest.Start(t).Client(t))
 	defer l.Close()
 	ctx := context.Background()
-	lk, err := l.Acquire(ctx, "long-held", Options{})
+	lk, err := l.Acquire(ctx, "long-held", padlock.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,19 +24,17 @@ func TestGuardedContextsDoNotPileUp(t *testing.T) {
 		_ = lk.Context(parent)
 		cancel()
 	}
-	lk.mu.Lock()
-	n := len(lk.guarded)
-	lk.mu.Unlock()
+	n := padlock.GuardedContexts(lk)
 	if n > 64 {
 		t.Fatalf("lock keeps %d guarded contexts after 10,000 ended ones, want a handful", n)
 	}
 }
 
 func BenchmarkLockContext(b *testing.B) {
-	l := New(redistest.Start(b).Client(b))
+	l := padlock.New(redistest.Start(b).Client(b))
 	defer l.Close()
 	ctx := context.Background()
-	lk, err := l.Acquire(ctx, "bench-context", Options{})
+	lk, err := l.Acquire(ctx, "bench-context", padlock.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,7 +42,7 @@ func BenchmarkLockContext(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		parent, cancel := context.WithCancel(ctx)
-		if FromContext(lk.Context(parent)) != lk {
+		if padlock.FromContext(lk.Context(parent)) != lk {
 			b.Fatal("FromContext lost the lock")
 		}
 		cancel()

@@ -1,0 +1,43 @@
+package padlock
+
+import (
+	"testing"
+	"time"
+)
+
+// What the external tests (package padlock_test) may use of the package's
+// insides: the shared helpers of helpers_test.go, and a few views of
+// internal state that black-box tests check.
+
+var (
+	StartLocker  = startLocker
+	TestKey      = testKey
+	CtxFor       = ctxFor
+	MustAcquire  = mustAcquire
+	StartCluster = startCluster
+	StartRedlock = startRedlock
+	RedlockOn    = redlockOn
+	AwaitVotes   = awaitVotes
+)
+
+// The Redlock tests' timings (helpers_test.go).
+const (
+	RLMaxLease    = rlMaxLease
+	RLNodesVote   = rlNodesVote
+	RLNodeTimeout = rlNodeTimeout
+)
+
+// GuardedContexts returns how many contexts from Lock.Context the lock
+// still keeps to cancel when it ends.
+func GuardedContexts(lk *Lock) int {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	return len(lk.guarded)
+}
+
+// SetNoticeRecheck sets how long a waiter of l that hears release notices
+// sleeps before it tries Redis anyway (default noticeRecheck).
+func SetNoticeRecheck(l *Locker, d time.Duration) { l.recheck = d }
+
+// WaitForWaiters waits until n Acquires of l wait for key.
+func WaitForWaiters(t *testing.T, l *Locker, key string, n int) { waitForWaiters(t, l, key, n) }

@@ -1,0 +1,47 @@
+package padlock
+
+import "time"
+
+// lockID names one lock in Redis: its keys, owner token and the lease an
+// Acquire asks for. It is shared by every holder the lock is handed to, so
+// it holds nothing that changes from one attempt to the next (see
+// attempt).
+type lockID struct {
+	keys  [3]string // the lock key, its slot's fence counter, its fair queue
+	token string
+	ttl   time.Duration // the lease an Acquire (or Resume) asks for, in whole ms as Redis keeps it
+	fair  bool          // Options.Fair: acquire through the queue, release to it
+	// argv is what the scripts of one deployment (single.go) send for this
+	// lock; only that store reads it.
+	argv scriptArgs
+}
+
+func newLockID(ks keyspace, key, token string, o Options) *lockID {
+	ttl := o.TTL.Truncate(time.Millisecond)
+	id := &lockID{token: token, ttl: ttl, fair: o.Fair, argv: newScriptArgs(token, ttl)}
+	id.keys[0], id.keys[1], id.keys[2] = ks.lockKeys(key)
+	return id
+}
+
+// attempt is what one attempt of a waiting Acquire sends besides the
+// lock's identity. It belongs to that Acquire (acquisition.at), so that
+// filling it in for each attempt costs no allocation and touches nothing
+// a holder of the lock shares.
+type attempt struct {
+	// argv is acquire.lua's ARGV (see setArgs in single.go).
+	argv [5]any
+	// queueFor is how long a fair waiter asks to stay queued; set until
+	// Redis has confirmed it queued the waiter, 0 otherwise.
+	queueFor time.Duration
+}
+
+// queueTime returns how long a fair attempt asks to stay queued, in ms.
+func (at *attempt) queueTime() int64 {
+	if at == nil {
+		return 0
+	}
+	return at.queueFor.Milliseconds()
+}
+
+// lockKey returns the key of the lock itself.
+func (id *lockID) lockKey() string { return id.keys[0] }

@@ -1,0 +1,235 @@
+package padlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// single is the store on one Redis deployment reached through go-redis:
+// a single node, a Sentinel failover client or a Cluster client. Every
+// script touches keys of one hash slot, so Cluster routes it to one node.
+type single struct {
+	client  redis.UniversalClient
+	scripts *publishingScripts
+	retries int // how often a command that met a closed connection is sent again
+}
+
+func singleOn(client redis.UniversalClient) single {
+	if _, ok := client.(*redis.ClusterClient); ok {
+		return single{client: client, scripts: shardedScripts, retries: closedRetries}
+	}
+	return single{client: client, scripts: plainScripts, retries: closedRetries}
+}
+
+// failingFast returns s sending nothing again after a closed connection:
+// a Redlock node that is down must not spend the time that every node of
+// a request shares (the quorum does without it).
+func (s single) failingFast() single {
+	s.retries = 0
+	return s
+}
+
+func (s single) acquire(ctx context.Context, id *lockID, at *attempt) (grant, error) {
+	if id.fair {
+		return grantOf(acquireFairScript.run(ctx, s.client, s.retries, id.keys[:], id.token, id.argv[1], at.queueTime()).Result())
+	}
+	return grantOf(s.scripts.acquire.run(ctx, s.client, s.retries, id.keys[:2], acquireArgs(id, at)...).Result())
+}
+
+func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, error) {
+	var (
+		n   int64
+		err error
+	)
+	notify := ""
+	if g.notify {
+		notify = "1"
+	}
+	switch {
+	case id.fair:
+		n, err = s.scripts.releaseFair.run(ctx, s.client, s.retries, id.keys[:], id.argv[:1]...).Int64()
+	case g.window >= time.Millisecond:
+		n, err = s.scripts.release.run(ctx, s.client, s.retries, id.keys[:1], id.argv[0], notify, g.window.Milliseconds(), g.yieldTo).Int64()
+	case g.notify:
+		n, err = s.scripts.release.run(ctx, s.client, s.retries, id.keys[:1], id.argv[0], notify).Int64()
+	default: // the token alone: publish only if a waiter marked the lock
+		n, err = s.scripts.release.run(ctx, s.client, s.retries, id.keys[:1], id.argv[:1]...).Int64()
+	}
+	return n == 1, err
+}
+
+func (s single) leaveQueue(ctx context.Context, id *lockID) error {
+	return s.scripts.leaveFair.run(ctx, s.client, s.retries, id.keys[:], id.argv[:1]...).Err()
+}
+
+func (s single) extend(ctx context.Context, id *lockID, ttl time.Duration) (bool, error) {
+	n, err := extendScript.run(ctx, s.client, s.retries, id.keys[:1], id.token, ttl.Milliseconds()).Int64()
+	return n == 1, err
+}
+
+func (s single) resume(ctx context.Context, token string, id *lockID) (bool, error) {
+	n, err := resumeScript.run(ctx, s.client, s.retries, id.keys[:1], token, id.argv[1], id.token).Int64()
+	return n == 1, err
+}
+
+func (s single) pttl(ctx context.Context, id *lockID) (time.Duration, bool, error) {
+	n, err := pttlScript.run(ctx, s.client, s.retries, id.keys[:1], id.argv[:1]...).Int64()
+	if err != nil || n == -3 {
+		return 0, false, err
+	}
+	if n < 0 { // the key has no expiry: someone set it by hand
+		n = 0
+	}
+	return time.Duration(n) * time.Millisecond, true, nil
+}
+
+func (s single) renew(ctx context.Context, batch []renewal, settled func(idx []int)) {
+	cc, ok := s.client.(*redis.ClusterClient)
+	if !ok { // one node serves every key
+		all := make([]int, len(batch))
+		for i := range all {
+			all[i] = i
+		}
+		s.renewOn(ctx, s.client, batch, all)
+		settled(all)
+		return
+	}
+	groups, failed := byMaster(ctx, cc, batch)
+	if len(failed) > 0 {
+		settled(failed)
+	}
+	// Each master in parallel, and each under its own deadline: a slow
+	// node must not hold up the renewals that other nodes answer.
+	var wg sync.WaitGroup
+	for node, idx := range groups {
+		wg.Go(func() {
+			s.renewOn(ctx, node, batch, idx)
+			settled(idx)
+		})
+	}
+	wg.Wait()
+}
+
+// byMaster groups the renewals of batch by the master that serves each
+// key's slot. The renewals whose master is unknown get the error and are
+// returned in failed.
+func byMaster(ctx context.Context, cc *redis.ClusterClient, batch []renewal) (groups map[*redis.Client][]int, failed []int) {
+	groups = map[*redis.Client][]int{}
+	for i := range batch {
+		node, err := cc.MasterForKey(ctx, batch[i].id.lockKey())
+		if err != nil {
+			batch[i].ok, batch[i].err = false, err
+			failed = append(failed, i)
+			continue
+		}
+		groups[node] = append(groups[node], i)
+	}
+	return groups, failed
+}
+
+// groupDeadline returns the earliest deadline of the renewals of batch at
+// idx, and whether any has one.
+func groupDeadline(batch []renewal, idx []int) (time.Time, bool) {
+	var d time.Time
+	for _, i := range idx {
+		if dl := batch[i].deadline; !dl.IsZero() && (d.IsZero() || dl.Before(d)) {
+			d = dl
+		}
+	}
+	return d, !d.IsZero()
+}
+
+// renewOn renews the renewals of batch at idx, whose keys node serves,
+// until the earliest of their deadlines. They are sent through s.client,
+// which on a Cluster follows redirects should the slots have moved, and
+// the script is loaded on node. The deadline stops go-redis from trying
+// again; a read already waiting ends at the client's ReadTimeout (or at
+// the deadline, with ContextTimeoutEnabled). Either way the watchdog
+// fires the lost signal at the deadline, answer or not.
+func (s single) renewOn(ctx context.Context, node redis.Scripter, batch []renewal, idx []int) {
+	if d, ok := groupDeadline(batch, idx); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d)
+		defer cancel()
+	}
+	// A server that restarted (or never ran EXTEND) lacks the script: load
+	// it there, once, and send those renewals again, rather than one EVAL
+	// each. Only there: on a Cluster, loading it everywhere would wait on
+	// every node, the slowest included.
+	for try := 0; len(idx) > 0; try++ {
+		missing := s.renewOnce(ctx, batch, idx)
+		if len(missing) == 0 || try == 1 {
+			for _, i := range missing {
+				batch[i].err = errNoScript
+			}
+			return
+		}
+		if err := extendScript.Load(ctx, node).Err(); err != nil {
+			for _, i := range missing {
+				batch[i].err = err
+			}
+			return
+		}
+		idx = missing
+	}
+}
+
+var errNoScript = errors.New("padlock: extend script not loaded")
+
+// renewOnce pipelines the renewals of batch at idx and returns the ones the
+// server had no script for.
+func (s single) renewOnce(ctx context.Context, batch []renewal, idx []int) (missing []int) {
+	cmds := make([]*redis.Cmd, len(idx))
+	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for j, i := range idx {
+			r := &batch[i]
+			cmds[j] = extendScript.queue(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
+		}
+		return nil
+	})
+	for j, cmd := range cmds {
+		i := idx[j]
+		n, err := cmd.Int64()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			missing = append(missing, i)
+			continue
+		}
+		batch[i].ok, batch[i].err = n == 1, err
+	}
+	return missing
+}
+
+// scriptArgs are the arguments every script call for one lock sends: the
+// token and the lease in ms, boxed once per Acquire (boxing them for every
+// call would cost allocations on the hot path).
+type scriptArgs [2]any
+
+func newScriptArgs(token string, ttl time.Duration) scriptArgs {
+	if ttl == DefaultTTL {
+		return scriptArgs{token, defaultLeaseArg}
+	}
+	return scriptArgs{token, ttl.Milliseconds()}
+}
+
+// defaultLeaseArg is DefaultTTL in ms, boxed once: most locks have it.
+var defaultLeaseArg any = DefaultTTL.Milliseconds()
+
+// setArgs fills in acquire.lua's ARGV for an attempt at id: the token, the
+// lease, how many fences to reserve, the Locker's id (boxed once per
+// Locker) and "1".
+func (at *attempt) setArgs(id *lockID, reserve int64, lockerID any) {
+	at.argv = [5]any{id.argv[0], id.argv[1], reserve, lockerID, "1"}
+}
+
+// acquireArgs returns acquire.lua's ARGV for an attempt at id: the token
+// and lease alone for a single attempt (at is nil).
+func acquireArgs(id *lockID, at *attempt) []any {
+	if at == nil {
+		return id.argv[:]
+	}
+	return at.argv[:]
+}
