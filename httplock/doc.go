@@ -18,6 +18,8 @@
 //   - Lock held elsewhere: 409 Conflict (or 423 Locked, see WithBusyStatus)
 //     with a Retry-After header, in whole seconds rounded up, from the
 //     holder's remaining lease.
+//     The body names the key's namespace, not the key, which is built
+//     from request data that may be secret (see httplock.WithEchoKey).
 //   - Redis unreachable: 503 Service Unavailable. The handler never runs
 //     without the lock.
 //   - Key part missing, repeated, malformed or not of its kind: 400 Bad

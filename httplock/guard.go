@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -31,6 +32,7 @@ type Guard struct {
 
 	mu      sync.RWMutex
 	routeNS map[string]string // route template -> escaped namespace and Sep
+	known   map[string]bool   // escaped namespaces of routeNS, for namespace
 }
 
 // NewGuard returns a Guard taking locks from l, configured by opts as Lock
@@ -40,7 +42,7 @@ func NewGuard(l *padlock.Locker, opts ...Option) *Guard {
 }
 
 func newGuard(fn string, l *padlock.Locker, opts []Option) *Guard {
-	g := &Guard{locker: l, config: newConfig(fn, l, opts), routeNS: make(map[string]string)}
+	g := &Guard{locker: l, config: newConfig(fn, l, opts), routeNS: make(map[string]string), known: make(map[string]bool)}
 	if g.namespaceSet && g.namespace != "" {
 		g.nsPrefix = lockkey.EscapeRoute(g.namespace) + lockkey.Sep
 	}
@@ -67,6 +69,7 @@ func (g *Guard) Key(route, key string) string {
 			p = lockkey.EscapeRoute(route) + lockkey.Sep
 			g.mu.Lock()
 			g.routeNS[route] = p
+			g.known[strings.TrimSuffix(p, lockkey.Sep)] = true
 			g.mu.Unlock()
 		}
 		prefix = p
@@ -104,19 +107,67 @@ func (g *Guard) Acquire(ctx context.Context, key string) (*padlock.Lock, *Proble
 	}
 	switch {
 	case ctx.Err() != nil:
-		return nil, newProblem(http.StatusServiceUnavailable, "the request ended before the lock was acquired", err)
+		return nil, g.problem(http.StatusServiceUnavailable, "the request ended before the lock was acquired", key, err)
 	// Unavailable first: under Redlock, too few nodes answering is both
 	// not acquired and unavailable, and it is the service that failed.
 	case errors.Is(err, padlock.ErrUnavailable), errors.Is(err, padlock.ErrClosed):
-		return nil, newProblem(http.StatusServiceUnavailable, "the lock service is unavailable", err)
+		return nil, g.problem(http.StatusServiceUnavailable, "the lock service is unavailable", key, err)
 	case errors.Is(err, padlock.ErrNotAcquired):
-		p := newProblem(g.busyStatus, "another request holds the lock on this resource; retry later", err)
-		p.Key = key
+		p := g.problem(g.busyStatus, "another request holds the lock on this resource; retry later", key, err)
+		p.Namespace = g.namespaceOf(key)
+		if g.echoKey {
+			p.Key = key
+		}
 		p.RetryAfter, _ = padlock.RetryAfter(err)
 		return nil, p
 	}
-	return nil, newProblem(http.StatusInternalServerError, "the lock could not be taken", err)
+	return nil, g.problem(http.StatusInternalServerError, "the lock could not be taken", key, err)
 }
+
+// problem is newProblem for a failed Acquire on key: without WithEchoKey,
+// err's text shows the key's namespace instead of the key.
+func (g *Guard) problem(status int, detail, key string, err error) *Problem {
+	if !g.echoKey {
+		err = &redactedError{err: err, key: key, ns: g.namespaceOf(key)}
+	}
+	return newProblem(status, detail, err)
+}
+
+// namespaceOf returns the escaped namespace key starts with: WithNamespace's
+// or a route template's that Key put there, or "" when it has none. The
+// first part of a key without a namespace is request data, never returned.
+func (g *Guard) namespaceOf(key string) string {
+	if g.namespaceSet {
+		return strings.TrimSuffix(g.nsPrefix, lockkey.Sep)
+	}
+	i := strings.Index(key, lockkey.Sep)
+	if i < 0 {
+		return ""
+	}
+	g.mu.RLock()
+	ok := g.known[key[:i]]
+	g.mu.RUnlock()
+	if !ok {
+		return ""
+	}
+	return key[:i]
+}
+
+// redactedError is an Acquire error whose text does not show the lock key,
+// which may hold request data that is secret; errors.Is and errors.As still
+// see the error itself.
+type redactedError struct {
+	err     error
+	key, ns string
+}
+
+func (e *redactedError) Error() string {
+	shown := e.ns + lockkey.Sep + "…"
+	msg := strings.ReplaceAll(e.err.Error(), strconv.Quote(e.key), strconv.Quote(shown))
+	return strings.ReplaceAll(msg, e.key, shown)
+}
+
+func (e *redactedError) Unwrap() error { return e.err }
 
 // Release lets lk go on a context detached from the request r, so that a
 // request cancelled by its client still releases, bounded by

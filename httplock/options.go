@@ -26,7 +26,8 @@ type config struct {
 	skip           func(*http.Request) bool
 	releaseTimeout time.Duration
 	releaseError   func(r *http.Request, err error) // nil: none
-	errs           []string                         // problems options found in their own arguments
+	echoKey        bool
+	errs           []string // problems options found in their own arguments
 }
 
 func (c *config) invalid(msg string) { c.errs = append(c.errs, msg) }
@@ -105,6 +106,18 @@ func WithReleaseError(fn func(r *http.Request, err error)) Option {
 		}
 		c.releaseError = fn
 	}
+}
+
+// WithEchoKey makes busy answers carry the full lock key (Problem.Key,
+// the "key" member of the body) and leaves it in the errors a refusal
+// carries for logs (Problem.Err). Without it they carry only the key's
+// namespace (Problem.Namespace), and the key in Problem.Err's text is
+// replaced by the namespace and "…": a key is built from request data, and
+// one built from a secret (an API key, a session header) must not be
+// reflected to whoever sends the request, nor written to logs. Turn it on
+// only when keys hold nothing secret. Default: off.
+func WithEchoKey() Option {
+	return func(c *config) { c.echoKey = true }
 }
 
 // newConfig applies opts and validates the result, panicking with a message
