@@ -19,10 +19,10 @@ import (
 //
 //	g := httplock.NewGuard(locker, opts...)
 //	if g.Skip(r) { /* run the handler */ }
-//	lk, p := g.Acquire(r.Context(), g.Key(route, key))
+//	h, p := g.Hold(r, g.Key(route, key))
 //	if p != nil { g.Refuse(w, r, p); return }
-//	defer g.Release(r, lk)
-//	/* run the handler with r.WithContext(lk.Context(r.Context())) */
+//	defer h.Release()
+//	/* run the handler with r.WithContext(h.Context()) */
 //
 // A Guard is safe for concurrent use.
 type Guard struct {
@@ -33,6 +33,8 @@ type Guard struct {
 	mu      sync.RWMutex
 	routeNS map[string]string // route template -> escaped namespace and Sep
 	known   map[string]bool   // escaped namespaces of routeNS, for namespace
+
+	holds holdTimes // for the Retry-After of busy answers
 }
 
 // NewGuard returns a Guard taking locks from l, configured by opts as Lock
@@ -100,6 +102,12 @@ func KeyProblem(err error) *Problem {
 // WithLockOptions, or returns the problem to refuse the request with: 409
 // (or WithBusyStatus's) when the key stays busy, 503 when Redis cannot be
 // reached or ctx ends first, 500 otherwise.
+//
+// A busy answer's RetryAfter is when a retry is likely to succeed: the
+// longest of the last 8 holds this Guard's Holds measured in the key's
+// namespace, capped at the holder's remaining lease, which is the answer
+// when no hold was measured yet; never 0 (one second when nothing is
+// known). A Redis that cannot be reached is 503, never a busy answer.
 func (g *Guard) Acquire(ctx context.Context, key string) (*padlock.Lock, *Problem) {
 	lk, err := g.locker.Acquire(ctx, key, g.lock)
 	if err == nil {
@@ -118,7 +126,9 @@ func (g *Guard) Acquire(ctx context.Context, key string) (*padlock.Lock, *Proble
 		if g.echoKey {
 			p.Key = key
 		}
-		p.RetryAfter, _ = padlock.RetryAfter(err)
+		left, _ := padlock.RetryAfter(err)
+		longest, seen := g.holds.longest(p.Namespace)
+		p.RetryAfter = retryAfter(longest, seen, left)
 		return nil, p
 	}
 	return nil, g.problem(http.StatusInternalServerError, "the lock could not be taken", key, err)

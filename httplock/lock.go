@@ -39,13 +39,13 @@ func Lock(l *padlock.Locker, key KeyFunc, opts ...Option) func(http.Handler) htt
 				g.Refuse(w, r, KeyProblem(err))
 				return
 			}
-			lk, p := g.Acquire(r.Context(), g.Key(r.Pattern, k))
+			h, p := g.Hold(r, g.Key(r.Pattern, k))
 			if p != nil {
 				g.Refuse(w, r, p)
 				return
 			}
-			defer func() { _ = g.Release(r, lk) }()
-			next.ServeHTTP(w, r.WithContext(lk.Context(r.Context())))
+			defer func() { _ = h.Release() }()
+			next.ServeHTTP(w, r.WithContext(h.Context()))
 		})
 	}
 }

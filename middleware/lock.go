@@ -40,12 +40,12 @@ func Lock(l *padlock.Locker, key keyfunc.Func, opts ...httplock.Option) gin.Hand
 			return
 		}
 		req := c.Request
-		lk, p := g.Acquire(req.Context(), g.Key(c.FullPath(), k))
+		h, p := g.Hold(req, g.Key(c.FullPath(), k))
 		if p != nil {
 			abort(g, c, p)
 			return
 		}
-		locked := req.WithContext(lk.Context(req.Context()))
+		locked := req.WithContext(h.Context())
 		c.Request = locked
 		// Deferred, so it also runs when the chain panics; the panic then
 		// goes on to gin's recovery.
@@ -55,7 +55,7 @@ func Lock(l *padlock.Locker, key keyfunc.Func, opts ...httplock.Option) gin.Hand
 				// not a context cancelled by the release.
 				c.Request = req
 			}
-			if err := g.Release(req, lk); err != nil {
+			if err := h.Release(); err != nil {
 				_ = c.Error(err)
 			}
 		}()
