@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/lockkey"
@@ -192,6 +193,23 @@ func (g *Guard) Release(r *http.Request, lk *padlock.Lock) error {
 	}
 	return err
 }
+
+// ReadBody reads r's body before the lock is taken, as WithReadBody asks,
+// and returns the problem to refuse r with when the body is over the limit
+// (413) or cannot be read (400). Without WithReadBody it does nothing.
+func (g *Guard) ReadBody(r *http.Request) *Problem {
+	if g.readBody <= 0 {
+		return nil
+	}
+	if _, err := lockkey.ReadBody(r, g.readBody); err != nil {
+		return KeyProblem(err)
+	}
+	return nil
+}
+
+// MaxHold returns WithMaxHold's bound, 0 for none: a face wraps the
+// response writer (see Hold.Begin) only when there is one.
+func (g *Guard) MaxHold() time.Duration { return g.maxHold }
 
 // Refuse writes p for r with WithResponder's func, its Instance set to the
 // request path.

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/lockkey"
@@ -94,6 +95,8 @@ func TestConstructorsPanic(t *testing.T) {
 		{"Lock nil key", func() { httplock.Lock(l, nil) }, "httplock: Lock: nil key func"},
 		{"Lock busy status", func() { httplock.Lock(l, key, httplock.WithBusyStatus(500)) }, "httplock: Lock: WithBusyStatus: 500"},
 		{"Lock skip", func() { httplock.Lock(l, key, httplock.WithSkip(nil)) }, "httplock: Lock: WithSkip: nil func"},
+		{"Lock max hold", func() { httplock.Lock(l, key, httplock.WithMaxHold(-time.Second)) }, "httplock: Lock: WithMaxHold: -1s, want >= 0"},
+		{"Lock read body", func() { httplock.Lock(l, key, httplock.WithReadBody(0)) }, "httplock: Lock: WithReadBody: 0, want > 0"},
 		{"NewGuard nil option", func() { httplock.NewGuard(l, nil) }, "httplock: NewGuard: option 1 is nil"},
 	}
 	for _, tt := range tests {

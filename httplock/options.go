@@ -27,7 +27,9 @@ type config struct {
 	releaseTimeout time.Duration
 	releaseError   func(r *http.Request, err error) // nil: none
 	echoKey        bool
-	errs           []string // problems options found in their own arguments
+	maxHold        time.Duration // 0: none
+	readBody       int64         // 0: the body is not read before the lock
+	errs           []string      // problems options found in their own arguments
 }
 
 func (c *config) invalid(msg string) { c.errs = append(c.errs, msg) }
@@ -118,6 +120,47 @@ func WithReleaseError(fn func(r *http.Request, err error)) Option {
 // only when keys hold nothing secret. Default: off.
 func WithEchoKey() Option {
 	return func(c *config) { c.echoKey = true }
+}
+
+// WithMaxHold bounds how long one request may hold the lock, so that a
+// client cannot decide it: a body sent a byte at a time, or a large
+// response the client never reads, would otherwise keep the handler, and
+// the renewed lock, for as long as the client likes. At the bound the
+// handler's context is cancelled (context.Cause is ErrHoldExceeded) and
+// the lock is released at once, without waiting for the handler to return;
+// what the handler writes after the bound is dropped (its writes return
+// ErrHoldExceeded). If it had written nothing before the bound, the client
+// gets 503 Service Unavailable once the handler returns (a problem, with no
+// Retry-After); if it had, the response goes on as written so far and the
+// rest is cut off. Choose d above the longest honest request, and set the
+// server's ReadTimeout and WriteTimeout too, which end the connection.
+// d must not be negative. Default: 0, no bound.
+func WithMaxHold(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.invalid(fmt.Sprintf("WithMaxHold: %v, want >= 0", d))
+		}
+		c.maxHold = d
+	}
+}
+
+// WithReadBody makes the middleware read the whole request body, at most
+// limit bytes, before it takes the lock, so that a client sending its body
+// slowly holds no lock while it does. A larger body is refused with 413
+// Content Too Large, one that cannot be read with 400, both without taking
+// the lock. The body is kept in memory and given back to the handler (and
+// to the key's JSON or Form parts, which do not read it again) as r.Body.
+// Use it on routes whose handler reads the body; set the server's
+// ReadTimeout, which bounds how long the reading may take. limit must be
+// positive. Default: off, the handler reads the body while holding the
+// lock.
+func WithReadBody(limit int64) Option {
+	return func(c *config) {
+		if limit <= 0 {
+			c.invalid(fmt.Sprintf("WithReadBody: %d, want > 0", limit))
+		}
+		c.readBody = limit
+	}
 }
 
 // newConfig applies opts and validates the result, panicking with a message

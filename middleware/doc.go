@@ -25,6 +25,9 @@
 //     from request data that may be secret (see httplock.WithEchoKey).
 //   - Redis unreachable: 503 Service Unavailable. The handler never runs
 //     without the lock.
+//   - Held for longer than httplock.WithMaxHold allows: the lock is released at the
+//     bound and the handler's context cancelled; 503 when the handler had
+//     written nothing by then, and what it writes afterwards is dropped.
 //   - Key part missing, repeated, malformed or not of its kind: 400 Bad
 //     Request; body over the key's limit: 413 Content Too Large.
 //
