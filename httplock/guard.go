@@ -52,6 +52,10 @@ func newGuard(fn string, l *padlock.Locker, opts []Option) *Guard {
 	return g
 }
 
+// acquireGrace is how long past the wait the last attempt of a waiting
+// Acquire may take to get its answer.
+const acquireGrace = time.Second
+
 // Skip reports whether WithSkip's func lets r through without a lock.
 func (g *Guard) Skip(r *http.Request) bool {
 	return g.skip != nil && g.skip(r)
@@ -110,7 +114,18 @@ func KeyProblem(err error) *Problem {
 // when no hold was measured yet; never 0 (one second when nothing is
 // known). A Redis that cannot be reached is 503, never a busy answer.
 func (g *Guard) Acquire(ctx context.Context, key string) (*padlock.Lock, *Problem) {
-	lk, err := g.locker.Acquire(ctx, key, g.lock)
+	actx := ctx
+	if g.lock.Wait > 0 {
+		// The engine keeps to the wait between attempts, but an attempt
+		// sent to a Redis that hangs would wait for the client's read
+		// timeout. This deadline stops it (with ContextTimeoutEnabled), so
+		// that no answer comes later than the wait and a grace for the
+		// last attempt.
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, g.lock.Wait+acquireGrace)
+		defer cancel()
+	}
+	lk, err := g.locker.Acquire(actx, key, g.lock)
 	if err == nil {
 		return lk, nil
 	}
@@ -119,7 +134,8 @@ func (g *Guard) Acquire(ctx context.Context, key string) (*padlock.Lock, *Proble
 		return nil, g.problem(http.StatusServiceUnavailable, "the request ended before the lock was acquired", key, err)
 	// Unavailable first: under Redlock, too few nodes answering is both
 	// not acquired and unavailable, and it is the service that failed.
-	case errors.Is(err, padlock.ErrUnavailable), errors.Is(err, padlock.ErrClosed):
+	case errors.Is(err, padlock.ErrUnavailable), errors.Is(err, padlock.ErrClosed),
+		actx.Err() != nil: // the last attempt got no answer in its grace
 		return nil, g.problem(http.StatusServiceUnavailable, "the lock service is unavailable", key, err)
 	case errors.Is(err, padlock.ErrNotAcquired):
 		p := g.problem(g.busyStatus, "another request holds the lock on this resource; retry later", key, err)

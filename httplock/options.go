@@ -40,6 +40,16 @@ func (c *config) invalid(msg string) { c.errs = append(c.errs, msg) }
 // Default: the zero Options, that is the Locker's defaults: a 30s lease
 // renewed while the handler runs, and no waiting, so a busy key is refused
 // at once.
+//
+// With Wait set, a Redis that cannot be reached is still a 503 within a
+// second or two failed attempts, never after the whole wait, and a Redlock
+// that loses its quorum is 503, never 409. A Redis that hangs (accepts but
+// does not answer) is cut off by a deadline one second past Wait, and the
+// engine may spend up to a second more tidying the unanswered attempt; that
+// deadline reaches the socket only when the go-redis client has
+// ContextTimeoutEnabled (otherwise the attempt waits for the client's
+// ReadTimeout). So no refusal takes longer than Wait and about 2s, and no
+// request holds on longer than that, its handler and WithReleaseTimeout.
 func WithLockOptions(o padlock.Options) Option {
 	return func(c *config) { c.lock = o }
 }
