@@ -52,7 +52,7 @@ func Header(name string, c lockkey.Canon) Func {
 
 // Form returns a Func that reads the form value name from a URL-encoded or
 // multipart request body (not from the query string) as c says it is. The
-// body is parsed once for the request, at most lockkey.MaxBodyBytes long
+// body is parsed once for the request, at most lockkey.WithMaxBodyBytes long
 // (default lockkey.DefaultMaxBodyBytes), and stays available to the handler
 // through c.PostForm and c.Request.PostForm but no longer as
 // c.Request.Body. The part is named "form field <name>" in errors. It

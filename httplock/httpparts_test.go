@@ -65,7 +65,7 @@ func TestJSONTooLargeBodyRestored(t *testing.T) {
 	body := bytes.Repeat([]byte("a"), 5000)
 	req := httptest.NewRequest("POST", "/", bytes.NewReader(body))
 	req.ContentLength = -1
-	_, err := httplock.JSON("id", lockkey.Text(), lockkey.MaxBodyBytes(100))(req)
+	_, err := httplock.JSON("id", lockkey.Text(), lockkey.WithMaxBodyBytes(100))(req)
 	if !errors.Is(err, lockkey.ErrBodyTooLarge) {
 		t.Fatalf("got %v, want %v", err, lockkey.ErrBodyTooLarge)
 	}
@@ -87,7 +87,7 @@ func TestConstructorsPanic(t *testing.T) {
 		{"Query", func() { httplock.Query("", lockkey.Text()) }, "httplock: Query: empty name"},
 		{"Header", func() { httplock.Header("", lockkey.Text()) }, "httplock: Header: empty name"},
 		{"JSON path", func() { httplock.JSON("a..b", lockkey.Text()) }, `httplock: JSON: path "a..b" has an empty segment`},
-		{"JSON limit", func() { httplock.JSON("a", lockkey.Text(), lockkey.MaxBodyBytes(0)) }, "httplock: JSON: MaxBodyBytes: 0, want > 0"},
+		{"JSON limit", func() { httplock.JSON("a", lockkey.Text(), lockkey.WithMaxBodyBytes(0)) }, "httplock: JSON: WithMaxBodyBytes: 0, want > 0"},
 		{"Const", func() { httplock.Const("") }, "httplock: Const: empty string"},
 		{"Join empty", func() { httplock.Join() }, "httplock: Join: no parts"},
 		{"Join nil", func() { httplock.Join(key, nil) }, "httplock: Join: part 2 is nil"},
