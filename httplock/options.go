@@ -15,6 +15,10 @@ const DefaultReleaseTimeout = 5 * time.Second
 // An Option configures Lock, NewGuard, and the Gin middleware.Lock built on
 // them. Options are checked once, when the middleware is built; an invalid
 // one panics there with a message naming it.
+//
+// Every Option applies to both faces, net/http and Gin. Options of other
+// middlewares have types of their own (middleware.IdempotencyOption,
+// decorator.Option), so passing one here does not compile.
 type Option func(*config)
 
 type config struct {
