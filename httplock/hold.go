@@ -13,7 +13,7 @@ import (
 // ErrHoldExceeded is the cause of a handler's context cancelled because the
 // request held its lock for WithMaxHold, and the error of the handler's
 // writes after that.
-var ErrHoldExceeded = errors.New("httplock: the request held the lock for its longest hold")
+var ErrHoldExceeded = errors.New("httplock: request held the lock past WithMaxHold")
 
 // A Hold is one request's hold of a lock, taken by Guard.Hold: the lock,
 // the context the handler runs with, the bound on how long it may hold the
