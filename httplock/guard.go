@@ -189,6 +189,9 @@ type redactedError struct {
 }
 
 func (e *redactedError) Error() string {
+	if e.key == "" {
+		return e.err.Error()
+	}
 	shown := e.ns + lockkey.Sep + "…"
 	msg := strings.ReplaceAll(e.err.Error(), strconv.Quote(e.key), strconv.Quote(shown))
 	return strings.ReplaceAll(msg, e.key, shown)

@@ -148,7 +148,9 @@ func WithEchoKey() Option {
 // Retry-After); if it had, the response goes on as written so far and the
 // rest is cut off. Choose d above the longest honest request, and set the
 // server's ReadTimeout and WriteTimeout too, which end the connection.
-// d must not be negative. Default: 0, no bound.
+// With a bound, the handler's http.ResponseWriter wraps the server's: reach
+// its Flusher or Hijacker through http.ResponseController, which unwraps
+// it. d must not be negative. Default: 0, no bound.
 func WithMaxHold(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {
