@@ -1,6 +1,7 @@
 package httplock_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -41,5 +42,27 @@ func TestLockRetryAfterFromHoldTimes(t *testing.T) {
 	checkProblem(t, w, http.StatusConflict)
 	if got := w.Header().Get("Retry-After"); got != "1" {
 		t.Fatalf("got Retry-After %q, want 1 (holds take 50ms), not the %v lease", got, padlock.DefaultTTL)
+	}
+}
+
+// Requests that hold their lock longer than the holder has left: the
+// answer is capped at the holder's remaining lease.
+func TestLockRetryAfterCappedByLease(t *testing.T) {
+	l, _, _ := newLocker(t)
+	mux := http.NewServeMux()
+	mux.Handle("POST /jobs/{id}", httplock.Lock(l, httplock.PathValue("id", lockkey.Int(64)))(
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { time.Sleep(3 * time.Second) })))
+	if w := serve(mux, "POST", "/jobs/2", ""); w.Code != http.StatusOK {
+		t.Fatalf("got status %d, want 200", w.Code)
+	}
+	lk, err := l.Acquire(context.Background(), "POST /jobs/<id>:1", padlock.Options{TTL: 2 * time.Second, NoRenew: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release(context.Background())
+	w := serve(mux, "POST", "/jobs/1", "")
+	checkProblem(t, w, http.StatusConflict)
+	if got := w.Header().Get("Retry-After"); got != "2" {
+		t.Fatalf("got Retry-After %q, want 2 (the lease left), not the 3s holds", got)
 	}
 }
