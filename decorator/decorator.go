@@ -24,31 +24,38 @@ const releaseTimeout = 5 * time.Second
 // functions do; the zero Options mean the Locker's defaults: a 30s lease
 // renewed while fn runs, and no waiting, so a busy key fails at once.
 //
+// opts add hooks (WithReleaseError, WithAcquireError).
+//
 // The returned function is safe for concurrent use. WithLock panics if l,
-// key or fn is nil or o is invalid: they are static configuration.
+// key or fn is nil or o or an option is invalid: they are static
+// configuration.
 func WithLock[A, T any](l *padlock.Locker, key func(A) (string, error), o padlock.Options,
-	fn func(context.Context, A) (T, error)) func(context.Context, A) (T, error) {
-	mustConfig("WithLock", l, key == nil, fn == nil, o)
+	fn func(context.Context, A) (T, error), opts ...Option) func(context.Context, A) (T, error) {
+	cfg := mustConfig("WithLock", l, key == nil, fn == nil, o, opts)
 	return func(ctx context.Context, a A) (T, error) {
 		k, err := key(a)
 		if err != nil {
 			var zero T
-			return zero, fmt.Errorf("%w: %w", ErrKey, err)
+			err = fmt.Errorf("%w: %w", ErrKey, err)
+			cfg.acquireFailed(ctx, "", err)
+			return zero, err
 		}
-		return run(ctx, l, k, o, fn, a)
+		return run(ctx, l, k, o, cfg, fn, a)
 	}
 }
 
 // WithLockErr is WithLock for a function that returns only an error.
 func WithLockErr[A any](l *padlock.Locker, key func(A) (string, error), o padlock.Options,
-	fn func(context.Context, A) error) func(context.Context, A) error {
-	mustConfig("WithLockErr", l, key == nil, fn == nil, o)
+	fn func(context.Context, A) error, opts ...Option) func(context.Context, A) error {
+	cfg := mustConfig("WithLockErr", l, key == nil, fn == nil, o, opts)
 	return func(ctx context.Context, a A) error {
 		k, err := key(a)
 		if err != nil {
-			return fmt.Errorf("%w: %w", ErrKey, err)
+			err = fmt.Errorf("%w: %w", ErrKey, err)
+			cfg.acquireFailed(ctx, "", err)
+			return err
 		}
-		_, err = run(ctx, l, k, o, callErr[A], errCall[A]{fn, a})
+		_, err = run(ctx, l, k, o, cfg, callErr[A], errCall[A]{fn, a})
 		return err
 	}
 }
@@ -58,13 +65,18 @@ func WithLockErr[A any](l *padlock.Locker, key func(A) (string, error), o padloc
 // is used as given: build it from raw values with lockkey.Join. To get a
 // result out, assign it from inside fn.
 //
-// Do does not panic on bad arguments: a nil l or fn is an error matching
-// padlock.ErrInvalid, and an empty key one matching ErrKey.
-func Do(ctx context.Context, l *padlock.Locker, key string, o padlock.Options, fn func(context.Context) error) error {
+// Do does not panic on bad arguments: a nil l or fn, or an invalid option,
+// is an error matching padlock.ErrInvalid, and an empty key one matching
+// ErrKey.
+func Do(ctx context.Context, l *padlock.Locker, key string, o padlock.Options, fn func(context.Context) error, opts ...Option) error {
 	if l == nil || fn == nil {
 		return fmt.Errorf("%w: decorator: Do: nil Locker or fn", padlock.ErrInvalid)
 	}
-	_, err := run(ctx, l, key, o, callDo, fn)
+	cfg, err := newConfig("Do", opts)
+	if err != nil {
+		return fmt.Errorf("%w: %w", padlock.ErrInvalid, err)
+	}
+	_, err = run(ctx, l, key, o, cfg, callDo, fn)
 	return err
 }
 
@@ -84,14 +96,17 @@ func callDo(ctx context.Context, fn func(context.Context) error) (struct{}, erro
 }
 
 // run takes the lock on key, calls fn(ctx, a) under it, and releases it.
-func run[A, T any](ctx context.Context, l *padlock.Locker, key string, o padlock.Options,
+func run[A, T any](ctx context.Context, l *padlock.Locker, key string, o padlock.Options, cfg *config,
 	fn func(context.Context, A) (T, error), a A) (v T, err error) {
 	if key == "" {
-		return v, fmt.Errorf("%w: the key is empty", ErrKey)
+		err = fmt.Errorf("%w: the key is empty", ErrKey)
+		cfg.acquireFailed(ctx, "", err)
+		return v, err
 	}
 	key = lockkey.Shorten(key)
 	lk, err := l.Acquire(ctx, key, o)
 	if err != nil {
+		cfg.acquireFailed(ctx, key, err)
 		return v, err
 	}
 	// fn's context must end when fn returns. Releasing the lock cancels it,
@@ -109,15 +124,17 @@ func run[A, T any](ctx context.Context, l *padlock.Locker, key string, o padlock
 			cancel()
 		}
 		if !returned { // fn panicked: release, and let the panic go on
-			_ = release(ctx, lk)
+			cfg.releaseFailed(ctx, key, release(ctx, lk))
 		}
 	}()
 	v, err = fn(lk.Context(fnCtx), a)
 	returned = true
 	lost := errors.Is(lk.Err(), padlock.ErrLockLost)
-	if rerr := release(ctx, lk); errors.Is(rerr, padlock.ErrNotHeld) {
+	rerr := release(ctx, lk)
+	if errors.Is(rerr, padlock.ErrNotHeld) {
 		lost = true // gone before renewal noticed: the key expired or was taken
 	}
+	cfg.releaseFailed(ctx, key, rerr)
 	if lost {
 		err = lostError(key, err)
 	}
@@ -142,7 +159,7 @@ func lostError(key string, err error) error {
 	return fmt.Errorf("%w (decorator: lock %q was lost while the function ran: %w)", err, key, padlock.ErrLockLost)
 }
 
-func mustConfig(name string, l *padlock.Locker, nilKey, nilFn bool, o padlock.Options) {
+func mustConfig(name string, l *padlock.Locker, nilKey, nilFn bool, o padlock.Options, opts []Option) *config {
 	switch {
 	case l == nil:
 		panic("decorator: " + name + ": nil *padlock.Locker")
@@ -154,4 +171,9 @@ func mustConfig(name string, l *padlock.Locker, nilKey, nilFn bool, o padlock.Op
 	if err := o.Validate(); err != nil {
 		panic("decorator: " + name + ": " + err.Error())
 	}
+	cfg, err := newConfig(name, opts)
+	if err != nil {
+		panic(err.Error())
+	}
+	return cfg
 }

@@ -21,19 +21,19 @@ import (
 // forms, and returns the error the caller gets.
 type form struct {
 	name string
-	call func(ctx context.Context, l *padlock.Locker, key string, o padlock.Options, body func(context.Context) error) error
+	call func(ctx context.Context, l *padlock.Locker, key string, o padlock.Options, body func(context.Context) error, opts ...decorator.Option) error
 }
 
 func rawKey(k string) (string, error) { return k, nil }
 
 var forms = []form{
-	{"WithLock", func(ctx context.Context, l *padlock.Locker, key string, o padlock.Options, body func(context.Context) error) error {
-		f := decorator.WithLock(l, rawKey, o, func(ctx context.Context, _ string) (int, error) { return 7, body(ctx) })
+	{"WithLock", func(ctx context.Context, l *padlock.Locker, key string, o padlock.Options, body func(context.Context) error, opts ...decorator.Option) error {
+		f := decorator.WithLock(l, rawKey, o, func(ctx context.Context, _ string) (int, error) { return 7, body(ctx) }, opts...)
 		_, err := f(ctx, key)
 		return err
 	}},
-	{"WithLockErr", func(ctx context.Context, l *padlock.Locker, key string, o padlock.Options, body func(context.Context) error) error {
-		f := decorator.WithLockErr(l, rawKey, o, func(ctx context.Context, _ string) error { return body(ctx) })
+	{"WithLockErr", func(ctx context.Context, l *padlock.Locker, key string, o padlock.Options, body func(context.Context) error, opts ...decorator.Option) error {
+		f := decorator.WithLockErr(l, rawKey, o, func(ctx context.Context, _ string) error { return body(ctx) }, opts...)
 		return f(ctx, key)
 	}},
 	{"Do", decorator.Do},

@@ -15,6 +15,10 @@
 // WithLockErr is the same for functions that return only an error, and Do
 // runs a closure once, now, under the lock on a key.
 //
+// Trailing options add hooks, named as the middlewares' are:
+// WithReleaseError is told of a release that failed, WithAcquireError of a
+// call that did not run for want of the lock.
+//
 // Every call of a wrapped function, and every Do:
 //
 //  1. Builds the key. A key func error, or an empty key, is returned
@@ -34,7 +38,8 @@
 //  4. Releases the lock when the function returns or panics (the panic then
 //     goes on), on a context detached from the caller's and bounded by 5s,
 //     so a cancelled caller still releases. If Redis cannot be reached for
-//     the release, the lock ends with its lease; that is not reported.
+//     the release, the lock ends with its lease; only WithReleaseError's
+//     func is told.
 //  5. If the lock was lost while the function ran, returns the function's
 //     result together with an error matching padlock.ErrLockLost (and the
 //     function's own error, if it returned one). The function's work may

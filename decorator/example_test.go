@@ -108,3 +108,29 @@ func ExampleDo() {
 	// building the report
 	// <nil>
 }
+
+// Hooks log, in one place, the calls that did not run for want of the lock
+// and the releases that failed, which a call's result may not show.
+func ExampleWithAcquireError() {
+	locker, closeAll := exampleLocker()
+	defer closeAll()
+
+	logBusy := decorator.WithAcquireError(func(_ context.Context, key string, err error) {
+		fmt.Printf("not run on %s: %v\n", key, errors.Is(err, padlock.ErrNotAcquired))
+	})
+	logRelease := decorator.WithReleaseError(func(_ context.Context, key string, err error) {
+		fmt.Printf("release of %s failed: %v\n", key, err)
+	})
+	report := decorator.WithLockErr(locker, lockkey.Arg("report", func(day string) string { return day }),
+		padlock.Options{}, func(_ context.Context, day string) error {
+			// Another caller (a context without this lock) for the same day
+			// while this run holds it:
+			return decorator.Do(context.Background(), locker, "report:"+day, padlock.Options{},
+				func(context.Context) error { return nil }, logBusy, logRelease)
+		}, logBusy, logRelease)
+
+	fmt.Println(errors.Is(report(context.Background(), "2026-11-23"), padlock.ErrNotAcquired))
+	// Output:
+	// not run on report:2026-11-23: true
+	// true
+}

@@ -16,10 +16,18 @@
 // What a request gets:
 //
 //   - Lock held elsewhere: 409 Conflict (or 423 Locked, see WithBusyStatus)
-//     with a Retry-After header, in whole seconds rounded up, from the
-//     holder's remaining lease.
+//     with a Retry-After header, in whole seconds rounded up (at least 1):
+//     when a retry is likely to succeed, the longest of the last 8 holds
+//     measured in the route's namespace, capped at the holder's remaining
+//     lease (which is the answer until a hold was measured; see
+//     httplock.Guard.Acquire).
+//     The body names the key's namespace, not the key, which is built
+//     from request data that may be secret (see httplock.WithEchoKey).
 //   - Redis unreachable: 503 Service Unavailable. The handler never runs
 //     without the lock.
+//   - Held for longer than WithMaxHold allows: the lock is released at the
+//     bound and the handler's context cancelled; 503 when the handler had
+//     written nothing by then, and what it writes afterwards is dropped.
 //   - Key part missing, repeated, malformed or not of its kind: 400 Bad
 //     Request; body over the key's limit: 413 Content Too Large.
 //

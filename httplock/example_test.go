@@ -1,9 +1,11 @@
 package httplock_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -66,4 +68,32 @@ func ExampleWithReleaseError() {
 	// Output:
 	// POST /jobs/7: padlock: lock not held
 	// 202
+}
+
+// A handler that outlasts WithMaxHold: its context is cancelled and the
+// lock released at the bound, whatever the client does; having written
+// nothing by then, the request gets 503.
+func ExampleWithMaxHold() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	locker := padlock.New(rdb)
+	defer locker.Close()
+
+	lock := httplock.Lock(locker, httplock.PathValue("id", lockkey.Int(64)), httplock.WithMaxHold(50*time.Millisecond))
+	mux := http.NewServeMux()
+	mux.Handle("POST /exports/{id}", lock(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // a slow export
+		fmt.Println("cause:", context.Cause(r.Context()))
+	})))
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, httptest.NewRequest("POST", "/exports/7", nil))
+	fmt.Println(w.Code)
+	// Output:
+	// cause: httplock: request held the lock past WithMaxHold
+	// 503
 }

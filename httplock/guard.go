@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/lockkey"
@@ -18,10 +20,10 @@ import (
 //
 //	g := httplock.NewGuard(locker, opts...)
 //	if g.Skip(r) { /* run the handler */ }
-//	lk, p := g.Acquire(r.Context(), g.Key(route, key))
+//	h, p := g.Hold(r, g.Key(route, key))
 //	if p != nil { g.Refuse(w, r, p); return }
-//	defer g.Release(r, lk)
-//	/* run the handler with r.WithContext(lk.Context(r.Context())) */
+//	defer h.Release()
+//	/* run the handler with r.WithContext(h.Context()) */
 //
 // A Guard is safe for concurrent use.
 type Guard struct {
@@ -31,6 +33,9 @@ type Guard struct {
 
 	mu      sync.RWMutex
 	routeNS map[string]string // route template -> escaped namespace and Sep
+	known   map[string]bool   // escaped namespaces of routeNS, for namespace
+
+	holds holdTimes // for the Retry-After of busy answers
 }
 
 // NewGuard returns a Guard taking locks from l, configured by opts as Lock
@@ -40,12 +45,16 @@ func NewGuard(l *padlock.Locker, opts ...Option) *Guard {
 }
 
 func newGuard(fn string, l *padlock.Locker, opts []Option) *Guard {
-	g := &Guard{locker: l, config: newConfig(fn, l, opts), routeNS: make(map[string]string)}
+	g := &Guard{locker: l, config: newConfig(fn, l, opts), routeNS: make(map[string]string), known: make(map[string]bool)}
 	if g.namespaceSet && g.namespace != "" {
 		g.nsPrefix = lockkey.EscapeRoute(g.namespace) + lockkey.Sep
 	}
 	return g
 }
+
+// acquireGrace is how long past the wait the last attempt of a waiting
+// Acquire may take to get its answer.
+const acquireGrace = time.Second
 
 // Skip reports whether WithSkip's func lets r through without a lock.
 func (g *Guard) Skip(r *http.Request) bool {
@@ -67,6 +76,7 @@ func (g *Guard) Key(route, key string) string {
 			p = lockkey.EscapeRoute(route) + lockkey.Sep
 			g.mu.Lock()
 			g.routeNS[route] = p
+			g.known[strings.TrimSuffix(p, lockkey.Sep)] = true
 			g.mu.Unlock()
 		}
 		prefix = p
@@ -97,26 +107,97 @@ func KeyProblem(err error) *Problem {
 // WithLockOptions, or returns the problem to refuse the request with: 409
 // (or WithBusyStatus's) when the key stays busy, 503 when Redis cannot be
 // reached or ctx ends first, 500 otherwise.
+//
+// A busy answer's RetryAfter is when a retry is likely to succeed: the
+// longest of the last 8 holds this Guard's Holds measured in the key's
+// namespace, capped at the holder's remaining lease, which is the answer
+// when no hold was measured yet; never 0 (one second when nothing is
+// known). A Redis that cannot be reached is 503, never a busy answer.
 func (g *Guard) Acquire(ctx context.Context, key string) (*padlock.Lock, *Problem) {
-	lk, err := g.locker.Acquire(ctx, key, g.lock)
+	actx := ctx
+	if g.lock.Wait > 0 {
+		// The engine keeps to the wait between attempts, but an attempt
+		// sent to a Redis that hangs would wait for the client's read
+		// timeout. This deadline stops it (with ContextTimeoutEnabled), so
+		// that no answer comes later than the wait and a grace for the
+		// last attempt.
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, g.lock.Wait+acquireGrace)
+		defer cancel()
+	}
+	lk, err := g.locker.Acquire(actx, key, g.lock)
 	if err == nil {
 		return lk, nil
 	}
 	switch {
 	case ctx.Err() != nil:
-		return nil, newProblem(http.StatusServiceUnavailable, "the request ended before the lock was acquired", err)
+		return nil, g.problem(http.StatusServiceUnavailable, "the request ended before the lock was acquired", key, err)
 	// Unavailable first: under Redlock, too few nodes answering is both
 	// not acquired and unavailable, and it is the service that failed.
-	case errors.Is(err, padlock.ErrUnavailable), errors.Is(err, padlock.ErrClosed):
-		return nil, newProblem(http.StatusServiceUnavailable, "the lock service is unavailable", err)
+	case errors.Is(err, padlock.ErrUnavailable), errors.Is(err, padlock.ErrClosed),
+		actx.Err() != nil: // the last attempt got no answer in its grace
+		return nil, g.problem(http.StatusServiceUnavailable, "the lock service is unavailable", key, err)
 	case errors.Is(err, padlock.ErrNotAcquired):
-		p := newProblem(g.busyStatus, "another request holds the lock on this resource; retry later", err)
-		p.Key = key
-		p.RetryAfter, _ = padlock.RetryAfter(err)
+		p := g.problem(g.busyStatus, "another request holds the lock on this resource; retry later", key, err)
+		p.Namespace = g.namespaceOf(key)
+		if g.echoKey {
+			p.Key = key
+		}
+		left, _ := padlock.RetryAfter(err)
+		longest, seen := g.holds.longest(p.Namespace)
+		p.RetryAfter = retryAfter(longest, seen, left)
 		return nil, p
 	}
-	return nil, newProblem(http.StatusInternalServerError, "the lock could not be taken", err)
+	return nil, g.problem(http.StatusInternalServerError, "the lock could not be taken", key, err)
 }
+
+// problem is newProblem for a failed Acquire on key: without WithEchoKey,
+// err's text shows the key's namespace instead of the key.
+func (g *Guard) problem(status int, detail, key string, err error) *Problem {
+	if !g.echoKey {
+		err = &redactedError{err: err, key: key, ns: g.namespaceOf(key)}
+	}
+	return newProblem(status, detail, err)
+}
+
+// namespaceOf returns the escaped namespace key starts with: WithNamespace's
+// or a route template's that Key put there, or "" when it has none. The
+// first part of a key without a namespace is request data, never returned.
+func (g *Guard) namespaceOf(key string) string {
+	if g.namespaceSet {
+		return strings.TrimSuffix(g.nsPrefix, lockkey.Sep)
+	}
+	i := strings.Index(key, lockkey.Sep)
+	if i < 0 {
+		return ""
+	}
+	g.mu.RLock()
+	ok := g.known[key[:i]]
+	g.mu.RUnlock()
+	if !ok {
+		return ""
+	}
+	return key[:i]
+}
+
+// redactedError is an Acquire error whose text does not show the lock key,
+// which may hold request data that is secret; errors.Is and errors.As still
+// see the error itself.
+type redactedError struct {
+	err     error
+	key, ns string
+}
+
+func (e *redactedError) Error() string {
+	if e.key == "" {
+		return e.err.Error()
+	}
+	shown := e.ns + lockkey.Sep + "…"
+	msg := strings.ReplaceAll(e.err.Error(), strconv.Quote(e.key), strconv.Quote(shown))
+	return strings.ReplaceAll(msg, e.key, shown)
+}
+
+func (e *redactedError) Unwrap() error { return e.err }
 
 // Release lets lk go on a context detached from the request r, so that a
 // request cancelled by its client still releases, bounded by
@@ -131,6 +212,23 @@ func (g *Guard) Release(r *http.Request, lk *padlock.Lock) error {
 	}
 	return err
 }
+
+// ReadBody reads r's body before the lock is taken, as WithReadBody asks,
+// and returns the problem to refuse r with when the body is over the limit
+// (413) or cannot be read (400). Without WithReadBody it does nothing.
+func (g *Guard) ReadBody(r *http.Request) *Problem {
+	if g.readBody <= 0 {
+		return nil
+	}
+	if _, err := lockkey.ReadBody(r, g.readBody); err != nil {
+		return KeyProblem(err)
+	}
+	return nil
+}
+
+// MaxHold returns WithMaxHold's bound, 0 for none: a face wraps the
+// response writer (see Hold.Begin) only when there is one.
+func (g *Guard) MaxHold() time.Duration { return g.maxHold }
 
 // Refuse writes p for r with WithResponder's func, its Instance set to the
 // request path.

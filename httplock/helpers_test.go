@@ -25,6 +25,11 @@ func newLocker(t testing.TB, opts ...padlock.LockerOption) (*padlock.Locker, *re
 }
 
 func serve(h http.Handler, method, target, body string) *httptest.ResponseRecorder {
+	return serveRequest(h, newRequest(method, target, body))
+}
+
+// newRequest returns a request with body, sent as JSON when not empty.
+func newRequest(method, target, body string) *http.Request {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -33,6 +38,10 @@ func serve(h http.Handler, method, target, body string) *httptest.ResponseRecord
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return req
+}
+
+func serveRequest(h http.Handler, req *http.Request) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, req)
 	return w
@@ -40,12 +49,13 @@ func serve(h http.Handler, method, target, body string) *httptest.ResponseRecord
 
 // problem is the decoded body of a problem response.
 type problem struct {
-	Type     string `json:"type"`
-	Title    string `json:"title"`
-	Status   int    `json:"status"`
-	Detail   string `json:"detail"`
-	Instance string `json:"instance"`
-	Key      string `json:"key"`
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail"`
+	Instance  string `json:"instance"`
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
 }
 
 // checkProblem checks that w is a problem response with status and returns

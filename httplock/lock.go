@@ -18,6 +18,10 @@ import (
 // next sees the lock through r.Context() (cancelled if the lock is lost) and
 // padlock.FromContext. The lock is released when next returns or panics; a
 // release error goes to WithReleaseError's func, and is dropped without one.
+// With WithMaxHold it is released at that bound at the latest, and with
+// WithReadBody the body is read before the lock is taken: a client then
+// cannot keep the lock for as long as it likes by sending its body, or
+// reading the answer, slowly.
 //
 // Lock panics if l or key is nil or an option is invalid.
 func Lock(l *padlock.Locker, key KeyFunc, opts ...Option) func(http.Handler) http.Handler {
@@ -34,18 +38,32 @@ func Lock(l *padlock.Locker, key KeyFunc, opts ...Option) func(http.Handler) htt
 				next.ServeHTTP(w, r)
 				return
 			}
+			if p := g.ReadBody(r); p != nil {
+				g.Refuse(w, r, p)
+				return
+			}
 			k, err := key(r)
 			if err != nil {
 				g.Refuse(w, r, KeyProblem(err))
 				return
 			}
-			lk, p := g.Acquire(r.Context(), g.Key(r.Pattern, k))
+			h, p := g.Hold(r, g.Key(r.Pattern, k))
 			if p != nil {
 				g.Refuse(w, r, p)
 				return
 			}
-			defer func() { _ = g.Release(r, lk) }()
-			next.ServeHTTP(w, r.WithContext(lk.Context(r.Context())))
+			returned := false
+			defer func() {
+				_ = h.Release()
+				if p := h.Problem(); p != nil && returned {
+					// Headers the handler set belong to an answer that
+					// never went out.
+					clear(w.Header())
+					g.Refuse(w, r, p)
+				}
+			}()
+			next.ServeHTTP(h.Writer(w), r.WithContext(h.Context()))
+			returned = true
 		})
 	}
 }

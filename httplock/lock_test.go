@@ -34,8 +34,8 @@ func TestLock(t *testing.T) {
 	defer lk.Release(context.Background())
 	w := serve(mux, "POST", "/orders/1/pay", `{"step":2}`)
 	p := checkProblem(t, w, http.StatusConflict)
-	if w.Header().Get("Retry-After") == "" || p.Key != "POST /orders/<id>/pay:1:2" {
-		t.Fatalf("got Retry-After %q, key %q, want a Retry-After and the namespaced key", w.Header().Get("Retry-After"), p.Key)
+	if w.Header().Get("Retry-After") == "" || p.Namespace != "POST /orders/<id>/pay" || p.Key != "" {
+		t.Fatalf("got Retry-After %q, namespace %q, key %q, want a Retry-After, the namespace and no key", w.Header().Get("Retry-After"), p.Namespace, p.Key)
 	}
 }
 

@@ -15,6 +15,10 @@ const DefaultReleaseTimeout = 5 * time.Second
 // An Option configures Lock, NewGuard, and the Gin middleware.Lock built on
 // them. Options are checked once, when the middleware is built; an invalid
 // one panics there with a message naming it.
+//
+// Every Option applies to both faces, net/http and Gin. Options of other
+// middlewares have types of their own (middleware.IdempotencyOption,
+// decorator.Option), so passing one here does not compile.
 type Option func(*config)
 
 type config struct {
@@ -26,7 +30,10 @@ type config struct {
 	skip           func(*http.Request) bool
 	releaseTimeout time.Duration
 	releaseError   func(r *http.Request, err error) // nil: none
-	errs           []string                         // problems options found in their own arguments
+	echoKey        bool
+	maxHold        time.Duration // 0: none
+	readBody       int64         // 0: the body is not read before the lock
+	errs           []string      // problems options found in their own arguments
 }
 
 func (c *config) invalid(msg string) { c.errs = append(c.errs, msg) }
@@ -37,6 +44,16 @@ func (c *config) invalid(msg string) { c.errs = append(c.errs, msg) }
 // Default: the zero Options, that is the Locker's defaults: a 30s lease
 // renewed while the handler runs, and no waiting, so a busy key is refused
 // at once.
+//
+// With Wait set, a Redis that cannot be reached is still a 503 within a
+// second or two failed attempts, never after the whole wait, and a Redlock
+// that loses its quorum is 503, never 409. A Redis that hangs (accepts but
+// does not answer) is cut off by a deadline one second past Wait, and the
+// engine may spend up to a second more tidying the unanswered attempt; that
+// deadline reaches the socket only when the go-redis client has
+// ContextTimeoutEnabled (otherwise the attempt waits for the client's
+// ReadTimeout). So no refusal takes longer than Wait and about 2s, and no
+// request holds on longer than that, its handler and WithReleaseTimeout.
 func WithLockOptions(o padlock.Options) Option {
 	return func(c *config) { c.lock = o }
 }
@@ -104,6 +121,61 @@ func WithReleaseError(fn func(r *http.Request, err error)) Option {
 			c.invalid("WithReleaseError: nil func")
 		}
 		c.releaseError = fn
+	}
+}
+
+// WithEchoKey makes busy answers carry the full lock key (Problem.Key,
+// the "key" member of the body) and leaves it in the errors a refusal
+// carries for logs (Problem.Err). Without it they carry only the key's
+// namespace (Problem.Namespace), and the key in Problem.Err's text is
+// replaced by the namespace and "…": a key is built from request data, and
+// one built from a secret (an API key, a session header) must not be
+// reflected to whoever sends the request, nor written to logs. Turn it on
+// only when keys hold nothing secret. Default: off.
+func WithEchoKey() Option {
+	return func(c *config) { c.echoKey = true }
+}
+
+// WithMaxHold bounds how long one request may hold the lock, so that a
+// client cannot decide it: a body sent a byte at a time, or a large
+// response the client never reads, would otherwise keep the handler, and
+// the renewed lock, for as long as the client likes. At the bound the
+// handler's context is cancelled (context.Cause is ErrHoldExceeded) and
+// the lock is released at once, without waiting for the handler to return;
+// what the handler writes after the bound is dropped (its writes return
+// ErrHoldExceeded). If it had written nothing before the bound, the client
+// gets 503 Service Unavailable once the handler returns (a problem, with no
+// Retry-After); if it had, the response goes on as written so far and the
+// rest is cut off. Choose d above the longest honest request, and set the
+// server's ReadTimeout and WriteTimeout too, which end the connection.
+// With a bound, the handler's http.ResponseWriter wraps the server's: reach
+// its Flusher or Hijacker through http.ResponseController, which unwraps
+// it. d must not be negative. Default: 0, no bound.
+func WithMaxHold(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.invalid(fmt.Sprintf("WithMaxHold: %v, want >= 0", d))
+		}
+		c.maxHold = d
+	}
+}
+
+// WithReadBody makes the middleware read the whole request body, at most
+// limit bytes, before it takes the lock, so that a client sending its body
+// slowly holds no lock while it does. A larger body is refused with 413
+// Content Too Large, one that cannot be read with 400, both without taking
+// the lock. The body is kept in memory and given back to the handler (and
+// to the key's JSON or Form parts, which do not read it again) as r.Body.
+// Use it on routes whose handler reads the body; set the server's
+// ReadTimeout, which bounds how long the reading may take. limit must be
+// positive. Default: off, the handler reads the body while holding the
+// lock.
+func WithReadBody(limit int64) Option {
+	return func(c *config) {
+		if limit <= 0 {
+			c.invalid(fmt.Sprintf("WithReadBody: %d, want > 0", limit))
+		}
+		c.readBody = limit
 	}
 }
 

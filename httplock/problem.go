@@ -27,7 +27,11 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 	// Instance is the request path.
 	Instance string `json:"instance,omitempty"`
-	// Key is the lock key, on busy responses only.
+	// Namespace is the namespace of the lock key (the escaped route
+	// template, or WithNamespace's), on busy responses only.
+	Namespace string `json:"namespace,omitempty"`
+	// Key is the full lock key, on busy responses only, and only with
+	// WithEchoKey: a key is built from request data that may be secret.
 	Key string `json:"key,omitempty"`
 
 	// RetryAfter is the holder's remaining lease on busy responses, 0 when

@@ -35,7 +35,7 @@
 // two JSON fields "id" and "ID") one matching lockkey.ErrAmbiguousPart, and
 // a value not of its kind one matching lockkey.ErrInvalidPart; all name the
 // part and mean the request is bad (HTTP 400). Reading a JSON or form body
-// is bounded (lockkey.DefaultMaxBodyBytes unless lockkey.MaxBodyBytes says
+// is bounded (lockkey.DefaultMaxBodyBytes unless lockkey.WithMaxBodyBytes says
 // otherwise): a larger body is lockkey.ErrBodyTooLarge (HTTP 413), one that
 // does not parse is lockkey.ErrMalformedBody (HTTP 400).
 //

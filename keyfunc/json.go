@@ -12,7 +12,7 @@ import (
 // fields, and lockkey.Canon for the kinds). A number for an integer field
 // is read exactly, never through float64.
 //
-// The body is read once per request, at most lockkey.MaxBodyBytes (default
+// The body is read once per request, at most lockkey.WithMaxBodyBytes (default
 // lockkey.DefaultMaxBodyBytes), and kept under gin.BodyBytesKey;
 // c.Request.Body is restored for the handler, and c.ShouldBindBodyWith
 // reuses the bytes. The part is named "json field <path>" in errors. It

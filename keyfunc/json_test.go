@@ -89,7 +89,7 @@ func TestJSONBodyLimit(t *testing.T) {
 				req.ContentLength = -1
 				req.Body = io.NopCloser(strings.NewReader(body))
 			}
-			got := run(t, keyfunc.JSON("id", lockkey.Text(), lockkey.MaxBodyBytes(tt.limit)), "/", req)
+			got := run(t, keyfunc.JSON("id", lockkey.Text(), lockkey.WithMaxBodyBytes(tt.limit)), "/", req)
 			if tt.wantErr == nil {
 				checkResult(t, got, strings.Repeat("x", 100), nil, "")
 			} else {

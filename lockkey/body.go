@@ -11,7 +11,7 @@ import (
 )
 
 // DefaultMaxBodyBytes is the largest request body a JSON or form key part
-// reads unless MaxBodyBytes says otherwise: 1 MiB.
+// reads unless WithMaxBodyBytes says otherwise: 1 MiB.
 const DefaultMaxBodyBytes = 1 << 20
 
 // BodyOption configures how a key part reads the request body.
@@ -19,16 +19,16 @@ type BodyOption func(*bodyConfig)
 
 type bodyConfig struct{ limit int64 }
 
-// MaxBodyBytes sets the largest request body, in bytes, that a JSON or Form
+// WithMaxBodyBytes sets the largest request body, in bytes, that a JSON or Form
 // part reads; a larger one is an error matching ErrBodyTooLarge.
 // Default: DefaultMaxBodyBytes. The constructor taking the option panics if
 // n is not positive.
-func MaxBodyBytes(n int64) BodyOption {
+func WithMaxBodyBytes(n int64) BodyOption {
 	return func(c *bodyConfig) { c.limit = n }
 }
 
 // BodyLimit returns the body limit opts set: DefaultMaxBodyBytes unless
-// MaxBodyBytes says otherwise. A nil option or a limit that is not
+// WithMaxBodyBytes says otherwise. A nil option or a limit that is not
 // positive is an error; constructors taking options panic with it.
 func BodyLimit(opts ...BodyOption) (int64, error) {
 	cfg := bodyConfig{limit: DefaultMaxBodyBytes}
@@ -39,7 +39,7 @@ func BodyLimit(opts ...BodyOption) (int64, error) {
 		o(&cfg)
 	}
 	if cfg.limit <= 0 {
-		return 0, fmt.Errorf("MaxBodyBytes: %d, want > 0", cfg.limit)
+		return 0, fmt.Errorf("WithMaxBodyBytes: %d, want > 0", cfg.limit)
 	}
 	return cfg.limit, nil
 }

@@ -27,7 +27,7 @@ var (
 	ErrInvalidPart = errors.New("lockkey: invalid key part")
 
 	// ErrBodyTooLarge reports that the request body exceeds the limit set by
-	// MaxBodyBytes (default DefaultMaxBodyBytes). It means HTTP 413.
+	// WithMaxBodyBytes (default DefaultMaxBodyBytes). It means HTTP 413.
 	ErrBodyTooLarge = errors.New("lockkey: request body too large")
 
 	// ErrMalformedBody reports that the request body could not be read or

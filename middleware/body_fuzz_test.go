@@ -31,7 +31,7 @@ func FuzzLockBody(f *testing.F) {
 		form    string
 	)
 	r := gin.New()
-	r.POST("/json", middleware.Lock(l, keyfunc.JSON("order.id", lockkey.Text(), lockkey.MaxBodyBytes(limit))), func(c *gin.Context) {
+	r.POST("/json", middleware.Lock(l, keyfunc.JSON("order.id", lockkey.Text(), lockkey.WithMaxBodyBytes(limit))), func(c *gin.Context) {
 		ran = true
 		gotBody, _ = io.ReadAll(c.Request.Body)
 		if v, ok := c.Get(gin.BodyBytesKey); ok {
@@ -39,7 +39,7 @@ func FuzzLockBody(f *testing.F) {
 		}
 		c.Status(http.StatusOK)
 	})
-	r.POST("/form", middleware.Lock(l, keyfunc.Form("id", lockkey.Text(), lockkey.MaxBodyBytes(limit))), func(c *gin.Context) {
+	r.POST("/form", middleware.Lock(l, keyfunc.Form("id", lockkey.Text(), lockkey.WithMaxBodyBytes(limit))), func(c *gin.Context) {
 		ran = true
 		form = c.PostForm("id")
 		c.Status(http.StatusOK)

@@ -58,6 +58,6 @@ func ExampleLock() {
 	fmt.Println(first.Code, first.Body)
 	// Output:
 	// 409 application/problem+json 30
-	// {"type":"about:blank","title":"Conflict","status":409,"detail":"another request holds the lock on this resource; retry later","instance":"/orders/42/pay","key":"/orders/$id/pay:42"}
+	// {"type":"about:blank","title":"Conflict","status":409,"detail":"another request holds the lock on this resource; retry later","instance":"/orders/42/pay","namespace":"/orders/$id/pay"}
 	// 200 {"fenced":true,"paid":"42"}
 }

@@ -41,12 +41,13 @@ func serve(h http.Handler, method, target, body string) *httptest.ResponseRecord
 
 // problem is the decoded body of a problem response.
 type problem struct {
-	Type     string `json:"type"`
-	Title    string `json:"title"`
-	Status   int    `json:"status"`
-	Detail   string `json:"detail"`
-	Instance string `json:"instance"`
-	Key      string `json:"key"`
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail"`
+	Instance  string `json:"instance"`
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
 }
 
 // checkProblem checks that w is a problem response with status and returns

@@ -23,6 +23,8 @@ import (
 // when the chain returns or panics; a release error (the lock was lost, Redis
 // is down) is added to c.Errors and told to httplock.WithReleaseError's
 // func.
+// httplock.WithMaxHold bounds how long one request may hold the lock, and
+// httplock.WithReadBody reads the body before the lock is taken.
 //
 // Lock panics if l or key is nil or an option is invalid.
 func Lock(l *padlock.Locker, key keyfunc.Func, opts ...httplock.Option) gin.HandlerFunc {
@@ -34,32 +36,52 @@ func Lock(l *padlock.Locker, key keyfunc.Func, opts ...httplock.Option) gin.Hand
 		if g.Skip(c.Request) {
 			return // gin runs the rest of the chain
 		}
+		if p := g.ReadBody(c.Request); p != nil {
+			abort(g, c, p)
+			return
+		}
 		k, err := key(c)
 		if err != nil {
 			abort(g, c, httplock.KeyProblem(err))
 			return
 		}
-		req := c.Request
-		lk, p := g.Acquire(req.Context(), g.Key(c.FullPath(), k))
+		req, w := c.Request, c.Writer
+		h, p := g.Hold(req, g.Key(c.FullPath(), k))
 		if p != nil {
 			abort(g, c, p)
 			return
 		}
-		locked := req.WithContext(lk.Context(req.Context()))
+		locked := req.WithContext(h.Context())
 		c.Request = locked
+		var hw *holdWriter
+		if g.MaxHold() > 0 {
+			hw = &holdWriter{ResponseWriter: w, h: h}
+			c.Writer = hw
+		}
+		returned := false
 		// Deferred, so it also runs when the chain panics; the panic then
 		// goes on to gin's recovery.
 		defer func() {
+			// Handlers before this one see the request and writer they
+			// passed on, not a context cancelled by the release.
 			if c.Request == locked {
-				// Handlers before this one see the request they passed on,
-				// not a context cancelled by the release.
 				c.Request = req
 			}
-			if err := g.Release(req, lk); err != nil {
+			if hw != nil && c.Writer == hw {
+				c.Writer = w
+			}
+			if err := h.Release(); err != nil {
 				_ = c.Error(err)
+			}
+			if p := h.Problem(); p != nil && returned {
+				// Headers the handler set belong to an answer that never
+				// went out.
+				clear(w.Header())
+				abort(g, c, p)
 			}
 		}()
 		c.Next()
+		returned = true
 	}
 }
 

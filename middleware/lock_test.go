@@ -53,8 +53,8 @@ func TestLockConcurrentBusy(t *testing.T) {
 		if err != nil || ra < 1 || ra > 30 {
 			t.Fatalf("got Retry-After %q, want 1..30 seconds", w.Header().Get("Retry-After"))
 		}
-		if p.Instance != "/orders/42/pay" || p.Key != "/orders/$id/pay:42" {
-			t.Fatalf("got instance %q, key %q, want /orders/42/pay and /orders/$id/pay:42", p.Instance, p.Key)
+		if p.Instance != "/orders/42/pay" || p.Namespace != "/orders/$id/pay" || p.Key != "" {
+			t.Fatalf("got instance %q, namespace %q, key %q, want /orders/42/pay, /orders/$id/pay and no key", p.Instance, p.Namespace, p.Key)
 		}
 	}
 	close(finish)

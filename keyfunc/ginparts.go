@@ -52,7 +52,7 @@ func Header(name string, c lockkey.Canon) Func {
 
 // Form returns a Func that reads the form value name from a URL-encoded or
 // multipart request body (not from the query string) as c says it is. The
-// body is parsed once for the request, at most lockkey.MaxBodyBytes long
+// body is parsed once for the request, at most lockkey.WithMaxBodyBytes long
 // (default lockkey.DefaultMaxBodyBytes), and stays available to the handler
 // through c.PostForm and c.Request.PostForm but no longer as
 // c.Request.Body. The part is named "form field <name>" in errors. It
@@ -84,9 +84,16 @@ func Route() Func {
 	}
 }
 
-// ClientIP returns a Func that reads c.ClientIP(), which trusts forwarding
-// headers only from the engine's trusted proxies (see
-// gin.Engine.SetTrustedProxies).
+// ClientIP returns a Func that reads c.ClientIP(): the peer's address, or
+// the address an X-Forwarded-For or X-Real-IP header names when the peer is
+// one of the engine's trusted proxies.
+//
+// gin trusts every peer as a proxy unless told otherwise, so by default
+// any client picks its own key with X-Forwarded-For, and can lock out
+// another client by sending that client's address. Before using ClientIP
+// for a key, call engine.SetTrustedProxies with the addresses of your own
+// proxies, or with nil when clients connect directly (engine.TrustedPlatform
+// for a platform header such as gin.PlatformCloudflare).
 func ClientIP() Func {
 	return func(c *gin.Context) (string, error) {
 		return lockkey.Text().Part("client ip", c.ClientIP())

@@ -49,7 +49,7 @@ func TestParts(t *testing.T) {
 		{name: "header twice", f: keyfunc.Header("X-Tenant", lockkey.Text()), route: "/", req: withHeader(newRequest("GET", "/", "", ""), "X-Tenant", "a", "X-Tenant", "b"), wantErr: lockkey.ErrAmbiguousPart},
 		{name: "form", f: keyfunc.Form("id", lockkey.Text()), route: "/", req: newRequest("POST", "/?id=q", "application/x-www-form-urlencoded", "id=f%3A1"), want: "f%3A1"},
 		{name: "form ignores query", f: keyfunc.Form("id", lockkey.Text()), route: "/", req: newRequest("POST", "/?id=q", "application/x-www-form-urlencoded", "x=1"), wantErr: lockkey.ErrMissingPart, wantMsg: `"form field id"`},
-		{name: "form too large", f: keyfunc.Form("id", lockkey.Text(), lockkey.MaxBodyBytes(4)), route: "/", req: newRequest("POST", "/", "application/x-www-form-urlencoded", "id=12345"), wantErr: lockkey.ErrBodyTooLarge},
+		{name: "form too large", f: keyfunc.Form("id", lockkey.Text(), lockkey.WithMaxBodyBytes(4)), route: "/", req: newRequest("POST", "/", "application/x-www-form-urlencoded", "id=12345"), wantErr: lockkey.ErrBodyTooLarge},
 		{name: "form malformed", f: keyfunc.Form("id", lockkey.Text()), route: "/", req: newRequest("POST", "/", "application/x-www-form-urlencoded", "id=%zz"), wantErr: lockkey.ErrMalformedBody},
 		{name: "route", f: keyfunc.Route(), route: "/orders/:id/pay", req: newRequest("POST", "/orders/1/pay", "", ""), want: "/orders/$id/pay"},
 		{name: "client ip", f: keyfunc.ClientIP(), route: "/", req: newRequest("GET", "/", "", ""), want: "192.0.2.1"},
@@ -112,7 +112,7 @@ func TestConstructorsPanic(t *testing.T) {
 		{"Join empty", func() { keyfunc.Join() }, "keyfunc: Join: no parts"},
 		{"Join nil", func() { keyfunc.Join(keyfunc.Route(), nil) }, "keyfunc: Join: part 2 is nil"},
 		{"JSON path", func() { keyfunc.JSON("a..b", lockkey.Text()) }, `keyfunc: JSON: path "a..b" has an empty segment`},
-		{"MaxBodyBytes", func() { keyfunc.JSON("a", lockkey.Text(), lockkey.MaxBodyBytes(0)) }, "keyfunc: JSON: MaxBodyBytes: 0, want > 0"},
+		{"WithMaxBodyBytes", func() { keyfunc.JSON("a", lockkey.Text(), lockkey.WithMaxBodyBytes(0)) }, "keyfunc: JSON: WithMaxBodyBytes: 0, want > 0"},
 		{"Bind nil", func() { keyfunc.Bind[struct{}](nil, func(*struct{}) []string { return nil }) }, "keyfunc: Bind: nil bind"},
 		{"MustTemplate", func() { keyfunc.MustTemplate("{nope}") }, `keyfunc: template "{nope}"`},
 	}

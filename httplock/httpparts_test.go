@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/lockkey"
@@ -64,7 +65,7 @@ func TestJSONTooLargeBodyRestored(t *testing.T) {
 	body := bytes.Repeat([]byte("a"), 5000)
 	req := httptest.NewRequest("POST", "/", bytes.NewReader(body))
 	req.ContentLength = -1
-	_, err := httplock.JSON("id", lockkey.Text(), lockkey.MaxBodyBytes(100))(req)
+	_, err := httplock.JSON("id", lockkey.Text(), lockkey.WithMaxBodyBytes(100))(req)
 	if !errors.Is(err, lockkey.ErrBodyTooLarge) {
 		t.Fatalf("got %v, want %v", err, lockkey.ErrBodyTooLarge)
 	}
@@ -86,7 +87,7 @@ func TestConstructorsPanic(t *testing.T) {
 		{"Query", func() { httplock.Query("", lockkey.Text()) }, "httplock: Query: empty name"},
 		{"Header", func() { httplock.Header("", lockkey.Text()) }, "httplock: Header: empty name"},
 		{"JSON path", func() { httplock.JSON("a..b", lockkey.Text()) }, `httplock: JSON: path "a..b" has an empty segment`},
-		{"JSON limit", func() { httplock.JSON("a", lockkey.Text(), lockkey.MaxBodyBytes(0)) }, "httplock: JSON: MaxBodyBytes: 0, want > 0"},
+		{"JSON limit", func() { httplock.JSON("a", lockkey.Text(), lockkey.WithMaxBodyBytes(0)) }, "httplock: JSON: WithMaxBodyBytes: 0, want > 0"},
 		{"Const", func() { httplock.Const("") }, "httplock: Const: empty string"},
 		{"Join empty", func() { httplock.Join() }, "httplock: Join: no parts"},
 		{"Join nil", func() { httplock.Join(key, nil) }, "httplock: Join: part 2 is nil"},
@@ -94,6 +95,8 @@ func TestConstructorsPanic(t *testing.T) {
 		{"Lock nil key", func() { httplock.Lock(l, nil) }, "httplock: Lock: nil key func"},
 		{"Lock busy status", func() { httplock.Lock(l, key, httplock.WithBusyStatus(500)) }, "httplock: Lock: WithBusyStatus: 500"},
 		{"Lock skip", func() { httplock.Lock(l, key, httplock.WithSkip(nil)) }, "httplock: Lock: WithSkip: nil func"},
+		{"Lock max hold", func() { httplock.Lock(l, key, httplock.WithMaxHold(-time.Second)) }, "httplock: Lock: WithMaxHold: -1s, want >= 0"},
+		{"Lock read body", func() { httplock.Lock(l, key, httplock.WithReadBody(0)) }, "httplock: Lock: WithReadBody: 0, want > 0"},
 		{"NewGuard nil option", func() { httplock.NewGuard(l, nil) }, "httplock: NewGuard: option 1 is nil"},
 	}
 	for _, tt := range tests {

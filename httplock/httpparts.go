@@ -58,7 +58,7 @@ func Header(name string, c lockkey.Canon) KeyFunc {
 // JSON returns a KeyFunc that reads the field at path from a JSON request
 // body as c says it is (see lockkey.JSONField). The body is read at most
 // once per request, however many parts read it, at most
-// lockkey.MaxBodyBytes (default lockkey.DefaultMaxBodyBytes), and r.Body is
+// lockkey.WithMaxBodyBytes (default lockkey.DefaultMaxBodyBytes), and r.Body is
 // restored for the handler. It panics if path is empty, has an empty
 // segment or an option is invalid.
 func JSON(path string, c lockkey.Canon, opts ...lockkey.BodyOption) KeyFunc {

@@ -1,0 +1,78 @@
+package middleware_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/httplock"
+	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
+	"github.com/padlockgo/padlock/middleware"
+)
+
+// No answer takes longer than Wait plus the release bound, even when Redis
+// hangs (a paused server) and the client's own read timeout is far longer
+// (the client has ContextTimeoutEnabled, so that deadlines reach the
+// socket): while the request waits for a busy key, or while its handler
+// runs.
+func TestLockAnswerBoundedWhenRedisHangs(t *testing.T) {
+	const (
+		wait        = 2 * time.Second
+		release     = time.Second
+		slack       = 3 * time.Second // a loaded machine
+		readTimeout = 20 * time.Second
+	)
+	tests := []struct {
+		name      string
+		pauseIn   string // "wait" or "handler"
+		wantCodes []int
+	}{
+		{"hangs while waiting", "wait", []int{http.StatusServiceUnavailable}},
+		{"hangs while the handler runs", "handler", []int{http.StatusOK}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			rdb := srv.Client(t, func(o *redis.Options) {
+				o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled = readTimeout, readTimeout, true
+			})
+			l := padlock.New(rdb)
+			t.Cleanup(func() { _ = l.Close() })
+			defer srv.Resume(t)
+			r := gin.New()
+			r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id", lockkey.Int(64)),
+				httplock.WithLockOptions(padlock.Options{Wait: wait}), httplock.WithReleaseTimeout(release)),
+				func(c *gin.Context) {
+					if tt.pauseIn == "handler" {
+						srv.Pause(t)
+					}
+					c.Status(http.StatusOK)
+				})
+			if tt.pauseIn == "wait" {
+				lk, err := l.Acquire(context.Background(), "/orders/$id:1", padlock.Options{TTL: time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { srv.Resume(t); lk.Release(context.Background()) }()
+				time.AfterFunc(300*time.Millisecond, func() { srv.Pause(t) })
+			}
+			start := time.Now()
+			w := serve(r, "POST", "/orders/1", "")
+			took := time.Since(start)
+			if w.Code != tt.wantCodes[0] {
+				t.Fatalf("got status %d (%s), want %d", w.Code, w.Body, tt.wantCodes[0])
+			}
+			if took > wait+release+slack {
+				t.Fatalf("got the answer after %v, want at most Wait %v + release %v (+%v slack)", took, wait, release, slack)
+			}
+			t.Logf("answer after %v", took.Round(time.Millisecond))
+		})
+	}
+}

@@ -1,0 +1,159 @@
+package middleware_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/padlockgo/padlock/httplock"
+	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
+	"github.com/padlockgo/padlock/middleware"
+)
+
+// slowClient sends a POST to path on a raw connection, its body of n bytes
+// one byte every gap, then reads the status code of the answer, which it
+// sends on the returned channel before closing the connection.
+func slowClient(t *testing.T, addr, path string, n int, gap time.Duration) <-chan string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := make(chan string, 1)
+	go func() {
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, n)
+		for range n {
+			time.Sleep(gap)
+			if _, err := conn.Write([]byte(" ")); err != nil {
+				status <- "write: " + err.Error()
+				return
+			}
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil {
+			status <- "read: " + err.Error()
+			return
+		}
+		status <- strings.Fields(line)[1]
+	}()
+	return status
+}
+
+// The attacks of a client that decides how long a lock is held, on a real
+// server through gin: a body sent a byte every 500ms, and a large answer
+// never read. With WithMaxHold (or WithReadBody, for the body) another
+// caller of the same key gets in once the bound has passed.
+func TestLockClientCannotHoldLock(t *testing.T) {
+	const bound = time.Second
+	tests := []struct {
+		name   string
+		opt    httplock.Option
+		attack string // "body" or "answer"
+		want   string // the slow body's answer
+	}{
+		{"slow body, WithMaxHold", httplock.WithMaxHold(bound), "body", "503"},
+		{"slow body, WithReadBody", httplock.WithReadBody(1 << 10), "body", "200"},
+		{"unread answer, WithMaxHold", httplock.WithMaxHold(bound), "answer", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, _, _ := newLocker(t)
+			entered := make(chan struct{}, 1)
+			causes := make(chan error, 1)
+			r := gin.New()
+			r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id", lockkey.Int(64)), tt.opt), func(c *gin.Context) {
+				if c.Query("attacker") == "" {
+					_, _ = io.ReadAll(c.Request.Body)
+					c.Status(http.StatusOK)
+					return
+				}
+				entered <- struct{}{}
+				if tt.attack == "body" {
+					_, _ = io.ReadAll(c.Request.Body)
+					causes <- context.Cause(c.Request.Context())
+					c.String(http.StatusOK, "paid")
+					return
+				}
+				chunk := make([]byte, 64<<10)
+				for range 16 << 20 / len(chunk) {
+					if _, err := c.Writer.Write(chunk); err != nil {
+						break
+					}
+				}
+				causes <- context.Cause(c.Request.Context())
+			})
+			srv := httptest.NewServer(r)
+			defer srv.Close()
+			addr := strings.TrimPrefix(srv.URL, "http://")
+
+			start := time.Now()
+			var status <-chan string
+			if tt.attack == "body" {
+				status = slowClient(t, addr, "/orders/1?attacker=1", 8, 500*time.Millisecond)
+			} else {
+				conn, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(conn, "POST /orders/1?attacker=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+				defer func() {
+					conn.Close()
+					if cause := <-causes; !errors.Is(cause, httplock.ErrHoldExceeded) {
+						t.Errorf("got the attacker's handler context cause %v, want ErrHoldExceeded", cause)
+					}
+				}()
+			}
+			if tt.attack == "answer" || strings.Contains(tt.name, "WithMaxHold") {
+				<-entered // the attacker holds the lock
+			}
+			time.Sleep(2 * bound)
+			resp, err := http.Post(srv.URL+"/orders/1", "application/json", strings.NewReader("{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("another caller %v after the attack began: got status %d, want 200", time.Since(start).Round(time.Millisecond), resp.StatusCode)
+			}
+			if tt.attack == "body" {
+				if got := <-status; got != tt.want {
+					t.Fatalf("got attacker's status %s, want %s", got, tt.want)
+				}
+				cause := <-causes
+				if wantCause := strings.Contains(tt.name, "WithMaxHold"); errors.Is(cause, httplock.ErrHoldExceeded) != wantCause {
+					t.Fatalf("got the attacker's handler context cause %v, want ErrHoldExceeded %v", cause, wantCause)
+				}
+			}
+		})
+	}
+}
+
+// A handler that answers only after WithMaxHold's bound: its answer is
+// dropped, and the client gets a 503 problem instead.
+func TestLockMaxHoldLateWrite(t *testing.T) {
+	l, _, _ := newLocker(t)
+	r := gin.New()
+	r.POST("/reports", middleware.Lock(l, keyfunc.Const("report"), httplock.WithMaxHold(100*time.Millisecond)), func(c *gin.Context) {
+		<-c.Request.Context().Done()
+		c.Header("Location", "/reports/1")
+		c.String(http.StatusCreated, "late")
+	})
+	w := serve(r, "POST", "/reports", "")
+	checkProblem(t, w, http.StatusServiceUnavailable)
+	if strings.Contains(w.Body.String(), "late") || w.Header().Get("Location") != "" {
+		t.Fatalf("got body %q, Location %q, want the handler's late answer dropped", w.Body, w.Header().Get("Location"))
+	}
+}
