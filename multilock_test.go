@@ -428,3 +428,28 @@ func TestAcquireAllInvalid(t *testing.T) {
 		t.Errorf("AcquireAll after Close = %v, want ErrClosed", err)
 	}
 }
+
+func BenchmarkAcquireAll(b *testing.B) {
+	for _, n := range []int{2, 5} {
+		b.Run(fmt.Sprintf("%dkeys", n), func(b *testing.B) {
+			srv := redistest.Start(b)
+			l := New(srv.Client(b))
+			defer l.Close()
+			ctx := context.Background()
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("bench:%d", i)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				m, err := l.AcquireAll(ctx, keys, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := m.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
