@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -81,7 +82,7 @@ type Leader struct {
 type Term struct {
 	e     *Election
 	lock  *Lock
-	value string
+	value atomic.Pointer[string] // the value published last
 }
 
 // campaignWait is how long one Acquire of a campaign waits before
@@ -120,7 +121,8 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 		case err != nil:
 			return nil, err
 		}
-		t := &Term{e: e, lock: lk, value: value}
+		t := &Term{e: e, lock: lk}
+		t.value.Store(&value)
 		switch err := t.record(ctx, value); {
 		case err == nil:
 			return t, nil
@@ -167,7 +169,7 @@ func (t *Term) record(ctx context.Context, value string) error {
 func (t *Term) Fence() int64 { return t.lock.Fence() }
 
 // Value returns the value the leader published last.
-func (t *Term) Value() string { return t.value }
+func (t *Term) Value() string { return *t.value.Load() }
 
 // Done returns a channel that is closed when the term ends: resigned, or
 // leadership lost. Err says which.
@@ -192,7 +194,7 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 	if err := t.record(ctx, value); err != nil {
 		return err
 	}
-	t.value = value
+	t.value.Store(&value)
 	return nil
 }
 

@@ -628,6 +628,7 @@ func (m *MultiLock) Release(ctx context.Context) error {
 	return nil
 }
 
+// String names the MultiLock's keys, for logs.
 func (m *MultiLock) String() string {
 	return fmt.Sprintf("padlock.MultiLock(%q)", m.keys)
 }
