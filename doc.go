@@ -60,4 +60,8 @@
 // yields the key to the Lockers that asked, in turn, when it is done with
 // its own queue. Options.Fair instead keeps one queue in Redis, first come
 // first served across all processes.
+//
+// Beside the lock on one key: AcquireAll takes a set of keys, all or none
+// (MultiLock); Election elects one leader among candidates, with a fence
+// per term; package schedule runs jobs once per interval across a fleet.
 package padlock

@@ -82,6 +82,8 @@ type MultiLock struct {
 // Cluster the slots are taken one after another in slot order; when a
 // slot's keys are busy, the slots taken before it are released again
 // before AcquireAll waits, so a failed attempt leaves no key behind.
+// (A lock's hash tag is its whole key, so on Cluster distinct keys share a
+// slot only by chance: count one round trip per key there.)
 //
 // Errors are Acquire's: a *NotAcquiredError (matching ErrNotAcquired)
 // naming the key that stayed busy, ErrUnavailable, ErrInvalid for an empty

@@ -453,3 +453,38 @@ func BenchmarkAcquireAll(b *testing.B) {
 		})
 	}
 }
+
+// On Cluster, keys that share a hash slot are taken by one script: one
+// group, all or none.
+func TestAcquireAllClusterSameSlotOneCall(t *testing.T) {
+	_, l := startCluster(t)
+	ctx := testCtx(t)
+	// Two keys whose locks hash to one slot, and one elsewhere.
+	bySlot := map[int]string{}
+	var same []string
+	for n := 0; same == nil; n++ {
+		k := fmt.Sprintf("acct:%d", n)
+		s := slot(l.keys.lock(k))
+		if other, ok := bySlot[s]; ok {
+			same = []string{other, k}
+		}
+		bySlot[s] = k
+	}
+	third := "acct:other"
+	m, err := l.AcquireAll(ctx, []string{same[1], third, same[0]}, Options{})
+	if err != nil {
+		t.Fatalf("AcquireAll: %v", err)
+	}
+	defer m.Release(ctx)
+	if len(m.groups) != 2 {
+		t.Fatalf("groups = %v, want 2 (the shared slot's keys together)", m.groups)
+	}
+	for _, g := range m.groups {
+		if len(g) == 2 && (m.keys[g[0]] != same[0] && m.keys[g[0]] != same[1] || m.keys[g[1]] != same[0] && m.keys[g[1]] != same[1]) {
+			t.Errorf("group of two holds %q and %q, want %q", m.keys[g[0]], m.keys[g[1]], same)
+		}
+	}
+	if f0, f1 := m.Fence(same[0]), m.Fence(same[1]); f0 <= 0 || f1 <= 0 || f0 == f1 {
+		t.Errorf("fences of the same-slot keys = %d, %d; want distinct and positive", f0, f1)
+	}
+}
