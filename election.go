@@ -55,10 +55,11 @@ type Election struct {
 
 // Election returns the election called name. Leadership is a lock on the
 // key name (the same lock Acquire(ctx, name, ...) takes, so pick a name
-// that no other lock uses) with o's TTL and Retry; o.Fair makes candidates
-// win in the order they began to campaign. o.Wait is ignored: Campaign
-// waits until it wins or its context ends. Default: the zero Options, a
-// 30s lease renewed every 10s.
+// that no other lock uses) with o's TTL and Retry. o.Wait is ignored:
+// Campaign waits until it wins or its context ends. o.Fair and o.NoRenew
+// are refused (ErrInvalid): a fair queue entry of a candidate that died
+// would hold up the election for as long as its campaign could last.
+// Default: the zero Options, a 30s lease renewed every 10s.
 //
 // Elections need one Redis deployment: on a Redlock Locker Campaign
 // returns an ErrInvalid error.
@@ -105,14 +106,18 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	if e.name == "" {
 		return nil, invalid("name", "must not be empty")
 	}
-	if e.o.NoRenew {
-		return nil, invalid("Options.NoRenew", "a leader's lease is renewed")
+	if e.o.NoRenew || e.l.defaults.NoRenew {
+		return nil, invalid("Options.NoRenew", "a leader's lease is renewed (set here or by WithDefaults)")
+	}
+	if e.o.Fair {
+		return nil, invalid("Options.Fair", "elections have no fair mode")
 	}
 	if e.l.cfg.redlock {
 		return nil, invalid("Election", "needs one Redis deployment, not Redlock")
 	}
 	o := e.o
 	o.Wait = campaignWait
+	o.Fair = false // not from WithDefaults either
 	for {
 		lk, err := e.l.Acquire(ctx, e.name, o)
 		switch {

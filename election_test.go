@@ -279,6 +279,7 @@ func TestElectionInvalid(t *testing.T) {
 	}{
 		{"empty name", l.Election("", Options{})},
 		{"no renewal", l.Election("x", Options{NoRenew: true})},
+		{"fair", l.Election("x", Options{Fair: true})},
 		{"negative TTL", l.Election("x", Options{TTL: -1})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
