@@ -93,8 +93,9 @@ type MultiLock struct {
 // was busy arrives, or that holder's lease ends (re-checking at least
 // every second), and o.Retry paces the attempts and may end the wait.
 //
-// A MultiLock is not reentrant: AcquireAll asks Redis even when ctx
-// carries a lock on some of the keys, and waits for it. The context from
+// A MultiLock is not reentrant: when ctx carries a lock of this Locker on
+// one of the keys (see Lock.Context), AcquireAll returns an ErrInvalid
+// error at once rather than wait for itself. The context from
 // MultiLock.Context, though, makes Acquire of any one of its keys
 // reentrant.
 func (l *Locker) AcquireAll(ctx context.Context, keys []string, o Options) (*MultiLock, error) {
@@ -110,6 +111,11 @@ func (l *Locker) AcquireAll(ctx context.Context, keys []string, o Options) (*Mul
 	}
 	if o.Fair {
 		return nil, invalid("Options.Fair", "AcquireAll has no fair mode")
+	}
+	for _, k := range keys {
+		if l.holds(ctx, k) {
+			return nil, invalid("keys", "the context already holds %q through this Locker, and AcquireAll is not reentrant", k)
+		}
 	}
 	if l.watchdog.isClosed() {
 		return nil, ErrClosed
@@ -129,6 +135,17 @@ func (l *Locker) AcquireAll(ctx context.Context, keys []string, o Options) (*Mul
 		a.deadline = began.Add(o.Wait)
 	}
 	return a.run(ctx)
+}
+
+// holds reports whether ctx carries a held lock on key from l.
+func (l *Locker) holds(ctx context.Context, key string) bool {
+	g, _ := ctx.Value(ctxKey{}).(*guardedCtx)
+	for ; g != nil; g = g.next {
+		if r := g.lock.root(); r.locker == l && r.key == key && r.Err() == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // multiAcquisition is one call of AcquireAll and what its attempts have

@@ -393,6 +393,10 @@ func TestAcquireAllContextIsReentrant(t *testing.T) {
 		t.Errorf("inner fence %d, want the set's %d", inner.Fence(), m.Fence("r:1"))
 	}
 	inner.Release(ctx)
+	// The set again, from inside: refused at once, not waited for.
+	if again, err := l.AcquireAll(gctx, []string{"r:2", "r:3"}, Options{Wait: time.Minute}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("AcquireAll inside the set's context = %v, %v; want ErrInvalid", again, err)
+	}
 	if m.Err() != nil {
 		t.Errorf("Err() = %v after the inner handle's Release, want nil", m.Err())
 	}
