@@ -100,8 +100,9 @@ const campaignWait = time.Hour
 // While another candidate leads, Campaign sleeps until that leader's lock
 // is released or its lease runs out, as a waiting Acquire does. It returns
 // ctx's error (wrapped in a *NotAcquiredError) when ctx ends first, an
-// ErrUnavailable error when Redis cannot be reached, and ErrClosed when
-// the Locker is closed.
+// ErrUnavailable error when Redis cannot be reached, ErrClosed when the
+// Locker is closed, and an ErrInvalid error when ctx carries a term of
+// this election already (a term's Context).
 func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	if e.name == "" {
 		return nil, invalid("name", "must not be empty")
@@ -114,6 +115,11 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	}
 	if e.l.cfg.redlock {
 		return nil, invalid("Election", "needs one Redis deployment, not Redlock")
+	}
+	if e.l.holds(ctx, e.name) {
+		// A term's context campaigning again would get the lock reentrantly
+		// and then a second Term that could resign the first.
+		return nil, invalid("ctx", "already carries a term of election %q", e.name)
 	}
 	o := e.o
 	o.Wait = campaignWait

@@ -154,6 +154,9 @@ func TestElectionObserveSeesChanges(t *testing.T) {
 			if first.Fence != ta.Fence() {
 				t.Errorf("observed fence %d, want the term's %d", first.Fence, ta.Fence())
 			}
+			if again, err := a.Election("svc", Options{}).Campaign(ta.Context(ctx), "x"); !errors.Is(err, ErrInvalid) {
+				t.Errorf("Campaign inside a term's context = %v, %v; want ErrInvalid", again, err)
+			}
 			if err := ta.Proclaim(ctx, "10.0.0.1:81"); err != nil {
 				t.Fatal(err)
 			}
