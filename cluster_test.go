@@ -15,22 +15,6 @@ import (
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
-// clusterKeys returns perNode user keys for each of nodes cluster nodes:
-// keys whose locks fall in node i's share of the slots (StartCluster
-// splits them evenly, in order).
-func clusterKeys(l *padlock.Locker, nodes, perNode int) [][]string {
-	keys := make([][]string, nodes)
-	for n, left := 0, nodes*perNode; left > 0; n++ {
-		k := fmt.Sprintf("order:%d", n)
-		node := hashslot.Slot(l.RedisKey(k)) * nodes / hashslot.Count
-		if len(keys[node]) < perNode {
-			keys[node] = append(keys[node], k)
-			left--
-		}
-	}
-	return keys
-}
-
 func TestClusterExclusionAcrossSlots(t *testing.T) {
 	t.Parallel()
 	c, l1 := startCluster(t)

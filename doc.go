@@ -145,4 +145,10 @@
 //     or name one node twice, and a service may want to report that its
 //     own way or fall back. New takes one client, whose address padlock
 //     does not judge, so it has no such error and returns none.
+//
+// # Beyond one key
+//
+// Beside the lock on one key: AcquireAll takes a set of keys, all or none
+// (MultiLock); Election elects one leader among candidates, with a fence
+// per term; package schedule runs jobs once per interval across a fleet.
 package padlock

@@ -18,6 +18,7 @@ var (
 	StartRedlock = startRedlock
 	RedlockOn    = redlockOn
 	AwaitVotes   = awaitVotes
+	ClusterKeys  = clusterKeys
 )
 
 // The Redlock tests' timings (helpers_test.go).

@@ -2,10 +2,12 @@ package padlock
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/padlockgo/padlock/internal/hashslot"
 	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -125,4 +127,20 @@ func awaitVotes(t testing.TB, l *Locker) {
 		}
 	}
 	t.Fatalf("nodes never voted: %v", err)
+}
+
+// clusterKeys returns perNode user keys for each of nodes cluster nodes:
+// keys whose locks fall in node i's share of the slots (StartCluster
+// splits them evenly, in order).
+func clusterKeys(l *Locker, nodes, perNode int) [][]string {
+	keys := make([][]string, nodes)
+	for n, left := 0, nodes*perNode; left > 0; n++ {
+		k := fmt.Sprintf("order:%d", n)
+		node := hashslot.Slot(l.RedisKey(k)) * nodes / hashslot.Count
+		if len(keys[node]) < perNode {
+			keys[node] = append(keys[node], k)
+			left--
+		}
+	}
+	return keys
 }

@@ -28,6 +28,7 @@ var (
 	newLocker    = padlock.StartLocker
 	testKey      = padlock.TestKey
 	ctxFor       = padlock.CtxFor
+	clusterKeys  = padlock.ClusterKeys
 	mustAcquire  = padlock.MustAcquire
 	startCluster = padlock.StartCluster
 	startRedlock = padlock.StartRedlock

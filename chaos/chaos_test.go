@@ -45,6 +45,10 @@ type scenario struct {
 	// slowMaster: the last key's Cluster master is slowed; no lock on
 	// another key may be reported lost.
 	slowMaster bool
+	// primitive is what the workers take: "" or "lock", "multi"
+	// (AcquireAll on the keys, each worker listing them in its own order)
+	// or "election" (a term is the critical section).
+	primitive string
 
 	fault  func(e *env) // injects the faults, on the test goroutine
 	settle time.Duration

@@ -189,6 +189,41 @@ func scenarios() []scenario {
 			fenced: true, slowMaster: true,
 			awaits: "per-node Cluster renewal",
 		},
+		{
+			name: "multi-paused-holder", about: "AcquireAll of 2 keys, each worker listing them in its own order; the holder SIGSTOPped for 2.5×TTL",
+			claim: "overlap possible; lost fires on resume; fence rejects stale writes on every key", mode: "single",
+			primitive: "multi", workers: 3, ttl: ttl, hold: 300 * time.Millisecond,
+			fault: pauseHolder(2, 5*ttl/2), settle: ttl,
+			fenced: true, wantLost: true,
+		},
+		{
+			name: "multi-redis-restart", about: "AcquireAll of 2 keys; the single redis-server restarted empty under a holder",
+			claim: "overlap possible (the locks are forgotten); lost fires; fences keep rising", mode: "single",
+			primitive: "multi", workers: 3, ttl: ttl, hold: 500 * time.Millisecond,
+			fault: restartRedis(2), settle: 2 * ttl,
+			fenced: true, wantLost: true,
+		},
+		{
+			name: "multi-cluster-paused-holder", about: "Cluster of 3 masters; AcquireAll of one key on each (three slots, taken in order with rollback); the holder SIGSTOPped for 2.5×TTL",
+			claim: "overlap possible; lost fires on resume; fence rejects stale writes on every key", mode: "cluster",
+			primitive: "multi", workers: 3, ttl: ttl, hold: 300 * time.Millisecond, wait: 10 * time.Second,
+			fault: pauseHolder(2, 5*ttl/2), settle: ttl,
+			fenced: true, wantLost: true,
+		},
+		{
+			name: "election-paused-leader", about: "leader election; the leader SIGSTOPped for 2.5×TTL",
+			claim: "overlap possible; the deposed leader's lost fires on resume; fence rejects its stale writes", mode: "single",
+			primitive: "election", workers: 3, ttl: ttl, hold: 300 * time.Millisecond,
+			fault: pauseHolder(2, 5*ttl/2), settle: ttl,
+			fenced: true, wantLost: true,
+		},
+		{
+			name: "election-redis-restart", about: "leader election; the single redis-server restarted empty under a leader",
+			claim: "overlap possible (the term is forgotten); lost fires; fences keep rising", mode: "single",
+			primitive: "election", workers: 3, ttl: ttl, hold: 500 * time.Millisecond,
+			fault: restartRedis(2), settle: 2 * ttl,
+			fenced: true, wantLost: true,
+		},
 	}
 }
 

@@ -37,6 +37,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +75,7 @@ type flags struct {
 	fair       bool
 	extends    []time.Duration
 	retries    int
+	primitive  string
 }
 
 func main() {
@@ -100,6 +102,7 @@ func main() {
 	flag.IntVar(&f.goroutines, "goroutines", 1, "workers in this process, sharing its Locker; the g-th (from 0) records as id+g*"+strconv.Itoa(record.GoroutineStride))
 	flag.BoolVar(&f.fair, "fair", false, "Options.Fair")
 	flag.IntVar(&f.retries, "redis-retries", -1, "go-redis MaxRetries (single): -1 sends each command once, so a fault shows; go-redis's default is 3")
+	flag.StringVar(&f.primitive, "primitive", "lock", "lock | multi (AcquireAll on every -key, listed in this worker's own order) | election (Campaign on the key; a term is a critical section)")
 	var extends string
 	flag.StringVar(&extends, "extend", "", "comma-separated TTLs: while holding, call Extend twice at once with TTLs picked from these, again and again, racing each other and the watchdog")
 	flag.Parse()
@@ -168,7 +171,7 @@ func run(f flags) error {
 	var wg sync.WaitGroup
 	for g := range max(f.goroutines, 1) {
 		keys := strings.Split(f.key, ",")
-		w := &worker{f: f, key: keys[g%len(keys)], rec: rec.As(f.id + g*record.GoroutineStride), locker: locker,
+		w := &worker{f: f, key: keys[g%len(keys)], keys: keys, rec: rec.As(f.id + g*record.GoroutineStride), locker: locker,
 			store: fenced.Client{Base: f.store, HTTP: &http.Client{Timeout: 2 * time.Second}}}
 		wg.Go(func() {
 			w.rec.Add(record.Event{Kind: record.Start})
@@ -276,7 +279,8 @@ func clientOptions(addr string) *redis.Options {
 
 type worker struct {
 	f      flags
-	key    string // the lock key and store register of this worker
+	key    string   // the lock key and store register of this worker
+	keys   []string // -multi: every key
 	rec    *record.Writer
 	locker *padlock.Locker
 	store  fenced.Client
@@ -287,7 +291,7 @@ type worker struct {
 // false once the Locker is closed.
 func (w *worker) iteration(ctx context.Context, n int) bool {
 	call := record.Now()
-	lk, err := w.locker.Acquire(ctx, w.key, padlock.Options{Wait: w.f.wait, Fair: w.f.fair})
+	tk, err := w.take(ctx)
 	if err != nil {
 		w.rec.Add(record.Event{Kind: record.AcquireFailed, N: n, T0: call, Err: err.Error()})
 		if errors.Is(err, padlock.ErrClosed) {
@@ -297,12 +301,13 @@ func (w *worker) iteration(ctx context.Context, n int) bool {
 		sleep(ctx, 20*time.Millisecond+time.Duration(rand.Int64N(int64(30*time.Millisecond))))
 		return true
 	}
-	w.rec.Add(record.Event{Kind: record.Acquire, N: n, T0: call, Fence: lk.Fence(), Key: w.key})
+	lk := tk.h
+	w.rec.Add(record.Event{Kind: record.Acquire, N: n, T0: call, Fence: tk.fence, Key: tk.key})
 	held := w.sample(lk, n)
 	defer held()
 	stopExtends := func() {}
-	if len(w.f.extends) > 0 {
-		stopExtends = w.extend(lk, n)
+	if len(w.f.extends) > 0 && tk.lock != nil {
+		stopExtends = w.extend(tk.lock, n)
 	}
 
 	// The lost signal is recorded the moment Done fires, from its own
@@ -316,20 +321,24 @@ func (w *worker) iteration(ctx context.Context, n int) bool {
 	})
 	lctx := lk.Context(context.WithoutCancel(ctx))
 
-	fence := lk.Fence()
-	w.write(lctx, n, fence, fmt.Sprintf("w%d-%d:claim", w.f.id, n))
+	fence := tk.fence
+	w.write(lctx, n, tk.key, fence, fmt.Sprintf("w%d-%d:claim", w.f.id, n))
+	for _, o := range tk.others {
+		// The set's other keys, each with its own fence.
+		w.write(lctx, n, o.key, o.fence, fmt.Sprintf("w%d-%d:claim", w.f.id, n))
+	}
 	if w.f.checkCtx {
 		sleep(lctx, w.f.hold)
 	} else {
 		sleep(ctx, w.f.hold)
 	}
-	w.read(lctx, n)
-	w.write(lctx, n, fence, fmt.Sprintf("w%d-%d:commit", w.f.id, n))
+	w.read(lctx, n, tk.key)
+	w.write(lctx, n, tk.key, fence, fmt.Sprintf("w%d-%d:commit", w.f.id, n))
 	stopExtends()
 
 	w.rec.Add(record.Event{Kind: record.Release, N: n})
 	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	err = lk.Release(rctx)
+	err = tk.release(rctx)
 	cancel()
 	e := record.Event{Kind: record.Released, N: n}
 	if err != nil {
@@ -344,7 +353,7 @@ func (w *worker) iteration(ctx context.Context, n int) bool {
 // returned stop is called, and records the last time it was nil: at once
 // the first time, then at least every 100ms, and when it ends. Each sample
 // is stamped before Err is called, so the lock surely reported held then.
-func (w *worker) sample(lk *padlock.Lock, n int) (stop func()) {
+func (w *worker) sample(lk holding, n int) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -409,18 +418,18 @@ func (w *worker) extend(lk *padlock.Lock, n int) (stop func()) {
 	return func() { cancel(); wg.Wait() }
 }
 
-func (w *worker) write(lctx context.Context, n int, fence int64, value string) {
+func (w *worker) write(lctx context.Context, n int, key string, fence int64, value string) {
 	if w.f.checkCtx && lctx.Err() != nil {
 		w.rec.Add(record.Event{Kind: record.Skip, N: n, Fence: fence, Value: value})
 		return
 	}
 	w.op++
 	op := w.op
-	w.rec.Add(record.Event{Kind: record.Call, N: n, Op: op, Key: w.key, Write: true, Fence: fence, Value: value,
+	w.rec.Add(record.Event{Kind: record.Call, N: n, Op: op, Key: key, Write: true, Fence: fence, Value: value,
 		CtxErr: lctx.Err() != nil})
 	// The store call itself is not cut short by the lock's context: once
 	// sent, a write is the fence's business.
-	ok, err := w.store.Write(context.Background(), w.key, fence, value)
+	ok, err := w.store.Write(context.Background(), key, fence, value)
 	e := record.Event{Kind: record.Return, N: n, Op: op, OK: ok}
 	if err != nil {
 		e.Err = err.Error()
@@ -428,14 +437,14 @@ func (w *worker) write(lctx context.Context, n int, fence int64, value string) {
 	w.rec.Add(e)
 }
 
-func (w *worker) read(lctx context.Context, n int) {
+func (w *worker) read(lctx context.Context, n int, key string) {
 	if w.f.checkCtx && lctx.Err() != nil {
 		return
 	}
 	w.op++
 	op := w.op
-	w.rec.Add(record.Event{Kind: record.Call, N: n, Op: op, Key: w.key})
-	fence, value, err := w.store.Read(context.Background(), w.key)
+	w.rec.Add(record.Event{Kind: record.Call, N: n, Op: op, Key: key})
+	fence, value, err := w.store.Read(context.Background(), key)
 	e := record.Event{Kind: record.Return, N: n, Op: op, OK: err == nil, Fence: fence, Value: value}
 	if err != nil {
 		e.Err = err.Error()
@@ -453,4 +462,66 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// holding is what a worker holds: a lock, a set of keys or a term.
+type holding interface {
+	Err() error
+	Done() <-chan struct{}
+	Context(parent context.Context) context.Context
+}
+
+// taken is what an iteration took: its critical section is recorded on
+// key with fence; others are a set's other keys, written with their own
+// fences.
+type taken struct {
+	h       holding
+	lock    *padlock.Lock // -primitive lock only
+	key     string
+	fence   int64
+	others  []keyFence
+	release func(ctx context.Context) error
+}
+
+type keyFence struct {
+	key   string
+	fence int64
+}
+
+// take takes what -primitive names, waiting up to -wait.
+func (w *worker) take(ctx context.Context) (taken, error) {
+	switch w.f.primitive {
+	case "multi":
+		// Every worker lists the keys in its own order: odd ids backwards.
+		keys := slices.Clone(w.keys)
+		if len(keys) == 1 {
+			keys = append(keys, keys[0]+":b")
+		}
+		if w.f.id%2 == 1 {
+			slices.Reverse(keys)
+		}
+		m, err := w.locker.AcquireAll(ctx, keys, padlock.Options{Wait: w.f.wait})
+		if err != nil {
+			return taken{}, err
+		}
+		sorted := m.Keys()
+		tk := taken{h: m, key: sorted[0], fence: m.Fence(sorted[0]), release: m.Release}
+		for _, k := range sorted[1:] {
+			tk.others = append(tk.others, keyFence{k, m.Fence(k)})
+		}
+		return tk, nil
+	case "election":
+		cctx, cancel := context.WithTimeout(ctx, w.f.wait)
+		defer cancel()
+		term, err := w.locker.Election(w.key, padlock.Options{}).Campaign(cctx, fmt.Sprintf("w%d", w.f.id))
+		if err != nil {
+			return taken{}, err
+		}
+		return taken{h: term, key: w.key, fence: term.Fence(), release: term.Resign}, nil
+	}
+	lk, err := w.locker.Acquire(ctx, w.key, padlock.Options{Wait: w.f.wait, Fair: w.f.fair})
+	if err != nil {
+		return taken{}, err
+	}
+	return taken{h: lk, lock: lk, key: w.key, fence: lk.Fence(), release: lk.Release}, nil
 }

@@ -1,0 +1,51 @@
+-- KEYS[1..n] lock keys (each also the channel of its notices), all in one
+-- hash slot; KEYS[n+1] the fence counter of that slot
+-- ARGV[1] owner token, ARGV[2] lease in milliseconds, ARGV[3] the caller's
+-- Locker id, ARGV[4] '1' for an attempt of a waiting AcquireAll
+-- Returns {fence of KEYS[1], ..., fence of KEYS[n]} when every key was
+-- taken, or {-1 - (the holder's remaining lease in ms), i} when KEYS[i] is
+-- held by another owner: then no lock was taken or changed (a waiting
+-- attempt only marks KEYS[i], as acquire.lua does, so its release sends a
+-- notice).
+--
+-- All or none: every key is checked before any is set, and a script runs
+-- alone, so nobody sees part of the set taken.
+local n = #KEYS - 1
+local tok, marked = ARGV[1], ARGV[1] .. '*'
+local waiting = ARGV[4] == '1'
+local take = {}
+for i = 1, n do
+  local v = redis.call('get', KEYS[i])
+  if not v or v == tok then
+    take[i] = tok
+  elseif v == marked or (waiting and v == 'y:' .. ARGV[3]) then
+    -- Ours already, marked by a waiter (an earlier attempt took it but its
+    -- reply was lost); or let go for this Locker's waiters (handoff.go).
+    take[i] = marked
+  else
+    if waiting then
+      if string.sub(v, -1) ~= '*' and string.sub(v, 1, 2) ~= 'y:' then
+        redis.call('append', KEYS[i], '*')
+      end
+      -- Best-effort, as every notice (release.lua).
+      redis.pcall('publish', KEYS[i], '*' .. ARGV[3])
+    end
+    local pttl = redis.call('pttl', KEYS[i])
+    if pttl < 0 then pttl = 0 end
+    return {-1 - pttl, i}
+  end
+end
+for i = 1, n do
+  redis.call('set', KEYS[i], take[i], 'px', ARGV[2])
+end
+-- One fence per key from the slot's counter, which never goes below the
+-- server clock in microseconds (acquire.lua), so each is above every
+-- earlier holder's fence for the same key.
+local t = redis.call('time')
+local first = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local old = tonumber(redis.call('get', KEYS[n + 1]))
+if old and old >= first then first = old + 1 end
+redis.call('set', KEYS[n + 1], string.format('%d', first + n - 1))
+local fences = {}
+for i = 1, n do fences[i] = first + i - 1 end
+return fences

@@ -1,0 +1,23 @@
+-- KEYS[1..n] lock keys (each also the channel of its release notices), all
+-- in one hash slot
+-- ARGV[1] owner token, ARGV[2] n characters: '1' at i to publish a release
+-- notice for KEYS[i] even when no waiter marked it (the releasing Locker
+-- has waiters of its own for it)
+-- Returns {r1, ..., rn}: ri is 1 when the token held KEYS[i], which is now
+-- deleted, and 0 when it did not (that key was lost), untouched.
+-- Notices are best-effort (pcall), as in release.lua.
+local tok, marked = ARGV[1], ARGV[1] .. '*'
+local out = {}
+for i = 1, #KEYS do
+  local v = redis.call('get', KEYS[i])
+  if v == tok or v == marked then
+    redis.call('del', KEYS[i])
+    if v == marked or string.sub(ARGV[2], i, i) == '1' then
+      redis.pcall('publish', KEYS[i], '')
+    end
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out

@@ -1,0 +1,97 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/padlockgo/padlock"
+)
+
+// Options shape a job's lock. The zero value is valid: a 30s lease
+// (padlock.DefaultTTL), renewed while the job runs, released when it
+// returns.
+type Options struct {
+	// AtMostFor is the job lock's lease: how long the job stays locked
+	// after the instance running it crashed. It is renewed while the job
+	// runs. Default: the Locker's default TTL (30s).
+	AtMostFor time.Duration
+
+	// AtLeastFor is the minimum time the lock is held from the moment it
+	// was taken, however soon the job returns. It must not exceed
+	// AtMostFor when both are set. Default: 0, released when the job
+	// returns.
+	AtLeastFor time.Duration
+}
+
+// Validate reports the first invalid field, naming it.
+func (o Options) Validate() error {
+	switch {
+	case o.AtMostFor < 0:
+		return fmt.Errorf("%w: Options.AtMostFor: must not be negative, got %v", padlock.ErrInvalid, o.AtMostFor)
+	case o.AtLeastFor < 0:
+		return fmt.Errorf("%w: Options.AtLeastFor: must not be negative, got %v", padlock.ErrInvalid, o.AtLeastFor)
+	case o.AtMostFor > 0 && o.AtLeastFor > o.AtMostFor:
+		return fmt.Errorf("%w: Options.AtLeastFor: %v is longer than AtMostFor %v", padlock.ErrInvalid, o.AtLeastFor, o.AtMostFor)
+	}
+	return nil
+}
+
+// Hold is a job's lock while the job runs. Unlock it when the job
+// returns.
+type Hold struct {
+	lock  *padlock.Lock
+	taken time.Time // after the acquire's reply: the minimum runs from here
+	least time.Duration
+}
+
+// Lock takes the lock of the job called name (the padlock key name) for
+// one run, without waiting: padlock's ErrNotAcquired means another
+// instance runs the job, or ran it less than AtLeastFor ago. Other errors
+// are padlock's (ErrUnavailable, ErrInvalid, ErrClosed).
+func Lock(ctx context.Context, l *padlock.Locker, name string, o Options) (*Hold, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	lk, err := l.Acquire(ctx, name, padlock.Options{TTL: o.AtMostFor})
+	if err != nil {
+		return nil, err
+	}
+	return &Hold{lock: lk, taken: time.Now(), least: o.AtLeastFor}, nil
+}
+
+// Lock returns the padlock Lock under the job: its Fence for the job's
+// writes, its Context for the job's work.
+func (h *Hold) Lock() *padlock.Lock { return h.lock }
+
+// Unlock ends the run: it releases the lock, or when the minimum
+// (AtLeastFor) has not passed yet, leaves it to expire when it has. It
+// returns padlock.ErrNotHeld when the lock was lost during the run.
+func (h *Hold) Unlock(ctx context.Context) error {
+	return h.lock.ReleaseAfter(ctx, h.least-time.Since(h.taken))
+}
+
+// unlockTimeout bounds Run's Unlock, which runs even when ctx has ended.
+const unlockTimeout = 5 * time.Second
+
+// Run runs fn under the lock of the job called name, unless another
+// instance holds it: then it returns ran false and a nil error. fn gets a
+// context that is cancelled when ctx ends or the lock is lost. Run
+// returns fn's error, joined with the lock's when releasing it failed (a
+// lock lost during the run reports padlock.ErrNotHeld), and Redis errors
+// from taking the lock with ran false.
+func Run(ctx context.Context, l *padlock.Locker, name string, o Options, fn func(ctx context.Context) error) (ran bool, err error) {
+	h, err := Lock(ctx, l, name, o)
+	switch {
+	case errors.Is(err, padlock.ErrNotAcquired):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	// The job's context ends when the lock does: Unlock ends it.
+	err = fn(h.lock.Context(ctx))
+	uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+	defer ucancel()
+	return true, errors.Join(err, h.Unlock(uctx))
+}
