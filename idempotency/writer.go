@@ -1,32 +1,34 @@
-package middleware
+package idempotency
 
 import (
 	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"slices"
 	"sync"
-
-	"github.com/gin-gonic/gin"
 )
 
 // errWriteAfterEnd is what a write to the recorder returns once the
-// Idempotency middleware has taken the response over: a goroutine of the
-// handler that outlived it cannot change a response that was stored.
-var errWriteAfterEnd = errors.New("middleware: Idempotency: write after the handler returned")
+// middleware has taken the response over: a goroutine of the handler that
+// outlived it cannot change a response that was stored.
+var errWriteAfterEnd = errors.New("idempotency: write after the handler returned")
 
-// recorder is the gin.ResponseWriter the handler writes to under
-// Idempotency. It holds status, headers and body back until the handler
+// recorder is the http.ResponseWriter the handler writes to. It holds status, headers and body back until the handler
 // returns, so the record can be stored before the client sees the response
 // (a client that got an answer never gets 409 for it on a retry). A body
 // that outgrows the limit, a Flush or a Hijack commits the response: what
 // was held goes out, the rest streams through, and the response is marked
 // as one a retry cannot get back. All methods lock mu, so a handler that
 // writes from several goroutines does not race with the middleware.
+//
+// Status, Size, Written and WriteHeaderNow are gin's ResponseWriter
+// methods, kept here so that the Gin face (ginidem) adds only what needs
+// gin; Size is -1 until the header counts as written, as gin's is.
 type recorder struct {
-	w     gin.ResponseWriter // the writer the middleware was given
+	w     http.ResponseWriter // the writer the middleware was given
 	limit int
 
 	mu        sync.Mutex
@@ -39,9 +41,12 @@ type recorder struct {
 	ended     bool // the middleware took over; writes fail
 }
 
-var _ gin.ResponseWriter = (*recorder)(nil)
+var (
+	_ http.Flusher  = (*recorder)(nil)
+	_ http.Hijacker = (*recorder)(nil)
+)
 
-func newRecorder(w gin.ResponseWriter, limit int) *recorder {
+func newRecorder(w http.ResponseWriter, limit int) *recorder {
 	return &recorder{w: w, limit: limit, status: http.StatusOK, size: -1}
 }
 
@@ -49,11 +54,11 @@ func newRecorder(w gin.ResponseWriter, limit int) *recorder {
 // until the response is committed, so the handler's changes land there.
 func (r *recorder) Header() http.Header { return r.w.Header() }
 
-// WriteHeader sets the status, as gin's writer does: a status set after the
-// header counts as written is ignored. Such a late change is remembered,
-// though: it is how an error after the body started shows (gin's recovery
-// behind this middleware answering a panic with 500), and a response that
-// ended that way is not stored.
+// WriteHeader sets the status, as gin's writer does (nothing is sent yet):
+// a status set after the header counts as written is ignored. Such a late
+// change is remembered, though: it is how an error after the body started
+// shows (gin's recovery behind this middleware answering a panic with 500),
+// and a response that ended that way is not stored.
 func (r *recorder) WriteHeader(code int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -66,6 +71,8 @@ func (r *recorder) WriteHeader(code int) {
 	}
 }
 
+// WriteHeaderNow makes the header count as written, as gin's writer does:
+// a later WriteHeader does not change the status.
 func (r *recorder) WriteHeaderNow() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -102,7 +109,7 @@ func (r *recorder) write(b []byte, s string) (n int, err error) {
 	case r.committed && b != nil:
 		n, err = r.w.Write(b)
 	case r.committed:
-		n, err = r.w.WriteString(s)
+		n, err = io.WriteString(r.w, s)
 	case b != nil:
 		n, err = r.buf.Write(b)
 	default:
@@ -119,9 +126,8 @@ func (r *recorder) commit() {
 		return
 	}
 	r.committed = true
-	r.w.Header().Set(IdempotentReplayableHeader, "false")
-	r.w.WriteHeader(r.status)
-	r.w.WriteHeaderNow()
+	r.w.Header().Set(ReplayableHeader, "false")
+	writeHeader(r.w, r.status)
 	if r.buf.Len() > 0 {
 		_, _ = r.w.Write(r.buf.Bytes())
 	}
@@ -140,7 +146,7 @@ func (r *recorder) Flush() {
 		r.size = 0
 	}
 	r.commit()
-	r.w.Flush()
+	_ = http.NewResponseController(r.w).Flush()
 }
 
 // Hijack hands the connection to the handler. Nothing is stored for the
@@ -152,32 +158,33 @@ func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, errWriteAfterEnd
 	}
 	if r.size > 0 {
-		return nil, nil, errors.New("middleware: Idempotency: hijack after the body was written")
+		return nil, nil, errors.New("idempotency: hijack after the body was written")
+	}
+	conn, rw, err := http.NewResponseController(r.w).Hijack()
+	if err != nil {
+		return nil, nil, err
 	}
 	r.hijacked, r.committed = true, true
 	r.size = 0
-	return r.w.Hijack()
+	return conn, rw, nil
 }
 
-// CloseNotify is the underlying writer's.
-//
-// Deprecated: use the request context, as http.CloseNotifier says.
-func (r *recorder) CloseNotify() <-chan bool { return r.w.CloseNotify() }
-
-func (r *recorder) Pusher() http.Pusher { return r.w.Pusher() }
-
+// Status returns the status the handler set, 200 if none.
 func (r *recorder) Status() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.status
 }
 
+// Size returns the bytes of body written, -1 before the header counts as
+// written.
 func (r *recorder) Size() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.size
 }
 
+// Written reports whether the header counts as written.
 func (r *recorder) Written() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -207,11 +214,19 @@ func (r *recorder) end() outcome {
 }
 
 // send writes a response that was held back to w, with body.
-func send(w gin.ResponseWriter, status int, body []byte) {
-	w.WriteHeader(status)
-	w.WriteHeaderNow()
+func send(w http.ResponseWriter, status int, body []byte) {
+	writeHeader(w, status)
 	if len(body) > 0 {
 		_, _ = w.Write(body)
+	}
+}
+
+// writeHeader sends status now, also on a writer that, like gin's, only
+// records it in WriteHeader and sends it with the first write.
+func writeHeader(w http.ResponseWriter, status int) {
+	w.WriteHeader(status)
+	if n, ok := w.(interface{ WriteHeaderNow() }); ok {
+		n.WriteHeaderNow()
 	}
 }
 
@@ -220,19 +235,19 @@ func send(w gin.ResponseWriter, status int, body []byte) {
 // Content-Length, which is recomputed), carry credentials (Set-Cookie: a
 // replay never hands out a session), or are the middleware's own.
 var unstoredHeaders = map[string]bool{
-	"Connection":               true,
-	"Keep-Alive":               true,
-	"Proxy-Connection":         true,
-	"Proxy-Authenticate":       true,
-	"Te":                       true,
-	"Trailer":                  true,
-	"Transfer-Encoding":        true,
-	"Upgrade":                  true,
-	"Date":                     true,
-	"Content-Length":           true,
-	"Set-Cookie":               true,
-	IdempotentReplayedHeader:   true,
-	IdempotentReplayableHeader: true,
+	"Connection":         true,
+	"Keep-Alive":         true,
+	"Proxy-Connection":   true,
+	"Proxy-Authenticate": true,
+	"Te":                 true,
+	"Trailer":            true,
+	"Transfer-Encoding":  true,
+	"Upgrade":            true,
+	"Date":               true,
+	"Content-Length":     true,
+	"Set-Cookie":         true,
+	ReplayedHeader:       true,
+	ReplayableHeader:     true,
 }
 
 // handlerHeader returns the fields of h the handler set: those not in

@@ -1,4 +1,4 @@
-package middleware
+package idempotency
 
 import (
 	"crypto/sha256"
@@ -8,13 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gin-gonic/gin"
-
 	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/lockkey"
 )
 
-// Defaults of the Idempotency middleware.
+// Defaults of the middleware.
 const (
 	// DefaultRetention is how long a stored response is replayed.
 	DefaultRetention = 24 * time.Hour
@@ -34,16 +32,15 @@ const (
 // the response: return a digest, not the payload. An error from the lockkey
 // package (ErrMalformedBody, ErrMissingPart, ErrInvalidPart) refuses the
 // request with 400; any other error with 500.
-type Fingerprint func(c *gin.Context, body []byte) (string, error)
+type Fingerprint func(r *http.Request, body []byte) (string, error)
 
-// An IdempotencyOption configures Idempotency. Options are checked once,
-// when the middleware is built; an invalid one panics there with a message
-// naming it.
-type IdempotencyOption func(*idemConfig)
+// An Option configures the middleware (New, NewCore, and the Gin face
+// ginidem.New). Options are checked once, when the middleware is built; an
+// invalid one panics there with a message naming it.
+type Option func(*config)
 
-type idemConfig struct {
+type config struct {
 	optional     bool
-	caller       func(*gin.Context) (string, error)
 	fingerprint  Fingerprint
 	retention    time.Duration
 	maxResponse  int
@@ -53,41 +50,23 @@ type idemConfig struct {
 	storeTimeout time.Duration
 	storeStatus  func(status int) bool
 	lockTTL      time.Duration
+	respond      httplock.Responder // nil: httplock.WriteProblem
+	namespace    string
+	namespaceSet bool
+	onError      func(r *http.Request, err error) // nil: none
 	errs         []string
 }
 
-func (c *idemConfig) invalid(format string, args ...any) {
+func (c *config) invalid(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Sprintf(format, args...))
 }
 
-// OptionalKey lets requests without an Idempotency-Key through: they run
-// the handler with no idempotency at all. Default: the key is required, and
-// a request without one gets 400, as the draft says for operations that
-// document the key as required.
-func OptionalKey() IdempotencyOption {
-	return func(c *idemConfig) { c.optional = true }
-}
-
-// WithCaller sets how the caller is identified: the authenticated user,
-// API client or tenant, as an earlier middleware established it. Keys are
-// scoped by caller, so two clients that happen to send the same key never
-// see each other's response. fn returns the raw identity; it is escaped
-// here, after NFC normalization (a keyfunc.Func such as
-// keyfunc.Header("X-Client-ID", lockkey.Text()) or keyfunc.Value("user")
-// works too). An empty identity, or an error matching
-// lockkey.ErrMissingPart or ErrAmbiguousPart, refuses the request with 400;
-// other errors with 500. A nil fn panics at construction.
-//
-// Default: no caller, so all clients share one key space per route. That is
-// only safe when keys are unguessable and never shared across clients;
-// applications with more than one client should set it.
-func WithCaller(fn func(c *gin.Context) (string, error)) IdempotencyOption {
-	return func(c *idemConfig) {
-		if fn == nil {
-			c.invalid("WithCaller: nil func")
-		}
-		c.caller = fn
-	}
+// WithOptionalKey lets requests without an Idempotency-Key through: they
+// run the handler with no idempotency at all. Default: the key is
+// required, and a request without one gets 400, as the draft says for
+// operations that document the key as required.
+func WithOptionalKey() Option {
+	return func(c *config) { c.optional = true }
 }
 
 // WithFingerprint sets how a request's payload is fingerprinted. A nil fn
@@ -96,8 +75,8 @@ func WithCaller(fn func(c *gin.Context) (string, error)) IdempotencyOption {
 // another resource on the same route (/orders/1/pay, then /orders/2/pay) or
 // with another body is refused with 422. Set it to ignore fields that
 // legitimately change between retries (a client timestamp).
-func WithFingerprint(fn Fingerprint) IdempotencyOption {
-	return func(c *idemConfig) {
+func WithFingerprint(fn Fingerprint) Option {
+	return func(c *config) {
 		if fn == nil {
 			c.invalid("WithFingerprint: nil Fingerprint")
 		}
@@ -108,8 +87,8 @@ func WithFingerprint(fn Fingerprint) IdempotencyOption {
 // WithRetention sets how long a stored response is kept and replayed, from
 // when the first request finished. A retry after that runs the handler
 // again. It must be at least 1ms. Default: DefaultRetention (24h).
-func WithRetention(d time.Duration) IdempotencyOption {
-	return func(c *idemConfig) { c.retention = d }
+func WithRetention(d time.Duration) Option {
+	return func(c *config) { c.retention = d }
 }
 
 // WithMaxResponseBytes sets the largest response body that is stored for
@@ -120,35 +99,35 @@ func WithRetention(d time.Duration) IdempotencyOption {
 // saying the request was processed but its response cannot be replayed, so
 // the handler never runs twice. It must be positive. Default:
 // DefaultMaxResponseBytes (1 MiB).
-func WithMaxResponseBytes(n int) IdempotencyOption {
-	return func(c *idemConfig) { c.maxResponse = n }
+func WithMaxResponseBytes(n int) Option {
+	return func(c *config) { c.maxResponse = n }
 }
 
 // WithMaxBodyBytes sets the largest request body the middleware reads to
 // fingerprint; a larger one is refused with 413 before the handler runs.
-// The body stays readable by the handler (c.ShouldBindJSON) and is cached
-// under gin.BodyBytesKey for c.ShouldBindBodyWith. It must be positive.
+// The body stays readable by the handler (under Gin, it is also cached
+// under gin.BodyBytesKey for c.ShouldBindBodyWith). It must be positive.
 // Default: lockkey.DefaultMaxBodyBytes (1 MiB).
-func WithMaxBodyBytes(n int64) IdempotencyOption {
-	return func(c *idemConfig) { c.maxBody = n }
+func WithMaxBodyBytes(n int64) Option {
+	return func(c *config) { c.maxBody = n }
 }
 
 // WithRecordPrefix sets the start of the Redis key of every stored record.
 // It must not be empty, and must not contain '{' or '}', which would change
 // the keys' Cluster hash slots. Default: DefaultRecordPrefix.
-func WithRecordPrefix(prefix string) IdempotencyOption {
-	return func(c *idemConfig) { c.prefix = prefix }
+func WithRecordPrefix(prefix string) Option {
+	return func(c *config) { c.prefix = prefix }
 }
 
-// WaitForInFlight makes a request whose key is in flight (an earlier
+// WithWaitForInFlight makes a request whose key is in flight (an earlier
 // request with it is still running) wait up to d for that request to
 // finish, and then get its replay, instead of 409 at once. With a wait,
 // identical requests sent at once all get the same answer from one run of
 // the handler; a request still waiting after d gets 409. It must not be
 // negative. Default: 0, the draft's behaviour: 409 Conflict with
 // Retry-After at once.
-func WaitForInFlight(d time.Duration) IdempotencyOption {
-	return func(c *idemConfig) { c.wait = d }
+func WithWaitForInFlight(d time.Duration) Option {
+	return func(c *config) { c.wait = d }
 }
 
 // WithInFlightTTL sets the lease of the in-flight lock: how long a key stays
@@ -156,8 +135,8 @@ func WaitForInFlight(d time.Duration) IdempotencyOption {
 // retry can run it. While the handler runs the lease is renewed, so a slow
 // handler keeps its key. It must be at least 1ms. Default: the Locker's
 // lease (padlock.WithDefaults; 30s unless set there).
-func WithInFlightTTL(d time.Duration) IdempotencyOption {
-	return func(c *idemConfig) { c.lockTTL = d }
+func WithInFlightTTL(d time.Duration) Option {
+	return func(c *config) { c.lockTTL = d }
 }
 
 // WithStoreTimeout bounds the write of the record after the handler, and
@@ -165,20 +144,58 @@ func WithInFlightTTL(d time.Duration) IdempotencyOption {
 // the request, so a client that went away still gets its response stored
 // for its retry. It must be positive. Default:
 // httplock.DefaultReleaseTimeout (5s).
-func WithStoreTimeout(d time.Duration) IdempotencyOption {
-	return func(c *idemConfig) { c.storeTimeout = d }
+func WithStoreTimeout(d time.Duration) Option {
+	return func(c *config) { c.storeTimeout = d }
 }
 
 // WithStoreStatus sets which response statuses are stored and replayed. A
 // status it rejects is sent with "Idempotent-Replayable: false" and not
 // stored, so a retry runs the handler again. A nil fn panics at
 // construction. Default: DefaultStoreStatus.
-func WithStoreStatus(fn func(status int) bool) IdempotencyOption {
-	return func(c *idemConfig) {
+func WithStoreStatus(fn func(status int) bool) Option {
+	return func(c *config) {
 		if fn == nil {
 			c.invalid("WithStoreStatus: nil func")
 		}
 		c.storeStatus = fn
+	}
+}
+
+// WithResponder sets the function that writes refusals (400, 409, 413,
+// 422, 503 and the like), as httplock.WithResponder does for the lock
+// middleware. It must write a response; the Gin face aborts the chain
+// after it. Replays are not refusals and do not go through it. A nil fn
+// panics at construction. Default: httplock.WriteProblem.
+func WithResponder(fn httplock.Responder) Option {
+	return func(c *config) {
+		if fn == nil {
+			c.invalid("WithResponder: nil Responder")
+		}
+		c.respond = fn
+	}
+}
+
+// WithNamespace sets the namespace that scopes keys in place of the route:
+// two routes with the same namespace share their keys (and refuse with 422
+// a key reused across them, since the fingerprint holds the method and
+// URI), and "" means no namespace at all. Default: the route template, as
+// the router reports it (see New and ginidem.New).
+func WithNamespace(ns string) Option {
+	return func(c *config) { c.namespace, c.namespaceSet = ns, true }
+}
+
+// WithError sets a function that is told the errors the client does not
+// see: the cause of a 5xx refusal, a record that could not be stored, an
+// in-flight lock whose release failed. fn runs on the request's goroutine,
+// so concurrently for concurrent requests; it must be safe for concurrent
+// use. The Gin face adds these errors to c.Errors as well. A nil fn panics
+// at construction. Default: none.
+func WithError(fn func(r *http.Request, err error)) Option {
+	return func(c *config) {
+		if fn == nil {
+			c.invalid("WithError: nil func")
+		}
+		c.onError = fn
 	}
 }
 
@@ -193,13 +210,14 @@ func DefaultStoreStatus(status int) bool {
 	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
 }
 
-// newIdemConfig applies opts and validates the result, panicking with a
-// message that names the option at fault.
-func newIdemConfig(opts []IdempotencyOption) idemConfig {
+// newConfig applies opts and validates the result, panicking with a
+// message that names fn, the function the app called, and the option at
+// fault.
+func newConfig(fn string, opts []Option) config {
 	fail := func(format string, args ...any) {
-		panic(fmt.Sprintf("middleware: Idempotency: %s", fmt.Sprintf(format, args...)))
+		panic(fmt.Sprintf("idempotency: %s: %s", fn, fmt.Sprintf(format, args...)))
 	}
-	c := idemConfig{
+	c := config{
 		fingerprint:  defaultFingerprint,
 		retention:    DefaultRetention,
 		maxResponse:  DefaultMaxResponseBytes,
@@ -207,6 +225,7 @@ func newIdemConfig(opts []IdempotencyOption) idemConfig {
 		prefix:       DefaultRecordPrefix,
 		storeTimeout: httplock.DefaultReleaseTimeout,
 		storeStatus:  DefaultStoreStatus,
+		respond:      httplock.WriteProblem,
 	}
 	for i, o := range opts {
 		if o == nil {
@@ -226,7 +245,7 @@ func newIdemConfig(opts []IdempotencyOption) idemConfig {
 	case c.prefix == "" || strings.ContainsAny(c.prefix, "{}"):
 		fail("WithRecordPrefix: %q, want a non-empty prefix without '{' or '}'", c.prefix)
 	case c.wait < 0:
-		fail("WaitForInFlight: %v, want >= 0", c.wait)
+		fail("WithWaitForInFlight: %v, want >= 0", c.wait)
 	case c.lockTTL != 0 && c.lockTTL < time.Millisecond:
 		fail("WithInFlightTTL: %v, want >= 1ms", c.lockTTL)
 	case c.storeTimeout <= 0:
@@ -238,8 +257,7 @@ func newIdemConfig(opts []IdempotencyOption) idemConfig {
 // defaultFingerprint is the SHA-256 of the method, the request URI and the
 // body, each but the last length-prefixed so that no two requests hash the
 // same input.
-func defaultFingerprint(c *gin.Context, body []byte) (string, error) {
-	r := c.Request
+func defaultFingerprint(r *http.Request, body []byte) (string, error) {
 	var buf [256]byte
 	b := appendField(buf[:0], r.Method)
 	b = appendField(b, r.URL.EscapedPath())

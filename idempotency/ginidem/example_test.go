@@ -1,4 +1,4 @@
-package middleware_test
+package ginidem_test
 
 import (
 	"fmt"
@@ -11,14 +11,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/idempotency/ginidem"
 	"github.com/padlockgo/padlock/keyfunc"
 	"github.com/padlockgo/padlock/lockkey"
-	"github.com/padlockgo/padlock/middleware"
 )
 
 // A retried create gets the first answer back instead of a second order;
 // the same key with another body is refused.
-func ExampleIdempotency() {
+func ExampleNew() {
 	mr := miniredis.NewMiniRedis() // stands in for a real Redis here
 	if err := mr.Start(); err != nil {
 		panic(err)
@@ -41,8 +41,8 @@ func ExampleIdempotency() {
 	}
 
 	r := gin.New()
-	r.POST("/orders", middleware.Idempotency(locker, rdb,
-		middleware.WithCaller(keyfunc.Header("X-Client-ID", lockkey.Text())), // whose key it is
+	r.POST("/orders", ginidem.New(locker, rdb,
+		keyfunc.Header("X-Client-ID", lockkey.Text()), // whose key it is
 	), create)
 
 	post := func(key, body string) {

@@ -1,0 +1,69 @@
+// Package idempotency makes HTTP routes idempotent under the
+// Idempotency-Key request header (IETF draft "The Idempotency-Key HTTP
+// Header Field"), for payment and order endpoints: the first request with a
+// key runs the handler, and a retry with the same key gets the first
+// request's response back, status, headers and body, marked
+// "Idempotent-Replayed: true", without running the handler again.
+//
+// New is the net/http middleware, and does not import gin;
+// padlock/idempotency/ginidem is the Gin face of the same Core:
+//
+//	idem := idempotency.New(locker, rdb, userID)
+//	mux.Handle("POST /orders", authenticate(idem(http.HandlerFunc(createOrder))))
+//
+// What a request gets (refusals are problem+json, see
+// httplock.WriteProblem, unless WithResponder writes something else):
+//
+//   - No Idempotency-Key: 400, unless WithOptionalKey (then the handler
+//     runs with no idempotency). A malformed key (see ParseKey) or two
+//     Idempotency-Key fields: 400.
+//   - Body larger than WithMaxBodyBytes: 413.
+//   - The key's first request is still running: 409 with "Retry-After: 1",
+//     or, with WithWaitForInFlight, a wait for it to finish and then its
+//     replay.
+//   - The key was used with a different request (see WithFingerprint): 422.
+//   - The key's first request finished: its stored response, replayed,
+//     errors included (see WithStoreStatus for what is stored). If its
+//     response was not kept (larger than WithMaxResponseBytes, or
+//     streamed): 409 without Retry-After, saying so; the handler does not
+//     run again.
+//   - Redis unreachable: 503; the handler never runs without the in-flight
+//     lock or without knowing whether the key was used.
+//
+// A key is scoped by route template, caller and key: the same key on
+// another route, or from another caller, is another key. In Redis, with
+// scope = lockkey.Shorten(EscapeRoute(route) + ":" + Escape(caller) + ":" +
+// Escape(key)), the record of a finished request is at WithRecordPrefix +
+// scope (default "padlock:idempotency:" + scope), one string kept for
+// WithRetention (24h), and the in-flight lock is the Locker's lock on
+// "idempotency:" + scope.
+//
+// How a request runs:
+//
+//  1. Replay path, one Redis round trip: a GET of the record. Found: 422,
+//     409 or the replay, and the chain stops.
+//  2. Not found: take the in-flight lock (a padlock lock, renewed while the
+//     handler runs, so it frees itself within WithInFlightTTL if the
+//     process dies: a crash never leaves a key stuck), then GET again, for
+//     a request that finished between step 1 and the lock.
+//  3. Run the handler with a response writer that holds the response back
+//     (up to WithMaxResponseBytes). The handler sees the lock through its
+//     request's context (cancelled if it is lost) and padlock.FromContext,
+//     and the key through KeyFrom; it can still read the body.
+//  4. Store the record (SET NX PX, on a context detached from the request
+//     and bounded by WithStoreTimeout), then send the response, then
+//     release the lock. Storing first means a client that got the response
+//     gets the same one on a retry, never 409. A record is never
+//     overwritten.
+//
+// A panicking handler stores nothing: the lock is released and the panic
+// goes on to the router's recovery; a retry runs the handler again. A 5xx
+// is not stored either (see DefaultStoreStatus), nor anything for a
+// handler that hijacks the connection. A response the handler flushed
+// early, or one larger than WithMaxResponseBytes, is sent as it streams,
+// with "Idempotent-Replayable: false", and a marker is stored in its place.
+//
+// The Retry-After of the in-flight 409 is 1 second, not the lock's
+// remaining lease: the lease says when a crashed holder's key frees, while
+// a live holder usually finishes far sooner.
+package idempotency
