@@ -1,0 +1,69 @@
+package idempotency
+
+import (
+	"net/http"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/lockkey"
+)
+
+// New returns a net/http middleware (for http.ServeMux, chi, or any
+// func(http.Handler) http.Handler chain) that makes the handlers it wraps
+// idempotent under the Idempotency-Key header; see the package comment for
+// what a request gets. l holds the in-flight locks and rdb stores the
+// responses; neither is owned by the middleware.
+//
+//	idem := idempotency.New(locker, rdb, userID)
+//	mux.Handle("POST /orders", authenticate(idem(http.HandlerFunc(createOrder))))
+//
+// caller returns the identity of the caller a request comes from: the
+// authenticated user, API client or tenant, as the authentication step in
+// front of the middleware established it (in r.Context()); an
+// httplock.KeyFunc works too. Keys are scoped by caller; nil means no
+// caller, one key space per route for everyone. Keys are scoped by the route pattern,
+// r.Pattern, which http.ServeMux sets when the middleware wraps the handler
+// of one pattern, unless WithNamespace says otherwise.
+//
+// The handler sees the in-flight lock through r.Context() (cancelled if it
+// is lost) and padlock.FromContext, and the key through KeyFrom.
+//
+// New panics if l or rdb is nil or an option is invalid.
+func New(l *padlock.Locker, rdb redis.UniversalClient, caller func(r *http.Request) (string, error), opts ...Option) func(http.Handler) http.Handler {
+	m := newCore("New", l, rdb, opts)
+	return func(next http.Handler) http.Handler {
+		if next == nil {
+			panic("idempotency: New: nil next handler")
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			m.Serve(w, r, &httpChain{r: r, next: next, caller: caller})
+		})
+	}
+}
+
+// httpChain is a net/http request's Chain.
+type httpChain struct {
+	r      *http.Request
+	next   http.Handler
+	caller func(r *http.Request) (string, error)
+}
+
+func (c *httpChain) Route() string { return c.r.Pattern }
+
+func (c *httpChain) Caller() (string, error) {
+	if c.caller == nil {
+		return "", nil
+	}
+	id, err := c.caller(c.r)
+	if err != nil {
+		return "", err
+	}
+	return lockkey.Text().Part("caller", id)
+}
+
+func (c *httpChain) Body(limit int64) ([]byte, error) { return lockkey.ReadBody(c.r, limit) }
+
+func (c *httpChain) Next(w http.ResponseWriter, r *http.Request) { c.next.ServeHTTP(w, r) }
+
+func (c *httpChain) Error(error) {}
