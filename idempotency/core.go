@@ -27,7 +27,8 @@ type Core struct {
 // of Core sees it: New's is net/http's, ginidem's is Gin's.
 type Chain interface {
 	// Route returns the route template the request matched, which scopes
-	// its key unless WithNamespace says otherwise; "" for none.
+	// its key unless WithNamespace says otherwise; "" for none, and then
+	// the method and path scope it.
 	Route() string
 	// Caller returns the caller's identity, already escaped as a key part
 	// (lockkey.Canon's Part), or "" for none. An error refuses the request:
@@ -127,7 +128,7 @@ func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool
 		m.refuse(w, r, ch, requestProblem(err, "the request could not be fingerprinted"))
 		return false
 	}
-	scope := m.g.Key(ch.Route(), caller+lockkey.Sep+lockkey.Escape(key))
+	scope := m.scope(r, ch.Route(), caller+lockkey.Sep+lockkey.Escape(key))
 	recKey := m.cfg.prefix + scope
 	ctx := r.Context()
 
@@ -157,6 +158,17 @@ func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool
 	}
 	m.run(w, r, ch, lk, key, fp, recKey)
 	return true
+}
+
+// scope returns the key's scope: rest in the namespace of route (see the
+// package comment), shortened.
+func (m *Core) scope(r *http.Request, route, rest string) string {
+	if route != "" || m.cfg.namespaceSet {
+		return m.g.Key(route, rest)
+	}
+	// Not through the Guard, which caches a namespace per route: paths are
+	// as many as clients care to send.
+	return lockkey.Shorten(lockkey.EscapeRoute(r.Method+" "+r.URL.Path) + lockkey.Sep + rest)
 }
 
 // refuse writes p for r and reports the cause of a 5xx.

@@ -23,15 +23,26 @@
 //     replay.
 //   - The key was used with a different request (see WithFingerprint): 422.
 //   - The key's first request finished: its stored response, replayed,
-//     errors included (see WithStoreStatus for what is stored). If its
-//     response was not kept (larger than WithMaxResponseBytes, or
-//     streamed): 409 without Retry-After, saying so; the handler does not
-//     run again.
+//     the handler's errors included, but not a 400 or 422 that says the
+//     request failed validation: a corrected retry with the same key runs
+//     (see DefaultStoreStatus, and StrictStoreStatus for the strict
+//     behaviour). If its response was not kept (larger than
+//     WithMaxResponseBytes, or streamed): 409 without Retry-After, saying
+//     so; the handler does not run again.
 //   - Redis unreachable: 503; the handler never runs without the in-flight
 //     lock or without knowing whether the key was used.
 //
 // A key is scoped by route template, caller and key: the same key on
-// another route, or from another caller, is another key. In Redis, with
+// another route, or from another caller, is another key. The route template
+// is the router's (r.Pattern, which http.ServeMux and chi set; gin's
+// c.FullPath()) unless WithNamespace sets one. Where the router reports
+// none (a middleware chi runs before routing, with Use; gorilla/mux), the
+// method and the request path stand in for it ("POST /orders/7/pay"): keys
+// still never cross routes, but two spellings of one resource's path
+// (/orders/7 and /orders/07) are two scopes, so a retry that spells the
+// path differently runs the handler again. Set WithNamespace on such
+// routes, or mount the middleware where the router has matched the route
+// (chi's With or Route). In Redis, with
 // scope = lockkey.Shorten(EscapeRoute(route) + ":" + Escape(caller) + ":" +
 // Escape(key)), the record of a finished request is at WithRecordPrefix +
 // scope (default "padlock:idempotency:" + scope), one string kept for

@@ -22,9 +22,13 @@ import (
 // authenticated user, API client or tenant, as the authentication step in
 // front of the middleware established it (in r.Context()); an
 // httplock.KeyFunc works too. Keys are scoped by caller; nil means no
-// caller, one key space per route for everyone. Keys are scoped by the route pattern,
-// r.Pattern, which http.ServeMux sets when the middleware wraps the handler
-// of one pattern, unless WithNamespace says otherwise.
+// caller, one key space per route for everyone.
+//
+// Keys are scoped by the route pattern, r.Pattern, which http.ServeMux sets
+// when the middleware wraps the handler of one pattern and chi when it
+// mounts the middleware on a route (With), unless WithNamespace says
+// otherwise; where the router has set none yet, by the method and path
+// (see the package comment for what that means).
 //
 // The handler sees the in-flight lock through r.Context() (cancelled if it
 // is lost) and padlock.FromContext, and the key through KeyFrom.

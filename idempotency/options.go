@@ -179,7 +179,8 @@ func WithResponder(fn httplock.Responder) Option {
 // two routes with the same namespace share their keys (and refuse with 422
 // a key reused across them, since the fingerprint holds the method and
 // URI), and "" means no namespace at all. Default: the route template, as
-// the router reports it (see New and ginidem.New).
+// the router reports it (see New and ginidem.New), or where it reports
+// none, the method and path (see the package comment).
 func WithNamespace(ns string) Option {
 	return func(c *config) { c.namespace, c.namespaceSet = ns, true }
 }
@@ -199,14 +200,34 @@ func WithError(fn func(r *http.Request, err error)) Option {
 	}
 }
 
-// DefaultStoreStatus stores every status below 500 but 408 Request Timeout
-// and 429 Too Many Requests: successes, and client errors too (like Stripe,
-// a 400 or 404 from the handler is the answer a retry gets), but not the
-// transient refusals and server errors a client is expected to retry. A 5xx
-// is not stored because a retry of a failed request should get a chance to
+// DefaultStoreStatus stores every status below 500 but 400 Bad Request,
+// 422 Unprocessable Content, 408 Request Timeout and 429 Too Many
+// Requests. Successes and the handler's other client errors (a 404, a 409)
+// are the answer every retry gets. A 400 or 422 says the request failed
+// validation and the handler did nothing, so it is not stored: a retry
+// with the same key and a corrected request runs (Stripe's rule), instead
+// of getting 422 for a key "used with a different request". 408 and 429
+// are transient refusals a client is expected to retry. A 5xx is not
+// stored because a retry of a failed request should get a chance to
 // succeed; the handler must then be safe to run again after a 5xx (roll
 // back, or fail before the side effect), or the app should store 5xx too.
+//
+// A handler that acts before it can answer 400 or 422 (it charged, then
+// found a field wrong) should store those too: WithStoreStatus with
+// StrictStoreStatus.
 func DefaultStoreStatus(status int) bool {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		return false
+	}
+	return StrictStoreStatus(status)
+}
+
+// StrictStoreStatus stores every status below 500 but 408 Request Timeout
+// and 429 Too Many Requests: a 400 or 422 from the handler is replayed to
+// every retry with its key, so a corrected request needs a new key. Use it
+// with WithStoreStatus where a validation error can follow a side effect.
+func StrictStoreStatus(status int) bool {
 	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
 }
 

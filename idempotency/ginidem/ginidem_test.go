@@ -172,55 +172,92 @@ func TestIdempotencyRefusals(t *testing.T) {
 }
 
 // The handler's own errors are replayed like successes (as Stripe does),
-// except 5xx, 408 and 429, which a retry runs again.
+// except a validation failure (400, 422), where the handler did nothing,
+// and 5xx, 408 and 429, which a retry runs again. StrictStoreStatus stores
+// validation failures too.
 func TestIdempotencyStoredStatuses(t *testing.T) {
 	tests := []struct {
-		status int
-		stored bool
+		status         int
+		stored, strict bool
 	}{
-		{http.StatusOK, true},
-		{http.StatusNoContent, true},
-		{http.StatusSeeOther, true},
-		{http.StatusBadRequest, true},
-		{http.StatusNotFound, true},
-		{http.StatusConflict, true},
-		{http.StatusUnprocessableEntity, true},
-		{http.StatusRequestTimeout, false},
-		{http.StatusTooManyRequests, false},
-		{http.StatusInternalServerError, false},
-		{http.StatusServiceUnavailable, false},
+		{http.StatusOK, true, true},
+		{http.StatusNoContent, true, true},
+		{http.StatusSeeOther, true, true},
+		{http.StatusBadRequest, false, true},
+		{http.StatusNotFound, true, true},
+		{http.StatusConflict, true, true},
+		{http.StatusUnprocessableEntity, false, true},
+		{http.StatusRequestTimeout, false, false},
+		{http.StatusTooManyRequests, false, false},
+		{http.StatusInternalServerError, false, false},
+		{http.StatusServiceUnavailable, false, false},
 	}
 	l, _, rdb := newLocker(t)
-	for _, tt := range tests {
-		t.Run(strconv.Itoa(tt.status), func(t *testing.T) {
-			var runs atomic.Int64
-			r := gin.New()
-			r.POST("/pay", ginidem.New(l, rdb, nil), func(c *gin.Context) {
-				n := runs.Add(1)
-				if tt.status == http.StatusNoContent {
-					c.Status(tt.status)
+	for _, mode := range []string{"default", "strict"} {
+		for _, tt := range tests {
+			t.Run(mode+"/"+strconv.Itoa(tt.status), func(t *testing.T) {
+				var opts []idempotency.Option
+				stored := tt.stored
+				if mode == "strict" {
+					opts = append(opts, idempotency.WithStoreStatus(idempotency.StrictStoreStatus))
+					stored = tt.strict
+				}
+				var runs atomic.Int64
+				r := gin.New()
+				r.POST("/pay", ginidem.New(l, rdb, nil, opts...), func(c *gin.Context) {
+					n := runs.Add(1)
+					if tt.status == http.StatusNoContent {
+						c.Status(tt.status)
+						return
+					}
+					c.String(tt.status, "run %d", n)
+				})
+				k := key(mode + "-status-" + strconv.Itoa(tt.status))
+				first := send(r, "POST", "/pay", "", k)
+				second := send(r, "POST", "/pay", "", k)
+				if first.Code != tt.status {
+					t.Fatalf("got status %d, want %d", first.Code, tt.status)
+				}
+				if stored {
+					checkReplay(t, second, first)
+					if got := runs.Load(); got != 1 {
+						t.Fatalf("got %d handler runs, want 1", got)
+					}
 					return
 				}
-				c.String(tt.status, "run %d", n)
-			})
-			k := key("status-" + strconv.Itoa(tt.status))
-			first := send(r, "POST", "/pay", "", k)
-			second := send(r, "POST", "/pay", "", k)
-			if first.Code != tt.status {
-				t.Fatalf("got status %d, want %d", first.Code, tt.status)
-			}
-			if tt.stored {
-				checkReplay(t, second, first)
-				if got := runs.Load(); got != 1 {
-					t.Fatalf("got %d handler runs, want 1", got)
+				if got := first.Header().Get("Idempotent-Replayable"); got != "false" {
+					t.Fatalf("got Idempotent-Replayable %q, want false", got)
 				}
-				return
+				if second.Body.String() != "run 2" || second.Header().Get("Idempotent-Replayed") != "" {
+					t.Fatalf("got %d %q (replayed %q), want a second run", second.Code, second.Body, second.Header().Get("Idempotent-Replayed"))
+				}
+			})
+		}
+	}
+}
+
+// A request the handler refused as invalid, retried with the same key and
+// a corrected body, runs and creates the order; with StrictStoreStatus
+// the key stays bound to the invalid request (422).
+func TestIdempotencyCorrectedRetry(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   []idempotency.Option
+		want   int
+		orders int64
+	}{
+		{"default", nil, http.StatusCreated, 1},
+		{"strict", []idempotency.Option{idempotency.WithStoreStatus(idempotency.StrictStoreStatus)}, http.StatusUnprocessableEntity, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := newOrders(t, nil, tt.opts...)
+			if w := send(o.r, "POST", "/orders", `{"item":`, key("k1")); w.Code != http.StatusBadRequest {
+				t.Fatalf("got %d %s for the malformed body, want the handler's 400", w.Code, w.Body)
 			}
-			if got := first.Header().Get("Idempotent-Replayable"); got != "false" {
-				t.Fatalf("got Idempotent-Replayable %q, want false", got)
-			}
-			if second.Body.String() != "run 2" || second.Header().Get("Idempotent-Replayed") != "" {
-				t.Fatalf("got %d %q (replayed %q), want a second run", second.Code, second.Body, second.Header().Get("Idempotent-Replayed"))
+			w := send(o.r, "POST", "/orders", `{"item":"book"}`, key("k1"))
+			if w.Code != tt.want || o.runs.Load() != tt.orders {
+				t.Fatalf("corrected retry: got %d %s, %d orders, want %d and %d orders", w.Code, w.Body, o.runs.Load(), tt.want, tt.orders)
 			}
 		})
 	}
