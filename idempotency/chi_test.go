@@ -25,19 +25,19 @@ func TestNewChiNamespace(t *testing.T) {
 		{"With", func(r chi.Router, idem func(http.Handler) http.Handler, h http.HandlerFunc) {
 			r.With(idem).Post("/orders/{id}/pay", h)
 			r.With(idem).Post("/orders/{id}/refund", h)
-		}, "padlock:idempotency:/orders/<id>/pay::k1"},
+		}, "padlock:idempotency:/orders/<id>/pay:tester:k1"},
 		{"Use", func(r chi.Router, idem func(http.Handler) http.Handler, h http.HandlerFunc) {
 			r.Use(idem)
 			r.Post("/orders/{id}/pay", h)
 			r.Post("/orders/{id}/refund", h)
-		}, "padlock:idempotency:POST /orders/7/pay::k1"},
+		}, "padlock:idempotency:POST /orders/7/pay:tester:k1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l, srv, rdb := newLocker(t)
 			var runs atomic.Int64
 			r := chi.NewRouter()
-			tt.mount(r, idempotency.New(l, rdb, nil), func(w http.ResponseWriter, r *http.Request) {
+			tt.mount(r, idempotency.New(l, rdb, tester), func(w http.ResponseWriter, r *http.Request) {
 				fmt.Fprintf(w, "%s run %d", r.URL.Path, runs.Add(1))
 			})
 			pay := send(r, "POST", "/orders/7/pay", "{}", "k1")

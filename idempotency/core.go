@@ -30,8 +30,9 @@ type Chain interface {
 	// its key unless WithNamespace says otherwise; "" for none, and then
 	// the method and path scope it.
 	Route() string
-	// Caller returns the caller's identity, already escaped as a key part
-	// (lockkey.Canon's Part), or "" for none. An error refuses the request:
+	// Caller returns the identity of the authenticated caller, as the
+	// authentication step in front established it, or "" when there is
+	// none: the request is then refused with 401. An error refuses it too:
 	// lockkey's errors with 400 or 413, any other with 500.
 	Caller() (string, error)
 	// Body returns the request body, at most limit bytes, leaving it
@@ -113,9 +114,15 @@ func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool
 		m.refuse(w, r, ch, newProblem(http.StatusBadRequest, strings.TrimPrefix(err.Error(), "idempotency: "), err))
 		return false
 	}
-	caller, err := ch.Caller()
+	caller, err := m.caller(ch)
 	if err != nil {
 		m.refuse(w, r, ch, requestProblem(err, "the caller could not be identified"))
+		return false
+	}
+	if caller == "" {
+		// Never a scope shared by everyone who is not signed in: anyone
+		// could replay, or squat, another anonymous caller's key.
+		m.refuse(w, r, ch, newProblem(http.StatusUnauthorized, "this operation requires an authenticated caller", nil))
 		return false
 	}
 	body, err := ch.Body(m.cfg.maxBody)
@@ -158,6 +165,15 @@ func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool
 	}
 	m.run(w, r, ch, lk, key, fp, recKey)
 	return true
+}
+
+// caller returns the caller's identity as a key part, "" for none.
+func (m *Core) caller(ch Chain) (string, error) {
+	id, err := ch.Caller()
+	if err != nil || id == "" {
+		return "", err
+	}
+	return lockkey.Text().Part("caller", id)
 }
 
 // scope returns the key's scope: rest in the namespace of route (see the
@@ -246,7 +262,7 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, lk *padlock
 		w.Header().Set(ReplayableHeader, "false")
 		send(w, out.status, out.body)
 	default:
-		rc := &record{kind: recordResponse, fingerprint: fp, status: out.status, header: handlerHeader(w.Header(), before)}
+		rc := &record{kind: recordResponse, fingerprint: fp, status: out.status, header: handlerHeader(w.Header(), before, m.cfg.storedHeaders)}
 		if !m.put(r, ch, ctx, recKey, rc, out.body) {
 			w.Header().Set(ReplayableHeader, "false")
 		}

@@ -11,9 +11,30 @@
 //	idem := idempotency.New(locker, rdb, userID)
 //	mux.Handle("POST /orders", authenticate(idem(http.HandlerFunc(createOrder))))
 //
+// # Security
+//
+// A stored response is the answer to one caller: the middleware goes after
+// authentication, and its caller func returns the authenticated identity
+// (userID above reads what authenticate put in the request's context). A
+// request without one is refused with 401, never answered from a scope
+// shared by everyone who is not signed in; a caller func is required. Take
+// the identity from the authentication step, never from a header the
+// client sends unauthenticated (X-Client-ID): whoever copies it gets the
+// other caller's responses, and can squat its keys. Clients should send
+// unguessable keys (a random UUID per operation).
+//
+// The request fingerprint holds the method, the URI, the Content-Type and
+// the body: the same bytes under another Content-Type (text/plain, which a
+// cross-site form can send) are another request, 422. Of the response,
+// only representation fields are stored and replayed (Content-Type,
+// Location, ETag ...; see WithStoredHeaders): session and credential
+// fields (Set-Cookie, Authentication-Info, X-Session-Token) go to the first
+// response only.
+//
 // What a request gets (refusals are problem+json, see
 // httplock.WriteProblem, unless WithResponder writes something else):
 //
+//   - No authenticated caller: 401.
 //   - No Idempotency-Key: 400, unless WithOptionalKey (then the handler
 //     runs with no idempotency). A malformed key (see ParseKey) or two
 //     Idempotency-Key fields: 400.

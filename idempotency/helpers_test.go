@@ -50,6 +50,9 @@ func checkReplay(t testing.TB, w, first *httptest.ResponseRecorder) {
 	}
 }
 
+// tester is the caller of tests that have one caller.
+func tester(*http.Request) (string, error) { return "tester", nil }
+
 // problem is the decoded body of a problem response.
 type problem struct {
 	Type     string `json:"type"`

@@ -13,16 +13,21 @@ import (
 // func(http.Handler) http.Handler chain) that makes the handlers it wraps
 // idempotent under the Idempotency-Key header; see the package comment for
 // what a request gets. l holds the in-flight locks and rdb stores the
-// responses; neither is owned by the middleware.
+// responses; neither is owned by the middleware. Put it after the
+// authentication step:
 //
 //	idem := idempotency.New(locker, rdb, userID)
 //	mux.Handle("POST /orders", authenticate(idem(http.HandlerFunc(createOrder))))
 //
-// caller returns the identity of the caller a request comes from: the
-// authenticated user, API client or tenant, as the authentication step in
-// front of the middleware established it (in r.Context()); an
-// httplock.KeyFunc works too. Keys are scoped by caller; nil means no
-// caller, one key space per route for everyone.
+// caller returns the identity of the authenticated caller (user, API
+// client, tenant), as the authentication step in front established it,
+// usually from r.Context(); keys are scoped by it, so a caller only ever
+// gets its own responses replayed. It returns "" when the request carries
+// no identity, which is refused with 401: a request that is not
+// authenticated never shares a scope with anyone. Never take the caller
+// from what a client sends unauthenticated (a header such as X-Client-ID):
+// whoever copies it gets the other caller's responses, and can squat its
+// keys.
 //
 // Keys are scoped by the route pattern, r.Pattern, which http.ServeMux sets
 // when the middleware wraps the handler of one pattern and chi when it
@@ -33,9 +38,12 @@ import (
 // The handler sees the in-flight lock through r.Context() (cancelled if it
 // is lost) and padlock.FromContext, and the key through KeyFrom.
 //
-// New panics if l or rdb is nil or an option is invalid.
+// New panics if l, rdb or caller is nil or an option is invalid.
 func New(l *padlock.Locker, rdb redis.UniversalClient, caller func(r *http.Request) (string, error), opts ...Option) func(http.Handler) http.Handler {
 	m := newCore("New", l, rdb, opts)
+	if caller == nil {
+		panic("idempotency: New: nil caller func; pass the authenticated identity (see New)")
+	}
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			panic("idempotency: New: nil next handler")
@@ -55,16 +63,7 @@ type httpChain struct {
 
 func (c *httpChain) Route() string { return c.r.Pattern }
 
-func (c *httpChain) Caller() (string, error) {
-	if c.caller == nil {
-		return "", nil
-	}
-	id, err := c.caller(c.r)
-	if err != nil {
-		return "", err
-	}
-	return lockkey.Text().Part("caller", id)
-}
+func (c *httpChain) Caller() (string, error) { return c.caller(c.r) }
 
 func (c *httpChain) Body(limit int64) ([]byte, error) { return lockkey.ReadBody(c.r, limit) }
 

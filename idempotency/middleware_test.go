@@ -49,7 +49,7 @@ func userID(r *http.Request) (string, error) {
 func TestNewServeMux(t *testing.T) {
 	l, srv, rdb := newLocker(t)
 	var runs atomic.Int64
-	idem := idempotency.New(l, rdb, nil)
+	idem := idempotency.New(l, rdb, tester)
 	mux := http.NewServeMux()
 	mux.Handle("POST /orders/{id}/pay", idem(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := runs.Add(1)
@@ -64,7 +64,7 @@ func TestNewServeMux(t *testing.T) {
 	})))
 
 	first := send(mux, "POST", "/orders/7/pay", `{"amount":1}`, `"k1"`)
-	if want := "7 k1 idempotency:POST /orders/<id>/pay::k1"; first.Code != http.StatusCreated || first.Body.String() != want {
+	if want := "7 k1 idempotency:POST /orders/<id>/pay:tester:k1"; first.Code != http.StatusCreated || first.Body.String() != want {
 		t.Fatalf("got %d %q, want 201 %q", first.Code, first.Body, want)
 	}
 	w := send(mux, "POST", "/orders/7/pay", `{"amount":1}`, "k1")
@@ -72,7 +72,7 @@ func TestNewServeMux(t *testing.T) {
 	if got := w.Header().Get("Location"); got != "/payments/1" {
 		t.Fatalf("got Location %q on the replay, want /payments/1", got)
 	}
-	if n, err := rdb.Exists(context.Background(), "padlock:idempotency:POST /orders/<id>/pay::k1").Result(); n != 1 || err != nil {
+	if n, err := rdb.Exists(context.Background(), "padlock:idempotency:POST /orders/<id>/pay:tester:k1").Result(); n != 1 || err != nil {
 		t.Fatalf("got %d, %v for the record (keys %v), want it stored", n, err, srv.Keys(t))
 	}
 	checkProblem(t, send(mux, "POST", "/orders/8/pay", `{"amount":1}`, "k1"), http.StatusUnprocessableEntity)
@@ -106,7 +106,7 @@ func TestNewCallerFromContext(t *testing.T) {
 func TestNewConcurrent(t *testing.T) {
 	l, _, rdb := newLocker(t)
 	var runs atomic.Int64
-	h := idempotency.New(l, rdb, nil, idempotency.WithWaitForInFlight(30*time.Second))(
+	h := idempotency.New(l, rdb, tester, idempotency.WithWaitForInFlight(30*time.Second))(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(50 * time.Millisecond) // the duplicates arrive while it runs
 			w.WriteHeader(http.StatusCreated)
@@ -144,7 +144,7 @@ func TestNewConcurrent(t *testing.T) {
 func TestNewWriter(t *testing.T) {
 	l, _, rdb := newLocker(t)
 	var runs atomic.Int64
-	idem := idempotency.New(l, rdb, nil)
+	idem := idempotency.New(l, rdb, tester)
 	mux := http.NewServeMux()
 	mux.Handle("POST /events", idem(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
@@ -194,6 +194,27 @@ func recoverer(next http.Handler) http.Handler {
 	})
 }
 
+// WithStoredHeaders adds a field to those replayed; the rest of what the
+// handler set reaches the first response only.
+func TestNewStoredHeaders(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	h := idempotency.New(l, rdb, tester, idempotency.WithStoredHeaders("x-order-version"))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Order-Version", "3")
+			w.Header().Set("X-Trace", "t-1")
+			w.Header().Set("ETag", `"v3"`)
+			w.WriteHeader(http.StatusCreated)
+		}))
+	first := send(h, "POST", "/orders", "{}", "k1")
+	replay := send(h, "POST", "/orders", "{}", "k1")
+	checkReplay(t, replay, first)
+	for f, want := range map[string]string{"X-Order-Version": "3", "Etag": `"v3"`, "X-Trace": ""} {
+		if got := replay.Header().Get(f); got != want {
+			t.Fatalf("got %s %q on the replay, want %q", f, got, want)
+		}
+	}
+}
+
 // Bad configuration panics at construction, naming the function and the
 // option.
 func TestNewPanics(t *testing.T) {
@@ -203,11 +224,22 @@ func TestNewPanics(t *testing.T) {
 		fn   func()
 		want string
 	}{
-		{"nil locker", func() { idempotency.New(nil, rdb, nil) }, "idempotency: New: nil *padlock.Locker"},
-		{"nil option", func() { idempotency.New(l, rdb, nil, nil) }, "idempotency: New: option 1 is nil"},
-		{"nil responder", func() { idempotency.New(l, rdb, nil, idempotency.WithResponder(nil)) }, "idempotency: New: WithResponder: nil Responder"},
+		{"nil locker", func() { idempotency.New(nil, rdb, tester) }, "idempotency: New: nil *padlock.Locker"},
+		{"nil option", func() { idempotency.New(l, rdb, tester, nil) }, "idempotency: New: option 1 is nil"},
+		{"nil responder", func() { idempotency.New(l, rdb, tester, idempotency.WithResponder(nil)) }, "idempotency: New: WithResponder: nil Responder"},
 		{"nil error func", func() { idempotency.NewCore(l, rdb, idempotency.WithError(nil)) }, "idempotency: NewCore: WithError: nil func"},
-		{"nil next", func() { idempotency.New(l, rdb, nil)(nil) }, "idempotency: New: nil next handler"},
+		{"nil next", func() { idempotency.New(l, rdb, tester)(nil) }, "idempotency: New: nil next handler"},
+		{"nil caller", func() { idempotency.New(l, rdb, nil) }, "idempotency: New: nil caller func; pass the authenticated identity (see New)"},
+		{"credential header", func() {
+			idempotency.New(l, rdb, tester, idempotency.WithStoredHeaders("Content-MD5", "X-Session-Token"))
+		},
+			`idempotency: New: WithStoredHeaders: "X-Session-Token" may carry credentials (its name holds "session"); it is never stored`},
+		{"set-cookie", func() { idempotency.New(l, rdb, tester, idempotency.WithStoredHeaders("set-cookie")) },
+			`idempotency: New: WithStoredHeaders: "set-cookie" may carry credentials (its name holds "cookie"); it is never stored`},
+		{"authorization", func() { idempotency.New(l, rdb, tester, idempotency.WithStoredHeaders("Proxy-Authorization")) },
+			`idempotency: New: WithStoredHeaders: "Proxy-Authorization" may carry credentials (its name holds "auth"); it is never stored`},
+		{"hop by hop", func() { idempotency.New(l, rdb, tester, idempotency.WithStoredHeaders("Transfer-Encoding")) },
+			`idempotency: New: WithStoredHeaders: "Transfer-Encoding" belongs to the connection or the middleware; it is never stored`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -40,21 +41,22 @@ type Fingerprint func(r *http.Request, body []byte) (string, error)
 type Option func(*config)
 
 type config struct {
-	optional     bool
-	fingerprint  Fingerprint
-	retention    time.Duration
-	maxResponse  int
-	maxBody      int64
-	prefix       string
-	wait         time.Duration
-	storeTimeout time.Duration
-	storeStatus  func(status int) bool
-	lockTTL      time.Duration
-	respond      httplock.Responder // nil: httplock.WriteProblem
-	namespace    string
-	namespaceSet bool
-	onError      func(r *http.Request, err error) // nil: none
-	errs         []string
+	optional      bool
+	fingerprint   Fingerprint
+	retention     time.Duration
+	maxResponse   int
+	maxBody       int64
+	prefix        string
+	wait          time.Duration
+	storeTimeout  time.Duration
+	storeStatus   func(status int) bool
+	lockTTL       time.Duration
+	respond       httplock.Responder // nil: httplock.WriteProblem
+	namespace     string
+	namespaceSet  bool
+	onError       func(r *http.Request, err error) // nil: none
+	storedHeaders map[string]bool                  // canonical names
+	errs          []string
 }
 
 func (c *config) invalid(format string, args ...any) {
@@ -71,9 +73,11 @@ func WithOptionalKey() Option {
 
 // WithFingerprint sets how a request's payload is fingerprinted. A nil fn
 // panics at construction. Default: the SHA-256 of the method, the request
-// URI (escaped path and query, as sent) and the body, so the key reused for
-// another resource on the same route (/orders/1/pay, then /orders/2/pay) or
-// with another body is refused with 422. Set it to ignore fields that
+// URI (escaped path and query, as sent), the Content-Type (its type in
+// lower case, parameters sorted) and the body, so the key reused for
+// another resource on the same route (/orders/1/pay, then /orders/2/pay),
+// with another body, or with the same body as another media type
+// (text/plain for a JSON request) is refused with 422. Set it to ignore fields that
 // legitimately change between retries (a client timestamp).
 func WithFingerprint(fn Fingerprint) Option {
 	return func(c *config) {
@@ -231,6 +235,33 @@ func StrictStoreStatus(status int) bool {
 	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
 }
 
+// WithStoredHeaders adds response header fields to those stored with a
+// response and replayed. By default only these are: Cache-Control,
+// Content-Disposition, Content-Encoding, Content-Language,
+// Content-Location, Content-Type, ETag, Expires, Last-Modified, Link,
+// Location, Preference-Applied and Vary. Any other field the handler sets
+// reaches the first response only. A name that may carry credentials or a
+// session (one holding "auth", "cookie", "session", "token", "secret",
+// "password", "credential", "api-key", "csrf": Set-Cookie, Authorization,
+// Authentication-Info, X-Session-Token), or one that belongs to the
+// connection (Connection, Date, Content-Length, Transfer-Encoding ...),
+// panics at construction: a replay never hands out credentials.
+func WithStoredHeaders(names ...string) Option {
+	return func(c *config) {
+		for _, n := range names {
+			if n == "" {
+				c.invalid("WithStoredHeaders: empty name")
+				continue
+			}
+			if why := storableHeader(n); why != "" {
+				c.invalid("WithStoredHeaders: %q %s; it is never stored", n, why)
+				continue
+			}
+			c.storedHeaders[http.CanonicalHeaderKey(n)] = true
+		}
+	}
+}
+
 // newConfig applies opts and validates the result, panicking with a
 // message that names fn, the function the app called, and the option at
 // fault.
@@ -239,14 +270,18 @@ func newConfig(fn string, opts []Option) config {
 		panic(fmt.Sprintf("idempotency: %s: %s", fn, fmt.Sprintf(format, args...)))
 	}
 	c := config{
-		fingerprint:  defaultFingerprint,
-		retention:    DefaultRetention,
-		maxResponse:  DefaultMaxResponseBytes,
-		maxBody:      lockkey.DefaultMaxBodyBytes,
-		prefix:       DefaultRecordPrefix,
-		storeTimeout: httplock.DefaultReleaseTimeout,
-		storeStatus:  DefaultStoreStatus,
-		respond:      httplock.WriteProblem,
+		fingerprint:   defaultFingerprint,
+		retention:     DefaultRetention,
+		maxResponse:   DefaultMaxResponseBytes,
+		maxBody:       lockkey.DefaultMaxBodyBytes,
+		prefix:        DefaultRecordPrefix,
+		storeTimeout:  httplock.DefaultReleaseTimeout,
+		storeStatus:   DefaultStoreStatus,
+		respond:       httplock.WriteProblem,
+		storedHeaders: make(map[string]bool, len(defaultStoredHeaders)),
+	}
+	for _, n := range defaultStoredHeaders {
+		c.storedHeaders[n] = true
 	}
 	for i, o := range opts {
 		if o == nil {
@@ -275,19 +310,49 @@ func newConfig(fn string, opts []Option) config {
 	return c
 }
 
-// defaultFingerprint is the SHA-256 of the method, the request URI and the
-// body, each but the last length-prefixed so that no two requests hash the
-// same input.
+// defaultFingerprint is the SHA-256 of the method, the request URI, the
+// Content-Type and the body, each but the last length-prefixed so that no
+// two requests hash the same input. The Content-Type is in it because the
+// same bytes are another request under another type: a body sent as
+// text/plain (which a cross-site form can send) must not replay the answer
+// to the JSON request.
 func defaultFingerprint(r *http.Request, body []byte) (string, error) {
 	var buf [256]byte
 	b := appendField(buf[:0], r.Method)
 	b = appendField(b, r.URL.EscapedPath())
 	b = appendField(b, r.URL.RawQuery)
+	b = binary.AppendUvarint(b, uint64(len(r.Header["Content-Type"])))
+	for _, v := range r.Header["Content-Type"] {
+		b = appendField(b, mediaType(v))
+	}
 	h := sha256.New()
 	_, _ = h.Write(b)
 	_, _ = h.Write(body)
 	var sum [sha256.Size]byte
 	return string(h.Sum(sum[:0])), nil
+}
+
+// mediaType returns the Content-Type field v in one spelling: the type in
+// lower case and its parameters sorted, so that a retry that spells the
+// same type differently ("Application/JSON; charset=UTF-8") is the same
+// request. A value that does not parse is used as it is.
+func mediaType(v string) string {
+	if strings.IndexByte(v, ';') < 0 {
+		return strings.ToLower(strings.TrimSpace(v)) // no allocation when already so
+	}
+	mt, params, err := mime.ParseMediaType(v)
+	if err != nil {
+		return v
+	}
+	for k, p := range params {
+		if k == "charset" {
+			params[k] = strings.ToLower(p)
+		}
+	}
+	if f := mime.FormatMediaType(mt, params); f != "" {
+		return f
+	}
+	return v
 }
 
 func appendField(b []byte, s string) []byte {

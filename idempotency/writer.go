@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -230,34 +232,65 @@ func writeHeader(w http.ResponseWriter, status int) {
 	}
 }
 
-// unstoredHeaders are never stored with a response, nor replayed: they
-// belong to the connection or the moment (hop-by-hop fields, Date,
-// Content-Length, which is recomputed), carry credentials (Set-Cookie: a
-// replay never hands out a session), or are the middleware's own.
-var unstoredHeaders = map[string]bool{
-	"Connection":         true,
-	"Keep-Alive":         true,
-	"Proxy-Connection":   true,
-	"Proxy-Authenticate": true,
-	"Te":                 true,
-	"Trailer":            true,
-	"Transfer-Encoding":  true,
-	"Upgrade":            true,
-	"Date":               true,
-	"Content-Length":     true,
-	"Set-Cookie":         true,
-	ReplayedHeader:       true,
-	ReplayableHeader:     true,
+// defaultStoredHeaders are the response header fields stored with a
+// response and replayed, unless WithStoredHeaders adds more: they describe
+// the representation and where it lives, and carry nothing of the caller.
+// Any other field the handler sets (a session token, Set-Cookie,
+// Authentication-Info, an app's own X- field) goes to the first response
+// only: a replay never hands out credentials, even to the same caller.
+var defaultStoredHeaders = []string{
+	"Cache-Control",
+	"Content-Disposition",
+	"Content-Encoding",
+	"Content-Language",
+	"Content-Location",
+	"Content-Type",
+	"Etag",
+	"Expires",
+	"Last-Modified",
+	"Link",
+	"Location",
+	"Preference-Applied",
+	"Vary",
 }
 
-// handlerHeader returns the fields of h the handler set: those not in
-// before (the header as it was when the handler started, set by middlewares
-// in front, such as a request id, which a replay must not overwrite) or
-// changed since, without unstoredHeaders.
-func handlerHeader(h, before http.Header) http.Header {
-	out := make(http.Header, len(h))
+// neverStored are fields WithStoredHeaders refuses: they belong to the
+// connection or the moment (hop-by-hop fields, Date, Content-Length, which
+// is recomputed), or are the middleware's own.
+var neverStored = []string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	"Date", "Content-Length", ReplayedHeader, ReplayableHeader,
+}
+
+// credentialWords mark a field name as one that may carry credentials or a
+// session (Set-Cookie, Authorization, Authentication-Info, X-Session-Token,
+// X-Api-Key ...): WithStoredHeaders refuses such a name.
+var credentialWords = []string{"auth", "cookie", "session", "token", "secret", "password", "credential", "api-key", "apikey", "csrf", "xsrf"}
+
+// storableHeader says why name cannot be stored, or "" when it can be.
+func storableHeader(name string) string {
+	lower := strings.ToLower(name)
+	for _, w := range credentialWords {
+		if strings.Contains(lower, w) {
+			return "may carry credentials (its name holds " + strconv.Quote(w) + ")"
+		}
+	}
+	for _, n := range neverStored {
+		if strings.EqualFold(name, n) {
+			return "belongs to the connection or the middleware"
+		}
+	}
+	return ""
+}
+
+// handlerHeader returns the fields of h the handler set that stored allows:
+// those not in before (the header as it was when the handler started, set
+// by middlewares in front, such as a request id, which a replay must not
+// overwrite) or changed since.
+func handlerHeader(h, before http.Header, stored map[string]bool) http.Header {
+	out := make(http.Header, len(stored))
 	for name, vals := range h {
-		if unstoredHeaders[name] || len(vals) == 0 {
+		if !stored[name] || len(vals) == 0 {
 			continue
 		}
 		if old, ok := before[name]; ok && slices.Equal(old, vals) {

@@ -69,7 +69,7 @@ func BenchmarkIdempotency(b *testing.B) {
 		rdb.AddHook(rt)
 		l := padlock.New(rdb)
 		b.Cleanup(func() { _ = l.Close() })
-		r.POST("/orders", ginidem.New(l, rdb, nil), handler)
+		r.POST("/orders", ginidem.New(l, rdb, tester), handler)
 		return r, rt
 	}
 	run := func(b *testing.B, r *gin.Engine, rt *redistest.Counter, next func(req *http.Request)) {

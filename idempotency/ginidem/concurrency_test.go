@@ -27,7 +27,7 @@ func TestIdempotencyInFlight(t *testing.T) {
 	finish := make(chan struct{})
 	var runs atomic.Int64
 	r := gin.New()
-	r.POST("/pay", ginidem.New(l, rdb, nil), func(c *gin.Context) {
+	r.POST("/pay", ginidem.New(l, rdb, tester), func(c *gin.Context) {
 		runs.Add(1)
 		if ginidem.KeyFrom(c) == "k1" {
 			close(entered)
@@ -76,10 +76,10 @@ func TestIdempotencyConcurrent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := newOrders(t, nil, tt.opts...)
+			o := newOrders(t, tester, tt.opts...)
 			slow := gin.New()
 			// Slow enough that the duplicates arrive while it runs.
-			slow.POST("/orders", ginidem.New(o.l, o.rdb, nil, tt.opts...), func(c *gin.Context) {
+			slow.POST("/orders", ginidem.New(o.l, o.rdb, tester, tt.opts...), func(c *gin.Context) {
 				time.Sleep(50 * time.Millisecond)
 				o.create(c)
 			})
@@ -170,7 +170,7 @@ func TestIdempotencyRenewalStopped(t *testing.T) {
 	finish := make(chan struct{})
 	var cause error
 	hung := gin.New()
-	hung.POST("/pay", ginidem.New(hungLocker, rdb, nil, opts...), func(c *gin.Context) {
+	hung.POST("/pay", ginidem.New(hungLocker, rdb, tester, opts...), func(c *gin.Context) {
 		close(entered)
 		<-c.Request.Context().Done()
 		cause = context.Cause(c.Request.Context())
@@ -178,7 +178,7 @@ func TestIdempotencyRenewalStopped(t *testing.T) {
 		c.String(http.StatusCreated, "hung")
 	})
 	healthy := gin.New()
-	healthy.POST("/pay", ginidem.New(l, rdb, nil, opts...), func(c *gin.Context) {
+	healthy.POST("/pay", ginidem.New(l, rdb, tester, opts...), func(c *gin.Context) {
 		c.String(http.StatusCreated, "healthy")
 	})
 
@@ -243,7 +243,7 @@ func TestIdempotencyConcurrentWrites(t *testing.T) {
 	late := make(chan error, 1)
 	release := make(chan struct{})
 	r := gin.New()
-	r.POST("/pay", ginidem.New(l, rdb, nil), func(c *gin.Context) {
+	r.POST("/pay", ginidem.New(l, rdb, tester), func(c *gin.Context) {
 		w := c.Writer
 		var wg sync.WaitGroup
 		for range 4 {

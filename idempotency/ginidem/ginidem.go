@@ -10,22 +10,27 @@ import (
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/idempotency"
 	"github.com/padlockgo/padlock/keyfunc"
-	"github.com/padlockgo/padlock/lockkey"
 )
 
 // New returns a Gin middleware that makes a route idempotent under the
 // Idempotency-Key header (see package idempotency for what a request
 // gets). l holds the in-flight locks and rdb stores the responses; neither
-// is owned by the middleware.
+// is owned by the middleware. Put it after the authentication step:
 //
 //	r.POST("/orders", auth, ginidem.New(locker, rdb, userID), createOrder)
 //
-// caller returns the identity of the caller a request comes from: the
-// authenticated user, API client or tenant, as the authentication
-// middleware in front established it (c.Get, or c.Request.Context()); a
-// keyfunc.Func works too. Keys are scoped by caller; nil means no caller,
-// one key space per route for everyone. Keys are scoped by the route template,
-// c.FullPath(), unless idempotency.WithNamespace says otherwise.
+// caller returns the identity of the authenticated caller (user, API
+// client, tenant), as the authentication middleware in front established
+// it (c.Get, c.Request.Context()); keys are scoped by it, so a caller only
+// ever gets its own responses replayed. It returns "" when the request
+// carries no identity, which is refused with 401: a request that is not
+// authenticated never shares a scope with anyone. Never take the caller
+// from what a client sends unauthenticated (a header such as X-Client-ID):
+// whoever copies it gets the other caller's responses, and can squat its
+// keys.
+//
+// Keys are scoped by the route template, c.FullPath(), unless
+// idempotency.WithNamespace says otherwise.
 //
 // The handler sees the in-flight lock through c.Request.Context()
 // (cancelled if it is lost) and padlock.FromContext, and the key through
@@ -41,9 +46,12 @@ import (
 // tried to change after the body started, which is how a panic after a
 // partial write shows.
 //
-// New panics if l or rdb is nil or an option is invalid.
+// New panics if l, rdb or caller is nil or an option is invalid.
 func New(l *padlock.Locker, rdb redis.UniversalClient, caller func(c *gin.Context) (string, error), opts ...idempotency.Option) gin.HandlerFunc {
 	m := newCore(l, rdb, opts)
+	if caller == nil {
+		panic("ginidem: New: nil caller func; pass the authenticated identity (see New)")
+	}
 	return func(c *gin.Context) {
 		if !m.Serve(c.Writer, c.Request, &chain{c: c, caller: caller}) {
 			c.Abort()
@@ -83,16 +91,7 @@ type chain struct {
 
 func (ch *chain) Route() string { return ch.c.FullPath() }
 
-func (ch *chain) Caller() (string, error) {
-	if ch.caller == nil {
-		return "", nil
-	}
-	id, err := ch.caller(ch.c)
-	if err != nil {
-		return "", err
-	}
-	return lockkey.Text().Part("caller", id)
-}
+func (ch *chain) Caller() (string, error) { return ch.caller(ch.c) }
 
 // Body reads the body through keyfunc.ReadBody, so bytes an earlier
 // c.ShouldBindBodyWith kept are reused and the handler's is served from

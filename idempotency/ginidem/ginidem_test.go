@@ -92,7 +92,7 @@ func checkReplay(t testing.TB, w, first *httptest.ResponseRecorder) {
 // headers and body, marked as a replay; the handler ran once; headers of
 // middlewares in front are the retry's own.
 func TestIdempotencyReplay(t *testing.T) {
-	o := newOrders(t, nil)
+	o := newOrders(t, tester)
 	first := send(o.r, "POST", "/orders", `{"item":"book"}`, key(`"k1"`))
 	if first.Code != http.StatusCreated || first.Body.String() != `{"id":1,"item":"book"}` {
 		t.Fatalf("got %d %s, want 201 {\"id\":1,\"item\":\"book\"}", first.Code, first.Body)
@@ -123,9 +123,9 @@ func TestIdempotencyReplay(t *testing.T) {
 // Every refusal the middleware makes: status, problem body, and that the
 // handler did not run.
 func TestIdempotencyRefusals(t *testing.T) {
-	o := newOrders(t, nil, idempotency.WithMaxBodyBytes(64))
-	o.r.PUT("/orders", ginidem.New(o.l, o.rdb, nil), o.create)
-	o.r.POST("/orders/:id/pay", ginidem.New(o.l, o.rdb, nil), o.create)
+	o := newOrders(t, tester, idempotency.WithMaxBodyBytes(64))
+	o.r.PUT("/orders", ginidem.New(o.l, o.rdb, tester), o.create)
+	o.r.POST("/orders/:id/pay", ginidem.New(o.l, o.rdb, tester), o.create)
 	for _, target := range []string{"/orders", "/orders/1/pay"} {
 		if w := send(o.r, "POST", target, `{"item":"book"}`, key("used")); w.Code != http.StatusCreated {
 			t.Fatalf("setup: got %d %s, want 201", w.Code, w.Body)
@@ -204,7 +204,7 @@ func TestIdempotencyStoredStatuses(t *testing.T) {
 				}
 				var runs atomic.Int64
 				r := gin.New()
-				r.POST("/pay", ginidem.New(l, rdb, nil, opts...), func(c *gin.Context) {
+				r.POST("/pay", ginidem.New(l, rdb, tester, opts...), func(c *gin.Context) {
 					n := runs.Add(1)
 					if tt.status == http.StatusNoContent {
 						c.Status(tt.status)
@@ -251,7 +251,7 @@ func TestIdempotencyCorrectedRetry(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := newOrders(t, nil, tt.opts...)
+			o := newOrders(t, tester, tt.opts...)
 			if w := send(o.r, "POST", "/orders", `{"item":`, key("k1")); w.Code != http.StatusBadRequest {
 				t.Fatalf("got %d %s for the malformed body, want the handler's 400", w.Code, w.Body)
 			}
@@ -291,7 +291,7 @@ func TestIdempotencyPanic(t *testing.T) {
 			l, srv, rdb := newLocker(t)
 			var runs atomic.Int64
 			r := gin.New()
-			tt.setup(r, ginidem.New(l, rdb, nil), func(c *gin.Context) {
+			tt.setup(r, ginidem.New(l, rdb, tester), func(c *gin.Context) {
 				c.Header("X-Partial", "yes")
 				c.String(http.StatusOK, "partial ")
 				if runs.Add(1) == 1 {
@@ -303,7 +303,7 @@ func TestIdempotencyPanic(t *testing.T) {
 			if w.Code != tt.wantCode || w.Body.String() != tt.wantBody {
 				t.Fatalf("got %d %q, want %d %q", w.Code, w.Body, tt.wantCode, tt.wantBody)
 			}
-			if n, err := rdb.Exists(context.Background(), "padlock:idempotency:/pay::k1").Result(); n != 0 || err != nil {
+			if n, err := rdb.Exists(context.Background(), "padlock:idempotency:/pay:tester:k1").Result(); n != 0 || err != nil {
 				t.Fatalf("got %d, %v for the record after the panic (keys %v), want none", n, err, srv.Keys(t))
 			}
 			w = send(r, "POST", "/pay", "", key("k1"))
@@ -341,7 +341,7 @@ func TestIdempotencyNotReplayable(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var runs atomic.Int64
 			r := gin.New()
-			r.POST("/export", ginidem.New(l, rdb, nil, idempotency.WithMaxResponseBytes(32)), func(c *gin.Context) {
+			r.POST("/export", ginidem.New(l, rdb, tester, idempotency.WithMaxResponseBytes(32)), func(c *gin.Context) {
 				runs.Add(1)
 				tt.handler(c)
 			})
@@ -367,7 +367,7 @@ func TestIdempotencyNotReplayable(t *testing.T) {
 // Without OptionalKey a key is required; with it, requests without one run
 // the handler each time and leave nothing in Redis.
 func TestIdempotencyOptionalKey(t *testing.T) {
-	o := newOrders(t, nil, idempotency.WithOptionalKey())
+	o := newOrders(t, tester, idempotency.WithOptionalKey())
 	for i := 1; i <= 2; i++ {
 		w := send(o.r, "POST", "/orders", `{"item":"book"}`, nil)
 		if want := fmt.Sprintf(`{"id":%d,"item":"book"}`, i); w.Code != http.StatusCreated || w.Body.String() != want {
@@ -394,10 +394,10 @@ func TestIdempotencyRecord(t *testing.T) {
 		t.Fatalf("got PTTL %v, %v for %s (keys %v), want about 1h", ttl, err, recKey, o.srv.Keys(t))
 	}
 
-	short := newOrders(t, nil, idempotency.WithRetention(200*time.Millisecond), idempotency.WithRecordPrefix("app:idem:"))
+	short := newOrders(t, tester, idempotency.WithRetention(200*time.Millisecond), idempotency.WithRecordPrefix("app:idem:"))
 	send(short.r, "POST", "/orders", `{"item":"book"}`, key("k1"))
-	if n, _ := short.rdb.Exists(context.Background(), "app:idem:/orders::k1").Result(); n != 1 {
-		t.Fatalf("got keys %v, want app:idem:/orders::k1", short.srv.Keys(t))
+	if n, _ := short.rdb.Exists(context.Background(), "app:idem:/orders:tester:k1").Result(); n != 1 {
+		t.Fatalf("got keys %v, want app:idem:/orders:tester:k1", short.srv.Keys(t))
 	}
 	time.Sleep(300 * time.Millisecond)
 	w := send(short.r, "POST", "/orders", `{"item":"book"}`, key("k1"))
@@ -416,7 +416,7 @@ func TestIdempotencyHandlerView(t *testing.T) {
 		c.Next()
 		outerCtxErr = c.Request.Context().Err()
 	})
-	r.POST("/orders/:id/pay", ginidem.New(l, rdb, nil), func(c *gin.Context) {
+	r.POST("/orders/:id/pay", ginidem.New(l, rdb, tester), func(c *gin.Context) {
 		var a, b struct{ Amount int }
 		if err := c.ShouldBindBodyWithJSON(&a); err != nil {
 			t.Errorf("ShouldBindBodyWithJSON: %v", err)
@@ -432,7 +432,7 @@ func TestIdempotencyHandlerView(t *testing.T) {
 		c.String(http.StatusOK, "%s %d %d %s", ginidem.KeyFrom(c), a.Amount, b.Amount, lk.Key())
 	})
 	w := send(r, "POST", "/orders/7/pay", `{"amount":250}`, key(`"pay 7"`))
-	if want := "pay 7 250 250 idempotency:/orders/$id/pay::pay 7"; w.Code != http.StatusOK || w.Body.String() != want {
+	if want := "pay 7 250 250 idempotency:/orders/$id/pay:tester:pay 7"; w.Code != http.StatusOK || w.Body.String() != want {
 		t.Fatalf("got %d %q, want 200 %q", w.Code, w.Body, want)
 	}
 	if outerCtxErr != nil {
@@ -445,7 +445,7 @@ func TestIdempotencyHandlerView(t *testing.T) {
 
 // Redis gone: 503 and no handler run, on the replay GET and on the lock.
 func TestIdempotencyRedisDown(t *testing.T) {
-	o := newOrders(t, nil)
+	o := newOrders(t, tester)
 	o.srv.Kill(t)
 	w := send(o.r, "POST", "/orders", `{"item":"book"}`, key("k1"))
 	p := checkProblem(t, w, http.StatusServiceUnavailable)
@@ -457,8 +457,8 @@ func TestIdempotencyRedisDown(t *testing.T) {
 // A record Redis holds that is not one (another app wrote the key) is a
 // 500, never a run.
 func TestIdempotencyBadRecord(t *testing.T) {
-	o := newOrders(t, nil)
-	o.rdb.Set(context.Background(), "padlock:idempotency:/orders::k1", "not a record", 0)
+	o := newOrders(t, tester)
+	o.rdb.Set(context.Background(), "padlock:idempotency:/orders:tester:k1", "not a record", 0)
 	w := send(o.r, "POST", "/orders", `{"item":"book"}`, key("k1"))
 	checkProblem(t, w, http.StatusInternalServerError)
 	if o.runs.Load() != 0 {
@@ -477,7 +477,7 @@ func TestIdempotencyFuncErrors(t *testing.T) {
 	r.POST("/down", ginidem.New(l, rdb, func(*gin.Context) (string, error) {
 		return "", fmt.Errorf("token store down")
 	}), h)
-	r.POST("/fp", ginidem.New(l, rdb, nil, idempotency.WithFingerprint(func(*http.Request, []byte) (string, error) {
+	r.POST("/fp", ginidem.New(l, rdb, tester, idempotency.WithFingerprint(func(*http.Request, []byte) (string, error) {
 		return "", fmt.Errorf("secret")
 	})), h)
 	tests := []struct {
@@ -486,7 +486,7 @@ func TestIdempotencyFuncErrors(t *testing.T) {
 		wantDetail string
 	}{
 		{"/header", 400, `missing key part "header X-Client-ID"`},
-		{"/empty", 400, `missing key part "caller"`},
+		{"/empty", 401, "this operation requires an authenticated caller"},
 		{"/down", 500, "the caller could not be identified"},
 		{"/fp", 500, "the request could not be fingerprinted"},
 	}
@@ -531,7 +531,7 @@ func TestIdempotencyOptionsPanic(t *testing.T) {
 					t.Fatalf("got panic %q, want %q", got, tt.want)
 				}
 			}()
-			ginidem.New(tt.l, tt.rdb, nil, tt.opts...)
+			ginidem.New(tt.l, tt.rdb, tester, tt.opts...)
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/padlockgo/padlock"
@@ -21,6 +22,9 @@ func newLocker(t testing.TB) (*padlock.Locker, *redistest.Server, *redis.Client)
 	t.Cleanup(func() { _ = l.Close() })
 	return l, srv, rdb
 }
+
+// tester is the caller of tests that have one caller.
+func tester(*gin.Context) (string, error) { return "tester", nil }
 
 // problem is the decoded body of a problem response.
 type problem struct {
