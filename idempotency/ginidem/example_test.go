@@ -59,6 +59,7 @@ func ExampleNew() {
 		fmt.Println(w.Code, w.Header().Get("Idempotent-Replayed"), w.Body)
 	}
 	const key = `"0b9c3a6e-4d8f-4f6a-9a57-2f1e0c7d5b21"` // a random UUID per operation
+
 	post("alice", key, `{"item":"book"}`) // runs the handler
 	post("alice", key, `{"item":"book"}`) // a retry: the stored answer
 	post("alice", key, `{"item":"pen"}`)  // the key reused for another request
