@@ -140,7 +140,8 @@ func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool
 	ctx := r.Context()
 
 	// The replay path: one GET.
-	if m.answered(w, r, ch, recKey, fp) {
+	rec, ok, err := m.store.get(ctx, recKey)
+	if m.answered(w, r, ch, rec, ok, err, fp) {
 		return false
 	}
 	lk, p := m.g.Acquire(ctx, "idempotency"+lockkey.Sep+scope)
@@ -159,11 +160,25 @@ func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool
 			m.report(r, ch, err)
 		}
 	}()
-	// A request with the key may have finished between the GET and the lock.
-	if m.answered(w, r, ch, recKey, fp) {
+	// A request with the key may have finished between the GET and the
+	// lock. The caller's quota is checked in the same round trip.
+	var qkeys []string
+	if m.cfg.quota.on() {
+		qkeys = quotaKeys(m.cfg.prefix, caller)
+	}
+	rec, ok, over, err := m.store.getChecked(ctx, recKey, m.cfg.quota, qkeys)
+	if m.answered(w, r, ch, rec, ok, err, fp) {
 		return false
 	}
-	m.run(w, r, ch, lk, key, fp, recKey)
+	if over > 0 {
+		// Refused before the handler runs: a response it could not store
+		// would leave a retry free to run it again.
+		p := newProblem(http.StatusTooManyRequests, "this caller has too many stored responses; retry later", nil)
+		p.RetryAfter = over
+		m.refuse(w, r, ch, p)
+		return false
+	}
+	m.run(w, r, ch, lk, key, fp, recKey, qkeys)
 	return true
 }
 
@@ -203,11 +218,10 @@ func (m *Core) report(r *http.Request, ch Chain, err error) {
 	ch.Error(err)
 }
 
-// answered looks the record up and, when there is one, answers from it. It
-// reports whether the request was answered (with the replay, 409, 422, or
-// an error).
-func (m *Core) answered(w http.ResponseWriter, r *http.Request, ch Chain, recKey, fp string) bool {
-	rec, ok, err := m.store.get(r.Context(), recKey)
+// answered answers from rec, the record lookup found (ok) or not, or from
+// the lookup's err. It reports whether the request was answered (with the
+// replay, 409, 422, or an error).
+func (m *Core) answered(w http.ResponseWriter, r *http.Request, ch Chain, rec record, ok bool, err error, fp string) bool {
 	switch {
 	case errors.Is(err, errBadRecord):
 		m.refuse(w, r, ch, newProblem(http.StatusInternalServerError, "the stored response for this Idempotency-Key cannot be read", err))
@@ -236,7 +250,7 @@ func (m *Core) answered(w http.ResponseWriter, r *http.Request, ch Chain, recKey
 
 // run runs the rest of the chain holding lk, then stores and sends its
 // response.
-func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, lk *padlock.Lock, key, fp, recKey string) {
+func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, lk *padlock.Lock, key, fp, recKey string, qkeys []string) {
 	before := w.Header().Clone()
 	rec := newRecorder(w, m.cfg.maxResponse)
 	locked := r.WithContext(context.WithValue(lk.Context(r.Context()), keyCtxKey{}, key))
@@ -256,14 +270,14 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, lk *padlock
 		// Sent already, and not kept: the marker stops a retry from
 		// running the handler again.
 		if storable {
-			m.put(r, ch, ctx, recKey, &record{kind: recordNotReplayable, fingerprint: fp, status: out.status}, nil)
+			m.put(r, ch, ctx, recKey, qkeys, &record{kind: recordNotReplayable, fingerprint: fp, status: out.status}, nil)
 		}
 	case !storable:
 		w.Header().Set(ReplayableHeader, "false")
 		send(w, out.status, out.body)
 	default:
 		rc := &record{kind: recordResponse, fingerprint: fp, status: out.status, header: handlerHeader(w.Header(), before, m.cfg.storedHeaders)}
-		if !m.put(r, ch, ctx, recKey, rc, out.body) {
+		if !m.put(r, ch, ctx, recKey, qkeys, rc, out.body) {
 			w.Header().Set(ReplayableHeader, "false")
 		}
 		send(w, out.status, out.body)
@@ -275,8 +289,8 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, lk *padlock
 var errRecordTaken = errors.New("idempotency: a record for this key was stored by another request; the in-flight lock was lost")
 
 // put stores rc with body at recKey and reports whether it did.
-func (m *Core) put(r *http.Request, ch Chain, ctx context.Context, recKey string, rc *record, body []byte) bool {
-	stored, err := m.store.put(ctx, recKey, rc, body)
+func (m *Core) put(r *http.Request, ch Chain, ctx context.Context, recKey string, qkeys []string, rc *record, body []byte) bool {
+	stored, err := m.store.putCounted(ctx, recKey, rc, body, m.cfg.quota, qkeys)
 	switch {
 	case err != nil:
 		m.report(r, ch, err)

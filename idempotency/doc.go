@@ -50,8 +50,15 @@
 //     behaviour). If its response was not kept (larger than
 //     WithMaxResponseBytes, or streamed): 409 without Retry-After, saying
 //     so; the handler does not run again.
+//   - The caller is at its quota of stored responses (WithQuota): 429 with
+//     Retry-After, before the handler runs.
 //   - Redis unreachable: 503; the handler never runs without the in-flight
 //     lock or without knowing whether the key was used.
+//
+// Stored responses are bounded per caller (WithQuota; by default 10000
+// responses and 64 MiB at once), so that one caller cannot fill Redis. The
+// quota of a caller lives at WithRecordPrefix + "quota:{<digest of the
+// caller>}" and the same + ":bytes", kept for WithRetention.
 //
 // A key is scoped by route template, caller and key: the same key on
 // another route, or from another caller, is another key. The route template
@@ -77,14 +84,15 @@
 //  2. Not found: take the in-flight lock (a padlock lock, renewed while the
 //     handler runs, so it frees itself within WithInFlightTTL if the
 //     process dies: a crash never leaves a key stuck), then GET again, for
-//     a request that finished between step 1 and the lock.
+//     a request that finished between step 1 and the lock, pipelined with
+//     the check of the caller's quota.
 //  3. Run the handler with a response writer that holds the response back
 //     (up to WithMaxResponseBytes). The handler sees the lock through its
 //     request's context (cancelled if it is lost) and padlock.FromContext,
 //     and the key through KeyFrom; it can still read the body.
-//  4. Store the record (SET NX PX, on a context detached from the request
-//     and bounded by WithStoreTimeout), then send the response, then
-//     release the lock. Storing first means a client that got the response
+//  4. Store the record (SET NX PX, pipelined with counting it against the
+//     caller's quota, on a context detached from the request and bounded
+//     by WithStoreTimeout), then send the response, then release the lock. Storing first means a client that got the response
 //     gets the same one on a retry, never 409. A record is never
 //     overwritten.
 //

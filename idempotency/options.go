@@ -56,6 +56,7 @@ type config struct {
 	namespaceSet  bool
 	onError       func(r *http.Request, err error) // nil: none
 	storedHeaders map[string]bool                  // canonical names
+	quota         quota
 	errs          []string
 }
 
@@ -262,6 +263,30 @@ func WithStoredHeaders(names ...string) Option {
 	}
 }
 
+// WithQuota bounds what one caller keeps stored, so that one caller cannot
+// fill Redis with responses (each kept for WithRetention): at most
+// responses records and bytes bytes of records and their keys at once,
+// across every route with the same WithRecordPrefix; 0 turns a bound off,
+// and WithQuota(0, 0) turns the quota off. A request that would run the
+// handler while its caller is at either bound gets 429 Too Many Requests
+// with Retry-After (when its oldest record expires), before the handler
+// runs: a response that could not be stored would leave a retry free to
+// run the handler again. Replays are never refused. The check and the count
+// share round trips with the second GET and the store, so the quota costs
+// no extra round trip; a caller's concurrent requests can each pass the
+// check, so it can go over bytes by up to one response
+// (WithMaxResponseBytes) per concurrent request. Negative values panic at
+// construction. Default: DefaultQuotaResponses (10000) and
+// DefaultQuotaBytes (64 MiB).
+func WithQuota(responses int, bytes int64) Option {
+	return func(c *config) {
+		if responses < 0 || bytes < 0 {
+			c.invalid("WithQuota: %d responses, %d bytes, want >= 0", responses, bytes)
+		}
+		c.quota = quota{responses: responses, bytes: bytes}
+	}
+}
+
 // newConfig applies opts and validates the result, panicking with a
 // message that names fn, the function the app called, and the option at
 // fault.
@@ -279,6 +304,7 @@ func newConfig(fn string, opts []Option) config {
 		storeStatus:   DefaultStoreStatus,
 		respond:       httplock.WriteProblem,
 		storedHeaders: make(map[string]bool, len(defaultStoredHeaders)),
+		quota:         quota{responses: DefaultQuotaResponses, bytes: DefaultQuotaBytes},
 	}
 	for _, n := range defaultStoredHeaders {
 		c.storedHeaders[n] = true

@@ -180,7 +180,12 @@ type recordStore struct {
 
 // get returns the record at key: one GET. ok is false when there is none.
 func (s recordStore) get(ctx context.Context, key string) (r record, ok bool, err error) {
-	v, err := s.rdb.Get(ctx, key).Result()
+	return s.decode(s.rdb.Get(ctx, key))
+}
+
+// decode returns the record cmd read.
+func (s recordStore) decode(cmd *redis.StringCmd) (r record, ok bool, err error) {
+	v, err := cmd.Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return r, false, nil
