@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,6 +100,25 @@ func TestNewCallerFromContext(t *testing.T) {
 		t.Fatalf("got alice %q, bob %q, want runs 1 and 2", alice.Body, bob.Body)
 	}
 	checkReplay(t, send(h, "POST", "/orders", "{}", "k1", "Authorization", "Bearer alice"), alice)
+	// No identity: 401, never a replay from a scope shared by anonymous
+	// callers.
+	p := checkProblem(t, send(h, "POST", "/orders", "{}", "k1"), http.StatusUnauthorized)
+	if p.Detail != "this operation requires an authenticated caller" || runs.Load() != 2 {
+		t.Fatalf("got detail %q, %d runs, want the 401 detail and 2 runs", p.Detail, runs.Load())
+	}
+}
+
+// WithError is told what the client does not see: here the cause of a 503.
+func TestNewWithError(t *testing.T) {
+	l, srv, rdb := newLocker(t)
+	var told atomic.Value
+	h := idempotency.New(l, rdb, tester, idempotency.WithError(func(r *http.Request, err error) { told.Store(err) }))(
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("handler ran") }))
+	srv.Kill(t)
+	checkProblem(t, send(h, "POST", "/orders", "{}", "k1"), http.StatusServiceUnavailable)
+	if err, _ := told.Load().(error); err == nil || !strings.Contains(err.Error(), "idempotency: reading the record") {
+		t.Fatalf("got %v told, want the read error", told.Load())
+	}
 }
 
 // 50 identical requests at once through net/http with a wait: the handler
