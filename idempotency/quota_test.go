@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/idempotency"
+	"github.com/padlockgo/padlock/internal/redistest"
 )
 
 // One caller cannot fill Redis with stored responses: past its quota, a
@@ -117,4 +119,52 @@ func TestQuotaOptions(t *testing.T) {
 		}
 	}
 	idempotency.New(l, rdb, tester, idempotency.WithQuota(-1, 0))
+}
+
+// On a Cluster the record and the quota keys live in different slots; the
+// pipelines that carry them still work, and so does the quota.
+func TestQuotaCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	cc := c.Client(t)
+	l := padlock.New(cc)
+	t.Cleanup(func() { _ = l.Close() })
+	var runs atomic.Int64
+	h := idempotency.New(l, cc, tester, idempotency.WithQuota(2, 0))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "run %d", runs.Add(1))
+	}))
+	first := send(h, "POST", "/orders", "{}", "k1")
+	if first.Code != http.StatusCreated {
+		t.Fatalf("got %d %s, want 201", first.Code, first.Body)
+	}
+	checkReplay(t, send(h, "POST", "/orders", "{}", "k1"), first)
+	if w := send(h, "POST", "/orders", "{}", "k2"); w.Code != http.StatusCreated {
+		t.Fatalf("got %d %s, want 201", w.Code, w.Body)
+	}
+	checkProblem(t, send(h, "POST", "/orders", "{}", "k3"), http.StatusTooManyRequests)
+	if got := runs.Load(); got != 2 {
+		t.Fatalf("got %d runs, want 2", got)
+	}
+}
+
+// A server that forgot the quota scripts (restarted, SCRIPT FLUSH) gets
+// them again: the check and the count still happen.
+func TestQuotaScriptFlush(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	h := idempotency.New(l, rdb, tester, idempotency.WithQuota(2, 0))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+	}))
+	ctx := context.Background()
+	for _, k := range []string{"k1", "k2"} {
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if w := send(h, "POST", "/orders", "{}", k); w.Code != http.StatusCreated {
+			t.Fatalf("%s: got %d %s, want 201", k, w.Code, w.Body)
+		}
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	checkProblem(t, send(h, "POST", "/orders", "{}", "k3"), http.StatusTooManyRequests)
 }
