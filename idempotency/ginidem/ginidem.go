@@ -73,14 +73,20 @@ func newCore(l *padlock.Locker, rdb redis.UniversalClient, opts []idempotency.Op
 	return idempotency.NewCore(l, rdb, opts...)
 }
 
+// keyKey is the gin context key of the request's Idempotency-Key.
+type keyKey struct{}
+
 // KeyFrom returns the Idempotency-Key of a request the middleware let
 // through to the handler, unquoted, or "" when there is none (no key on a
-// WithOptionalKey route, or no middleware on the route).
+// WithOptionalKey route, or no middleware on the route). Middlewares in
+// front of this one can read it too, after c.Next.
 func KeyFrom(c *gin.Context) string {
-	if c == nil || c.Request == nil {
+	if c == nil {
 		return ""
 	}
-	return idempotency.KeyFrom(c.Request.Context())
+	k, _ := c.Get(keyKey{})
+	s, _ := k.(string)
+	return s
 }
 
 // chain is a Gin request's idempotency.Chain.
@@ -111,6 +117,9 @@ func (ch *chain) Next(w http.ResponseWriter, r *http.Request) {
 		gw = &writer{recorder: rec, orig: orig}
 	}
 	c.Request, c.Writer = r, gw
+	if k := idempotency.KeyFrom(r.Context()); k != "" {
+		c.Set(keyKey{}, k)
+	}
 	// Deferred, so it also runs when the chain panics.
 	defer func() {
 		if c.Writer == gw {

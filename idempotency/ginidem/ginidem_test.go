@@ -412,9 +412,11 @@ func TestIdempotencyHandlerView(t *testing.T) {
 	l, _, rdb := newLocker(t)
 	r := gin.New()
 	var outerCtxErr error
+	var outerKey string
 	r.Use(func(c *gin.Context) {
 		c.Next()
 		outerCtxErr = c.Request.Context().Err()
+		outerKey = ginidem.KeyFrom(c)
 	})
 	r.POST("/orders/:id/pay", ginidem.New(l, rdb, tester), func(c *gin.Context) {
 		var a, b struct{ Amount int }
@@ -435,8 +437,8 @@ func TestIdempotencyHandlerView(t *testing.T) {
 	if want := "pay 7 250 250 idempotency:/orders/$id/pay:tester:pay 7"; w.Code != http.StatusOK || w.Body.String() != want {
 		t.Fatalf("got %d %q, want 200 %q", w.Code, w.Body, want)
 	}
-	if outerCtxErr != nil {
-		t.Fatalf("got outer middleware context error %v, want nil", outerCtxErr)
+	if outerCtxErr != nil || outerKey != "pay 7" {
+		t.Fatalf("got outer middleware context error %v, key %q, want nil and the key", outerCtxErr, outerKey)
 	}
 	if got := ginidem.KeyFrom(&gin.Context{}); got != "" {
 		t.Fatalf("got KeyFrom %q on a bare context, want empty", got)
