@@ -14,6 +14,8 @@ import (
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/decorator"
 	"github.com/padlockgo/padlock/httplock"
+	"github.com/padlockgo/padlock/idempotency"
+	"github.com/padlockgo/padlock/idempotency/ginidem"
 	"github.com/padlockgo/padlock/keyfunc"
 	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/middleware"
@@ -68,10 +70,9 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 	// a second one; the key is optional here, and scoped by the client
 	// that sends it (X-Client-ID stands in for authentication). The stored
 	// answers live on the first Redis node (in redlock mode, that one node).
-	idem := middleware.Idempotency(b.locker, b.nodes[0],
-		middleware.OptionalKey(),
-		middleware.WithCaller(keyfunc.Header("X-Client-ID", lockkey.Text())),
-		middleware.WithMaxBodyBytes(maxBodyBytes))
+	idem := ginidem.New(b.locker, b.nodes[0], keyfunc.Header("X-Client-ID", lockkey.Text()),
+		idempotency.WithOptionalKey(),
+		idempotency.WithMaxBodyBytes(maxBodyBytes))
 	r.POST("/orders", idem, s.createOrder)
 	r.GET("/orders/:id", s.getOrder)
 

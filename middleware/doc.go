@@ -51,20 +51,7 @@
 // httplock.Lock is the same middleware for net/http routers (http.ServeMux,
 // chi), sharing the same core, httplock.Guard.
 //
-// # Idempotency
-//
-// Idempotency goes further than mutual exclusion, for payment and order
-// endpoints: it implements the Idempotency-Key header (IETF draft
-// "The Idempotency-Key HTTP Header Field"). The first request with a key
-// runs the handler while holding a padlock lock on the key; its response is
-// stored in Redis, and a retry with the same key gets that response back,
-// marked "Idempotent-Replayed: true", in one Redis round trip:
-//
-//	r.POST("/orders", middleware.Idempotency(locker, rdb, middleware.WithCaller(clientID)), createOrder)
-//
-// A missing or malformed key is 400, the key reused for a different request
-// is 422, and the key whose first request still runs is 409 with
-// Retry-After (or a wait for its answer, see WaitForInFlight). A process
-// that dies while running a request leaves its key busy only until the
-// lock's lease runs out.
+// Idempotency-Key handling, for payment and order endpoints, is its own
+// package: padlock/idempotency, with its Gin face in
+// padlock/idempotency/ginidem.
 package middleware

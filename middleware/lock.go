@@ -1,7 +1,6 @@
 package middleware
 
 import (
-	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -106,11 +105,6 @@ func abort(g *httplock.Guard, c *gin.Context, p *httplock.Problem) {
 	}
 	g.Refuse(c.Writer, c.Request, p)
 	c.Abort()
-}
-
-// newProblem returns a problem with status and detail, and err for logs.
-func newProblem(status int, detail string, err error) *httplock.Problem {
-	return &httplock.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail, Err: err}
 }
 
 // LockFrom returns the lock Lock holds for the request, or nil when the

@@ -1,15 +1,15 @@
-package middleware_test
+package idempotency_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
-	"github.com/padlockgo/padlock/middleware"
+	"github.com/padlockgo/padlock/idempotency"
 )
 
-func TestParseIdempotencyKey(t *testing.T) {
-	long := strings.Repeat("k", middleware.MaxIdempotencyKeyLen)
+func TestParseKey(t *testing.T) {
+	long := strings.Repeat("k", idempotency.MaxKeyLen)
 	tests := []struct {
 		field   string
 		want    string
@@ -54,15 +54,15 @@ func TestParseIdempotencyKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.field, func(t *testing.T) {
-			got, err := middleware.ParseIdempotencyKey(tt.field)
+			got, err := idempotency.ParseKey(tt.field)
 			if tt.wantErr == "" {
 				if err != nil || got != tt.want {
 					t.Fatalf("got %q, %v, want %q, nil", got, err, tt.want)
 				}
 				return
 			}
-			if !errors.Is(err, middleware.ErrInvalidIdempotencyKey) || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("got %q, %v, want an ErrInvalidIdempotencyKey error saying %q", got, err, tt.wantErr)
+			if !errors.Is(err, idempotency.ErrInvalidKey) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("got %q, %v, want an ErrInvalidKey error saying %q", got, err, tt.wantErr)
 			}
 		})
 	}
@@ -71,7 +71,7 @@ func TestParseIdempotencyKey(t *testing.T) {
 // The parser never panics, accepts only keys of 1 to 255 printable ASCII
 // bytes, and a key it accepts, written back as an sf-string, parses to
 // itself.
-func FuzzParseIdempotencyKey(f *testing.F) {
+func FuzzParseKey(f *testing.F) {
 	for _, s := range []string{
 		`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, "8e03978e-40d5-43e8-bc93-6894a57f9324",
 		`"say \"hi\" \\o/"`, `"k1";a=1;b="x";c`, "k1;a=?1", `""`, `"k1`, `"\`, "k 1",
@@ -80,15 +80,15 @@ func FuzzParseIdempotencyKey(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, field string) {
-		key, err := middleware.ParseIdempotencyKey(field)
+		key, err := idempotency.ParseKey(field)
 		if err != nil {
-			if !errors.Is(err, middleware.ErrInvalidIdempotencyKey) || key != "" {
-				t.Fatalf("got %q, %v, want an ErrInvalidIdempotencyKey error and no key", key, err)
+			if !errors.Is(err, idempotency.ErrInvalidKey) || key != "" {
+				t.Fatalf("got %q, %v, want an ErrInvalidKey error and no key", key, err)
 			}
 			return
 		}
-		if len(key) < 1 || len(key) > middleware.MaxIdempotencyKeyLen {
-			t.Fatalf("got a key of %d bytes from %q, want 1..%d", len(key), field, middleware.MaxIdempotencyKeyLen)
+		if len(key) < 1 || len(key) > idempotency.MaxKeyLen {
+			t.Fatalf("got a key of %d bytes from %q, want 1..%d", len(key), field, idempotency.MaxKeyLen)
 		}
 		for i := 0; i < len(key); i++ {
 			if key[i] < 0x20 || key[i] > 0x7e {
@@ -96,7 +96,7 @@ func FuzzParseIdempotencyKey(f *testing.F) {
 			}
 		}
 		quoted := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
-		if again, err := middleware.ParseIdempotencyKey(quoted); err != nil || again != key {
+		if again, err := idempotency.ParseKey(quoted); err != nil || again != key {
 			t.Fatalf("got %q, %v from %s (re-quoted %q), want %q", again, err, quoted, field, key)
 		}
 	})

@@ -1,4 +1,4 @@
-package middleware
+package idempotency
 
 import (
 	"context"
@@ -39,7 +39,7 @@ const (
 	recordNotReplayable = 1 // the request ran; its response was not kept
 )
 
-var errBadRecord = errors.New("middleware: Idempotency: malformed record in Redis")
+var errBadRecord = errors.New("idempotency: malformed record in Redis")
 
 // encode returns r with body (r.body is for decoding) in the record format,
 // in one allocation.
@@ -180,12 +180,17 @@ type recordStore struct {
 
 // get returns the record at key: one GET. ok is false when there is none.
 func (s recordStore) get(ctx context.Context, key string) (r record, ok bool, err error) {
-	v, err := s.rdb.Get(ctx, key).Result()
+	return s.decode(s.rdb.Get(ctx, key))
+}
+
+// decode returns the record cmd read.
+func (s recordStore) decode(cmd *redis.StringCmd) (r record, ok bool, err error) {
+	v, err := cmd.Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return r, false, nil
 	case err != nil:
-		return r, false, fmt.Errorf("middleware: Idempotency: reading the record: %w", err)
+		return r, false, fmt.Errorf("idempotency: reading the record: %w", err)
 	}
 	r, err = decodeRecord(v)
 	return r, err == nil, err
@@ -197,7 +202,7 @@ func (s recordStore) get(ctx context.Context, key string) (r record, ok bool, er
 func (s recordStore) put(ctx context.Context, key string, r *record, body []byte) (stored bool, err error) {
 	stored, err = s.rdb.SetNX(ctx, key, r.encode(body), s.retention).Result()
 	if err != nil {
-		return false, fmt.Errorf("middleware: Idempotency: storing the record: %w", err)
+		return false, fmt.Errorf("idempotency: storing the record: %w", err)
 	}
 	return stored, nil
 }

@@ -1,4 +1,4 @@
-package middleware
+package idempotency
 
 import (
 	"errors"
@@ -6,34 +6,34 @@ import (
 	"strings"
 )
 
-// Header fields of the Idempotency middleware.
+// Header fields of the middleware.
 const (
-	// IdempotencyKeyHeader is the request header that carries the key
+	// KeyHeader is the request header that carries the key
 	// (IETF draft-ietf-httpapi-idempotency-key-header).
-	IdempotencyKeyHeader = "Idempotency-Key"
+	KeyHeader = "Idempotency-Key"
 
-	// IdempotentReplayedHeader is set to "true" on a response replayed from
+	// ReplayedHeader is set to "true" on a response replayed from
 	// the stored record of an earlier request with the same key. The draft
 	// names no such header; this is the one Stripe uses.
-	IdempotentReplayedHeader = "Idempotent-Replayed"
+	ReplayedHeader = "Idempotent-Replayed"
 
-	// IdempotentReplayableHeader is set to "false" on a response the
+	// ReplayableHeader is set to "false" on a response the
 	// handler produced but that a retry with the same key will not get back:
 	// a 5xx (a retry runs the handler again), a response larger than
 	// WithMaxResponseBytes or flushed early (a retry gets 409), or one whose
 	// record could not be written to Redis.
-	IdempotentReplayableHeader = "Idempotent-Replayable"
+	ReplayableHeader = "Idempotent-Replayable"
 )
 
-// MaxIdempotencyKeyLen is the longest Idempotency-Key, in bytes after
-// unquoting, that ParseIdempotencyKey accepts.
-const MaxIdempotencyKeyLen = 255
+// MaxKeyLen is the longest Idempotency-Key, in bytes after unquoting, that
+// ParseKey accepts.
+const MaxKeyLen = 255
 
-// ErrInvalidIdempotencyKey reports an Idempotency-Key field that
-// ParseIdempotencyKey rejects; the error says why. It means HTTP 400.
-var ErrInvalidIdempotencyKey = errors.New("middleware: invalid Idempotency-Key")
+// ErrInvalidKey reports an Idempotency-Key field that ParseKey rejects; the
+// error says why. It means HTTP 400.
+var ErrInvalidKey = errors.New("idempotency: invalid Idempotency-Key")
 
-// ParseIdempotencyKey returns the key an Idempotency-Key field value
+// ParseKey returns the key an Idempotency-Key field value
 // carries. The draft makes the field a Structured Field (RFC 9651) Item whose
 // value is a String, as in
 //
@@ -43,10 +43,10 @@ var ErrInvalidIdempotencyKey = errors.New("middleware: invalid Idempotency-Key")
 // of an HTTP token plus ':', '/' and '=' (a UUID, a ULID, base64) is accepted
 // too and means the same key. Parameters after the item (";a=1") are parsed
 // and ignored, as RFC 9651 asks; leading and trailing spaces and tabs are
-// ignored. The key must be 1 to MaxIdempotencyKeyLen bytes of printable
+// ignored. The key must be 1 to MaxKeyLen bytes of printable
 // ASCII (space included, within quotes). Any other field value is an error
-// matching ErrInvalidIdempotencyKey that says what is wrong.
-func ParseIdempotencyKey(field string) (string, error) {
+// matching ErrInvalidKey that says what is wrong.
+func ParseKey(field string) (string, error) {
 	s := strings.Trim(field, " \t")
 	if s == "" {
 		return "", invalidKey("empty")
@@ -73,7 +73,7 @@ func ParseIdempotencyKey(field string) (string, error) {
 	switch {
 	case key == "":
 		return "", invalidKey("empty")
-	case len(key) > MaxIdempotencyKeyLen:
+	case len(key) > MaxKeyLen:
 		return "", tooLong()
 	}
 	return key, nil
@@ -102,7 +102,7 @@ func sfString(s string) (string, int, error) {
 		case c < 0x20 || c > 0x7e:
 			return "", 0, invalidKey(fmt.Sprintf("%s at offset %d; a key is printable ASCII", quoteByte(c), i))
 		}
-		if b.Len()+i+1-start > MaxIdempotencyKeyLen {
+		if b.Len()+i+1-start > MaxKeyLen {
 			// Stop early: the key is too long whatever follows.
 			return "", 0, tooLong()
 		}
@@ -180,9 +180,9 @@ func quoteByte(c byte) string {
 }
 
 func tooLong() error {
-	return invalidKey(fmt.Sprintf("longer than %d bytes", MaxIdempotencyKeyLen))
+	return invalidKey(fmt.Sprintf("longer than %d bytes", MaxKeyLen))
 }
 
 func invalidKey(why string) error {
-	return fmt.Errorf("%w: %s", ErrInvalidIdempotencyKey, why)
+	return fmt.Errorf("%w: %s", ErrInvalidKey, why)
 }

@@ -1,4 +1,4 @@
-package middleware_test
+package ginidem_test
 
 import (
 	"context"
@@ -16,10 +16,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/idempotency"
+	"github.com/padlockgo/padlock/idempotency/ginidem"
 	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/padlockgo/padlock/keyfunc"
 	"github.com/padlockgo/padlock/lockkey"
-	"github.com/padlockgo/padlock/middleware"
 )
 
 // orders is an order service behind Idempotency on a fresh Redis: POST
@@ -32,7 +33,7 @@ type orders struct {
 	runs atomic.Int64
 }
 
-func newOrders(t testing.TB, opts ...middleware.IdempotencyOption) *orders {
+func newOrders(t testing.TB, caller func(*gin.Context) (string, error), opts ...idempotency.Option) *orders {
 	t.Helper()
 	l, srv, rdb := newLocker(t)
 	o := &orders{r: gin.New(), l: l, srv: srv, rdb: rdb}
@@ -41,7 +42,7 @@ func newOrders(t testing.TB, opts ...middleware.IdempotencyOption) *orders {
 		// A middleware in front sets a header of its own per request.
 		c.Header("X-Request-Id", strconv.FormatInt(reqID.Add(1), 10))
 	})
-	o.r.POST("/orders", middleware.Idempotency(l, rdb, opts...), o.create)
+	o.r.POST("/orders", ginidem.New(l, rdb, caller, opts...), o.create)
 	return o
 }
 
@@ -91,7 +92,7 @@ func checkReplay(t testing.TB, w, first *httptest.ResponseRecorder) {
 // headers and body, marked as a replay; the handler ran once; headers of
 // middlewares in front are the retry's own.
 func TestIdempotencyReplay(t *testing.T) {
-	o := newOrders(t)
+	o := newOrders(t, tester)
 	first := send(o.r, "POST", "/orders", `{"item":"book"}`, key(`"k1"`))
 	if first.Code != http.StatusCreated || first.Body.String() != `{"id":1,"item":"book"}` {
 		t.Fatalf("got %d %s, want 201 {\"id\":1,\"item\":\"book\"}", first.Code, first.Body)
@@ -122,9 +123,9 @@ func TestIdempotencyReplay(t *testing.T) {
 // Every refusal the middleware makes: status, problem body, and that the
 // handler did not run.
 func TestIdempotencyRefusals(t *testing.T) {
-	o := newOrders(t, middleware.WithMaxBodyBytes(64))
-	o.r.PUT("/orders", middleware.Idempotency(o.l, o.rdb), o.create)
-	o.r.POST("/orders/:id/pay", middleware.Idempotency(o.l, o.rdb), o.create)
+	o := newOrders(t, tester, idempotency.WithMaxBodyBytes(64))
+	o.r.PUT("/orders", ginidem.New(o.l, o.rdb, tester), o.create)
+	o.r.POST("/orders/:id/pay", ginidem.New(o.l, o.rdb, tester), o.create)
 	for _, target := range []string{"/orders", "/orders/1/pay"} {
 		if w := send(o.r, "POST", target, `{"item":"book"}`, key("used")); w.Code != http.StatusCreated {
 			t.Fatalf("setup: got %d %s, want 201", w.Code, w.Body)
@@ -171,55 +172,92 @@ func TestIdempotencyRefusals(t *testing.T) {
 }
 
 // The handler's own errors are replayed like successes (as Stripe does),
-// except 5xx, 408 and 429, which a retry runs again.
+// except a validation failure (400, 422), where the handler did nothing,
+// and 5xx, 408 and 429, which a retry runs again. StrictStoreStatus stores
+// validation failures too.
 func TestIdempotencyStoredStatuses(t *testing.T) {
 	tests := []struct {
-		status int
-		stored bool
+		status         int
+		stored, strict bool
 	}{
-		{http.StatusOK, true},
-		{http.StatusNoContent, true},
-		{http.StatusSeeOther, true},
-		{http.StatusBadRequest, true},
-		{http.StatusNotFound, true},
-		{http.StatusConflict, true},
-		{http.StatusUnprocessableEntity, true},
-		{http.StatusRequestTimeout, false},
-		{http.StatusTooManyRequests, false},
-		{http.StatusInternalServerError, false},
-		{http.StatusServiceUnavailable, false},
+		{http.StatusOK, true, true},
+		{http.StatusNoContent, true, true},
+		{http.StatusSeeOther, true, true},
+		{http.StatusBadRequest, false, true},
+		{http.StatusNotFound, true, true},
+		{http.StatusConflict, true, true},
+		{http.StatusUnprocessableEntity, false, true},
+		{http.StatusRequestTimeout, false, false},
+		{http.StatusTooManyRequests, false, false},
+		{http.StatusInternalServerError, false, false},
+		{http.StatusServiceUnavailable, false, false},
 	}
 	l, _, rdb := newLocker(t)
-	for _, tt := range tests {
-		t.Run(strconv.Itoa(tt.status), func(t *testing.T) {
-			var runs atomic.Int64
-			r := gin.New()
-			r.POST("/pay", middleware.Idempotency(l, rdb), func(c *gin.Context) {
-				n := runs.Add(1)
-				if tt.status == http.StatusNoContent {
-					c.Status(tt.status)
+	for _, mode := range []string{"default", "strict"} {
+		for _, tt := range tests {
+			t.Run(mode+"/"+strconv.Itoa(tt.status), func(t *testing.T) {
+				var opts []idempotency.Option
+				stored := tt.stored
+				if mode == "strict" {
+					opts = append(opts, idempotency.WithStoreStatus(idempotency.StrictStoreStatus))
+					stored = tt.strict
+				}
+				var runs atomic.Int64
+				r := gin.New()
+				r.POST("/pay", ginidem.New(l, rdb, tester, opts...), func(c *gin.Context) {
+					n := runs.Add(1)
+					if tt.status == http.StatusNoContent {
+						c.Status(tt.status)
+						return
+					}
+					c.String(tt.status, "run %d", n)
+				})
+				k := key(mode + "-status-" + strconv.Itoa(tt.status))
+				first := send(r, "POST", "/pay", "", k)
+				second := send(r, "POST", "/pay", "", k)
+				if first.Code != tt.status {
+					t.Fatalf("got status %d, want %d", first.Code, tt.status)
+				}
+				if stored {
+					checkReplay(t, second, first)
+					if got := runs.Load(); got != 1 {
+						t.Fatalf("got %d handler runs, want 1", got)
+					}
 					return
 				}
-				c.String(tt.status, "run %d", n)
-			})
-			k := key("status-" + strconv.Itoa(tt.status))
-			first := send(r, "POST", "/pay", "", k)
-			second := send(r, "POST", "/pay", "", k)
-			if first.Code != tt.status {
-				t.Fatalf("got status %d, want %d", first.Code, tt.status)
-			}
-			if tt.stored {
-				checkReplay(t, second, first)
-				if got := runs.Load(); got != 1 {
-					t.Fatalf("got %d handler runs, want 1", got)
+				if got := first.Header().Get("Idempotent-Replayable"); got != "false" {
+					t.Fatalf("got Idempotent-Replayable %q, want false", got)
 				}
-				return
+				if second.Body.String() != "run 2" || second.Header().Get("Idempotent-Replayed") != "" {
+					t.Fatalf("got %d %q (replayed %q), want a second run", second.Code, second.Body, second.Header().Get("Idempotent-Replayed"))
+				}
+			})
+		}
+	}
+}
+
+// A request the handler refused as invalid, retried with the same key and
+// a corrected body, runs and creates the order; with StrictStoreStatus
+// the key stays bound to the invalid request (422).
+func TestIdempotencyCorrectedRetry(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   []idempotency.Option
+		want   int
+		orders int64
+	}{
+		{"default", nil, http.StatusCreated, 1},
+		{"strict", []idempotency.Option{idempotency.WithStoreStatus(idempotency.StrictStoreStatus)}, http.StatusUnprocessableEntity, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := newOrders(t, tester, tt.opts...)
+			if w := send(o.r, "POST", "/orders", `{"item":`, key("k1")); w.Code != http.StatusBadRequest {
+				t.Fatalf("got %d %s for the malformed body, want the handler's 400", w.Code, w.Body)
 			}
-			if got := first.Header().Get("Idempotent-Replayable"); got != "false" {
-				t.Fatalf("got Idempotent-Replayable %q, want false", got)
-			}
-			if second.Body.String() != "run 2" || second.Header().Get("Idempotent-Replayed") != "" {
-				t.Fatalf("got %d %q (replayed %q), want a second run", second.Code, second.Body, second.Header().Get("Idempotent-Replayed"))
+			w := send(o.r, "POST", "/orders", `{"item":"book"}`, key("k1"))
+			if w.Code != tt.want || o.runs.Load() != tt.orders {
+				t.Fatalf("corrected retry: got %d %s, %d orders, want %d and %d orders", w.Code, w.Body, o.runs.Load(), tt.want, tt.orders)
 			}
 		})
 	}
@@ -253,7 +291,7 @@ func TestIdempotencyPanic(t *testing.T) {
 			l, srv, rdb := newLocker(t)
 			var runs atomic.Int64
 			r := gin.New()
-			tt.setup(r, middleware.Idempotency(l, rdb), func(c *gin.Context) {
+			tt.setup(r, ginidem.New(l, rdb, tester), func(c *gin.Context) {
 				c.Header("X-Partial", "yes")
 				c.String(http.StatusOK, "partial ")
 				if runs.Add(1) == 1 {
@@ -265,7 +303,7 @@ func TestIdempotencyPanic(t *testing.T) {
 			if w.Code != tt.wantCode || w.Body.String() != tt.wantBody {
 				t.Fatalf("got %d %q, want %d %q", w.Code, w.Body, tt.wantCode, tt.wantBody)
 			}
-			if n, err := rdb.Exists(context.Background(), "padlock:idempotency:/pay::k1").Result(); n != 0 || err != nil {
+			if n, err := rdb.Exists(context.Background(), "padlock:idempotency:/pay:tester:k1").Result(); n != 0 || err != nil {
 				t.Fatalf("got %d, %v for the record after the panic (keys %v), want none", n, err, srv.Keys(t))
 			}
 			w = send(r, "POST", "/pay", "", key("k1"))
@@ -303,7 +341,7 @@ func TestIdempotencyNotReplayable(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var runs atomic.Int64
 			r := gin.New()
-			r.POST("/export", middleware.Idempotency(l, rdb, middleware.WithMaxResponseBytes(32)), func(c *gin.Context) {
+			r.POST("/export", ginidem.New(l, rdb, tester, idempotency.WithMaxResponseBytes(32)), func(c *gin.Context) {
 				runs.Add(1)
 				tt.handler(c)
 			})
@@ -329,7 +367,7 @@ func TestIdempotencyNotReplayable(t *testing.T) {
 // Without OptionalKey a key is required; with it, requests without one run
 // the handler each time and leave nothing in Redis.
 func TestIdempotencyOptionalKey(t *testing.T) {
-	o := newOrders(t, middleware.OptionalKey())
+	o := newOrders(t, tester, idempotency.WithOptionalKey())
 	for i := 1; i <= 2; i++ {
 		w := send(o.r, "POST", "/orders", `{"item":"book"}`, nil)
 		if want := fmt.Sprintf(`{"id":%d,"item":"book"}`, i); w.Code != http.StatusCreated || w.Body.String() != want {
@@ -346,9 +384,9 @@ func TestIdempotencyOptionalKey(t *testing.T) {
 // The record: where it lives, how long, and that a retry after the
 // retention runs the handler again.
 func TestIdempotencyRecord(t *testing.T) {
-	o := newOrders(t, middleware.WithRetention(time.Hour), middleware.WithCaller(func(c *gin.Context) (string, error) {
+	o := newOrders(t, func(c *gin.Context) (string, error) {
 		return "client:1", nil
-	}))
+	}, idempotency.WithRetention(time.Hour))
 	send(o.r, "POST", "/orders", `{"item":"book"}`, key("k:1"))
 	recKey := "padlock:idempotency:/orders:client%3A1:k%3A1"
 	ttl, err := o.rdb.PTTL(context.Background(), recKey).Result()
@@ -356,10 +394,10 @@ func TestIdempotencyRecord(t *testing.T) {
 		t.Fatalf("got PTTL %v, %v for %s (keys %v), want about 1h", ttl, err, recKey, o.srv.Keys(t))
 	}
 
-	short := newOrders(t, middleware.WithRetention(200*time.Millisecond), middleware.WithRecordPrefix("app:idem:"))
+	short := newOrders(t, tester, idempotency.WithRetention(200*time.Millisecond), idempotency.WithRecordPrefix("app:idem:"))
 	send(short.r, "POST", "/orders", `{"item":"book"}`, key("k1"))
-	if n, _ := short.rdb.Exists(context.Background(), "app:idem:/orders::k1").Result(); n != 1 {
-		t.Fatalf("got keys %v, want app:idem:/orders::k1", short.srv.Keys(t))
+	if n, _ := short.rdb.Exists(context.Background(), "app:idem:/orders:tester:k1").Result(); n != 1 {
+		t.Fatalf("got keys %v, want app:idem:/orders:tester:k1", short.srv.Keys(t))
 	}
 	time.Sleep(300 * time.Millisecond)
 	w := send(short.r, "POST", "/orders", `{"item":"book"}`, key("k1"))
@@ -374,11 +412,13 @@ func TestIdempotencyHandlerView(t *testing.T) {
 	l, _, rdb := newLocker(t)
 	r := gin.New()
 	var outerCtxErr error
+	var outerKey string
 	r.Use(func(c *gin.Context) {
 		c.Next()
 		outerCtxErr = c.Request.Context().Err()
+		outerKey = ginidem.KeyFrom(c)
 	})
-	r.POST("/orders/:id/pay", middleware.Idempotency(l, rdb), func(c *gin.Context) {
+	r.POST("/orders/:id/pay", ginidem.New(l, rdb, tester), func(c *gin.Context) {
 		var a, b struct{ Amount int }
 		if err := c.ShouldBindBodyWithJSON(&a); err != nil {
 			t.Errorf("ShouldBindBodyWithJSON: %v", err)
@@ -386,28 +426,28 @@ func TestIdempotencyHandlerView(t *testing.T) {
 		if err := c.ShouldBindJSON(&b); err != nil {
 			t.Errorf("ShouldBindJSON: %v", err)
 		}
-		lk := middleware.LockFrom(c)
+		lk := padlock.FromContext(c.Request.Context())
 		if lk == nil {
 			t.Error("LockFrom: got nil, want the in-flight lock")
 			return
 		}
-		c.String(http.StatusOK, "%s %d %d %s", middleware.IdempotencyKeyFrom(c), a.Amount, b.Amount, lk.Key())
+		c.String(http.StatusOK, "%s %d %d %s", ginidem.KeyFrom(c), a.Amount, b.Amount, lk.Key())
 	})
 	w := send(r, "POST", "/orders/7/pay", `{"amount":250}`, key(`"pay 7"`))
-	if want := "pay 7 250 250 idempotency:/orders/$id/pay::pay 7"; w.Code != http.StatusOK || w.Body.String() != want {
+	if want := "pay 7 250 250 idempotency:/orders/$id/pay:tester:pay 7"; w.Code != http.StatusOK || w.Body.String() != want {
 		t.Fatalf("got %d %q, want 200 %q", w.Code, w.Body, want)
 	}
-	if outerCtxErr != nil {
-		t.Fatalf("got outer middleware context error %v, want nil", outerCtxErr)
+	if outerCtxErr != nil || outerKey != "pay 7" {
+		t.Fatalf("got outer middleware context error %v, key %q, want nil and the key", outerCtxErr, outerKey)
 	}
-	if got := middleware.IdempotencyKeyFrom(&gin.Context{}); got != "" {
-		t.Fatalf("got IdempotencyKeyFrom %q on a bare context, want empty", got)
+	if got := ginidem.KeyFrom(&gin.Context{}); got != "" {
+		t.Fatalf("got KeyFrom %q on a bare context, want empty", got)
 	}
 }
 
 // Redis gone: 503 and no handler run, on the replay GET and on the lock.
 func TestIdempotencyRedisDown(t *testing.T) {
-	o := newOrders(t)
+	o := newOrders(t, tester)
 	o.srv.Kill(t)
 	w := send(o.r, "POST", "/orders", `{"item":"book"}`, key("k1"))
 	p := checkProblem(t, w, http.StatusServiceUnavailable)
@@ -419,8 +459,8 @@ func TestIdempotencyRedisDown(t *testing.T) {
 // A record Redis holds that is not one (another app wrote the key) is a
 // 500, never a run.
 func TestIdempotencyBadRecord(t *testing.T) {
-	o := newOrders(t)
-	o.rdb.Set(context.Background(), "padlock:idempotency:/orders::k1", "not a record", 0)
+	o := newOrders(t, tester)
+	o.rdb.Set(context.Background(), "padlock:idempotency:/orders:tester:k1", "not a record", 0)
 	w := send(o.r, "POST", "/orders", `{"item":"book"}`, key("k1"))
 	checkProblem(t, w, http.StatusInternalServerError)
 	if o.runs.Load() != 0 {
@@ -434,12 +474,12 @@ func TestIdempotencyFuncErrors(t *testing.T) {
 	l, _, rdb := newLocker(t)
 	r := gin.New()
 	h := func(c *gin.Context) { t.Error("handler ran") }
-	r.POST("/header", middleware.Idempotency(l, rdb, middleware.WithCaller(keyfunc.Header("X-Client-ID", lockkey.Text()))), h)
-	r.POST("/empty", middleware.Idempotency(l, rdb, middleware.WithCaller(func(*gin.Context) (string, error) { return "", nil })), h)
-	r.POST("/down", middleware.Idempotency(l, rdb, middleware.WithCaller(func(*gin.Context) (string, error) {
+	r.POST("/header", ginidem.New(l, rdb, keyfunc.Header("X-Client-ID", lockkey.Text())), h)
+	r.POST("/empty", ginidem.New(l, rdb, func(*gin.Context) (string, error) { return "", nil }), h)
+	r.POST("/down", ginidem.New(l, rdb, func(*gin.Context) (string, error) {
 		return "", fmt.Errorf("token store down")
-	})), h)
-	r.POST("/fp", middleware.Idempotency(l, rdb, middleware.WithFingerprint(func(*gin.Context, []byte) (string, error) {
+	}), h)
+	r.POST("/fp", ginidem.New(l, rdb, tester, idempotency.WithFingerprint(func(*http.Request, []byte) (string, error) {
 		return "", fmt.Errorf("secret")
 	})), h)
 	tests := []struct {
@@ -448,7 +488,7 @@ func TestIdempotencyFuncErrors(t *testing.T) {
 		wantDetail string
 	}{
 		{"/header", 400, `missing key part "header X-Client-ID"`},
-		{"/empty", 400, `missing key part "caller"`},
+		{"/empty", 401, "this operation requires an authenticated caller"},
 		{"/down", 500, "the caller could not be identified"},
 		{"/fp", 500, "the request could not be fingerprinted"},
 	}
@@ -469,23 +509,22 @@ func TestIdempotencyOptionsPanic(t *testing.T) {
 		name string
 		l    *padlock.Locker
 		rdb  redis.UniversalClient
-		opts []middleware.IdempotencyOption
+		opts []idempotency.Option
 		want string
 	}{
-		{"nil locker", nil, rdb, nil, "middleware: Idempotency: nil *padlock.Locker"},
-		{"nil client", l, nil, nil, "middleware: Idempotency: nil redis client"},
-		{"nil option", l, rdb, []middleware.IdempotencyOption{nil}, "middleware: Idempotency: option 1 is nil"},
-		{"nil caller", l, rdb, []middleware.IdempotencyOption{middleware.WithCaller(nil)}, "middleware: Idempotency: WithCaller: nil func"},
-		{"nil fingerprint", l, rdb, []middleware.IdempotencyOption{middleware.WithFingerprint(nil)}, "middleware: Idempotency: WithFingerprint: nil Fingerprint"},
-		{"nil store status", l, rdb, []middleware.IdempotencyOption{middleware.WithStoreStatus(nil)}, "middleware: Idempotency: WithStoreStatus: nil func"},
-		{"retention", l, rdb, []middleware.IdempotencyOption{middleware.WithRetention(0)}, "middleware: Idempotency: WithRetention: 0s, want >= 1ms"},
-		{"max response", l, rdb, []middleware.IdempotencyOption{middleware.WithMaxResponseBytes(0)}, "middleware: Idempotency: WithMaxResponseBytes: 0, want > 0"},
-		{"max body", l, rdb, []middleware.IdempotencyOption{middleware.WithMaxBodyBytes(-1)}, "middleware: Idempotency: WithMaxBodyBytes: -1, want > 0"},
-		{"prefix", l, rdb, []middleware.IdempotencyOption{middleware.WithRecordPrefix("{x}")}, `middleware: Idempotency: WithRecordPrefix: "{x}", want a non-empty prefix without '{' or '}'`},
-		{"empty prefix", l, rdb, []middleware.IdempotencyOption{middleware.WithRecordPrefix("")}, `middleware: Idempotency: WithRecordPrefix: "", want a non-empty prefix without '{' or '}'`},
-		{"wait", l, rdb, []middleware.IdempotencyOption{middleware.WaitForInFlight(-time.Second)}, "middleware: Idempotency: WaitForInFlight: -1s, want >= 0"},
-		{"ttl", l, rdb, []middleware.IdempotencyOption{middleware.WithInFlightTTL(time.Microsecond)}, "middleware: Idempotency: WithInFlightTTL: 1µs, want >= 1ms"},
-		{"store timeout", l, rdb, []middleware.IdempotencyOption{middleware.WithStoreTimeout(0)}, "middleware: Idempotency: WithStoreTimeout: 0s, want > 0"},
+		{"nil locker", nil, rdb, nil, "ginidem: New: nil *padlock.Locker"},
+		{"nil client", l, nil, nil, "ginidem: New: nil redis client"},
+		{"nil option", l, rdb, []idempotency.Option{nil}, "ginidem: New: option 1 is nil"},
+		{"nil fingerprint", l, rdb, []idempotency.Option{idempotency.WithFingerprint(nil)}, "ginidem: New: WithFingerprint: nil Fingerprint"},
+		{"nil store status", l, rdb, []idempotency.Option{idempotency.WithStoreStatus(nil)}, "ginidem: New: WithStoreStatus: nil func"},
+		{"retention", l, rdb, []idempotency.Option{idempotency.WithRetention(0)}, "ginidem: New: WithRetention: 0s, want >= 1ms"},
+		{"max response", l, rdb, []idempotency.Option{idempotency.WithMaxResponseBytes(0)}, "ginidem: New: WithMaxResponseBytes: 0, want > 0"},
+		{"max body", l, rdb, []idempotency.Option{idempotency.WithMaxBodyBytes(-1)}, "ginidem: New: WithMaxBodyBytes: -1, want > 0"},
+		{"prefix", l, rdb, []idempotency.Option{idempotency.WithRecordPrefix("{x}")}, `ginidem: New: WithRecordPrefix: "{x}", want a non-empty prefix without '{' or '}'`},
+		{"empty prefix", l, rdb, []idempotency.Option{idempotency.WithRecordPrefix("")}, `ginidem: New: WithRecordPrefix: "", want a non-empty prefix without '{' or '}'`},
+		{"wait", l, rdb, []idempotency.Option{idempotency.WithWaitForInFlight(-time.Second)}, "ginidem: New: WithWaitForInFlight: -1s, want >= 0"},
+		{"ttl", l, rdb, []idempotency.Option{idempotency.WithInFlightTTL(time.Microsecond)}, "ginidem: New: WithInFlightTTL: 1µs, want >= 1ms"},
+		{"store timeout", l, rdb, []idempotency.Option{idempotency.WithStoreTimeout(0)}, "ginidem: New: WithStoreTimeout: 0s, want > 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -494,7 +533,7 @@ func TestIdempotencyOptionsPanic(t *testing.T) {
 					t.Fatalf("got panic %q, want %q", got, tt.want)
 				}
 			}()
-			middleware.Idempotency(tt.l, tt.rdb, tt.opts...)
+			ginidem.New(tt.l, tt.rdb, tester, tt.opts...)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package middleware_test
+package ginidem_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/idempotency/ginidem"
 	"github.com/padlockgo/padlock/internal/redistest"
-	"github.com/padlockgo/padlock/middleware"
 )
 
 // rewindBody is a request body that can be read again after rewind, so a
@@ -69,7 +69,7 @@ func BenchmarkIdempotency(b *testing.B) {
 		rdb.AddHook(rt)
 		l := padlock.New(rdb)
 		b.Cleanup(func() { _ = l.Close() })
-		r.POST("/orders", middleware.Idempotency(l, rdb), handler)
+		r.POST("/orders", ginidem.New(l, rdb, tester), handler)
 		return r, rt
 	}
 	run := func(b *testing.B, r *gin.Engine, rt *redistest.Counter, next func(req *http.Request)) {

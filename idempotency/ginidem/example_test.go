@@ -1,4 +1,4 @@
-package middleware_test
+package ginidem_test
 
 import (
 	"fmt"
@@ -11,14 +11,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/padlockgo/padlock"
-	"github.com/padlockgo/padlock/keyfunc"
-	"github.com/padlockgo/padlock/lockkey"
-	"github.com/padlockgo/padlock/middleware"
+	"github.com/padlockgo/padlock/idempotency/ginidem"
 )
 
 // A retried create gets the first answer back instead of a second order;
-// the same key with another body is refused.
-func ExampleIdempotency() {
+// the same key with another body is refused; another caller's same key is
+// its own. The middleware goes after authentication.
+func ExampleNew() {
 	mr := miniredis.NewMiniRedis() // stands in for a real Redis here
 	if err := mr.Start(); err != nil {
 		panic(err)
@@ -40,14 +39,18 @@ func ExampleIdempotency() {
 		c.JSON(http.StatusCreated, gin.H{"id": orders, "item": in.Item})
 	}
 
-	r := gin.New()
-	r.POST("/orders", middleware.Idempotency(locker, rdb,
-		middleware.WithCaller(keyfunc.Header("X-Client-ID", lockkey.Text())), // whose key it is
-	), create)
+	// The authentication step in front: gin.BasicAuth here, which leaves
+	// the user under gin.AuthUserKey. The middleware scopes keys by it.
+	auth := gin.BasicAuth(gin.Accounts{"alice": "alice-secret", "bob": "bob-secret"})
+	user := func(c *gin.Context) (string, error) { return c.GetString(gin.AuthUserKey), nil }
 
-	post := func(key, body string) {
+	r := gin.New()
+	r.POST("/orders", auth, ginidem.New(locker, rdb, user), create)
+
+	post := func(who, key, body string) {
 		req := httptest.NewRequest("POST", "/orders", strings.NewReader(body))
-		req.Header.Set("X-Client-ID", "shop-1")
+		req.Header.Set("Content-Type", "application/json")
+		req.SetBasicAuth(who, who+"-secret")
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)
 		}
@@ -55,15 +58,19 @@ func ExampleIdempotency() {
 		r.ServeHTTP(w, req)
 		fmt.Println(w.Code, w.Header().Get("Idempotent-Replayed"), w.Body)
 	}
-	post(`"a1b2c3"`, `{"item":"book"}`) // runs the handler
-	post(`"a1b2c3"`, `{"item":"book"}`) // a retry: the stored answer
-	post(`"a1b2c3"`, `{"item":"pen"}`)  // the key reused for another request
-	post("", `{"item":"book"}`)         // no key
+	const key = `"0b9c3a6e-4d8f-4f6a-9a57-2f1e0c7d5b21"` // a random UUID per operation
+
+	post("alice", key, `{"item":"book"}`) // runs the handler
+	post("alice", key, `{"item":"book"}`) // a retry: the stored answer
+	post("alice", key, `{"item":"pen"}`)  // the key reused for another request
+	post("bob", key, `{"item":"book"}`)   // another caller's key space: runs
+	post("alice", "", `{"item":"book"}`)  // no key
 	fmt.Println("orders created:", orders)
 	// Output:
 	// 201  {"id":1,"item":"book"}
 	// 201 true {"id":1,"item":"book"}
 	// 422  {"type":"about:blank","title":"Unprocessable Entity","status":422,"detail":"this Idempotency-Key was already used for a different request","instance":"/orders"}
+	// 201  {"id":2,"item":"book"}
 	// 400  {"type":"about:blank","title":"Bad Request","status":400,"detail":"this operation requires an Idempotency-Key header","instance":"/orders"}
-	// orders created: 1
+	// orders created: 2
 }

@@ -1,4 +1,4 @@
-package middleware_test
+package ginidem_test
 
 import (
 	"context"
@@ -13,9 +13,10 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/idempotency"
+	"github.com/padlockgo/padlock/idempotency/ginidem"
 	"github.com/padlockgo/padlock/keyfunc"
 	"github.com/padlockgo/padlock/lockkey"
-	"github.com/padlockgo/padlock/middleware"
 )
 
 // The same key while the first request runs: 409 with Retry-After and a
@@ -26,9 +27,9 @@ func TestIdempotencyInFlight(t *testing.T) {
 	finish := make(chan struct{})
 	var runs atomic.Int64
 	r := gin.New()
-	r.POST("/pay", middleware.Idempotency(l, rdb), func(c *gin.Context) {
+	r.POST("/pay", ginidem.New(l, rdb, tester), func(c *gin.Context) {
 		runs.Add(1)
-		if middleware.IdempotencyKeyFrom(c) == "k1" {
+		if ginidem.KeyFrom(c) == "k1" {
 			close(entered)
 			<-finish
 		}
@@ -61,24 +62,24 @@ func TestIdempotencyInFlight(t *testing.T) {
 	}
 }
 
-// 100 identical requests at once. With WaitForInFlight the handler runs
+// 100 identical requests at once. With WithWaitForInFlight the handler runs
 // once and all 100 get the same answer, 99 of them as replays. Without it,
 // the handler still runs once; the others get 409 while it runs.
 func TestIdempotencyConcurrent(t *testing.T) {
 	tests := []struct {
 		name string
-		opts []middleware.IdempotencyOption
+		opts []idempotency.Option
 		wait bool
 	}{
-		{"wait for in flight", []middleware.IdempotencyOption{middleware.WaitForInFlight(30 * time.Second)}, true},
+		{"wait for in flight", []idempotency.Option{idempotency.WithWaitForInFlight(30 * time.Second)}, true},
 		{"409 while in flight", nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := newOrders(t, tt.opts...)
+			o := newOrders(t, tester, tt.opts...)
 			slow := gin.New()
 			// Slow enough that the duplicates arrive while it runs.
-			slow.POST("/orders", middleware.Idempotency(o.l, o.rdb, tt.opts...), func(c *gin.Context) {
+			slow.POST("/orders", ginidem.New(o.l, o.rdb, tester, tt.opts...), func(c *gin.Context) {
 				time.Sleep(50 * time.Millisecond)
 				o.create(c)
 			})
@@ -132,7 +133,7 @@ func TestIdempotencyConcurrent(t *testing.T) {
 // simulated by another Locker (another process) taking the in-flight lock
 // with a lease that is never renewed, as a dead process's is not.
 func TestIdempotencyCrashedHolder(t *testing.T) {
-	o := newOrders(t, middleware.WithCaller(keyfunc.Header("X-Client-ID", lockkey.Text())))
+	o := newOrders(t, keyfunc.Header("X-Client-ID", lockkey.Text()))
 	dead := padlock.New(o.srv.Client(t))
 	defer dead.Close()
 	const lease = 400 * time.Millisecond
@@ -163,13 +164,13 @@ func TestIdempotencyRenewalStopped(t *testing.T) {
 	l, srv, rdb := newLocker(t)
 	hungLocker := padlock.New(srv.Client(t))
 	defer hungLocker.Close()
-	opts := []middleware.IdempotencyOption{middleware.WithInFlightTTL(300 * time.Millisecond)}
+	opts := []idempotency.Option{idempotency.WithInFlightTTL(300 * time.Millisecond)}
 
 	entered := make(chan struct{})
 	finish := make(chan struct{})
 	var cause error
 	hung := gin.New()
-	hung.POST("/pay", middleware.Idempotency(hungLocker, rdb, opts...), func(c *gin.Context) {
+	hung.POST("/pay", ginidem.New(hungLocker, rdb, tester, opts...), func(c *gin.Context) {
 		close(entered)
 		<-c.Request.Context().Done()
 		cause = context.Cause(c.Request.Context())
@@ -177,7 +178,7 @@ func TestIdempotencyRenewalStopped(t *testing.T) {
 		c.String(http.StatusCreated, "hung")
 	})
 	healthy := gin.New()
-	healthy.POST("/pay", middleware.Idempotency(l, rdb, opts...), func(c *gin.Context) {
+	healthy.POST("/pay", ginidem.New(l, rdb, tester, opts...), func(c *gin.Context) {
 		c.String(http.StatusCreated, "healthy")
 	})
 
@@ -214,9 +215,9 @@ func TestIdempotencyRenewalStopped(t *testing.T) {
 // Two callers that send the same key and body are two keys: each runs the
 // handler once and replays only its own answer.
 func TestIdempotencyCallersIsolated(t *testing.T) {
-	o := newOrders(t, middleware.WithCaller(func(c *gin.Context) (string, error) {
+	o := newOrders(t, func(c *gin.Context) (string, error) {
 		return c.GetHeader("X-Client-ID"), nil
-	}))
+	})
 	alice := send(o.r, "POST", "/orders", `{"item":"book"}`, key("k1"), "X-Client-ID", "alice")
 	bob := send(o.r, "POST", "/orders", `{"item":"book"}`, key("k1"), "X-Client-ID", "bob")
 	if alice.Body.String() != `{"id":1,"item":"book"}` || bob.Body.String() != `{"id":2,"item":"book"}` {
@@ -242,7 +243,7 @@ func TestIdempotencyConcurrentWrites(t *testing.T) {
 	late := make(chan error, 1)
 	release := make(chan struct{})
 	r := gin.New()
-	r.POST("/pay", middleware.Idempotency(l, rdb), func(c *gin.Context) {
+	r.POST("/pay", ginidem.New(l, rdb, tester), func(c *gin.Context) {
 		w := c.Writer
 		var wg sync.WaitGroup
 		for range 4 {
