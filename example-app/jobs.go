@@ -75,12 +75,12 @@ type jobQuery struct {
 func (s *server) runJobRoute(c *gin.Context) {
 	var uri jobURI
 	if err := c.ShouldBindUri(&uri); err != nil {
-		writeProblem(c, bindProblem(err, &uri))
+		writeProblem(c, bindProblem(err, &uri, fromPath))
 		return
 	}
 	var q jobQuery
 	if err := c.ShouldBindQuery(&q); err != nil {
-		writeProblem(c, bindProblem(err, &q))
+		writeProblem(c, bindProblem(err, &q, fromQuery))
 		return
 	}
 	j := job{Name: uri.Name, Duration: s.cfg.jobDuration}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -59,7 +60,18 @@ type response struct {
 	raw    string
 }
 
+// do sends a request with body (as application/json when not empty).
 func do(t testing.TB, c *http.Client, method, url, body string) response {
+	t.Helper()
+	var hdr http.Header
+	if body != "" {
+		hdr = http.Header{"Content-Type": {"application/json"}}
+	}
+	return doHeader(t, c, method, url, body, hdr)
+}
+
+// doHeader sends a request with body and the header fields hdr.
+func doHeader(t testing.TB, c *http.Client, method, url, body string, hdr http.Header) response {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -69,9 +81,7 @@ func do(t testing.TB, c *http.Client, method, url, body string) response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	maps.Copy(req.Header, hdr)
 	res, err := c.Do(req)
 	if err != nil {
 		t.Errorf("%s %s: %v", method, url, err)

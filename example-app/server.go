@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +42,7 @@ type server struct {
 	checkpoint func(context.Context, job) error              // decorated with the same key: reentrant inside runJob
 
 	inflight sync.WaitGroup // requests being served, waited for at shutdown
+	routes   []route        // every route, for noRoute's redirects
 }
 
 // newServer wires the routes. The returned server is an http.Handler.
@@ -51,10 +56,13 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.track, s.logRequest, gin.CustomRecovery(s.recovered))
-	r.NoRoute(func(c *gin.Context) {
-		writeProblem(c, newProblem(http.StatusNotFound, "no such route; GET / lists them"))
-	})
+	// gin's own redirects (a path with or without its trailing slash) answer
+	// in HTML before any middleware runs; noRoute makes them instead, as
+	// problem+json.
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.Use(s.track, s.logRequest, gin.CustomRecovery(s.recovered), limitHeaders)
+	r.NoRoute(s.noRoute)
 	r.NoMethod(func(c *gin.Context) {
 		writeProblem(c, newProblem(http.StatusMethodNotAllowed, "method not allowed on this route"))
 	})
@@ -90,16 +98,90 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 		return []string{strconv.FormatInt(u.ID, 10)}
 	})
 	r.POST("/orders/:id/pay", middleware.Lock(b.locker, payByPath,
-		append(payOpts, httplock.WithResponder(s.lockRefused(&orderURI{}, "the order id must be a positive integer")))...), s.pay)
+		append(payOpts, httplock.WithResponder(s.lockRefused(&orderURI{}, fromPath, "the order id must be a positive integer")))...), s.pay)
 	payByBody := keyfunc.Bind(bindJSON, func(p *paymentRequest) []string {
 		return []string{strconv.FormatInt(p.OrderID, 10)}
 	})
 	r.POST("/payments", middleware.Lock(b.locker, payByBody,
-		append(payOpts, httplock.WithResponder(s.lockRefused(&paymentRequest{}, "the body must be a JSON object whose order_id is a positive integer")))...), s.payment)
+		append(payOpts, httplock.WithResponder(s.lockRefused(&paymentRequest{}, fromBody, "the body must be a JSON object whose order_id is a positive integer")))...), s.payment)
 
 	r.POST("/jobs/:name/run", s.runJobRoute)
 	s.engine = r
+	for _, rt := range r.Routes() {
+		s.routes = append(s.routes, route{method: rt.Method, segments: strings.Split(rt.Path, "/")})
+	}
 	return s
+}
+
+// route is a route's method and template, split at '/'.
+type route struct {
+	method   string
+	segments []string
+}
+
+// matches reports whether path, split at '/', fits the template.
+func (rt route) matches(method string, path []string) bool {
+	if rt.method != method || len(rt.segments) != len(path) {
+		return false
+	}
+	for i, seg := range rt.segments {
+		if strings.HasPrefix(seg, ":") {
+			if path[i] == "" {
+				return false
+			}
+		} else if seg != path[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// noRoute answers a request no route takes: a redirect when the path is a
+// route's with a trailing slash too many or too few (301 for GET and HEAD,
+// 308 otherwise, which keeps the method and body), and 404 otherwise; both
+// as problem+json.
+func (s *server) noRoute(c *gin.Context) {
+	r := c.Request
+	path := r.URL.Path
+	alt := path + "/"
+	if len(path) > 1 && strings.HasSuffix(path, "/") {
+		alt = strings.TrimSuffix(path, "/")
+	}
+	// "//host" would be a protocol-relative Location: an open redirect.
+	if !strings.HasPrefix(alt, "//") && slices.ContainsFunc(s.routes, func(rt route) bool {
+		return rt.matches(r.Method, strings.Split(alt, "/"))
+	}) {
+		status := http.StatusPermanentRedirect
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			status = http.StatusMovedPermanently
+		}
+		loc := (&url.URL{Path: alt, RawQuery: r.URL.RawQuery}).RequestURI()
+		c.Header("Location", loc)
+		writeProblem(c, newProblem(status, "this route is "+loc+"; see Location"))
+		return
+	}
+	writeProblem(c, newProblem(http.StatusNotFound, "no such route; GET / lists them"))
+}
+
+// maxHeaderBytes bounds a request's header fields, as the app counts them
+// (names, values, and 4 bytes each for ": " and CRLF). http.Server refuses
+// larger ones itself at its MaxHeaderBytes, in plain text; below that, the
+// app answers 431 as problem+json.
+const maxHeaderBytes = 32 << 10
+
+// limitHeaders refuses a request whose header fields take more than
+// maxHeaderBytes.
+func limitHeaders(c *gin.Context) {
+	n := len(c.Request.RequestURI)
+	for k, vs := range c.Request.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	if n > maxHeaderBytes {
+		writeProblem(c, newProblem(http.StatusRequestHeaderFieldsTooLarge,
+			fmt.Sprintf("the request's header fields take %d bytes, more than the %d allowed", n, maxHeaderBytes)))
+	}
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
@@ -127,7 +209,7 @@ func (s *server) recovered(c *gin.Context, v any) {
 // binds the request into req: it logs why a request did not get its lock,
 // answers a request that does not bind as the handler would (the fields at
 // fault, or notBound), and writes the middleware's problem otherwise.
-func (s *server) lockRefused(req any, notBound string) httplock.Responder {
+func (s *server) lockRefused(req any, from, notBound string) httplock.Responder {
 	return func(w http.ResponseWriter, r *http.Request, p *httplock.Problem) {
 		switch {
 		case p.Status == http.StatusConflict || p.Status == http.StatusLocked:
@@ -135,8 +217,9 @@ func (s *server) lockRefused(req any, notBound string) httplock.Responder {
 		case p.Status >= 500:
 			s.logger.Warn("lock unavailable", "status", p.Status, "path", r.URL.Path, "err", p.Err)
 		case errors.Is(p.Err, lockkey.ErrInvalidPart) || errors.Is(p.Err, lockkey.ErrBodyTooLarge):
-			bp := bindProblem(p.Err, req)
-			if bp.Status == http.StatusBadRequest && len(bp.Errors) == 0 {
+			bp := bindProblem(p.Err, req, from)
+			generic := bp.Detail == "the request "+from+" is invalid" || bp.Detail == "the request body could not be read"
+			if bp.Status == http.StatusBadRequest && len(bp.Errors) == 0 && generic {
 				bp.Detail = notBound
 			}
 			writeProblemTo(w, r, bp)
@@ -144,12 +227,6 @@ func (s *server) lockRefused(req any, notBound string) httplock.Responder {
 		}
 		httplock.WriteProblem(w, r, p)
 	}
-}
-
-// bindJSON binds a JSON body of at most maxBodyBytes into obj.
-func bindJSON(c *gin.Context, obj any) error {
-	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBodyBytes)
-	return c.ShouldBindJSON(obj)
 }
 
 func (s *server) index(c *gin.Context) {
@@ -184,20 +261,23 @@ func (s *server) healthz(c *gin.Context) {
 }
 
 // createOrderRequest is the body of POST /orders.
+// The amount is a pointer so that a missing amount breaks "required" and
+// a zero one "gt", the rule it broke.
 type createOrderRequest struct {
 	Customer    string `json:"customer" binding:"required,max=100"`
-	AmountCents int64  `json:"amount_cents" binding:"required,gt=0,lte=100000000"`
+	AmountCents *int64 `json:"amount_cents" binding:"required,gt=0,lte=100000000"`
 	Currency    string `json:"currency" binding:"required,iso4217"`
 }
 
+func (r *createOrderRequest) check() []fieldError { return checkName("customer", r.Customer) }
+
 func (s *server) createOrder(c *gin.Context) {
-	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBodyBytes)
 	var req createOrderRequest
-	if err := c.ShouldBindJSON(&req); err != nil {
-		writeProblem(c, bindProblem(err, &req))
+	if err := bindJSON(c, &req); err != nil {
+		writeProblem(c, bindProblem(err, &req, fromBody))
 		return
 	}
-	o, err := s.store.createOrder(c.Request.Context(), req.Customer, req.AmountCents, req.Currency)
+	o, err := s.store.createOrder(c.Request.Context(), req.Customer, *req.AmountCents, req.Currency)
 	if err != nil {
 		s.fail(c, "creating order", err)
 		return
@@ -215,7 +295,7 @@ type orderURI struct {
 func (s *server) getOrder(c *gin.Context) {
 	var uri orderURI
 	if err := c.ShouldBindUri(&uri); err != nil {
-		writeProblem(c, bindProblem(err, &uri))
+		writeProblem(c, bindProblem(err, &uri, fromPath))
 		return
 	}
 	ctx := c.Request.Context()
