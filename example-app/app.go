@@ -48,6 +48,15 @@ func newApp(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) 
 	}
 	a.store = st
 	logger.Info("database: sqlite", "path", path, "temporary", a.tempDB != "")
+	if cfg.DemoKeys != nil {
+		// Shown so that a first run works without configuration; real
+		// keys (API_KEYS) are never logged.
+		attrs := []any{}
+		for caller, key := range cfg.DemoKeys {
+			attrs = append(attrs, caller, key)
+		}
+		logger.Warn("API_KEYS is not set: demo API keys for this run; send one as Authorization: Bearer <key>", attrs...)
+	}
 	a.server = newServer(cfg, logger, st, b)
 	return a, nil
 }

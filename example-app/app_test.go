@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -145,6 +146,16 @@ func TestLoadConfig(t *testing.T) {
 		{"bad address", map[string]string{"REDIS_ADDR": "localhost"}, nil, `REDIS_ADDR: "localhost" is not host:port`},
 		{"bad ADDR", map[string]string{"ADDR": "8080"}, nil, `ADDR: "8080" is not host:port`},
 		{"bad log format", map[string]string{"LOG_FORMAT": "xml"}, nil, `LOG_FORMAT: "xml", want text or json`},
+		{"api keys", map[string]string{"API_KEYS": "shop-1=0123456789abcdef, shop-2=fedcba9876543210"}, func(c config) bool {
+			return len(c.APIKeys) == 2 && c.DemoKeys == nil && c.APIKeys[sha256.Sum256([]byte("fedcba9876543210"))] == "shop-2"
+		}, ""},
+		{"demo keys", nil, func(c config) bool {
+			return len(c.APIKeys) == 2 && len(c.DemoKeys) == 2 && c.APIKeys[sha256.Sum256([]byte(c.DemoKeys["demo-bob"]))] == "demo-bob"
+		}, ""},
+		{"short api key", map[string]string{"API_KEYS": "shop-1=short"}, nil, `API_KEYS: caller "shop-1": the key has 5 characters, want at least 16`},
+		{"api key without caller", map[string]string{"API_KEYS": "0123456789abcdef"}, nil, `API_KEYS: "0123456789abcdef" is not caller=key`},
+		{"bad caller", map[string]string{"API_KEYS": "a b=0123456789abcdef"}, nil, `API_KEYS: caller "a b": want`},
+		{"shared api key", map[string]string{"API_KEYS": "a=0123456789abcdef,b=0123456789abcdef"}, nil, `API_KEYS: caller "b": the key is another caller's too`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -225,6 +236,10 @@ func TestRunEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.providerLatency = time.Millisecond
+	if len(cfg.DemoKeys) != 2 {
+		t.Fatalf("got demo keys %v, want two without API_KEYS", cfg.DemoKeys)
+	}
+	cfg.APIKeys = testKeys(t)
 	url, logs, stop := bootRun(t, cfg)
 	c := &http.Client{Transport: &http.Transport{}}
 	defer c.CloseIdleConnections()

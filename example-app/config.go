@@ -30,16 +30,20 @@ Configuration, all optional, from the environment:
   DB_PATH     SQLite file for orders and charges
               (default: a temp file, removed at exit)
   LOG_FORMAT  text | json (default text)
+  API_KEYS    the callers and their API keys: caller=key,caller=key (keys of
+              16 characters or more; default: two demo callers with random
+              keys, printed in the log at start)
 
-Try it:
-  curl -s -X POST localhost:8080/orders -H 'Content-Type: application/json' \
+Try it (KEY is an API key, from API_KEYS or printed in the log at start):
+  curl -s -X POST localhost:8080/orders -H "Authorization: Bearer $KEY" \
+       -H 'Content-Type: application/json' \
        -d '{"customer":"alice","amount_cents":1299,"currency":"EUR"}'
-  curl -si -X POST localhost:8080/orders -H 'Content-Type: application/json' \
-       -H 'Idempotency-Key: "order-alice-1"' -H 'X-Client-ID: shop-1' \
+  curl -si -X POST localhost:8080/orders -H "Authorization: Bearer $KEY" \
+       -H 'Content-Type: application/json' -H "Idempotency-Key: \"$(uuidgen)\"" \
        -d '{"customer":"alice","amount_cents":1299,"currency":"EUR"}'
-       (run it twice: the second answer is the first order again,
-       with Idempotent-Replayed: true)
-  curl -s -X POST localhost:8080/orders/1/pay
+       (send the same key twice: the second answer is the first order
+       again, with Idempotent-Replayed: true)
+  curl -s -X POST localhost:8080/orders/1/pay -H "Authorization: Bearer $KEY"
   curl -s localhost:8080/locks
 `
 
@@ -51,6 +55,8 @@ type config struct {
 	RedisMode  string
 	DBPath     string
 	LogFormat  string
+	APIKeys    apiKeys           // the callers' keys, by digest
+	DemoKeys   map[string]string // caller -> key, when APIKeys are the demo's
 
 	lockTTL         time.Duration // lease of every lock the app takes; renewed while held
 	payWait         time.Duration // how long a pay request waits for the order's lock
@@ -114,6 +120,15 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return cfg, fmt.Errorf("LOG_FORMAT: %q, want text or json", v)
 		}
 		cfg.LogFormat = v
+	}
+	if v := getenv("API_KEYS"); v != "" {
+		keys, err := parseAPIKeys(v)
+		if err != nil {
+			return cfg, fmt.Errorf("API_KEYS: %v", err)
+		}
+		cfg.APIKeys = keys
+	} else {
+		cfg.APIKeys, cfg.DemoKeys = demoAPIKeys()
 	}
 	return cfg, nil
 }

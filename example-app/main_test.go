@@ -24,6 +24,22 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// The API keys of the tests' two callers.
+const (
+	testKey  = "test-key-shop-1-0123456789"
+	testKey2 = "test-key-shop-2-0123456789"
+)
+
+// testKeys are the tests' callers, shop-1 (the default) and shop-2.
+func testKeys(t testing.TB) apiKeys {
+	t.Helper()
+	keys, err := parseAPIKeys("shop-1=" + testKey + ",shop-2=" + testKey2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
 // testConfig is the app's configuration for a test: a real Redis server of
 // its own (or the harness's miniredis fallback), a database in the test's
 // temp dir, and short timings.
@@ -35,6 +51,7 @@ func testConfig(t testing.TB) config {
 	cfg.DBPath = filepath.Join(t.TempDir(), "orders.db")
 	cfg.providerLatency = 20 * time.Millisecond
 	cfg.jobDuration = 200 * time.Millisecond
+	cfg.APIKeys = testKeys(t)
 	return cfg
 }
 
@@ -70,7 +87,9 @@ func do(t testing.TB, c *http.Client, method, url, body string) response {
 	return doHeader(t, c, method, url, body, hdr)
 }
 
-// doHeader sends a request with body and the header fields hdr.
+// doHeader sends a request with body and the header fields hdr, as the
+// caller shop-1 unless hdr has an Authorization field (an empty one sends
+// none).
 func doHeader(t testing.TB, c *http.Client, method, url, body string, hdr http.Header) response {
 	t.Helper()
 	var rd io.Reader
@@ -81,7 +100,11 @@ func doHeader(t testing.TB, c *http.Client, method, url, body string, hdr http.H
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Authorization", "Bearer "+testKey)
 	maps.Copy(req.Header, hdr)
+	if req.Header.Get("Authorization") == "" {
+		req.Header.Del("Authorization")
+	}
 	res, err := c.Do(req)
 	if err != nil {
 		t.Errorf("%s %s: %v", method, url, err)

@@ -33,6 +33,7 @@ type server struct {
 	store   *store
 	backend *backend
 	engine  *gin.Engine
+	keys    apiKeys // who may call the API routes
 
 	// authorize is the fake payment provider: it takes a while, like a
 	// real one, and stops when ctx ends. Tests replace it.
@@ -47,7 +48,7 @@ type server struct {
 
 // newServer wires the routes. The returned server is an http.Handler.
 func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
-	s := &server{cfg: cfg, logger: logger, store: st, backend: b}
+	s := &server{cfg: cfg, logger: logger, store: st, backend: b, keys: cfg.APIKeys}
 	s.authorize = s.fakeProvider
 
 	jobKey := lockkey.Arg("job", func(j job) string { return j.Name })
@@ -71,17 +72,24 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 	r.GET("/healthz", s.healthz)
 	r.GET("/locks", s.locks)
 
+	// Every route that acts is for authenticated callers only, and
+	// authentication comes first: before idempotency (whose stored answers
+	// are scoped by the caller it finds) and before any lock (so no
+	// anonymous client can hold one).
+	api := r.Group("/", s.authenticate)
+
 	// Create order. A retried POST with the same Idempotency-Key answers
 	// with the first order (Idempotent-Replayed: true) instead of creating
-	// a second one; the key is optional here, and scoped by the client
-	// that sends it (X-Client-ID stands in for authentication). The stored
-	// answers live on the first Redis node (in redlock mode, that one node).
+	// a second one; the key is optional here, and scoped by the
+	// authenticated caller, so one caller's key never reaches another's
+	// answer. The stored answers live on the first Redis node (in redlock
+	// mode, that one node).
 	idem := middleware.Idempotency(b.locker, b.nodes[0],
 		middleware.OptionalKey(),
-		middleware.WithCaller(keyfunc.Header("X-Client-ID", lockkey.Text())),
+		middleware.WithCaller(func(c *gin.Context) (string, error) { return callerOf(c), nil }),
 		middleware.WithMaxBodyBytes(maxBodyBytes))
-	r.POST("/orders", idem, s.createOrder)
-	r.GET("/orders/:id", s.getOrder)
+	api.POST("/orders", idem, s.createOrder)
+	api.GET("/orders/:id", s.getOrder)
 
 	// Pay order: one payment per order at a time, across every instance of
 	// the app sharing the Redis. A second request waits up to payWait for
@@ -97,15 +105,15 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 	payByPath := keyfunc.Bind((*gin.Context).ShouldBindUri, func(u *orderURI) []string {
 		return []string{strconv.FormatInt(u.ID, 10)}
 	})
-	r.POST("/orders/:id/pay", middleware.Lock(b.locker, payByPath,
+	api.POST("/orders/:id/pay", middleware.Lock(b.locker, payByPath,
 		append(payOpts, httplock.WithResponder(s.lockRefused(&orderURI{}, fromPath, "the order id must be a positive integer")))...), s.pay)
 	payByBody := keyfunc.Bind(bindJSON, func(p *paymentRequest) []string {
 		return []string{strconv.FormatInt(p.OrderID, 10)}
 	})
-	r.POST("/payments", middleware.Lock(b.locker, payByBody,
+	api.POST("/payments", middleware.Lock(b.locker, payByBody,
 		append(payOpts, httplock.WithResponder(s.lockRefused(&paymentRequest{}, fromBody, "the body must be a JSON object whose order_id is a positive integer")))...), s.payment)
 
-	r.POST("/jobs/:name/run", s.runJobRoute)
+	api.POST("/jobs/:name/run", s.runJobRoute)
 	s.engine = r
 	for _, rt := range r.Routes() {
 		s.routes = append(s.routes, route{method: rt.Method, segments: strings.Split(rt.Path, "/")})
@@ -197,7 +205,7 @@ func (s *server) logRequest(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	s.logger.Info("request", "method", c.Request.Method, "path", c.Request.URL.Path,
-		"status", c.Writer.Status(), "ms", time.Since(start).Milliseconds())
+		"status", c.Writer.Status(), "ms", time.Since(start).Milliseconds(), "caller", callerOf(c))
 }
 
 func (s *server) recovered(c *gin.Context, v any) {
@@ -234,7 +242,7 @@ func (s *server) index(c *gin.Context) {
 		"service": "padlock example: orders and payments",
 		"redis":   s.backend.desc,
 		"routes": []string{
-			"POST /orders            {customer, amount_cents, currency} -> 201; with Idempotency-Key and X-Client-ID a retry replays the first answer",
+			"POST /orders            {customer, amount_cents, currency} -> 201; with an Idempotency-Key a retry replays the first answer",
 			"GET  /orders/:id        the order and its charges",
 			"POST /orders/:id/pay    pays once; locked per order (409 if busy)",
 			"POST /payments          {order_id}: the same, by a JSON body; shares the order's lock",
@@ -242,6 +250,7 @@ func (s *server) index(c *gin.Context) {
 			"GET  /locks             locks held right now",
 			"GET  /healthz           redis and database reachable",
 		},
+		"auth": "every route but /, /healthz and /locks needs Authorization: Bearer <API key>",
 	})
 }
 
