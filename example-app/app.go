@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -77,10 +78,16 @@ func (a *app) close() {
 	}
 }
 
+// errShutdown is the cause of a request context the server ended: the
+// request was still running when the shutdown's grace period ran out.
+var errShutdown = errors.New("the server is shutting down")
+
 // run serves the app on cfg.Addr until ctx ends, then shuts down
 // gracefully: it stops accepting, gives requests in flight up to
-// cfg.shutdownTimeout, cancels those still running, waits for them, and
-// closes everything.
+// cfg.shutdownTimeout, then cancels those still running (their context's
+// cause is errShutdown, and they answer 503), gives them up to
+// cfg.shutdownAnswer to send that answer, closes the connections, waits
+// for the handlers to return, and closes everything.
 func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	a, err := newApp(ctx, cfg, logger)
 	if err != nil {
@@ -94,8 +101,8 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	// Requests get a context of their own, cancelled only when shutdown
 	// gives up waiting for them, not when the signal comes.
-	base, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelRequests()
+	base, cancelRequests := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelRequests(errShutdown)
 	srv := &http.Server{
 		Handler:           a.server,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -111,18 +118,41 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down", "grace", cfg.shutdownTimeout)
+	logger.Info("shutting down: waiting for requests in flight; a second signal (Ctrl-C) exits at once", "grace", cfg.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	err = srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
-		logger.Warn("shutdown: requests still running after the grace period; cancelling them")
+		logger.Warn("shutdown: the grace period ended with requests still running; the server ends them, answering 503", "grace", cfg.shutdownTimeout)
 		err = nil
 	}
-	cancelRequests()
+	cancelRequests(errShutdown)
+	// The handlers see their context end and answer 503; their
+	// connections stay open until they have, or until shutdownAnswer.
+	if !waitFor(&a.server.inflight, cfg.shutdownAnswer) {
+		logger.Warn("shutdown: requests still running after they were ended; closing their connections", "waited", cfg.shutdownAnswer)
+	}
 	_ = srv.Close()
 	<-served
 	a.server.inflight.Wait()
 	logger.Info("stopped")
 	return err
+}
+
+// waitFor waits for wg up to d and reports whether it finished.
+func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	// Ends when wg does: run waits for wg after this anyway.
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }

@@ -152,6 +152,8 @@ func TestLoadConfig(t *testing.T) {
 		{"demo keys", nil, func(c config) bool {
 			return len(c.APIKeys) == 2 && len(c.DemoKeys) == 2 && c.APIKeys[sha256.Sum256([]byte(c.DemoKeys["demo-bob"]))] == "demo-bob"
 		}, ""},
+		{"shutdown grace", map[string]string{"SHUTDOWN_GRACE": "1m30s"}, func(c config) bool { return c.shutdownTimeout == 90*time.Second }, ""},
+		{"bad shutdown grace", map[string]string{"SHUTDOWN_GRACE": "10"}, nil, `SHUTDOWN_GRACE: "10", want a duration`},
 		{"short api key", map[string]string{"API_KEYS": "shop-1=short"}, nil, `API_KEYS: caller "shop-1": the key has 5 characters, want at least 16`},
 		{"api key without caller", map[string]string{"API_KEYS": "0123456789abcdef"}, nil, `API_KEYS: "0123456789abcdef" is not caller=key`},
 		{"bad caller", map[string]string{"API_KEYS": "a b=0123456789abcdef"}, nil, `API_KEYS: caller "a b": want`},

@@ -30,6 +30,9 @@ Configuration, all optional, from the environment:
   DB_PATH     SQLite file for orders and charges
               (default: a temp file, removed at exit)
   LOG_FORMAT  text | json (default text)
+  SHUTDOWN_GRACE  how long requests in flight get to finish after Ctrl-C or
+              SIGTERM before the server ends them with 503 (default 10s; a
+              second Ctrl-C exits at once)
   API_KEYS    the callers and their API keys: caller=key,caller=key (keys of
               16 characters or more; default: two demo callers with random
               keys, printed in the log at start)
@@ -63,7 +66,8 @@ type config struct {
 	jobWait         time.Duration // how long a job run waits for the job's lock
 	jobDuration     time.Duration // how long a job runs unless ?seconds= says otherwise
 	providerLatency time.Duration // how long the fake payment provider takes to authorize
-	shutdownTimeout time.Duration // how long in-flight requests get at shutdown
+	shutdownTimeout time.Duration // how long in-flight requests get at shutdown (SHUTDOWN_GRACE)
+	shutdownAnswer  time.Duration // how long requests ended at shutdown get to send their 503
 }
 
 func defaultConfig() config {
@@ -76,6 +80,7 @@ func defaultConfig() config {
 		jobDuration:     3 * time.Second,
 		providerLatency: 50 * time.Millisecond,
 		shutdownTimeout: 10 * time.Second,
+		shutdownAnswer:  2 * time.Second,
 	}
 }
 
@@ -120,6 +125,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return cfg, fmt.Errorf("LOG_FORMAT: %q, want text or json", v)
 		}
 		cfg.LogFormat = v
+	}
+	if v := getenv("SHUTDOWN_GRACE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return cfg, fmt.Errorf("SHUTDOWN_GRACE: %q, want a duration such as 10s", v)
+		}
+		cfg.shutdownTimeout = d
 	}
 	if v := getenv("API_KEYS"); v != "" {
 		keys, err := parseAPIKeys(v)

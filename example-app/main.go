@@ -37,6 +37,10 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first signal starts the graceful shutdown; from then on the
+	// signals get their default action again, so a second Ctrl-C ends the
+	// process at once instead of waiting out the grace period.
+	context.AfterFunc(ctx, stop)
 	if err := run(ctx, cfg, logger); err != nil {
 		logger.Error("exiting", "err", err)
 		os.Exit(1)

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,7 +20,15 @@ import (
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
+// mainEnv, set to 1, makes the test binary run the app's main instead of
+// the tests: startMain runs the app as a process of its own that way.
+const mainEnv = "PADLOCK_EXAMPLE_APP_RUN_MAIN"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(mainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
 	gin.SetMode(gin.TestMode)
 	goleak.VerifyTestMain(m)
 }

@@ -222,6 +222,10 @@ func (s *server) lockRefused(req any, from, notBound string) httplock.Responder 
 		switch {
 		case p.Status == http.StatusConflict || p.Status == http.StatusLocked:
 			s.logger.Info("lock busy", "key", p.Key, "retry_after", p.RetryAfter.Round(time.Millisecond), "path", r.URL.Path)
+		case errors.Is(context.Cause(r.Context()), errShutdown):
+			s.logger.Warn("request ended by the server: shutting down", "op", "waiting for the lock", "path", r.URL.Path)
+			writeProblemTo(w, r, shutdownProblem())
+			return
 		case p.Status >= 500:
 			s.logger.Warn("lock unavailable", "status", p.Status, "path", r.URL.Path, "err", p.Err)
 		case errors.Is(p.Err, lockkey.ErrInvalidPart) || errors.Is(p.Err, lockkey.ErrBodyTooLarge):
@@ -396,6 +400,13 @@ func (s *server) fakeProvider(ctx context.Context, _ Order) error {
 	}
 }
 
+// shutdownProblem is the answer of a request the server ended at shutdown.
+func shutdownProblem() *problem {
+	p := newProblem(http.StatusServiceUnavailable, "the server is shutting down and ended this request before it finished; retry it")
+	p.RetryAfter = time.Second
+	return p
+}
+
 // fail answers c for err, an error of the work behind a route.
 func (s *server) fail(c *gin.Context, what string, err error) {
 	ctx := c.Request.Context()
@@ -408,6 +419,9 @@ func (s *server) fail(c *gin.Context, what string, err error) {
 	case errors.Is(err, padlock.ErrLockLost) || errors.Is(context.Cause(ctx), padlock.ErrLockLost):
 		s.logger.Warn("lock lost mid-request; stopped", "op", what, "path", c.Request.URL.Path)
 		writeProblem(c, newProblem(http.StatusConflict, "the lock on this resource was lost before the work finished; nothing was committed by this request"))
+	case errors.Is(context.Cause(ctx), errShutdown):
+		s.logger.Warn("request ended by the server: shutting down", "op", what, "path", c.Request.URL.Path)
+		writeProblem(c, shutdownProblem())
 	case ctx.Err() != nil:
 		s.logger.Info("request ended by the client", "op", what, "path", c.Request.URL.Path)
 		writeProblem(c, newProblem(http.StatusServiceUnavailable, "the request was cancelled"))
