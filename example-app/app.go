@@ -118,19 +118,19 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down: waiting for requests in flight; a second signal (Ctrl-C) exits at once", "grace", cfg.shutdownTimeout)
+	logger.Info("shutting down: waiting for requests in flight; a second signal (Ctrl-C) exits at once", "grace", cfg.shutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	err = srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
-		logger.Warn("shutdown: the grace period ended with requests still running; the server ends them, answering 503", "grace", cfg.shutdownTimeout)
+		logger.Warn("shutdown: the grace period ended with requests still running; the server ends them, answering 503", "grace", cfg.shutdownTimeout.String())
 		err = nil
 	}
 	cancelRequests(errShutdown)
 	// The handlers see their context end and answer 503; their
 	// connections stay open until they have, or until shutdownAnswer.
 	if !waitFor(&a.server.inflight, cfg.shutdownAnswer) {
-		logger.Warn("shutdown: requests still running after they were ended; closing their connections", "waited", cfg.shutdownAnswer)
+		logger.Warn("shutdown: requests still running after they were ended; closing their connections", "waited", cfg.shutdownAnswer.String())
 	}
 	_ = srv.Close()
 	<-served

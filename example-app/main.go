@@ -14,13 +14,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -33,6 +33,11 @@ func main() {
 		os.Exit(2)
 	}
 	logger := newLogger(os.Stderr, cfg.LogFormat)
+	// Libraries that log on their own go to the app's log too: go-redis
+	// through its logger, anything using the log package through slog's
+	// default.
+	redis.SetLogger(redisLogger{logger})
+	slog.SetDefault(logger)
 	gin.SetMode(gin.ReleaseMode)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -45,11 +50,4 @@ func main() {
 		logger.Error("exiting", "err", err)
 		os.Exit(1)
 	}
-}
-
-func newLogger(w io.Writer, format string) *slog.Logger {
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, nil))
-	}
-	return slog.New(slog.NewTextHandler(w, nil))
 }
