@@ -152,6 +152,15 @@ func TestLoadConfig(t *testing.T) {
 		{"demo keys", nil, func(c config) bool {
 			return len(c.APIKeys) == 2 && len(c.DemoKeys) == 2 && c.APIKeys[sha256.Sum256([]byte(c.DemoKeys["demo-bob"]))] == "demo-bob"
 		}, ""},
+		{"redlock knobs", map[string]string{"REDIS_ADDR": "a:1,b:2,c:3", "REDIS_NODE_TIMEOUT": "250ms", "REDIS_PERSISTENT_NODES": "1"}, func(c config) bool {
+			return c.nodeTimeout == 250*time.Millisecond && c.persistentNodes
+		}, ""},
+		{"redlock defaults", map[string]string{"REDIS_ADDR": "a:1,b:2,c:3"}, func(c config) bool {
+			return c.nodeTimeout == 500*time.Millisecond && !c.persistentNodes
+		}, ""},
+		{"node timeout not below the lease", map[string]string{"REDIS_ADDR": "a:1,b:2,c:3", "REDIS_NODE_TIMEOUT": "10s"}, nil, `REDIS_NODE_TIMEOUT: "10s", want a duration above 0 and below the lock lease 10s`},
+		{"persistent nodes: bad value", map[string]string{"REDIS_ADDR": "a:1,b:2,c:3", "REDIS_PERSISTENT_NODES": "yes"}, nil, `REDIS_PERSISTENT_NODES: "yes", want 1 or 0`},
+		{"redlock knobs off redlock", map[string]string{"REDIS_ADDR": "a:1", "REDIS_PERSISTENT_NODES": "1"}, nil, "REDIS_NODE_TIMEOUT and REDIS_PERSISTENT_NODES apply to REDIS_MODE=redlock only"},
 		{"shutdown grace", map[string]string{"SHUTDOWN_GRACE": "1m30s"}, func(c config) bool { return c.shutdownTimeout == 90*time.Second }, ""},
 		{"bad shutdown grace", map[string]string{"SHUTDOWN_GRACE": "10"}, nil, `SHUTDOWN_GRACE: "10", want a duration`},
 		{"short api key", map[string]string{"API_KEYS": "shop-1=short"}, nil, `API_KEYS: caller "shop-1": the key has 5 characters, want at least 16`},

@@ -27,6 +27,12 @@ Configuration, all optional, from the environment:
   REDIS_MODE  single | cluster | redlock: how to use REDIS_ADDR
               (default single for one address, redlock for a list; redlock
               needs independent masters, cluster a Redis Cluster's nodes)
+  REDIS_NODE_TIMEOUT  redlock: how long one node may take to answer before
+              it counts as down (default 500ms)
+  REDIS_PERSISTENT_NODES  redlock: 1 when every node runs appendonly yes
+              with appendfsync always, so fresh or restarted nodes vote at
+              once (default 0: a node votes once it has been up for the
+              lock lease, 10s; until a majority does, locks are refused)
   DB_PATH     SQLite file for orders and charges
               (default: a temp file, removed at exit)
   LOG_FORMAT  text | json (default text)
@@ -50,6 +56,13 @@ Try it (KEY is an API key, from API_KEYS or printed in the log at start):
   curl -s localhost:8080/locks
 `
 
+// defaultNodeTimeout is the app's Redlock node timeout: five times
+// padlock's default (DefaultNodeTimeout, 100ms), so that a node on a
+// loaded machine, or across a real network, is not counted as down while
+// it answers. It is part of the lease an Acquire may use up: small beside
+// the app's 10s lease.
+const defaultNodeTimeout = 500 * time.Millisecond
+
 // config is the app's configuration. The exported-looking fields come from
 // the environment; the rest are knobs for tests.
 type config struct {
@@ -60,6 +73,9 @@ type config struct {
 	LogFormat  string
 	APIKeys    apiKeys           // the callers' keys, by digest
 	DemoKeys   map[string]string // caller -> key, when APIKeys are the demo's
+
+	nodeTimeout     time.Duration // Redlock: how long one node may take to answer (REDIS_NODE_TIMEOUT)
+	persistentNodes bool          // Redlock: the nodes persist every write (REDIS_PERSISTENT_NODES)
 
 	lockTTL         time.Duration // lease of every lock the app takes; renewed while held
 	payWait         time.Duration // how long a pay request waits for the order's lock
@@ -74,6 +90,7 @@ func defaultConfig() config {
 	return config{
 		Addr:            "127.0.0.1:8080",
 		LogFormat:       "text",
+		nodeTimeout:     defaultNodeTimeout,
 		lockTTL:         10 * time.Second,
 		payWait:         2 * time.Second,
 		jobWait:         100 * time.Millisecond,
@@ -119,6 +136,23 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return cfg, fmt.Errorf("REDIS_MODE: %q, want single, cluster or redlock", mode)
 	}
 	cfg.RedisMode = mode
+	if v := getenv("REDIS_NODE_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d >= cfg.lockTTL {
+			return cfg, fmt.Errorf("REDIS_NODE_TIMEOUT: %q, want a duration above 0 and below the lock lease %v", v, cfg.lockTTL)
+		}
+		cfg.nodeTimeout = d
+	}
+	switch v := getenv("REDIS_PERSISTENT_NODES"); v {
+	case "", "0", "false":
+	case "1", "true":
+		cfg.persistentNodes = true
+	default:
+		return cfg, fmt.Errorf("REDIS_PERSISTENT_NODES: %q, want 1 or 0", v)
+	}
+	if mode != modeRedlock && (cfg.persistentNodes || getenv("REDIS_NODE_TIMEOUT") != "") {
+		return cfg, fmt.Errorf("REDIS_NODE_TIMEOUT and REDIS_PERSISTENT_NODES apply to REDIS_MODE=redlock only")
+	}
 	cfg.DBPath = getenv("DB_PATH")
 	if v := getenv("LOG_FORMAT"); v != "" {
 		if v != "text" && v != "json" {

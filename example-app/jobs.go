@@ -94,8 +94,11 @@ func (s *server) runJobRoute(c *gin.Context) {
 		c.JSON(http.StatusOK, res)
 	case errors.Is(err, padlock.ErrUnavailable):
 		// Checked first: on Redlock, too few nodes answering matches both.
-		s.logger.Warn("job: lock unavailable", "job", j.Name, "err", err)
-		writeProblem(c, newProblem(http.StatusServiceUnavailable, "the lock service is unavailable"))
+		why, in := explainUnavailable(err, s.backend.lockTTL)
+		s.logger.Warn("job: lock unavailable: "+why, "job", j.Name, "err", err)
+		p := newProblem(http.StatusServiceUnavailable, why)
+		p.RetryAfter = in
+		writeProblem(c, p)
 	case errors.Is(err, padlock.ErrNotAcquired) && c.Request.Context().Err() == nil:
 		d, _ := padlock.RetryAfter(err)
 		s.logger.Info("job busy", "job", j.Name, "retry_after", d.Round(time.Millisecond))

@@ -226,6 +226,13 @@ func (s *server) lockRefused(req any, from, notBound string) httplock.Responder 
 			s.logger.Warn("request ended by the server: shutting down", "op", "waiting for the lock", "path", r.URL.Path)
 			writeProblemTo(w, r, shutdownProblem())
 			return
+		case p.Status == http.StatusServiceUnavailable && errors.Is(p.Err, padlock.ErrUnavailable):
+			why, in := explainUnavailable(p.Err, s.backend.lockTTL)
+			s.logger.Warn("lock unavailable: "+why, "status", p.Status, "path", r.URL.Path, "err", p.Err)
+			up := newProblem(p.Status, why)
+			up.RetryAfter = in
+			writeProblemTo(w, r, up)
+			return
 		case p.Status >= 500:
 			s.logger.Warn("lock unavailable", "status", p.Status, "path", r.URL.Path, "err", p.Err)
 		case errors.Is(p.Err, lockkey.ErrInvalidPart) || errors.Is(p.Err, lockkey.ErrBodyTooLarge):
@@ -256,21 +263,6 @@ func (s *server) index(c *gin.Context) {
 		},
 		"auth": "every route but /, /healthz and /locks needs Authorization: Bearer <API key>",
 	})
-}
-
-func (s *server) healthz(c *gin.Context) {
-	ctx := c.Request.Context()
-	if err := s.backend.ping(ctx); err != nil {
-		s.logger.Warn("healthz: redis", "err", err)
-		writeProblem(c, newProblem(http.StatusServiceUnavailable, "redis unreachable"))
-		return
-	}
-	if err := s.store.db.PingContext(ctx); err != nil {
-		s.logger.Warn("healthz: database", "err", err)
-		writeProblem(c, newProblem(http.StatusServiceUnavailable, "database unreachable"))
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"status": "ok", "redis": s.backend.desc, "fencing": s.backend.fenced})
 }
 
 // createOrderRequest is the body of POST /orders.
