@@ -323,7 +323,9 @@ func TestRunRedlock(t *testing.T) {
 	cfg.RedisAddrs = []string{srvs[0].Addr(), srvs[1].Addr(), srvs[2].Addr()}
 	cfg.RedisMode = modeRedlock
 	cfg.lockTTL = time.Second // a fresh node votes after this long
-	cfg.jobDuration = 400 * time.Millisecond
+	// Long enough for the lock view to see the job's lock while it runs,
+	// polled by a test that may get little CPU.
+	cfg.jobDuration = 2 * time.Second
 	url, logs, stop := bootRun(t, cfg)
 	defer func() {
 		if err := stop(); err != nil {
@@ -338,8 +340,10 @@ func TestRunRedlock(t *testing.T) {
 	// A node votes once it has surely been up for the lock TTL. Redis
 	// reports uptime in whole seconds, counted from a start rounded down,
 	// and padlock trusts it a second less than it says: the first reading
-	// that surely counts comes two seconds after the TTL.
-	time.Sleep(cfg.lockTTL + 2*time.Second + 200*time.Millisecond)
+	// that surely counts comes two seconds after the TTL. /healthz takes a
+	// probe lock, so it turns 200 when a majority votes; polled rather than
+	// slept for, that holds on a loaded machine too.
+	waitHealthy(t, c, url, cfg.lockTTL+20*time.Second)
 
 	r := do(t, c, "POST", url+"/orders", `{"customer":"carol","amount_cents":700,"currency":"GBP"}`)
 	if r.status != http.StatusCreated {
@@ -386,6 +390,22 @@ func TestRunRedlock(t *testing.T) {
 	}
 	if charged != 1 {
 		t.Fatalf("got %d charges, want 1", charged)
+	}
+}
+
+// waitHealthy polls url's /healthz until it answers 200, for up to d.
+func waitHealthy(t *testing.T, c *http.Client, url string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		r := do(t, c, "GET", url+"/healthz", "")
+		if r.status == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("healthz: got %d %s for %v, want 200", r.status, r.raw, d)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -444,7 +464,7 @@ func TestRunCluster(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.RedisAddrs = cluster.Addrs()
 	cfg.RedisMode = modeCluster
-	cfg.jobDuration = 400 * time.Millisecond
+	cfg.jobDuration = 2 * time.Second
 	url, logs, stop := bootRun(t, cfg)
 	defer func() {
 		if err := stop(); err != nil {
