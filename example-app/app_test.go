@@ -119,7 +119,14 @@ func TestJobs(t *testing.T) {
 	if r := do(t, c, "POST", ts.URL+"/jobs/nightly-report/run?seconds=0.05", ""); r.status != http.StatusOK {
 		t.Fatalf("third run: got %d %s, want 200", r.status, r.raw)
 	}
-	checkProblem(t, do(t, c, "POST", ts.URL+"/jobs/x/run?seconds=100", ""), http.StatusBadRequest)
+	// A run is capped, and the jobs are the app's own: no caller holds a
+	// lock for longer, or on more names.
+	r := do(t, c, "POST", ts.URL+"/jobs/nightly-report/run?seconds=31", "")
+	checkProblem(t, r, http.StatusBadRequest)
+	checkFieldError(t, r, "seconds", "lte")
+	for _, name := range []string{"x", "nightly-report-2", strings.Repeat("a", 65), "%00"} {
+		checkProblem(t, do(t, c, "POST", ts.URL+"/jobs/"+name+"/run?seconds=0.01", ""), http.StatusNotFound)
+	}
 }
 
 func TestLoadConfig(t *testing.T) {
@@ -302,7 +309,7 @@ func TestRunGraceful(t *testing.T) {
 
 	var r response
 	var wg sync.WaitGroup
-	wg.Go(func() { r = do(t, c, "POST", url+"/jobs/slow/run", "") })
+	wg.Go(func() { r = do(t, c, "POST", url+"/jobs/reindex/run", "") })
 	eventually(t, "the job to start", func() bool { return strings.Contains(logs.String(), `"msg":"job started"`) })
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -357,7 +364,7 @@ func TestRunRedlock(t *testing.T) {
 	}
 	var view response
 	wg.Go(func() {
-		r := do(t, c, "POST", url+"/jobs/redlock/run", "")
+		r := do(t, c, "POST", url+"/jobs/reindex/run", "")
 		if r.status != http.StatusOK {
 			t.Errorf("job: got %d %s", r.status, r.raw)
 		}
@@ -368,7 +375,7 @@ func TestRunRedlock(t *testing.T) {
 		view = do(t, c, "GET", url+"/locks", "")
 		locks, _ := view.body["locks"].([]any)
 		for _, l := range locks {
-			if l := l.(map[string]any); l["key"] == "job:redlock" && l["nodes"] == float64(3) {
+			if l := l.(map[string]any); l["key"] == "job:reindex" && l["nodes"] == float64(3) {
 				return true
 			}
 		}
@@ -488,7 +495,7 @@ func TestRunCluster(t *testing.T) {
 		wg.Go(func() { results[i] = do(t, c, "POST", pay, "") })
 	}
 	// Jobs whose keys land on different masters, all in the view at once.
-	names := []string{"a", "b", "c", "d", "e", "f"}
+	names := jobNames[:6]
 	for _, n := range names {
 		wg.Go(func() {
 			if r := do(t, c, "POST", url+"/jobs/"+n+"/run", ""); r.status != http.StatusOK {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -64,18 +65,31 @@ func (s *server) saveCheckpoint(ctx context.Context, j job) error {
 	return nil
 }
 
+// jobNames are the jobs the app runs. A fixed set, because every name is
+// a lock a caller can hold: names taken from requests would let one caller
+// hold any number of locks, and fill Redis with keys.
+var jobNames = []string{"nightly-report", "reindex", "cleanup", "invoices", "reminders", "export", "digest", "backup"}
+
+// maxJobSeconds is the longest run ?seconds= may ask for: how long one
+// request can hold a job's lock.
+const maxJobSeconds = 30
+
 type jobURI struct {
-	Name string `uri:"name" binding:"required,max=64"`
+	Name string `uri:"name" binding:"required"` // one of jobNames
 }
 
 type jobQuery struct {
-	Seconds float64 `form:"seconds" binding:"omitempty,gt=0,lte=60"`
+	Seconds float64 `form:"seconds" binding:"omitempty,gt=0,lte=30"`
 }
 
 func (s *server) runJobRoute(c *gin.Context) {
 	var uri jobURI
 	if err := c.ShouldBindUri(&uri); err != nil {
 		writeProblem(c, bindProblem(err, &uri, fromPath))
+		return
+	}
+	if !slices.Contains(jobNames, uri.Name) {
+		writeProblem(c, newProblem(http.StatusNotFound, "no such job; GET / lists the jobs"))
 		return
 	}
 	var q jobQuery

@@ -257,10 +257,11 @@ func (s *server) index(c *gin.Context) {
 			"GET  /orders/:id        the order and its charges",
 			"POST /orders/:id/pay    pays once; locked per order (409 if busy)",
 			"POST /payments          {order_id}: the same, by a JSON body; shares the order's lock",
-			"POST /jobs/:name/run    ?seconds=N; one run per name at a time (409 if busy)",
+			"POST /jobs/:name/run    ?seconds=N (at most 30); one run per job at a time (409 if busy)",
 			"GET  /locks             locks held right now",
 			"GET  /healthz           redis and database reachable",
 		},
+		"jobs": jobNames,
 		"auth": "every route but /, /healthz and /locks needs Authorization: Bearer <API key>",
 	})
 }
