@@ -58,7 +58,10 @@ func newApp(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) 
 		}
 		logger.Warn("API_KEYS is not set: demo API keys for this run; send one as Authorization: Bearer <key>", attrs...)
 	}
-	a.server = newServer(cfg, logger, st, b)
+	if a.server, err = newServer(cfg, logger, st, b); err != nil {
+		a.close()
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -103,12 +106,8 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	// gives up waiting for them, not when the signal comes.
 	base, cancelRequests := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelRequests(errShutdown)
-	srv := &http.Server{
-		Handler:           a.server,
-		ReadHeaderTimeout: 5 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(cfg, a.server, logger)
+	srv.BaseContext = func(net.Listener) context.Context { return base }
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String()+"/")
@@ -137,6 +136,22 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	a.server.inflight.Wait()
 	logger.Info("stopped")
 	return err
+}
+
+// newHTTPServer returns the server for h, with the timeouts of cfg (see
+// defaultConfig): a client that sends slowly, reads slowly or idles is cut
+// off, so that it holds neither a connection nor, through a handler that
+// waits on it, a lock for as long as it likes.
+func newHTTPServer(cfg config, h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.readHeaderTimeout,
+		ReadTimeout:       cfg.readTimeout,
+		WriteTimeout:      cfg.writeTimeout,
+		IdleTimeout:       cfg.idleTimeout,
+		MaxHeaderBytes:    1 << 20, // beyond it net/http answers 431 itself; below, limitHeaders does
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 }
 
 // waitFor waits for wg up to d and reports whether it finished.

@@ -168,6 +168,11 @@ func TestLoadConfig(t *testing.T) {
 		{"node timeout not below the lease", map[string]string{"REDIS_ADDR": "a:1,b:2,c:3", "REDIS_NODE_TIMEOUT": "10s"}, nil, `REDIS_NODE_TIMEOUT: "10s", want a duration above 0 and below the lock lease 10s`},
 		{"persistent nodes: bad value", map[string]string{"REDIS_ADDR": "a:1,b:2,c:3", "REDIS_PERSISTENT_NODES": "yes"}, nil, `REDIS_PERSISTENT_NODES: "yes", want 1 or 0`},
 		{"redlock knobs off redlock", map[string]string{"REDIS_ADDR": "a:1", "REDIS_PERSISTENT_NODES": "1"}, nil, "REDIS_NODE_TIMEOUT and REDIS_PERSISTENT_NODES apply to REDIS_MODE=redlock only"},
+		{"trusted proxies", map[string]string{"TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.1"}, func(c config) bool {
+			return len(c.trustedProxies) == 2 && c.trustedProxies[1] == "192.0.2.1"
+		}, ""},
+		{"no trusted proxies by default", nil, func(c config) bool { return c.trustedProxies == nil }, ""},
+		{"bad trusted proxy", map[string]string{"TRUSTED_PROXIES": "proxy.local"}, nil, `TRUSTED_PROXIES: "proxy.local" is neither an IP nor a CIDR`},
 		{"shutdown grace", map[string]string{"SHUTDOWN_GRACE": "1m30s"}, func(c config) bool { return c.shutdownTimeout == 90*time.Second }, ""},
 		{"bad shutdown grace", map[string]string{"SHUTDOWN_GRACE": "10"}, nil, `SHUTDOWN_GRACE: "10", want a duration`},
 		{"short api key", map[string]string{"API_KEYS": "shop-1=short"}, nil, `API_KEYS: caller "shop-1": the key has 5 characters, want at least 16`},

@@ -39,6 +39,10 @@ Configuration, all optional, from the environment:
   SHUTDOWN_GRACE  how long requests in flight get to finish after Ctrl-C or
               SIGTERM before the server ends them with 503 (default 10s; a
               second Ctrl-C exits at once)
+  TRUSTED_PROXIES  the reverse proxies (IPs or CIDRs, comma-separated) whose
+              X-Forwarded-For header names the client (default: none; the
+              client is the connection's peer, and X-Forwarded-For is
+              ignored)
   API_KEYS    the callers and their API keys: caller=key,caller=key (keys of
               16 characters or more; default: two demo callers with random
               keys, printed in the log at start)
@@ -82,6 +86,13 @@ type config struct {
 	jobWait         time.Duration // how long a job run waits for the job's lock
 	jobDuration     time.Duration // how long a job runs unless ?seconds= says otherwise
 	providerLatency time.Duration // how long the fake payment provider takes to authorize
+	trustedProxies  []string      // TRUSTED_PROXIES: the proxies whose X-Forwarded-For names the client
+
+	readHeaderTimeout time.Duration // to read a request's line and header fields
+	readTimeout       time.Duration // to read a whole request, body included
+	writeTimeout      time.Duration // from the end of the header fields to the end of the response
+	idleTimeout       time.Duration // a kept-alive connection's wait for its next request
+
 	shutdownTimeout time.Duration // how long in-flight requests get at shutdown (SHUTDOWN_GRACE)
 	shutdownAnswer  time.Duration // how long requests ended at shutdown get to send their 503
 }
@@ -96,8 +107,15 @@ func defaultConfig() config {
 		jobWait:         100 * time.Millisecond,
 		jobDuration:     3 * time.Second,
 		providerLatency: 50 * time.Millisecond,
-		shutdownTimeout: 10 * time.Second,
-		shutdownAnswer:  2 * time.Second,
+		// Bodies are at most 64 KiB: 10s to send one is generous. The
+		// longest route is a 30s job: a minute to answer covers it, and
+		// ends a client that stops reading its response.
+		readHeaderTimeout: 5 * time.Second,
+		readTimeout:       10 * time.Second,
+		writeTimeout:      60 * time.Second,
+		idleTimeout:       60 * time.Second,
+		shutdownTimeout:   10 * time.Second,
+		shutdownAnswer:    2 * time.Second,
 	}
 }
 
@@ -166,6 +184,15 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return cfg, fmt.Errorf("SHUTDOWN_GRACE: %q, want a duration such as 10s", v)
 		}
 		cfg.shutdownTimeout = d
+	}
+	for p := range strings.SplitSeq(getenv("TRUSTED_PROXIES"), ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+			return cfg, fmt.Errorf("TRUSTED_PROXIES: %q is neither an IP nor a CIDR", p)
+		}
+		cfg.trustedProxies = append(cfg.trustedProxies, p)
 	}
 	if v := getenv("API_KEYS"); v != "" {
 		keys, err := parseAPIKeys(v)

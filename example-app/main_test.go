@@ -68,7 +68,13 @@ func testConfig(t testing.TB) config {
 // loopback port; both are closed when t ends.
 func startApp(t testing.TB, cfg config) (*app, *httptest.Server) {
 	t.Helper()
-	a, err := newApp(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	return startAppLogged(t, cfg, slog.New(slog.DiscardHandler))
+}
+
+// startAppLogged is startApp logging to logger.
+func startAppLogged(t testing.TB, cfg config, logger *slog.Logger) (*app, *httptest.Server) {
+	t.Helper()
+	a, err := newApp(context.Background(), cfg, logger)
 	if err != nil {
 		t.Fatalf("newApp: %v", err)
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,7 +49,7 @@ type server struct {
 }
 
 // newServer wires the routes. The returned server is an http.Handler.
-func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
+func newServer(cfg config, logger *slog.Logger, st *store, b *backend) (*server, error) {
 	s := &server{cfg: cfg, logger: logger, store: st, backend: b, keys: cfg.APIKeys}
 	s.authorize = s.fakeProvider
 
@@ -62,6 +64,12 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 	// problem+json.
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
+	// gin trusts every proxy by default, which lets any client pick its
+	// own c.ClientIP() with an X-Forwarded-For header; trust only those
+	// configured (none by default).
+	if err := r.SetTrustedProxies(cfg.trustedProxies); err != nil {
+		return nil, fmt.Errorf("TRUSTED_PROXIES: %w", err)
+	}
 	r.Use(s.track, s.logRequest, gin.CustomRecovery(s.recovered), limitHeaders)
 	r.NoRoute(s.noRoute)
 	r.NoMethod(func(c *gin.Context) {
@@ -118,7 +126,7 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 	for _, rt := range r.Routes() {
 		s.routes = append(s.routes, route{method: rt.Method, segments: strings.Split(rt.Path, "/")})
 	}
-	return s
+	return s, nil
 }
 
 // route is a route's method and template, split at '/'.
@@ -205,7 +213,7 @@ func (s *server) logRequest(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	s.logger.Info("request", "method", c.Request.Method, "path", c.Request.URL.Path,
-		"status", c.Writer.Status(), "ms", time.Since(start).Milliseconds(), "caller", callerOf(c))
+		"status", c.Writer.Status(), "ms", time.Since(start).Milliseconds(), "caller", callerOf(c), "client", c.ClientIP())
 }
 
 func (s *server) recovered(c *gin.Context, v any) {
@@ -221,7 +229,7 @@ func (s *server) lockRefused(req any, from, notBound string) httplock.Responder 
 	return func(w http.ResponseWriter, r *http.Request, p *httplock.Problem) {
 		switch {
 		case p.Status == http.StatusConflict || p.Status == http.StatusLocked:
-			s.logger.Info("lock busy", "key", p.Key, "retry_after", p.RetryAfter.Round(time.Millisecond), "path", r.URL.Path)
+			s.logger.Info("lock busy", "lock", lockLabel(p.Key), "retry_after", p.RetryAfter.Round(time.Millisecond).String(), "path", r.URL.Path)
 		case errors.Is(context.Cause(r.Context()), errShutdown):
 			s.logger.Warn("request ended by the server: shutting down", "op", "waiting for the lock", "path", r.URL.Path)
 			writeProblemTo(w, r, shutdownProblem())
@@ -391,6 +399,17 @@ func (s *server) fakeProvider(ctx context.Context, _ Order) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// lockLabel names a lock key in the log without its text: its namespace
+// (the route's, or the one set with WithNamespace) and a digest of the
+// rest. A key may be built from a secret (an Idempotency-Key, a token's
+// subject); the digest still lets an operator match log lines about one
+// key.
+func lockLabel(key string) string {
+	ns, _, _ := strings.Cut(key, lockkey.Sep)
+	sum := sha256.Sum256([]byte(key))
+	return ns + lockkey.Sep + "#" + hex.EncodeToString(sum[:6])
 }
 
 // shutdownProblem is the answer of a request the server ended at shutdown.
