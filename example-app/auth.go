@@ -84,7 +84,7 @@ func (s *server) authenticate(c *gin.Context) {
 	}
 	if !ok {
 		challenge := `Bearer realm="padlock-example"`
-		detail := "this route needs an API key: send Authorization: Bearer <key>"
+		detail := "this route needs an API key, sent as Authorization: Bearer followed by the key"
 		if c.GetHeader("Authorization") != "" {
 			challenge += `, error="invalid_token"`
 			detail = "the API key is not valid"

@@ -40,14 +40,36 @@ func main() {
 	slog.SetDefault(logger)
 	gin.SetMode(gin.ReleaseMode)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// The first signal starts the graceful shutdown; from then on the
-	// signals get their default action again, so a second Ctrl-C ends the
-	// process at once instead of waiting out the grace period.
-	context.AfterFunc(ctx, stop)
-	if err := run(ctx, cfg, logger); err != nil {
-		logger.Error("exiting", "err", err)
-		os.Exit(1)
+	// The first SIGINT or SIGTERM starts the graceful shutdown; a second
+	// one ends the process at once instead of waiting out the grace
+	// period. Handled here rather than left to the signal's default
+	// action, which is to be ignored when the app was started as a
+	// shell's background job.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, logger) }()
+	for n := 0; ; n++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				logger.Error("exiting", "err", err)
+				os.Exit(1)
+			}
+			return
+		case sig := <-sigs:
+			if n == 0 {
+				cancel()
+				continue
+			}
+			logger.Warn("second signal: exiting at once, without waiting for the requests in flight", "signal", sig.String())
+			code := 1
+			if s, ok := sig.(syscall.Signal); ok {
+				code = 128 + int(s) // as a shell reports a process ended by s
+			}
+			os.Exit(code)
+		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,7 +63,12 @@ type appProcess struct {
 // ends, if it is still running.
 func startMain(t *testing.T, env ...string) *appProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
+	return startMainCmd(t, exec.Command(os.Args[0]), env...)
+}
+
+// startMainCmd is startMain running cmd, which must run the test binary.
+func startMainCmd(t *testing.T, cmd *exec.Cmd, env ...string) *appProcess {
+	t.Helper()
 	cmd.Env = append(os.Environ(), append([]string{mainEnv + "=1", "ADDR=127.0.0.1:0", "LOG_FORMAT=json"}, env...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -115,41 +119,57 @@ func (p *appProcess) signal(t *testing.T, sig os.Signal) {
 
 // A first Ctrl-C starts a graceful shutdown that waits for the request in
 // flight; a second one ends the process at once, long before the grace
-// period or the request would have ended.
+// period or the request would have ended: also when the app was started
+// with SIGINT ignored, as a shell starts a background job, where the
+// signal's default action would do nothing.
 func TestMainSecondSignalExitsAtOnce(t *testing.T) {
 	redistest.Require(t)
-	srv := redistest.Start(t)
-	p := startMain(t, "REDIS_ADDR="+srv.Addr(), "SHUTDOWN_GRACE=60s", "API_KEYS=shop-1="+testKey)
-	c := &http.Client{Transport: &http.Transport{}}
-	defer c.CloseIdleConnections()
+	tests := []struct {
+		name string
+		cmd  func() *exec.Cmd
+	}{
+		{"started normally", func() *exec.Cmd { return exec.Command(os.Args[0]) }},
+		{"started with SIGINT ignored", func() *exec.Cmd {
+			// trap "" keeps the signal ignored across exec, as a
+			// non-interactive shell does for a background job.
+			return exec.Command("sh", "-c", `trap "" INT; exec "$0"`, os.Args[0])
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			p := startMainCmd(t, tt.cmd(), "REDIS_ADDR="+srv.Addr(), "SHUTDOWN_GRACE=60s", "API_KEYS=shop-1="+testKey)
+			c := &http.Client{Transport: &http.Transport{}}
+			defer c.CloseIdleConnections()
 
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() {
-		req, _ := http.NewRequest("POST", p.url+"/jobs/nightly-report/run?seconds=30", nil)
-		req.Header.Set("Authorization", "Bearer "+testKey)
-		if res, err := c.Do(req); err == nil {
-			res.Body.Close()
-		}
-	})
-	eventually(t, "the job to start", func() bool { return strings.Contains(p.logs.String(), `"msg":"job started"`) })
-	p.signal(t, os.Interrupt)
-	eventually(t, "the graceful shutdown to start", func() bool { return strings.Contains(p.logs.String(), `"msg":"shutting down`) })
-	select {
-	case <-p.done:
-		t.Fatalf("the app exited on the first signal with a job in flight and a 60s grace period; log:\n%s", p.logs)
-	case <-time.After(500 * time.Millisecond):
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			wg.Go(func() {
+				req, _ := http.NewRequest("POST", p.url+"/jobs/nightly-report/run?seconds=30", nil)
+				req.Header.Set("Authorization", "Bearer "+testKey)
+				if res, err := c.Do(req); err == nil {
+					res.Body.Close()
+				}
+			})
+			eventually(t, "the job to start", func() bool { return strings.Contains(p.logs.String(), `"msg":"job started"`) })
+			p.signal(t, os.Interrupt)
+			eventually(t, "the graceful shutdown to start", func() bool { return strings.Contains(p.logs.String(), `"msg":"shutting down`) })
+			select {
+			case <-p.done:
+				t.Fatalf("the app exited on the first signal with a job in flight and a 60s grace period; log:\n%s", p.logs)
+			case <-time.After(500 * time.Millisecond):
+			}
+			sent := time.Now()
+			p.signal(t, os.Interrupt)
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the app still runs 10s after a second Ctrl-C; log:\n%s", p.logs)
+			}
+			if code := p.cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(p.logs.String(), `"msg":"second signal: exiting at once`) {
+				t.Fatalf("got exit code %d, want 130 (128+SIGINT) and the log saying why; log:\n%s", code, p.logs)
+			}
+			t.Logf("exited %v after the second signal", time.Since(sent).Round(time.Millisecond))
+		})
 	}
-	sent := time.Now()
-	p.signal(t, os.Interrupt)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the app still runs 10s after a second Ctrl-C; log:\n%s", p.logs)
-	}
-	ws, _ := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ws.Signaled() || ws.Signal() != syscall.SIGINT {
-		t.Fatalf("got exit %v, want the process ended by the second SIGINT", p.cmd.ProcessState)
-	}
-	t.Logf("exited %v after the second signal", time.Since(sent).Round(time.Millisecond))
 }
