@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -530,5 +531,39 @@ func TestRunCluster(t *testing.T) {
 	}
 	if charged != 1 {
 		t.Fatalf("got %d charges, want 1", charged)
+	}
+}
+
+// The README's configuration table names every variable the app reads
+// (the usage text lists them), and its Security section is there for
+// SECURITY.md to point at.
+func TestREADMEDocumentsTheApp(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vars []string
+	for _, m := range regexp.MustCompile(`(?m)^  ([A-Z][A-Z_]+)\s`).FindAllStringSubmatch(usage, -1) {
+		vars = append(vars, m[1])
+	}
+	if len(vars) != 10 {
+		t.Fatalf("got variables %v from the usage text, want every one", vars)
+	}
+	for _, v := range vars {
+		if !strings.Contains(string(readme), "| `"+v+"`") {
+			t.Errorf("README's configuration table lacks %s", v)
+		}
+	}
+	for _, want := range []string{"## Security", "maxmemory-policy noeviction", "SetTrustedProxies", "WriteTimeout", `"title":"Content Too Large"`} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README lacks %q", want)
+		}
+	}
+	sec, err := os.ReadFile("../SECURITY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(sec), "(README.md#security)") {
+		t.Error("SECURITY.md does not point at the README's Security section")
 	}
 }
