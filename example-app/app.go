@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
-	"time"
 )
 
 // app is the running service's parts, built by newApp and torn down by
@@ -126,9 +124,14 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 		err = nil
 	}
 	cancelRequests(errShutdown)
-	// The handlers see their context end and answer 503; their
-	// connections stay open until they have, or until shutdownAnswer.
-	if !waitFor(&a.server.inflight, cfg.shutdownAnswer) {
+	// The handlers see their context end and answer 503. Shutdown again
+	// waits until every connection is idle, that is until those answers
+	// have been sent, not merely written by the handler (net/http flushes
+	// after the handler returns); only then, or after shutdownAnswer, are
+	// the connections closed.
+	actx, cancelAnswer := context.WithTimeout(context.Background(), cfg.shutdownAnswer)
+	defer cancelAnswer()
+	if err := srv.Shutdown(actx); errors.Is(err, context.DeadlineExceeded) {
 		logger.Warn("shutdown: requests still running after they were ended; closing their connections", "waited", cfg.shutdownAnswer.String())
 	}
 	_ = srv.Close()
@@ -151,23 +154,5 @@ func newHTTPServer(cfg config, h http.Handler, logger *slog.Logger) *http.Server
 		IdleTimeout:       cfg.idleTimeout,
 		MaxHeaderBytes:    1 << 20, // beyond it net/http answers 431 itself; below, limitHeaders does
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-}
-
-// waitFor waits for wg up to d and reports whether it finished.
-func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
-	done := make(chan struct{})
-	// Ends when wg does: run waits for wg after this anyway.
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-		return false
 	}
 }
