@@ -287,7 +287,7 @@ func TestRunEmbedded(t *testing.T) {
 		t.Fatalf("run: got %v, want nil after a clean shutdown", err)
 	}
 	out := logs.String()
-	for _, want := range []string{`"mode":"embedded miniredis"`, `"msg":"shutting down"`, `"msg":"stopped"`} {
+	for _, want := range []string{`"mode":"embedded miniredis"`, `"msg":"shutting down:`, `"msg":"stopped"`} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("log lacks %s:\n%s", want, out)
 		}
