@@ -52,10 +52,11 @@ Try it (KEY is an API key, from API_KEYS or printed in the log at start):
        -H 'Content-Type: application/json' \
        -d '{"customer":"alice","amount_cents":1299,"currency":"EUR"}'
   curl -si -X POST localhost:8080/orders -H "Authorization: Bearer $KEY" \
-       -H 'Content-Type: application/json' -H "Idempotency-Key: \"$(uuidgen)\"" \
+       -H 'Content-Type: application/json' \
+       -H 'Idempotency-Key: "7c9e6679-7425-40de-944b-e07fc1f90ae7"' \
        -d '{"customer":"alice","amount_cents":1299,"currency":"EUR"}'
-       (send the same key twice: the second answer is the first order
-       again, with Idempotent-Replayed: true)
+       (run it twice: the second answer is the first order again, with
+       Idempotent-Replayed: true; use a fresh UUID of your own as the key)
   curl -s -X POST localhost:8080/orders/1/pay -H "Authorization: Bearer $KEY"
   curl -s localhost:8080/locks
 `

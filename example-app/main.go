@@ -6,8 +6,10 @@
 //	go run ./example-app
 //
 // and it starts an embedded Redis (miniredis, in-process) and a SQLite
-// database in a temp file. See usage in config.go for the environment it
-// reads (REDIS_ADDR switches to real Redis servers).
+// database in a temp file. Every route that acts needs an API key
+// (API_KEYS; without it, two demo keys are printed at start). See usage in
+// config.go for the environment it reads (REDIS_ADDR switches to real
+// Redis servers).
 package main
 
 import (
