@@ -26,6 +26,10 @@ import (
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
+// loadAPIKey is the API key the load test's caller sends: the example app
+// serves only authenticated callers.
+const loadAPIKey = "load-test-key-0123456789"
+
 // Load: how long, how many clients at once, how many hot orders at a time,
 // and how often the hot orders are replaced by fresh, unpaid ones.
 const (
@@ -217,7 +221,7 @@ func startExampleApp(t *testing.T, bin, redisAddr string) string {
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(),
 		"ADDR=127.0.0.1:0", "REDIS_ADDR="+redisAddr, "REDIS_MODE=single",
-		"DB_PATH="+filepath.Join(dir, "orders.db"), "LOG_FORMAT=json")
+		"DB_PATH="+filepath.Join(dir, "orders.db"), "LOG_FORMAT=json", "API_KEYS=load="+loadAPIKey)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start example app: %v", err)
@@ -297,6 +301,7 @@ func createOrder(t *testing.T, ctx context.Context, c *http.Client, base string)
 func chargesOf(t *testing.T, ctx context.Context, c *http.Client, base string, id int64) int {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/orders/"+strconv.FormatInt(id, 10), nil)
+	req.Header.Set("Authorization", "Bearer "+loadAPIKey)
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatalf("get order %d: %v", id, err)
@@ -323,6 +328,7 @@ func post(ctx context.Context, c *http.Client, url, body string) (int, []byte, e
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Authorization", "Bearer "+loadAPIKey)
 	resp, err := c.Do(req)
 	if err != nil {
 		return 0, nil, err

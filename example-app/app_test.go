@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -31,7 +33,8 @@ func TestCreateOrderValidation(t *testing.T) {
 		{"valid", `{"customer":"alice","amount_cents":1299,"currency":"EUR"}`, http.StatusCreated, "", ""},
 		{"missing customer", `{"amount_cents":1299,"currency":"EUR"}`, http.StatusBadRequest, "customer", "required"},
 		{"negative amount", `{"customer":"a","amount_cents":-5,"currency":"EUR"}`, http.StatusBadRequest, "amount_cents", "gt"},
-		{"zero amount", `{"customer":"a","amount_cents":0,"currency":"EUR"}`, http.StatusBadRequest, "amount_cents", "required"},
+		{"zero amount", `{"customer":"a","amount_cents":0,"currency":"EUR"}`, http.StatusBadRequest, "amount_cents", "gt"},
+		{"missing amount", `{"customer":"a","currency":"EUR"}`, http.StatusBadRequest, "amount_cents", "required"},
 		{"unknown currency", `{"customer":"a","amount_cents":1,"currency":"EURO"}`, http.StatusBadRequest, "currency", "iso4217"},
 		{"malformed JSON", `{"customer":`, http.StatusBadRequest, "", ""},
 		{"body too large", `{"customer":"` + strings.Repeat("a", maxBodyBytes) + `"}`, http.StatusRequestEntityTooLarge, "", ""},
@@ -117,7 +120,14 @@ func TestJobs(t *testing.T) {
 	if r := do(t, c, "POST", ts.URL+"/jobs/nightly-report/run?seconds=0.05", ""); r.status != http.StatusOK {
 		t.Fatalf("third run: got %d %s, want 200", r.status, r.raw)
 	}
-	checkProblem(t, do(t, c, "POST", ts.URL+"/jobs/x/run?seconds=100", ""), http.StatusBadRequest)
+	// A run is capped, and the jobs are the app's own: no caller holds a
+	// lock for longer, or on more names.
+	r := do(t, c, "POST", ts.URL+"/jobs/nightly-report/run?seconds=31", "")
+	checkProblem(t, r, http.StatusBadRequest)
+	checkFieldError(t, r, "seconds", "lte")
+	for _, name := range []string{"x", "nightly-report-2", strings.Repeat("a", 65), "%00"} {
+		checkProblem(t, do(t, c, "POST", ts.URL+"/jobs/"+name+"/run?seconds=0.01", ""), http.StatusNotFound)
+	}
 }
 
 func TestLoadConfig(t *testing.T) {
@@ -144,6 +154,32 @@ func TestLoadConfig(t *testing.T) {
 		{"bad address", map[string]string{"REDIS_ADDR": "localhost"}, nil, `REDIS_ADDR: "localhost" is not host:port`},
 		{"bad ADDR", map[string]string{"ADDR": "8080"}, nil, `ADDR: "8080" is not host:port`},
 		{"bad log format", map[string]string{"LOG_FORMAT": "xml"}, nil, `LOG_FORMAT: "xml", want text or json`},
+		{"api keys", map[string]string{"API_KEYS": "shop-1=0123456789abcdef, shop-2=fedcba9876543210"}, func(c config) bool {
+			return len(c.APIKeys) == 2 && c.DemoKeys == nil && c.APIKeys[sha256.Sum256([]byte("fedcba9876543210"))] == "shop-2"
+		}, ""},
+		{"demo keys", nil, func(c config) bool {
+			return len(c.APIKeys) == 2 && len(c.DemoKeys) == 2 && c.APIKeys[sha256.Sum256([]byte(c.DemoKeys["demo-bob"]))] == "demo-bob"
+		}, ""},
+		{"redlock knobs", map[string]string{"REDIS_ADDR": "a:1,b:2,c:3", "REDIS_NODE_TIMEOUT": "250ms", "REDIS_PERSISTENT_NODES": "1"}, func(c config) bool {
+			return c.nodeTimeout == 250*time.Millisecond && c.persistentNodes
+		}, ""},
+		{"redlock defaults", map[string]string{"REDIS_ADDR": "a:1,b:2,c:3"}, func(c config) bool {
+			return c.nodeTimeout == 500*time.Millisecond && !c.persistentNodes
+		}, ""},
+		{"node timeout not below the lease", map[string]string{"REDIS_ADDR": "a:1,b:2,c:3", "REDIS_NODE_TIMEOUT": "10s"}, nil, `REDIS_NODE_TIMEOUT: "10s", want a duration above 0 and below the lock lease 10s`},
+		{"persistent nodes: bad value", map[string]string{"REDIS_ADDR": "a:1,b:2,c:3", "REDIS_PERSISTENT_NODES": "yes"}, nil, `REDIS_PERSISTENT_NODES: "yes", want 1 or 0`},
+		{"redlock knobs off redlock", map[string]string{"REDIS_ADDR": "a:1", "REDIS_PERSISTENT_NODES": "1"}, nil, "REDIS_NODE_TIMEOUT and REDIS_PERSISTENT_NODES apply to REDIS_MODE=redlock only"},
+		{"trusted proxies", map[string]string{"TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.1"}, func(c config) bool {
+			return len(c.trustedProxies) == 2 && c.trustedProxies[1] == "192.0.2.1"
+		}, ""},
+		{"no trusted proxies by default", nil, func(c config) bool { return c.trustedProxies == nil }, ""},
+		{"bad trusted proxy", map[string]string{"TRUSTED_PROXIES": "proxy.local"}, nil, `TRUSTED_PROXIES: "proxy.local" is neither an IP nor a CIDR`},
+		{"shutdown grace", map[string]string{"SHUTDOWN_GRACE": "1m30s"}, func(c config) bool { return c.shutdownTimeout == 90*time.Second }, ""},
+		{"bad shutdown grace", map[string]string{"SHUTDOWN_GRACE": "10"}, nil, `SHUTDOWN_GRACE: "10", want a duration`},
+		{"short api key", map[string]string{"API_KEYS": "shop-1=short"}, nil, `API_KEYS: caller "shop-1": the key has 5 characters, want at least 16`},
+		{"api key without caller", map[string]string{"API_KEYS": "0123456789abcdef"}, nil, `API_KEYS: "0123456789abcdef" is not caller=key`},
+		{"bad caller", map[string]string{"API_KEYS": "a b=0123456789abcdef"}, nil, `API_KEYS: caller "a b": want`},
+		{"shared api key", map[string]string{"API_KEYS": "a=0123456789abcdef,b=0123456789abcdef"}, nil, `API_KEYS: caller "b": the key is another caller's too`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -224,6 +260,10 @@ func TestRunEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.providerLatency = time.Millisecond
+	if len(cfg.DemoKeys) != 2 {
+		t.Fatalf("got demo keys %v, want two without API_KEYS", cfg.DemoKeys)
+	}
+	cfg.APIKeys = testKeys(t)
 	url, logs, stop := bootRun(t, cfg)
 	c := &http.Client{Transport: &http.Transport{}}
 	defer c.CloseIdleConnections()
@@ -247,7 +287,7 @@ func TestRunEmbedded(t *testing.T) {
 		t.Fatalf("run: got %v, want nil after a clean shutdown", err)
 	}
 	out := logs.String()
-	for _, want := range []string{`"mode":"embedded miniredis"`, `"msg":"shutting down"`, `"msg":"stopped"`} {
+	for _, want := range []string{`"mode":"embedded miniredis"`, `"msg":"shutting down:`, `"msg":"stopped"`} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("log lacks %s:\n%s", want, out)
 		}
@@ -275,7 +315,7 @@ func TestRunGraceful(t *testing.T) {
 
 	var r response
 	var wg sync.WaitGroup
-	wg.Go(func() { r = do(t, c, "POST", url+"/jobs/slow/run", "") })
+	wg.Go(func() { r = do(t, c, "POST", url+"/jobs/reindex/run", "") })
 	eventually(t, "the job to start", func() bool { return strings.Contains(logs.String(), `"msg":"job started"`) })
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -296,7 +336,9 @@ func TestRunRedlock(t *testing.T) {
 	cfg.RedisAddrs = []string{srvs[0].Addr(), srvs[1].Addr(), srvs[2].Addr()}
 	cfg.RedisMode = modeRedlock
 	cfg.lockTTL = time.Second // a fresh node votes after this long
-	cfg.jobDuration = 400 * time.Millisecond
+	// Long enough for the lock view to see the job's lock while it runs,
+	// polled by a test that may get little CPU.
+	cfg.jobDuration = 2 * time.Second
 	url, logs, stop := bootRun(t, cfg)
 	defer func() {
 		if err := stop(); err != nil {
@@ -311,8 +353,10 @@ func TestRunRedlock(t *testing.T) {
 	// A node votes once it has surely been up for the lock TTL. Redis
 	// reports uptime in whole seconds, counted from a start rounded down,
 	// and padlock trusts it a second less than it says: the first reading
-	// that surely counts comes two seconds after the TTL.
-	time.Sleep(cfg.lockTTL + 2*time.Second + 200*time.Millisecond)
+	// that surely counts comes two seconds after the TTL. /healthz takes a
+	// probe lock, so it turns 200 when a majority votes; polled rather than
+	// slept for, that holds on a loaded machine too.
+	waitHealthy(t, c, url, cfg.lockTTL+20*time.Second)
 
 	r := do(t, c, "POST", url+"/orders", `{"customer":"carol","amount_cents":700,"currency":"GBP"}`)
 	if r.status != http.StatusCreated {
@@ -326,7 +370,7 @@ func TestRunRedlock(t *testing.T) {
 	}
 	var view response
 	wg.Go(func() {
-		r := do(t, c, "POST", url+"/jobs/redlock/run", "")
+		r := do(t, c, "POST", url+"/jobs/reindex/run", "")
 		if r.status != http.StatusOK {
 			t.Errorf("job: got %d %s", r.status, r.raw)
 		}
@@ -337,7 +381,7 @@ func TestRunRedlock(t *testing.T) {
 		view = do(t, c, "GET", url+"/locks", "")
 		locks, _ := view.body["locks"].([]any)
 		for _, l := range locks {
-			if l := l.(map[string]any); l["key"] == "job:redlock" && l["nodes"] == float64(3) {
+			if l := l.(map[string]any); l["key"] == "job:reindex" && l["nodes"] == float64(3) {
 				return true
 			}
 		}
@@ -359,6 +403,22 @@ func TestRunRedlock(t *testing.T) {
 	}
 	if charged != 1 {
 		t.Fatalf("got %d charges, want 1", charged)
+	}
+}
+
+// waitHealthy polls url's /healthz until it answers 200, for up to d.
+func waitHealthy(t *testing.T, c *http.Client, url string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		r := do(t, c, "GET", url+"/healthz", "")
+		if r.status == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("healthz: got %d %s for %v, want 200", r.status, r.raw, d)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -417,7 +477,7 @@ func TestRunCluster(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.RedisAddrs = cluster.Addrs()
 	cfg.RedisMode = modeCluster
-	cfg.jobDuration = 400 * time.Millisecond
+	cfg.jobDuration = 2 * time.Second
 	url, logs, stop := bootRun(t, cfg)
 	defer func() {
 		if err := stop(); err != nil {
@@ -441,7 +501,7 @@ func TestRunCluster(t *testing.T) {
 		wg.Go(func() { results[i] = do(t, c, "POST", pay, "") })
 	}
 	// Jobs whose keys land on different masters, all in the view at once.
-	names := []string{"a", "b", "c", "d", "e", "f"}
+	names := jobNames[:6]
 	for _, n := range names {
 		wg.Go(func() {
 			if r := do(t, c, "POST", url+"/jobs/"+n+"/run", ""); r.status != http.StatusOK {
@@ -471,5 +531,39 @@ func TestRunCluster(t *testing.T) {
 	}
 	if charged != 1 {
 		t.Fatalf("got %d charges, want 1", charged)
+	}
+}
+
+// The README's configuration table names every variable the app reads
+// (the usage text lists them), and its Security section is there for
+// SECURITY.md to point at.
+func TestREADMEDocumentsTheApp(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vars []string
+	for _, m := range regexp.MustCompile(`(?m)^  ([A-Z][A-Z_]+)\s`).FindAllStringSubmatch(usage, -1) {
+		vars = append(vars, m[1])
+	}
+	if len(vars) != 10 {
+		t.Fatalf("got variables %v from the usage text, want every one", vars)
+	}
+	for _, v := range vars {
+		if !strings.Contains(string(readme), "| `"+v+"`") {
+			t.Errorf("README's configuration table lacks %s", v)
+		}
+	}
+	for _, want := range []string{"## Security", "maxmemory-policy noeviction", "SetTrustedProxies", "WriteTimeout", `"title":"Content Too Large"`} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README lacks %q", want)
+		}
+	}
+	sec, err := os.ReadFile("../SECURITY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(sec), "(README.md#security)") {
+		t.Error("SECURITY.md does not point at the README's Security section")
 	}
 }

@@ -27,21 +27,46 @@ Configuration, all optional, from the environment:
   REDIS_MODE  single | cluster | redlock: how to use REDIS_ADDR
               (default single for one address, redlock for a list; redlock
               needs independent masters, cluster a Redis Cluster's nodes)
+  REDIS_NODE_TIMEOUT  redlock: how long one node may take to answer before
+              it counts as down (default 500ms)
+  REDIS_PERSISTENT_NODES  redlock: 1 when every node runs appendonly yes
+              with appendfsync always, so fresh or restarted nodes vote at
+              once (default 0: a node votes once it has been up for the
+              lock lease, 10s; until a majority does, locks are refused)
   DB_PATH     SQLite file for orders and charges
               (default: a temp file, removed at exit)
   LOG_FORMAT  text | json (default text)
+  SHUTDOWN_GRACE  how long requests in flight get to finish after Ctrl-C or
+              SIGTERM before the server ends them with 503 (default 10s; a
+              second Ctrl-C exits at once)
+  TRUSTED_PROXIES  the reverse proxies (IPs or CIDRs, comma-separated) whose
+              X-Forwarded-For header names the client (default: none; the
+              client is the connection's peer, and X-Forwarded-For is
+              ignored)
+  API_KEYS    the callers and their API keys: caller=key,caller=key (keys of
+              16 characters or more; default: two demo callers with random
+              keys, printed in the log at start)
 
-Try it:
-  curl -s -X POST localhost:8080/orders -H 'Content-Type: application/json' \
+Try it (KEY is an API key, from API_KEYS or printed in the log at start):
+  curl -s -X POST localhost:8080/orders -H "Authorization: Bearer $KEY" \
+       -H 'Content-Type: application/json' \
        -d '{"customer":"alice","amount_cents":1299,"currency":"EUR"}'
-  curl -si -X POST localhost:8080/orders -H 'Content-Type: application/json' \
-       -H 'Idempotency-Key: "order-alice-1"' -H 'X-Client-ID: shop-1' \
+  curl -si -X POST localhost:8080/orders -H "Authorization: Bearer $KEY" \
+       -H 'Content-Type: application/json' \
+       -H 'Idempotency-Key: "7c9e6679-7425-40de-944b-e07fc1f90ae7"' \
        -d '{"customer":"alice","amount_cents":1299,"currency":"EUR"}'
-       (run it twice: the second answer is the first order again,
-       with Idempotent-Replayed: true)
-  curl -s -X POST localhost:8080/orders/1/pay
+       (run it twice: the second answer is the first order again, with
+       Idempotent-Replayed: true; use a fresh UUID of your own as the key)
+  curl -s -X POST localhost:8080/orders/1/pay -H "Authorization: Bearer $KEY"
   curl -s localhost:8080/locks
 `
+
+// defaultNodeTimeout is the app's Redlock node timeout: five times
+// padlock's default (DefaultNodeTimeout, 100ms), so that a node on a
+// loaded machine, or across a real network, is not counted as down while
+// it answers. It is part of the lease an Acquire may use up: small beside
+// the app's 10s lease.
+const defaultNodeTimeout = 500 * time.Millisecond
 
 // config is the app's configuration. The exported-looking fields come from
 // the environment; the rest are knobs for tests.
@@ -51,25 +76,47 @@ type config struct {
 	RedisMode  string
 	DBPath     string
 	LogFormat  string
+	APIKeys    apiKeys           // the callers' keys, by digest
+	DemoKeys   map[string]string // caller -> key, when APIKeys are the demo's
+
+	nodeTimeout     time.Duration // Redlock: how long one node may take to answer (REDIS_NODE_TIMEOUT)
+	persistentNodes bool          // Redlock: the nodes persist every write (REDIS_PERSISTENT_NODES)
 
 	lockTTL         time.Duration // lease of every lock the app takes; renewed while held
 	payWait         time.Duration // how long a pay request waits for the order's lock
 	jobWait         time.Duration // how long a job run waits for the job's lock
 	jobDuration     time.Duration // how long a job runs unless ?seconds= says otherwise
 	providerLatency time.Duration // how long the fake payment provider takes to authorize
-	shutdownTimeout time.Duration // how long in-flight requests get at shutdown
+	trustedProxies  []string      // TRUSTED_PROXIES: the proxies whose X-Forwarded-For names the client
+
+	readHeaderTimeout time.Duration // to read a request's line and header fields
+	readTimeout       time.Duration // to read a whole request, body included
+	writeTimeout      time.Duration // from the end of the header fields to the end of the response
+	idleTimeout       time.Duration // a kept-alive connection's wait for its next request
+
+	shutdownTimeout time.Duration // how long in-flight requests get at shutdown (SHUTDOWN_GRACE)
+	shutdownAnswer  time.Duration // how long requests ended at shutdown get to send their 503
 }
 
 func defaultConfig() config {
 	return config{
 		Addr:            "127.0.0.1:8080",
 		LogFormat:       "text",
+		nodeTimeout:     defaultNodeTimeout,
 		lockTTL:         10 * time.Second,
 		payWait:         2 * time.Second,
 		jobWait:         100 * time.Millisecond,
 		jobDuration:     3 * time.Second,
 		providerLatency: 50 * time.Millisecond,
-		shutdownTimeout: 10 * time.Second,
+		// Bodies are at most 64 KiB: 10s to send one is generous. The
+		// longest route is a 30s job: a minute to answer covers it, and
+		// ends a client that stops reading its response.
+		readHeaderTimeout: 5 * time.Second,
+		readTimeout:       10 * time.Second,
+		writeTimeout:      60 * time.Second,
+		idleTimeout:       60 * time.Second,
+		shutdownTimeout:   10 * time.Second,
+		shutdownAnswer:    2 * time.Second,
 	}
 }
 
@@ -108,12 +155,54 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return cfg, fmt.Errorf("REDIS_MODE: %q, want single, cluster or redlock", mode)
 	}
 	cfg.RedisMode = mode
+	if v := getenv("REDIS_NODE_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d >= cfg.lockTTL {
+			return cfg, fmt.Errorf("REDIS_NODE_TIMEOUT: %q, want a duration above 0 and below the lock lease %v", v, cfg.lockTTL)
+		}
+		cfg.nodeTimeout = d
+	}
+	switch v := getenv("REDIS_PERSISTENT_NODES"); v {
+	case "", "0", "false":
+	case "1", "true":
+		cfg.persistentNodes = true
+	default:
+		return cfg, fmt.Errorf("REDIS_PERSISTENT_NODES: %q, want 1 or 0", v)
+	}
+	if mode != modeRedlock && (cfg.persistentNodes || getenv("REDIS_NODE_TIMEOUT") != "") {
+		return cfg, fmt.Errorf("REDIS_NODE_TIMEOUT and REDIS_PERSISTENT_NODES apply to REDIS_MODE=redlock only")
+	}
 	cfg.DBPath = getenv("DB_PATH")
 	if v := getenv("LOG_FORMAT"); v != "" {
 		if v != "text" && v != "json" {
 			return cfg, fmt.Errorf("LOG_FORMAT: %q, want text or json", v)
 		}
 		cfg.LogFormat = v
+	}
+	if v := getenv("SHUTDOWN_GRACE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return cfg, fmt.Errorf("SHUTDOWN_GRACE: %q, want a duration such as 10s", v)
+		}
+		cfg.shutdownTimeout = d
+	}
+	for p := range strings.SplitSeq(getenv("TRUSTED_PROXIES"), ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+			return cfg, fmt.Errorf("TRUSTED_PROXIES: %q is neither an IP nor a CIDR", p)
+		}
+		cfg.trustedProxies = append(cfg.trustedProxies, p)
+	}
+	if v := getenv("API_KEYS"); v != "" {
+		keys, err := parseAPIKeys(v)
+		if err != nil {
+			return cfg, fmt.Errorf("API_KEYS: %v", err)
+		}
+		cfg.APIKeys = keys
+	} else {
+		cfg.APIKeys, cfg.DemoKeys = demoAPIKeys()
 	}
 	return cfg, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -64,23 +65,36 @@ func (s *server) saveCheckpoint(ctx context.Context, j job) error {
 	return nil
 }
 
+// jobNames are the jobs the app runs. A fixed set, because every name is
+// a lock a caller can hold: names taken from requests would let one caller
+// hold any number of locks, and fill Redis with keys.
+var jobNames = []string{"nightly-report", "reindex", "cleanup", "invoices", "reminders", "export", "digest", "backup"}
+
+// maxJobSeconds is the longest run ?seconds= may ask for: how long one
+// request can hold a job's lock.
+const maxJobSeconds = 30
+
 type jobURI struct {
-	Name string `uri:"name" binding:"required,max=64"`
+	Name string `uri:"name" binding:"required"` // one of jobNames
 }
 
 type jobQuery struct {
-	Seconds float64 `form:"seconds" binding:"omitempty,gt=0,lte=60"`
+	Seconds float64 `form:"seconds" binding:"omitempty,gt=0,lte=30"`
 }
 
 func (s *server) runJobRoute(c *gin.Context) {
 	var uri jobURI
 	if err := c.ShouldBindUri(&uri); err != nil {
-		writeProblem(c, bindProblem(err, &uri))
+		writeProblem(c, bindProblem(err, &uri, fromPath))
+		return
+	}
+	if !slices.Contains(jobNames, uri.Name) {
+		writeProblem(c, newProblem(http.StatusNotFound, "no such job; GET / lists the jobs"))
 		return
 	}
 	var q jobQuery
 	if err := c.ShouldBindQuery(&q); err != nil {
-		writeProblem(c, bindProblem(err, &q))
+		writeProblem(c, bindProblem(err, &q, fromQuery))
 		return
 	}
 	j := job{Name: uri.Name, Duration: s.cfg.jobDuration}
@@ -94,8 +108,11 @@ func (s *server) runJobRoute(c *gin.Context) {
 		c.JSON(http.StatusOK, res)
 	case errors.Is(err, padlock.ErrUnavailable):
 		// Checked first: on Redlock, too few nodes answering matches both.
-		s.logger.Warn("job: lock unavailable", "job", j.Name, "err", err)
-		writeProblem(c, newProblem(http.StatusServiceUnavailable, "the lock service is unavailable"))
+		why, in := explainUnavailable(err, s.backend.lockTTL)
+		s.logger.Warn("job: lock unavailable: "+why, "job", j.Name, "err", err)
+		p := newProblem(http.StatusServiceUnavailable, why)
+		p.RetryAfter = in
+		writeProblem(c, p)
 	case errors.Is(err, padlock.ErrNotAcquired) && c.Request.Context().Err() == nil:
 		d, _ := padlock.RetryAfter(err)
 		s.logger.Info("job busy", "job", j.Name, "retry_after", d.Round(time.Millisecond))

@@ -6,21 +6,23 @@
 //	go run ./example-app
 //
 // and it starts an embedded Redis (miniredis, in-process) and a SQLite
-// database in a temp file. See usage in config.go for the environment it
-// reads (REDIS_ADDR switches to real Redis servers).
+// database in a temp file. Every route that acts needs an API key
+// (API_KEYS; without it, two demo keys are printed at start). See usage in
+// config.go for the environment it reads (REDIS_ADDR switches to real
+// Redis servers).
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -33,19 +35,43 @@ func main() {
 		os.Exit(2)
 	}
 	logger := newLogger(os.Stderr, cfg.LogFormat)
+	// Libraries that log on their own go to the app's log too: go-redis
+	// through its logger, anything using the log package through slog's
+	// default.
+	redis.SetLogger(redisLogger{logger})
+	slog.SetDefault(logger)
 	gin.SetMode(gin.ReleaseMode)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg, logger); err != nil {
-		logger.Error("exiting", "err", err)
-		os.Exit(1)
+	// The first SIGINT or SIGTERM starts the graceful shutdown; a second
+	// one ends the process at once instead of waiting out the grace
+	// period. Handled here rather than left to the signal's default
+	// action, which is to be ignored when the app was started as a
+	// shell's background job.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, logger) }()
+	for n := 0; ; n++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				logger.Error("exiting", "err", err)
+				os.Exit(1)
+			}
+			return
+		case sig := <-sigs:
+			if n == 0 {
+				cancel()
+				continue
+			}
+			logger.Warn("second signal: exiting at once, without waiting for the requests in flight", "signal", sig.String())
+			code := 1
+			if s, ok := sig.(syscall.Signal); ok {
+				code = 128 + int(s) // as a shell reports a process ended by s
+			}
+			os.Exit(code)
+		}
 	}
-}
-
-func newLogger(w io.Writer, format string) *slog.Logger {
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, nil))
-	}
-	return slog.New(slog.NewTextHandler(w, nil))
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,9 +20,33 @@ import (
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
+// mainEnv, set to 1, makes the test binary run the app's main instead of
+// the tests: startMain runs the app as a process of its own that way.
+const mainEnv = "PADLOCK_EXAMPLE_APP_RUN_MAIN"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(mainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
 	gin.SetMode(gin.TestMode)
 	goleak.VerifyTestMain(m)
+}
+
+// The API keys of the tests' two callers.
+const (
+	testKey  = "test-key-shop-1-0123456789"
+	testKey2 = "test-key-shop-2-0123456789"
+)
+
+// testKeys are the tests' callers, shop-1 (the default) and shop-2.
+func testKeys(t testing.TB) apiKeys {
+	t.Helper()
+	keys, err := parseAPIKeys("shop-1=" + testKey + ",shop-2=" + testKey2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }
 
 // testConfig is the app's configuration for a test: a real Redis server of
@@ -34,6 +60,7 @@ func testConfig(t testing.TB) config {
 	cfg.DBPath = filepath.Join(t.TempDir(), "orders.db")
 	cfg.providerLatency = 20 * time.Millisecond
 	cfg.jobDuration = 200 * time.Millisecond
+	cfg.APIKeys = testKeys(t)
 	return cfg
 }
 
@@ -41,7 +68,13 @@ func testConfig(t testing.TB) config {
 // loopback port; both are closed when t ends.
 func startApp(t testing.TB, cfg config) (*app, *httptest.Server) {
 	t.Helper()
-	a, err := newApp(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	return startAppLogged(t, cfg, slog.New(slog.DiscardHandler))
+}
+
+// startAppLogged is startApp logging to logger.
+func startAppLogged(t testing.TB, cfg config, logger *slog.Logger) (*app, *httptest.Server) {
+	t.Helper()
+	a, err := newApp(context.Background(), cfg, logger)
 	if err != nil {
 		t.Fatalf("newApp: %v", err)
 	}
@@ -59,7 +92,20 @@ type response struct {
 	raw    string
 }
 
+// do sends a request with body (as application/json when not empty).
 func do(t testing.TB, c *http.Client, method, url, body string) response {
+	t.Helper()
+	var hdr http.Header
+	if body != "" {
+		hdr = http.Header{"Content-Type": {"application/json"}}
+	}
+	return doHeader(t, c, method, url, body, hdr)
+}
+
+// doHeader sends a request with body and the header fields hdr, as the
+// caller shop-1 unless hdr has an Authorization field (an empty one sends
+// none).
+func doHeader(t testing.TB, c *http.Client, method, url, body string, hdr http.Header) response {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -69,8 +115,10 @@ func do(t testing.TB, c *http.Client, method, url, body string) response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	maps.Copy(req.Header, hdr)
+	if req.Header.Get("Authorization") == "" {
+		req.Header.Del("Authorization")
 	}
 	res, err := c.Do(req)
 	if err != nil {
@@ -108,10 +156,11 @@ func checkProblem(t testing.TB, r response, status int) {
 	}
 }
 
-// eventually polls cond until it holds or 5s pass.
+// eventually polls cond until it holds or 20s pass: a bound for a loaded
+// machine, not a measure.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

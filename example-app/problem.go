@@ -3,8 +3,11 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -21,16 +24,29 @@ type problem struct {
 }
 
 // fieldError names one field of a request that failed validation and the
-// rule it broke (a validator v10 tag: required, gt, iso4217, ...).
+// rule it broke: a validator v10 tag (required, gt, iso4217, ...), or one
+// of the app's own: "type" (Param names the JSON type wanted), "unknown"
+// (the route takes no such field), "notblank" and "printable" (no control
+// or formatting characters).
 type fieldError struct {
 	Field string `json:"field"`
 	Rule  string `json:"rule"`
 	Param string `json:"param,omitempty"`
 }
 
+// statusTitle is the title of a problem with status: the status's name
+// in RFC 9110, which renamed 413 ("Request Entity Too Large" in Go's
+// http.StatusText) to Content Too Large.
+func statusTitle(status int) string {
+	if status == http.StatusRequestEntityTooLarge {
+		return "Content Too Large"
+	}
+	return http.StatusText(status)
+}
+
 func newProblem(status int, detail string) *problem {
 	return &problem{Problem: httplock.Problem{
-		Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail,
+		Type: "about:blank", Title: statusTitle(status), Status: status, Detail: detail,
 	}}
 }
 
@@ -64,22 +80,128 @@ func (d discardBody) Header() http.Header         { return d.w.Header() }
 func (d discardBody) Write(b []byte) (int, error) { return len(b), nil }
 func (d discardBody) WriteHeader(int)             {}
 
-// bindProblem turns a gin binding error for req (the struct bound) into a
-// 400 (or 413) problem that lists the fields at fault.
-func bindProblem(err error, req any) *problem {
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return newProblem(http.StatusRequestEntityTooLarge, "the request body is too large")
-	}
-	var verrs validator.ValidationErrors
-	if errors.As(err, &verrs) {
+// Where a request's bound values come from, as bindProblem tells the
+// client.
+const (
+	fromPath  = "path"
+	fromQuery = "query"
+	fromBody  = "body"
+)
+
+// bindProblem turns an error of binding req (the struct bound) from the
+// request's path, query or body (from) into a problem: 400 listing the
+// fields at fault, 413 for a body too large, 415 for a body that is not
+// JSON. Its details never carry Go type or struct names.
+func bindProblem(err error, req any, from string) *problem {
+	var (
+		mbe     *http.MaxBytesError
+		invalid *invalidRequest
+		verrs   validator.ValidationErrors
+		typeErr *json.UnmarshalTypeError
+		synErr  *json.SyntaxError
+		numErr  *strconv.NumError
+		mtErr   *mediaTypeError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		return newProblem(http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than %d bytes", mbe.Limit))
+	case errors.As(err, &mtErr):
+		return newProblem(http.StatusUnsupportedMediaType, mtErr.Error())
+	case errors.As(err, &invalid):
+		p := newProblem(http.StatusBadRequest, "the request is invalid")
+		p.Errors = invalid.errs
+		return p
+	case errors.As(err, &verrs):
 		p := newProblem(http.StatusBadRequest, "the request is invalid")
 		for _, fe := range verrs {
 			p.Errors = append(p.Errors, fieldError{Field: fieldName(req, fe.StructField()), Rule: fe.Tag(), Param: fe.Param()})
 		}
 		return p
+	case errors.As(err, &typeErr):
+		if typeErr.Field == "" {
+			return newProblem(http.StatusBadRequest, "the request body must be a JSON object")
+		}
+		p := newProblem(http.StatusBadRequest, "the request is invalid")
+		p.Errors = []fieldError{{Field: typeErr.Field, Rule: "type", Param: jsonKind(typeErr.Type)}}
+		return p
+	case errors.As(err, &synErr):
+		return newProblem(http.StatusBadRequest, fmt.Sprintf("the request body is not valid JSON: %s (at byte %d)", synErr.Error(), synErr.Offset))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return newProblem(http.StatusBadRequest, "the request body is not valid JSON: it ends early")
+	case errors.Is(err, errEmptyBody), errors.Is(err, errTrailingData):
+		return newProblem(http.StatusBadRequest, strictError(err).Error())
+	case errors.As(err, &numErr) && from != fromBody:
+		p := newProblem(http.StatusBadRequest, "the request "+from+" is invalid")
+		if f, ok := onlyField(req, from); ok {
+			p.Errors = []fieldError{{Field: f.name, Rule: "type", Param: jsonKind(f.typ)}}
+		}
+		return p
+	case from == fromBody:
+		return newProblem(http.StatusBadRequest, "the request body could not be read")
 	}
-	return newProblem(http.StatusBadRequest, "the request body is not valid JSON: "+err.Error())
+	return newProblem(http.StatusBadRequest, "the request "+from+" is invalid")
+}
+
+// strictError returns the one of errEmptyBody and errTrailingData that err
+// matches, whose text is for the client.
+func strictError(err error) error {
+	if errors.Is(err, errEmptyBody) {
+		return errEmptyBody
+	}
+	return errTrailingData
+}
+
+// jsonKind names t as JSON does: integer, number, string, boolean,
+// object or array.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	}
+	return "object"
+}
+
+// tagged is a field of a request struct as the client names it.
+type tagged struct {
+	name string
+	typ  reflect.Type
+}
+
+// onlyField returns the one field of req bound from the path ("uri" tag)
+// or the query ("form" tag), when there is exactly one: a parse error from
+// gin's binding does not say which field it was.
+func onlyField(req any, from string) (tagged, bool) {
+	tag := map[string]string{fromPath: "uri", fromQuery: "form"}[from]
+	t := reflect.TypeOf(req)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var found []tagged
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if name, _, _ := strings.Cut(f.Tag.Get(tag), ","); name != "" && name != "-" {
+			found = append(found, tagged{name: name, typ: f.Type})
+		}
+	}
+	if len(found) != 1 {
+		return tagged{}, false
+	}
+	return found[0], true
 }
 
 // fieldName is the name the client used for req's Go field: its json, uri

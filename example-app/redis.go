@@ -17,19 +17,21 @@ import (
 // backend is the Redis side of the app: the Locker, and the clients behind
 // it for the lock view and health checks.
 type backend struct {
-	mode   string // a config mode name
-	desc   string // for logs and /healthz: "embedded miniredis", ...
-	locker *padlock.Locker
-	nodes  []redis.UniversalClient // what /locks scans: one per node, or the Cluster client
-	fenced bool                    // Lock.Fence gives fences (not on Redlock)
-	embed  *embeddedRedis          // nil unless embedded
+	mode    string // a config mode name
+	desc    string // for logs and /healthz: "embedded miniredis", ...
+	locker  *padlock.Locker
+	nodes   []redis.UniversalClient // what /locks scans: one per node, or the Cluster client
+	addrs   []string                // Redlock: the nodes' addresses, as nodes
+	fenced  bool                    // Lock.Fence gives fences (not on Redlock)
+	lockTTL time.Duration           // the default lease, and Redlock's max lease
+	embed   *embeddedRedis          // nil unless embedded
 }
 
 // connect builds the backend cfg asks for. Its locker uses cfg.lockTTL as
 // the lease of every lock.
 func connect(ctx context.Context, cfg config, logger *slog.Logger) (*backend, error) {
-	defaults := padlock.WithDefaults(padlock.Options{TTL: cfg.lockTTL})
-	b := &backend{mode: cfg.RedisMode, fenced: true}
+	defaults := padlock.Options{TTL: cfg.lockTTL}
+	b := &backend{mode: cfg.RedisMode, fenced: true, lockTTL: cfg.lockTTL}
 	switch cfg.RedisMode {
 	case modeEmbedded:
 		e, err := startEmbeddedRedis()
@@ -40,20 +42,20 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger) (*backend, er
 		b.desc = "embedded miniredis"
 		rdb := redis.NewClient(&redis.Options{Addr: e.addr()})
 		b.nodes = []redis.UniversalClient{rdb}
-		b.locker = padlock.New(rdb, defaults)
+		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults))
 		logger.Info("redis: embedded miniredis, in-process; locks live only as long as this process (set REDIS_ADDR to use real servers)",
 			"mode", b.desc, "addr", e.addr())
 	case modeSingle:
 		rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddrs[0]})
 		b.desc = "single node"
 		b.nodes = []redis.UniversalClient{rdb}
-		b.locker = padlock.New(rdb, defaults)
+		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults))
 		logger.Info("redis: single node", "mode", b.desc, "addr", cfg.RedisAddrs[0])
 	case modeCluster:
 		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisAddrs})
 		b.desc = "cluster"
 		b.nodes = []redis.UniversalClient{rdb}
-		b.locker = padlock.New(rdb, defaults)
+		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults))
 		logger.Info("redis: cluster", "mode", b.desc, "seeds", cfg.RedisAddrs)
 	case modeRedlock:
 		clients := make([]redis.UniversalClient, len(cfg.RedisAddrs))
@@ -64,15 +66,28 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger) (*backend, er
 		}
 		b.desc = "redlock"
 		b.nodes = clients
+		b.addrs = cfg.RedisAddrs
 		b.fenced = false
-		l, err := padlock.NewRedlock(clients, defaults)
+		var l *padlock.Locker
+		var err error
+		if cfg.persistentNodes {
+			l, err = padlock.NewRedlock(clients, padlock.WithDefaults(defaults),
+				padlock.WithNodeTimeout(cfg.nodeTimeout), padlock.WithPersistentNodes())
+		} else {
+			l, err = padlock.NewRedlock(clients, padlock.WithDefaults(defaults), padlock.WithNodeTimeout(cfg.nodeTimeout))
+		}
 		if err != nil {
 			b.closeClients()
 			return nil, err
 		}
 		b.locker = l
-		logger.Info("redis: redlock over independent masters; a node votes once it has been up for the lock TTL",
-			"mode", b.desc, "nodes", cfg.RedisAddrs, "lock_ttl", cfg.lockTTL)
+		if cfg.persistentNodes {
+			logger.Info("redis: redlock over independent masters, taken to persist every write (REDIS_PERSISTENT_NODES): a node votes as soon as it is up, unless CONFIG GET shows it does not",
+				"mode", b.desc, "nodes", cfg.RedisAddrs, "lock_ttl", cfg.lockTTL.String(), "node_timeout", cfg.nodeTimeout.String())
+		} else {
+			logger.Info("redis: redlock over independent masters; a node votes once it has been up for the lock TTL",
+				"mode", b.desc, "nodes", cfg.RedisAddrs, "lock_ttl", cfg.lockTTL.String(), "node_timeout", cfg.nodeTimeout.String())
+		}
 		logger.Warn("redis: redlock gives no fencing tokens (Fence is 0), so the database cannot reject a stale lock holder's write; payments rely on the lock and the order's status alone")
 	default:
 		return nil, fmt.Errorf("unknown redis mode %q", cfg.RedisMode)
@@ -80,6 +95,13 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger) (*backend, er
 	if err := b.ping(ctx); err != nil {
 		b.close()
 		return nil, fmt.Errorf("redis (%s): %w", b.desc, err)
+	}
+	if b.mode == modeRedlock {
+		// Say at once why a fresh set of nodes refuses locks, rather than
+		// leave the operator to find out from the first 503.
+		if h := b.health(ctx); h.refused != nil {
+			logger.Warn("redis: "+h.why, "err", h.refused)
+		}
 	}
 	return b, nil
 }

@@ -2,10 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +37,7 @@ type server struct {
 	store   *store
 	backend *backend
 	engine  *gin.Engine
+	keys    apiKeys // who may call the API routes
 
 	// authorize is the fake payment provider: it takes a while, like a
 	// real one, and stops when ctx ends. Tests replace it.
@@ -40,11 +47,12 @@ type server struct {
 	checkpoint func(context.Context, job) error              // decorated with the same key: reentrant inside runJob
 
 	inflight sync.WaitGroup // requests being served, waited for at shutdown
+	routes   []route        // every route, for noRoute's redirects
 }
 
 // newServer wires the routes. The returned server is an http.Handler.
-func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
-	s := &server{cfg: cfg, logger: logger, store: st, backend: b}
+func newServer(cfg config, logger *slog.Logger, st *store, b *backend) (*server, error) {
+	s := &server{cfg: cfg, logger: logger, store: st, backend: b, keys: cfg.APIKeys}
 	s.authorize = s.fakeProvider
 
 	jobKey := lockkey.Arg("job", func(j job) string { return j.Name })
@@ -53,10 +61,19 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.track, s.logRequest, gin.CustomRecovery(s.recovered))
-	r.NoRoute(func(c *gin.Context) {
-		writeProblem(c, newProblem(http.StatusNotFound, "no such route; GET / lists them"))
-	})
+	// gin's own redirects (a path with or without its trailing slash) answer
+	// in HTML before any middleware runs; noRoute makes them instead, as
+	// problem+json.
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	// gin trusts every proxy by default, which lets any client pick its
+	// own c.ClientIP() with an X-Forwarded-For header; trust only those
+	// configured (none by default).
+	if err := r.SetTrustedProxies(cfg.trustedProxies); err != nil {
+		return nil, fmt.Errorf("TRUSTED_PROXIES: %w", err)
+	}
+	r.Use(s.track, s.logRequest, gin.CustomRecovery(s.recovered), limitHeaders)
+	r.NoRoute(s.noRoute)
 	r.NoMethod(func(c *gin.Context) {
 		writeProblem(c, newProblem(http.StatusMethodNotAllowed, "method not allowed on this route"))
 	})
@@ -65,16 +82,24 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 	r.GET("/healthz", s.healthz)
 	r.GET("/locks", s.locks)
 
+	// Every route that acts is for authenticated callers only, and
+	// authentication comes first: before idempotency (whose stored answers
+	// are scoped by the caller it finds) and before any lock (so no
+	// anonymous client can hold one).
+	api := r.Group("/", s.authenticate)
+
 	// Create order. A retried POST with the same Idempotency-Key answers
 	// with the first order (Idempotent-Replayed: true) instead of creating
-	// a second one; the key is optional here, and scoped by the client
-	// that sends it (X-Client-ID stands in for authentication). The stored
-	// answers live on the first Redis node (in redlock mode, that one node).
-	idem := ginidem.New(b.locker, b.nodes[0], keyfunc.Header("X-Client-ID", lockkey.Text()),
+	// a second one; the key is optional here, and scoped by the
+	// authenticated caller, so one caller's key never reaches another's
+	// answer. The stored answers live on the first Redis node (in redlock
+	// mode, that one node).
+	idem := ginidem.New(b.locker, b.nodes[0],
+		func(c *gin.Context) (string, error) { return callerOf(c), nil },
 		idempotency.WithOptionalKey(),
 		idempotency.WithMaxBodyBytes(maxBodyBytes))
-	r.POST("/orders", idem, s.createOrder)
-	r.GET("/orders/:id", s.getOrder)
+	api.POST("/orders", idem, s.createOrder)
+	api.GET("/orders/:id", s.getOrder)
 
 	// Pay order: one payment per order at a time, across every instance of
 	// the app sharing the Redis. A second request waits up to payWait for
@@ -90,17 +115,91 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 	payByPath := keyfunc.Bind((*gin.Context).ShouldBindUri, func(u *orderURI) []string {
 		return []string{strconv.FormatInt(u.ID, 10)}
 	})
-	r.POST("/orders/:id/pay", middleware.Lock(b.locker, payByPath,
-		append(payOpts, httplock.WithResponder(s.lockRefused(&orderURI{}, "the order id must be a positive integer")))...), s.pay)
+	api.POST("/orders/:id/pay", middleware.Lock(b.locker, payByPath,
+		append(payOpts, httplock.WithResponder(s.lockRefused(&orderURI{}, fromPath, "the order id must be a positive integer")))...), s.pay)
 	payByBody := keyfunc.Bind(bindJSON, func(p *paymentRequest) []string {
 		return []string{strconv.FormatInt(p.OrderID, 10)}
 	})
-	r.POST("/payments", middleware.Lock(b.locker, payByBody,
-		append(payOpts, httplock.WithResponder(s.lockRefused(&paymentRequest{}, "the body must be a JSON object whose order_id is a positive integer")))...), s.payment)
+	api.POST("/payments", middleware.Lock(b.locker, payByBody,
+		append(payOpts, httplock.WithResponder(s.lockRefused(&paymentRequest{}, fromBody, "the body must be a JSON object whose order_id is a positive integer")))...), s.payment)
 
-	r.POST("/jobs/:name/run", s.runJobRoute)
+	api.POST("/jobs/:name/run", s.runJobRoute)
 	s.engine = r
-	return s
+	for _, rt := range r.Routes() {
+		s.routes = append(s.routes, route{method: rt.Method, segments: strings.Split(rt.Path, "/")})
+	}
+	return s, nil
+}
+
+// route is a route's method and template, split at '/'.
+type route struct {
+	method   string
+	segments []string
+}
+
+// matches reports whether path, split at '/', fits the template.
+func (rt route) matches(method string, path []string) bool {
+	if rt.method != method || len(rt.segments) != len(path) {
+		return false
+	}
+	for i, seg := range rt.segments {
+		if strings.HasPrefix(seg, ":") {
+			if path[i] == "" {
+				return false
+			}
+		} else if seg != path[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// noRoute answers a request no route takes: a redirect when the path is a
+// route's with a trailing slash too many or too few (301 for GET and HEAD,
+// 308 otherwise, which keeps the method and body), and 404 otherwise; both
+// as problem+json.
+func (s *server) noRoute(c *gin.Context) {
+	r := c.Request
+	path := r.URL.Path
+	alt := path + "/"
+	if len(path) > 1 && strings.HasSuffix(path, "/") {
+		alt = strings.TrimSuffix(path, "/")
+	}
+	// "//host" would be a protocol-relative Location: an open redirect.
+	if !strings.HasPrefix(alt, "//") && slices.ContainsFunc(s.routes, func(rt route) bool {
+		return rt.matches(r.Method, strings.Split(alt, "/"))
+	}) {
+		status := http.StatusPermanentRedirect
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			status = http.StatusMovedPermanently
+		}
+		loc := (&url.URL{Path: alt, RawQuery: r.URL.RawQuery}).RequestURI()
+		c.Header("Location", loc)
+		writeProblem(c, newProblem(status, "this route is "+loc+"; see Location"))
+		return
+	}
+	writeProblem(c, newProblem(http.StatusNotFound, "no such route; GET / lists them"))
+}
+
+// maxHeaderBytes bounds a request's header fields, as the app counts them
+// (names, values, and 4 bytes each for ": " and CRLF). http.Server refuses
+// larger ones itself at its MaxHeaderBytes, in plain text; below that, the
+// app answers 431 as problem+json.
+const maxHeaderBytes = 32 << 10
+
+// limitHeaders refuses a request whose header fields take more than
+// maxHeaderBytes.
+func limitHeaders(c *gin.Context) {
+	n := len(c.Request.RequestURI)
+	for k, vs := range c.Request.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	if n > maxHeaderBytes {
+		writeProblem(c, newProblem(http.StatusRequestHeaderFieldsTooLarge,
+			fmt.Sprintf("the request's header fields take %d bytes, more than the %d allowed", n, maxHeaderBytes)))
+	}
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
@@ -116,7 +215,7 @@ func (s *server) logRequest(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	s.logger.Info("request", "method", c.Request.Method, "path", c.Request.URL.Path,
-		"status", c.Writer.Status(), "ms", time.Since(start).Milliseconds())
+		"status", c.Writer.Status(), "ms", time.Since(start).Milliseconds(), "caller", callerOf(c), "client", c.ClientIP())
 }
 
 func (s *server) recovered(c *gin.Context, v any) {
@@ -128,16 +227,28 @@ func (s *server) recovered(c *gin.Context, v any) {
 // binds the request into req: it logs why a request did not get its lock,
 // answers a request that does not bind as the handler would (the fields at
 // fault, or notBound), and writes the middleware's problem otherwise.
-func (s *server) lockRefused(req any, notBound string) httplock.Responder {
+func (s *server) lockRefused(req any, from, notBound string) httplock.Responder {
 	return func(w http.ResponseWriter, r *http.Request, p *httplock.Problem) {
 		switch {
 		case p.Status == http.StatusConflict || p.Status == http.StatusLocked:
-			s.logger.Info("lock busy", "key", p.Key, "retry_after", p.RetryAfter.Round(time.Millisecond), "path", r.URL.Path)
+			s.logger.Info("lock busy", "lock", lockLabel(p.Key), "retry_after", p.RetryAfter.Round(time.Millisecond).String(), "path", r.URL.Path)
+		case errors.Is(context.Cause(r.Context()), errShutdown):
+			s.logger.Warn("request ended by the server: shutting down", "op", "waiting for the lock", "path", r.URL.Path)
+			writeProblemTo(w, r, shutdownProblem())
+			return
+		case p.Status == http.StatusServiceUnavailable && errors.Is(p.Err, padlock.ErrUnavailable):
+			why, in := explainUnavailable(p.Err, s.backend.lockTTL)
+			s.logger.Warn("lock unavailable: "+why, "status", p.Status, "path", r.URL.Path, "err", p.Err)
+			up := newProblem(p.Status, why)
+			up.RetryAfter = in
+			writeProblemTo(w, r, up)
+			return
 		case p.Status >= 500:
 			s.logger.Warn("lock unavailable", "status", p.Status, "path", r.URL.Path, "err", p.Err)
 		case errors.Is(p.Err, lockkey.ErrInvalidPart) || errors.Is(p.Err, lockkey.ErrBodyTooLarge):
-			bp := bindProblem(p.Err, req)
-			if bp.Status == http.StatusBadRequest && len(bp.Errors) == 0 {
+			bp := bindProblem(p.Err, req, from)
+			generic := bp.Detail == "the request "+from+" is invalid" || bp.Detail == "the request body could not be read"
+			if bp.Status == http.StatusBadRequest && len(bp.Errors) == 0 && generic {
 				bp.Detail = notBound
 			}
 			writeProblemTo(w, r, bp)
@@ -147,58 +258,42 @@ func (s *server) lockRefused(req any, notBound string) httplock.Responder {
 	}
 }
 
-// bindJSON binds a JSON body of at most maxBodyBytes into obj.
-func bindJSON(c *gin.Context, obj any) error {
-	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBodyBytes)
-	return c.ShouldBindJSON(obj)
-}
-
 func (s *server) index(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{
 		"service": "padlock example: orders and payments",
 		"redis":   s.backend.desc,
 		"routes": []string{
-			"POST /orders            {customer, amount_cents, currency} -> 201; with Idempotency-Key and X-Client-ID a retry replays the first answer",
+			"POST /orders            {customer, amount_cents, currency} -> 201; with an Idempotency-Key a retry replays the first answer",
 			"GET  /orders/:id        the order and its charges",
 			"POST /orders/:id/pay    pays once; locked per order (409 if busy)",
 			"POST /payments          {order_id}: the same, by a JSON body; shares the order's lock",
-			"POST /jobs/:name/run    ?seconds=N; one run per name at a time (409 if busy)",
+			"POST /jobs/:name/run    ?seconds=N (at most 30); one run per job at a time (409 if busy)",
 			"GET  /locks             locks held right now",
 			"GET  /healthz           redis and database reachable",
 		},
+		"jobs": jobNames,
+		"auth": "every route but /, /healthz and /locks needs Authorization: Bearer <API key>",
 	})
 }
 
-func (s *server) healthz(c *gin.Context) {
-	ctx := c.Request.Context()
-	if err := s.backend.ping(ctx); err != nil {
-		s.logger.Warn("healthz: redis", "err", err)
-		writeProblem(c, newProblem(http.StatusServiceUnavailable, "redis unreachable"))
-		return
-	}
-	if err := s.store.db.PingContext(ctx); err != nil {
-		s.logger.Warn("healthz: database", "err", err)
-		writeProblem(c, newProblem(http.StatusServiceUnavailable, "database unreachable"))
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"status": "ok", "redis": s.backend.desc, "fencing": s.backend.fenced})
-}
-
 // createOrderRequest is the body of POST /orders.
+// The amount is a pointer so that a missing amount breaks "required" and
+// a zero one "gt", the rule it broke.
 type createOrderRequest struct {
 	Customer    string `json:"customer" binding:"required,max=100"`
-	AmountCents int64  `json:"amount_cents" binding:"required,gt=0,lte=100000000"`
+	AmountCents *int64 `json:"amount_cents" binding:"required,gt=0,lte=100000000"`
 	Currency    string `json:"currency" binding:"required,iso4217"`
 }
 
+func (r *createOrderRequest) check() []fieldError { return checkName("customer", r.Customer) }
+
 func (s *server) createOrder(c *gin.Context) {
-	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBodyBytes)
 	var req createOrderRequest
-	if err := c.ShouldBindJSON(&req); err != nil {
-		writeProblem(c, bindProblem(err, &req))
+	if err := bindJSON(c, &req); err != nil {
+		writeProblem(c, bindProblem(err, &req, fromBody))
 		return
 	}
-	o, err := s.store.createOrder(c.Request.Context(), req.Customer, req.AmountCents, req.Currency)
+	o, err := s.store.createOrder(c.Request.Context(), req.Customer, *req.AmountCents, req.Currency)
 	if err != nil {
 		s.fail(c, "creating order", err)
 		return
@@ -216,7 +311,7 @@ type orderURI struct {
 func (s *server) getOrder(c *gin.Context) {
 	var uri orderURI
 	if err := c.ShouldBindUri(&uri); err != nil {
-		writeProblem(c, bindProblem(err, &uri))
+		writeProblem(c, bindProblem(err, &uri, fromPath))
 		return
 	}
 	ctx := c.Request.Context()
@@ -308,6 +403,24 @@ func (s *server) fakeProvider(ctx context.Context, _ Order) error {
 	}
 }
 
+// lockLabel names a lock key in the log without its text: its namespace
+// (the route's, or the one set with WithNamespace) and a digest of the
+// rest. A key may be built from a secret (an Idempotency-Key, a token's
+// subject); the digest still lets an operator match log lines about one
+// key.
+func lockLabel(key string) string {
+	ns, _, _ := strings.Cut(key, lockkey.Sep)
+	sum := sha256.Sum256([]byte(key))
+	return ns + lockkey.Sep + "#" + hex.EncodeToString(sum[:6])
+}
+
+// shutdownProblem is the answer of a request the server ended at shutdown.
+func shutdownProblem() *problem {
+	p := newProblem(http.StatusServiceUnavailable, "the server is shutting down and ended this request before it finished; retry it")
+	p.RetryAfter = time.Second
+	return p
+}
+
 // fail answers c for err, an error of the work behind a route.
 func (s *server) fail(c *gin.Context, what string, err error) {
 	ctx := c.Request.Context()
@@ -320,6 +433,9 @@ func (s *server) fail(c *gin.Context, what string, err error) {
 	case errors.Is(err, padlock.ErrLockLost) || errors.Is(context.Cause(ctx), padlock.ErrLockLost):
 		s.logger.Warn("lock lost mid-request; stopped", "op", what, "path", c.Request.URL.Path)
 		writeProblem(c, newProblem(http.StatusConflict, "the lock on this resource was lost before the work finished; nothing was committed by this request"))
+	case errors.Is(context.Cause(ctx), errShutdown):
+		s.logger.Warn("request ended by the server: shutting down", "op", what, "path", c.Request.URL.Path)
+		writeProblem(c, shutdownProblem())
 	case ctx.Err() != nil:
 		s.logger.Info("request ended by the client", "op", what, "path", c.Request.URL.Path)
 		writeProblem(c, newProblem(http.StatusServiceUnavailable, "the request was cancelled"))
