@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -231,7 +229,7 @@ func (s *server) lockRefused(req any, from, notBound string) httplock.Responder 
 	return func(w http.ResponseWriter, r *http.Request, p *httplock.Problem) {
 		switch {
 		case p.Status == http.StatusConflict || p.Status == http.StatusLocked:
-			s.logger.Info("lock busy", "lock", lockLabel(p.Key), "retry_after", p.RetryAfter.Round(time.Millisecond).String(), "path", r.URL.Path)
+			s.logger.Info("lock busy", "lock", p.Namespace, "retry_after", p.RetryAfter.Round(time.Millisecond).String(), "path", r.URL.Path)
 		case errors.Is(context.Cause(r.Context()), errShutdown):
 			s.logger.Warn("request ended by the server: shutting down", "op", "waiting for the lock", "path", r.URL.Path)
 			writeProblemTo(w, r, shutdownProblem())
@@ -401,17 +399,6 @@ func (s *server) fakeProvider(ctx context.Context, _ Order) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-}
-
-// lockLabel names a lock key in the log without its text: its namespace
-// (the route's, or the one set with WithNamespace) and a digest of the
-// rest. A key may be built from a secret (an Idempotency-Key, a token's
-// subject); the digest still lets an operator match log lines about one
-// key.
-func lockLabel(key string) string {
-	ns, _, _ := strings.Cut(key, lockkey.Sep)
-	sum := sha256.Sum256([]byte(key))
-	return ns + lockkey.Sep + "#" + hex.EncodeToString(sum[:6])
 }
 
 // shutdownProblem is the answer of a request the server ended at shutdown.
