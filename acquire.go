@@ -39,6 +39,14 @@ import (
 // returns a reentrant handle on it at once, without asking Redis.
 func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, error) {
 	began := time.Now()
+	if l.cfg.observer != nil {
+		return l.acquireObserved(ctx, key, o, began)
+	}
+	return l.acquire(ctx, key, o, began, nil)
+}
+
+// acquire is Acquire; tries, when not nil, counts the attempts sent.
+func (l *Locker) acquire(ctx context.Context, key string, o Options, began time.Time, tries *int) (*Lock, error) {
 	if key == "" {
 		return nil, invalid("key", "must not be empty")
 	}
@@ -60,10 +68,10 @@ func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, err
 		// One attempt: this acquisition does not outlive the call (a
 		// waiting one is shared with the notifier), so it need not be
 		// allocated.
-		a := acquisition{l: l, key: key, o: o, id: id, began: began}
+		a := acquisition{l: l, key: key, o: o, id: id, began: began, count: tries}
 		return a.try(ctx, nil)
 	}
-	a := &acquisition{l: l, key: key, o: o, id: id, began: began, deadline: began.Add(o.Wait)}
+	a := &acquisition{l: l, key: key, o: o, id: id, began: began, deadline: began.Add(o.Wait), count: tries}
 	return a.wait(ctx)
 }
 
@@ -103,6 +111,8 @@ type acquisition struct {
 	lastErr   error     // the last attempt's error, if Redis failed it
 	failed    int       // attempts in a row that Redis failed
 	failedAt  time.Time // when the first of them was sent
+	count     *int      // when observed: tries, for AcquireEnd
+	polling   bool      // when observed: NoticesUnavailable was told
 }
 
 // try makes one attempt: at nil for a single attempt, &a.at for one of a
@@ -112,6 +122,9 @@ type acquisition struct {
 // returns), and neither when the caller may wait for a turn and try again.
 func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 	a.tries++
+	if a.count != nil {
+		*a.count = a.tries
+	}
 	if at != nil {
 		a.prepare(at)
 	}
@@ -161,6 +174,13 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 				a.id = newLockID(a.l.keys, a.key, newToken(), a.o)
 			}
 		}
+	}
+	if obs := a.l.cfg.observer; obs != nil {
+		e := AcquireAttemptEvent{Key: a.key, Attempt: a.tries, Err: err}
+		if err == nil {
+			e.HolderTTL = g.holderTTL
+		}
+		obs.AcquireAttempt(ctx, e)
 	}
 	return nil, a.next(ctx)
 }
@@ -295,6 +315,9 @@ func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, e
 		}
 		first := a.o.Fair || n.isFirst(w)
 		live, pending := n.live(w)
+		if first && !live && !a.polling && a.l.cfg.observer != nil {
+			a.observePolling(pending)
+		}
 		// A newcomer that queued without trying and finds itself first
 		// (the waiters it saw are gone) tries at once; so does one whose
 		// last attempt went out before notices arrived, since a release

@@ -107,6 +107,8 @@ type config struct {
 	// WithReplicaAck (New only); see replicas.go.
 	ackReplicas int
 	ackTimeout  time.Duration
+
+	observer Observer // WithObserver; nil: no events are built
 }
 
 func defaultConfig() config {

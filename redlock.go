@@ -132,6 +132,7 @@ func NewRedlock(clients []redis.UniversalClient, opts ...Option) (*Locker, error
 		need:    len(clients)/2 + 1,
 		timeout: cfg.nodeTimeout,
 		margin:  cfg.margin,
+		obs:     cfg.observer,
 	}
 	addrs := make(map[string]int, len(clients))
 	for i, c := range clients {
@@ -281,6 +282,7 @@ type quorum struct {
 	need    int // a majority: len(nodes)/2 + 1
 	timeout time.Duration
 	margin  func(ttl time.Duration) time.Duration
+	obs     Observer // WithObserver: told each request's votes
 }
 
 // node is one Redlock node.
@@ -326,6 +328,7 @@ func (q *quorum) acquire(ctx context.Context, id *lockID, _ *attempt) (grant, er
 	elapsed := time.Since(start)
 
 	t := q.count(votes)
+	q.observeVotes("acquire", votes, t.yes)
 	ttl := leaseOf(id)
 	valid := ttl - q.margin(ttl)
 	if t.yes >= q.need && elapsed < valid {
@@ -497,6 +500,7 @@ func (q *quorum) late(start time.Time, ttl time.Duration) time.Duration {
 // an error when too few answered to tell.
 func (q *quorum) decide(op string, votes []vote, late time.Duration) (bool, error) {
 	t := q.count(votes)
+	q.observeVotes(op, votes, t.yes)
 	switch {
 	case t.yes >= q.need && late > 0:
 		e := q.failure(op, votes)

@@ -43,6 +43,7 @@ func (lk *Lock) Detach() (Ownership, error) {
 		return Ownership{}, ErrNotHeld // lost or released meanwhile
 	}
 	lk.released.Store(true)
+	lk.observeReleased(true, nil) // handed on, to whoever resumes it
 	return own, nil
 }
 

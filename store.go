@@ -88,6 +88,8 @@ type renewal struct {
 
 	lease *lease // the watchdog's: the lease renewed, and the change's number
 	seq   uint64
+
+	planned, sent time.Time // when it was due, and sent: for observers
 }
 
 // lockID names one lock in Redis: its keys and owner token, with the
