@@ -34,8 +34,8 @@ type recording struct {
 }
 
 func (h *recording) Enabled(context.Context, slog.Level) bool { return true }
-func (h *recording) WithAttrs([]slog.Attr) slog.Handler        { return h }
-func (h *recording) WithGroup(string) slog.Handler             { return h }
+func (h *recording) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *recording) WithGroup(string) slog.Handler            { return h }
 func (h *recording) Handle(_ context.Context, r slog.Record) error {
 	line := r.Level.String() + " " + r.Message
 	var add func(a slog.Attr)
