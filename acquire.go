@@ -45,8 +45,8 @@ func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, err
 	return l.acquire(ctx, key, o, began, nil)
 }
 
-// acquire is Acquire; tries, when not nil, counts the attempts sent.
-func (l *Locker) acquire(ctx context.Context, key string, o Options, began time.Time, tries *int) (*Lock, error) {
+// acquire is Acquire; st, when not nil, gathers what AcquireEnd tells.
+func (l *Locker) acquire(ctx context.Context, key string, o Options, began time.Time, st *acquireStats) (*Lock, error) {
 	if key == "" {
 		return nil, invalid("key", "must not be empty")
 	}
@@ -68,11 +68,19 @@ func (l *Locker) acquire(ctx context.Context, key string, o Options, began time.
 		// One attempt: this acquisition does not outlive the call (a
 		// waiting one is shared with the notifier), so it need not be
 		// allocated.
-		a := acquisition{l: l, key: key, o: o, id: id, began: began, count: tries}
-		return a.try(ctx, nil)
+		a := acquisition{l: l, key: key, o: o, id: id, began: began}
+		lk, err := a.try(ctx, nil)
+		if st != nil {
+			st.tries = a.tries
+		}
+		return lk, err
 	}
-	a := &acquisition{l: l, key: key, o: o, id: id, began: began, deadline: began.Add(o.Wait), count: tries}
-	return a.wait(ctx)
+	a := &acquisition{l: l, key: key, o: o, id: id, began: began, deadline: began.Add(o.Wait)}
+	lk, err := a.wait(ctx)
+	if st != nil {
+		st.tries, st.waited = a.tries, a.w != nil
+	}
+	return lk, err
 }
 
 // noticeRecheck bounds how long a waiter trusts the release notices alone:
@@ -111,7 +119,6 @@ type acquisition struct {
 	lastErr   error     // the last attempt's error, if Redis failed it
 	failed    int       // attempts in a row that Redis failed
 	failedAt  time.Time // when the first of them was sent
-	count     *int      // when observed: tries, for AcquireEnd
 	polling   bool      // when observed: NoticesUnavailable was told
 }
 
@@ -122,9 +129,6 @@ type acquisition struct {
 // returns), and neither when the caller may wait for a turn and try again.
 func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 	a.tries++
-	if a.count != nil {
-		*a.count = a.tries
-	}
 	if at != nil {
 		a.prepare(at)
 	}
@@ -278,6 +282,9 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 	}
 	if lk == nil && err == nil {
 		a.w = n.join(ctx, channel, a)
+		if obs := a.l.cfg.observer; obs != nil {
+			obs.AcquireWait(ctx, AcquireWaitEvent{Key: a.key})
+		}
 		lk, err = a.waitInLine(ctx)
 		n.leave(channel, a.w, lk != nil)
 	}

@@ -34,6 +34,11 @@ type Observer interface {
 	// AcquireAttempt is called after each attempt of an Acquire that did
 	// not take the lock: the key was busy, or Redis failed the attempt.
 	AcquireAttempt(ctx context.Context, e AcquireAttemptEvent)
+	// AcquireWait is called when an Acquire starts to wait for a busy
+	// key (in its Locker's line for the key), at most once per Acquire.
+	// A newcomer behind other waiters of the same Locker waits without an
+	// attempt first.
+	AcquireWait(ctx context.Context, e AcquireWaitEvent)
 	// AcquireEnd is called when Acquire returns, with its outcome.
 	AcquireEnd(ctx context.Context, e AcquireEndEvent)
 	// LockReleased is called when a lock's Release let it go: back to
@@ -62,6 +67,9 @@ func (NopObserver) AcquireStart(ctx context.Context, _ AcquireStartEvent) contex
 
 // AcquireAttempt does nothing.
 func (NopObserver) AcquireAttempt(context.Context, AcquireAttemptEvent) {}
+
+// AcquireWait does nothing.
+func (NopObserver) AcquireWait(context.Context, AcquireWaitEvent) {}
 
 // AcquireEnd does nothing.
 func (NopObserver) AcquireEnd(context.Context, AcquireEndEvent) {}
@@ -103,6 +111,11 @@ type AcquireAttemptEvent struct {
 	Err error
 }
 
+// AcquireWaitEvent describes an Acquire that starts to wait.
+type AcquireWaitEvent struct {
+	Key string
+}
+
 // AcquireOutcome says how an Acquire ended.
 type AcquireOutcome int
 
@@ -142,6 +155,9 @@ type AcquireEndEvent struct {
 	// Attempts is how many attempts were sent to Redis (0 for a
 	// reentrant or handed-off lock taken without one).
 	Attempts int
+	// Waited is true when the Acquire waited in its Locker's line (an
+	// AcquireWait came before).
+	Waited bool
 	// Fence is the lock's fence when it was taken; 0 otherwise.
 	Fence int64
 	// Err is the error Acquire returns; nil when it returns a lock.
@@ -268,6 +284,12 @@ func (j joined) AcquireAttempt(ctx context.Context, e AcquireAttemptEvent) {
 	}
 }
 
+func (j joined) AcquireWait(ctx context.Context, e AcquireWaitEvent) {
+	for _, o := range j {
+		o.AcquireWait(ctx, e)
+	}
+}
+
 func (j joined) AcquireEnd(ctx context.Context, e AcquireEndEvent) {
 	for _, o := range j {
 		o.AcquireEnd(ctx, e)
@@ -309,9 +331,9 @@ func (j joined) QuorumVoted(e QuorumVotedEvent) {
 func (l *Locker) acquireObserved(ctx context.Context, key string, o Options, began time.Time) (*Lock, error) {
 	obs := l.cfg.observer
 	ctx = obs.AcquireStart(ctx, AcquireStartEvent{Key: key, Options: o})
-	var tries int
-	lk, err := l.acquire(ctx, key, o, began, &tries)
-	e := AcquireEndEvent{Key: key, Wait: time.Since(began), Attempts: tries, Err: err}
+	var st acquireStats
+	lk, err := l.acquire(ctx, key, o, began, &st)
+	e := AcquireEndEvent{Key: key, Wait: time.Since(began), Attempts: st.tries, Waited: st.waited, Err: err}
 	switch {
 	case lk != nil && lk.outer != nil:
 		e.Outcome = OutcomeReentrant
@@ -332,6 +354,12 @@ func (l *Locker) acquireObserved(ctx context.Context, key string, o Options, beg
 		}
 	}
 	return lk, err
+}
+
+// acquireStats is what an observed Acquire tells AcquireEnd.
+type acquireStats struct {
+	tries  int
+	waited bool
 }
 
 // acquireOutcomeOf classifies the error of an Acquire that returned no lock.

@@ -47,6 +47,13 @@ func (r *recorder) AcquireEnd(ctx context.Context, e padlock.AcquireEndEvent) {
 	r.add(e)
 }
 
+func (r *recorder) AcquireWait(ctx context.Context, e padlock.AcquireWaitEvent) {
+	if ctx.Value(ctxMark{}) != e.Key {
+		e.Key = "ctx not from AcquireStart"
+	}
+	r.add(e)
+}
+
 func (r *recorder) LockReleased(e padlock.LockReleasedEvent)             { r.add(e) }
 func (r *recorder) LeaseRenewed(e padlock.LeaseRenewedEvent)             { r.add(e) }
 func (r *recorder) LockLost(e padlock.LockLostEvent)                     { r.add(e) }
@@ -184,6 +191,18 @@ func TestObserverAcquireOutcomes(t *testing.T) {
 	}
 	if n := len(all[padlock.AcquireStartEvent](rec)); n != len(want) {
 		t.Errorf("got %d AcquireStart, want %d", n, len(want))
+	}
+	if w := all[padlock.AcquireWaitEvent](rec); len(w) != 3 {
+		t.Errorf("got %d AcquireWait, want 3 (two waiters for the hand-off, one cancelled)", len(w))
+	}
+	waited := 0
+	for _, e := range all[padlock.AcquireEndEvent](rec) {
+		if e.Waited {
+			waited++
+		}
+	}
+	if waited != 3 {
+		t.Errorf("got %d AcquireEnd with Waited, want 3", waited)
 	}
 	rel := all[padlock.LockReleasedEvent](rec)
 	var handed []bool
