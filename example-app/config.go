@@ -30,6 +30,12 @@ Configuration, all optional, from the environment:
   DB_PATH     SQLite file for orders and charges
               (default: a temp file, removed at exit)
   LOG_FORMAT  text | json (default text)
+  ADMIN_ADDR  where the admin side listens: the lock page /debug/locks,
+              /locks and Prometheus /metrics (default 127.0.0.1:8081;
+              loopback only, unless ADMIN_TOKEN is set)
+  ADMIN_TOKEN a token the admin side requires as "Authorization: Bearer ..."
+  LOCK_VIEW_KEYS  1 to show lock keys on the admin side (default: each
+              key's namespace and a hash only; keys carry client data)
 
 Try it:
   curl -s -X POST localhost:8080/orders -H 'Content-Type: application/json' \
@@ -40,7 +46,8 @@ Try it:
        (run it twice: the second answer is the first order again,
        with Idempotent-Replayed: true)
   curl -s -X POST localhost:8080/orders/1/pay
-  curl -s localhost:8080/locks
+  curl -s localhost:8081/locks       (the admin side; open
+       http://localhost:8081/debug/locks for the live page)
 `
 
 // config is the app's configuration. The exported-looking fields come from
@@ -51,6 +58,10 @@ type config struct {
 	RedisMode  string
 	DBPath     string
 	LogFormat  string
+
+	AdminAddr    string // the admin listener: lock page, /locks, /metrics
+	AdminToken   string // required as a bearer token on the admin side, if set
+	LockViewKeys bool   // show lock keys on the admin side, not only their hashes
 
 	lockTTL         time.Duration // lease of every lock the app takes; renewed while held
 	payWait         time.Duration // how long a pay request waits for the order's lock
@@ -64,6 +75,7 @@ func defaultConfig() config {
 	return config{
 		Addr:            "127.0.0.1:8080",
 		LogFormat:       "text",
+		AdminAddr:       "127.0.0.1:8081",
 		lockTTL:         10 * time.Second,
 		payWait:         2 * time.Second,
 		jobWait:         100 * time.Millisecond,
@@ -108,6 +120,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return cfg, fmt.Errorf("REDIS_MODE: %q, want single, cluster or redlock", mode)
 	}
 	cfg.RedisMode = mode
+	if err := loadAdminConfig(&cfg, getenv); err != nil {
+		return cfg, err
+	}
 	cfg.DBPath = getenv("DB_PATH")
 	if v := getenv("LOG_FORMAT"); v != "" {
 		if v != "text" && v != "json" {
@@ -116,4 +131,29 @@ func loadConfig(getenv func(string) string) (config, error) {
 		cfg.LogFormat = v
 	}
 	return cfg, nil
+}
+
+// loadAdminConfig reads the admin side's variables. The admin side lists
+// locks, whose keys carry client data: without a token it may listen on
+// loopback only.
+func loadAdminConfig(cfg *config, getenv func(string) string) error {
+	if v := getenv("ADMIN_ADDR"); v != "" {
+		cfg.AdminAddr = v
+	}
+	cfg.AdminToken = getenv("ADMIN_TOKEN")
+	host, _, err := net.SplitHostPort(cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("ADMIN_ADDR: %q is not host:port: %v", cfg.AdminAddr, err)
+	}
+	if ip := net.ParseIP(host); cfg.AdminToken == "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("ADMIN_ADDR: %q is not a loopback address; set ADMIN_TOKEN to serve the admin side there", cfg.AdminAddr)
+	}
+	switch v := getenv("LOCK_VIEW_KEYS"); v {
+	case "", "0":
+	case "1":
+		cfg.LockViewKeys = true
+	default:
+		return fmt.Errorf("LOCK_VIEW_KEYS: %q, want 1 or 0", v)
+	}
+	return nil
 }

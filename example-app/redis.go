@@ -20,15 +20,16 @@ type backend struct {
 	mode   string // a config mode name
 	desc   string // for logs and /healthz: "embedded miniredis", ...
 	locker *padlock.Locker
-	nodes  []redis.UniversalClient // what /locks scans: one per node, or the Cluster client
+	nodes  []redis.UniversalClient // one per node, or the Cluster client
 	fenced bool                    // Lock.Fence gives fences (not on Redlock)
 	embed  *embeddedRedis          // nil unless embedded
 }
 
 // connect builds the backend cfg asks for. Its locker uses cfg.lockTTL as
 // the lease of every lock.
-func connect(ctx context.Context, cfg config, logger *slog.Logger) (*backend, error) {
+func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.Observer) (*backend, error) {
 	defaults := padlock.WithDefaults(padlock.Options{TTL: cfg.lockTTL})
+	observe := padlock.WithObserver(obs)
 	b := &backend{mode: cfg.RedisMode, fenced: true}
 	switch cfg.RedisMode {
 	case modeEmbedded:
@@ -40,20 +41,20 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger) (*backend, er
 		b.desc = "embedded miniredis"
 		rdb := redis.NewClient(&redis.Options{Addr: e.addr()})
 		b.nodes = []redis.UniversalClient{rdb}
-		b.locker = padlock.New(rdb, defaults)
+		b.locker = padlock.New(rdb, defaults, observe)
 		logger.Info("redis: embedded miniredis, in-process; locks live only as long as this process (set REDIS_ADDR to use real servers)",
 			"mode", b.desc, "addr", e.addr())
 	case modeSingle:
 		rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddrs[0]})
 		b.desc = "single node"
 		b.nodes = []redis.UniversalClient{rdb}
-		b.locker = padlock.New(rdb, defaults)
+		b.locker = padlock.New(rdb, defaults, observe)
 		logger.Info("redis: single node", "mode", b.desc, "addr", cfg.RedisAddrs[0])
 	case modeCluster:
 		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisAddrs})
 		b.desc = "cluster"
 		b.nodes = []redis.UniversalClient{rdb}
-		b.locker = padlock.New(rdb, defaults)
+		b.locker = padlock.New(rdb, defaults, observe)
 		logger.Info("redis: cluster", "mode", b.desc, "seeds", cfg.RedisAddrs)
 	case modeRedlock:
 		clients := make([]redis.UniversalClient, len(cfg.RedisAddrs))
@@ -65,7 +66,7 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger) (*backend, er
 		b.desc = "redlock"
 		b.nodes = clients
 		b.fenced = false
-		l, err := padlock.NewRedlock(clients, defaults)
+		l, err := padlock.NewRedlock(clients, defaults, observe)
 		if err != nil {
 			b.closeClients()
 			return nil, err

@@ -61,7 +61,6 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) *server {
 
 	r.GET("/", s.index)
 	r.GET("/healthz", s.healthz)
-	r.GET("/locks", s.locks)
 
 	// Create order. A retried POST with the same Idempotency-Key answers
 	// with the first order (Idempotent-Replayed: true) instead of creating
@@ -162,7 +161,6 @@ func (s *server) index(c *gin.Context) {
 			"POST /orders/:id/pay    pays once; locked per order (409 if busy)",
 			"POST /payments          {order_id}: the same, by a JSON body; shares the order's lock",
 			"POST /jobs/:name/run    ?seconds=N; one run per name at a time (409 if busy)",
-			"GET  /locks             locks held right now",
 			"GET  /healthz           redis and database reachable",
 		},
 	})
