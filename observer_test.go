@@ -89,10 +89,6 @@ func await[E any](t *testing.T, r *recorder, what string, ok func([]E) bool) []E
 	}
 }
 
-func ends(r *recorder, key string) []padlock.AcquireEndEvent {
-	return slices.DeleteFunc(all[padlock.AcquireEndEvent](r), func(e padlock.AcquireEndEvent) bool { return e.Key != key })
-}
-
 // TestObserverAcquireOutcomes checks the outcome AcquireEnd reports for
 // each way an Acquire ends, and that each lock it reports held ends with
 // exactly one LockReleased.

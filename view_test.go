@@ -3,10 +3,13 @@ package padlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
 )
 
 // TestHeldAndWaiting checks a Locker's view of its own locks and waiters.
@@ -129,5 +132,32 @@ func TestInspectRedlock(t *testing.T) {
 	servers[1].Kill(t)
 	if _, err := l.Inspect(ctx, 0); !errors.Is(err, padlock.ErrUnavailable) {
 		t.Errorf("two nodes down: got %v, want ErrUnavailable", err)
+	}
+}
+
+// TestInspectCluster lists the locks of every master.
+func TestInspectCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	l := padlock.New(c.Client(t))
+	t.Cleanup(func() { l.Close() })
+	ctx := ctxFor(t)
+	var keys []string
+	for i := range 12 {
+		k := fmt.Sprintf("%s:%d", testKey(t), i)
+		keys = append(keys, k)
+		lk := mustAcquire(t, l, ctx, k, padlock.Options{})
+		defer lk.Release(ctx)
+	}
+	in, err := l.Inspect(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, x := range in.Locks {
+		got = append(got, x.Key)
+	}
+	slices.Sort(keys)
+	if in.Nodes != 3 || in.NodesUp != 3 || !slices.Equal(got, keys) {
+		t.Errorf("got %d of %d masters, locks %q; want 3 of 3, locks %q", in.NodesUp, in.Nodes, got, keys)
 	}
 }

@@ -72,7 +72,7 @@ func (tel *telemetry) collect(t testing.TB) map[string][]point {
 	str := func(s attribute.Set) string {
 		var kv []string
 		for _, a := range s.ToSlice() {
-			kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+			kv = append(kv, string(a.Key)+"="+a.Value.String())
 		}
 		slices.Sort(kv)
 		return strings.Join(kv, ",")
@@ -182,7 +182,7 @@ func TestAcquireSpanAndMetrics(t *testing.T) {
 		}
 		attrs := map[attribute.Key]string{}
 		for _, a := range s.Attributes() {
-			attrs[a.Key] = a.Value.Emit()
+			attrs[a.Key] = a.Value.String()
 		}
 		if attrs[padlockotel.AttrNamespace] != "order" || attrs[padlockotel.AttrOutcome] != "acquired" {
 			t.Errorf("span attributes: got %v, want namespace order, outcome acquired", attrs)
