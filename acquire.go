@@ -116,6 +116,7 @@ type acquisition struct {
 	answered  int       // attempts Redis answered (busy)
 	holderTTL time.Duration
 	seenAt    time.Time // when holderTTL, the holder's remaining lease, was seen
+	holder    string    // the holder's Options.Owner, as last seen
 	lastErr   error     // the last attempt's error, if Redis failed it
 	failed    int       // attempts in a row that Redis failed
 	failedAt  time.Time // when the first of them was sent
@@ -152,7 +153,7 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 	case err == nil:
 		a.answered++
 		a.queued = a.queued || at.queueTime() > 0
-		a.lastErr, a.holderTTL, a.seenAt = nil, g.holderTTL, time.Now()
+		a.lastErr, a.holderTTL, a.seenAt, a.holder = nil, g.holderTTL, time.Now(), g.holder
 		a.failed = 0
 	default:
 		a.lastErr = err
@@ -259,7 +260,7 @@ func (a *acquisition) failure(ctx context.Context) error {
 	if ctx.Err() != nil {
 		cause = context.Cause(ctx)
 	}
-	return &NotAcquiredError{Key: a.key, RetryAfter: holderTTL, Attempts: a.answered, cause: cause}
+	return &NotAcquiredError{Key: a.key, RetryAfter: holderTTL, Attempts: a.answered, Holder: a.holder, cause: cause}
 }
 
 // wait is Acquire with a wait budget. It runs as a mutex's Lock does: try;

@@ -40,6 +40,8 @@ type RemoteLock struct {
 	Key string
 	// Token is the owner token (without the '*' a waiter may append).
 	Token string
+	// Owner is the holder's Options.Owner, if it set one.
+	Owner string
 	// TTL is the remaining lease in Redis (on Redlock, the shortest among
 	// the nodes holding it).
 	TTL time.Duration
@@ -224,6 +226,7 @@ func (l *Locker) scanLocks(ctx context.Context, node redis.UniversalClient, limi
 		found = append(found, RemoteLock{
 			Key:   unescapeKey(k[len(prefix) : len(k)-1]),
 			Token: strings.TrimSuffix(token, "*"),
+			Owner: ownerOf(token),
 			TTL:   max(pttls[i].Val(), 0),
 			Nodes: 1,
 		})

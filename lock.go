@@ -62,9 +62,9 @@ func (lk *Lock) root() *Lock {
 // Key returns the key the lock was acquired for, as passed to Acquire.
 func (lk *Lock) Key() string { return lk.root().key }
 
-// Token returns the random owner token stored in Redis for this lock (the
-// stored value may carry a "*" suffix: a waiter asked for a release
-// notice). A lock handed on within its Locker (see Release) keeps the token
+// Token returns the random owner token stored in Redis for this lock,
+// followed by "~" and Options.Owner when that was set (the stored value
+// may carry a "*" suffix: a waiter asked for a release notice). A lock handed on within its Locker (see Release) keeps the token
 // it was taken with; Fence tells its holders apart.
 func (lk *Lock) Token() string { return lk.root().id.token }
 

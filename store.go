@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,14 +47,30 @@ type store interface {
 // grant is what an acquire attempt got: the lock with the fences reserved
 // for it (first is Lock.Fence; the Locker may hand the lock on with the
 // fences up to last, see handoff.go), or, when first is 0, the holder's
-// remaining lease (0 when unknown).
+// remaining lease (0 when unknown) and its Options.Owner, if it set one.
 type grant struct {
 	first, last int64
 	holderTTL   time.Duration
+	holder      string
+}
+
+// ownerSep ends the random part of a token that carries Options.Owner.
+const ownerSep = "~"
+
+// ownerOf returns the Options.Owner a lock's stored value carries, if
+// any: what follows the token's random part, without the '*' a waiter
+// may have appended.
+func ownerOf(value string) string {
+	_, owner, ok := strings.Cut(value, ownerSep)
+	if !ok {
+		return ""
+	}
+	return strings.TrimSuffix(owner, "*")
 }
 
 // grantOf reads an acquire script's reply: {first, last} reserved fence,
-// a single fence (> 0), or -1 - the holder's remaining lease in ms.
+// a single fence (> 0), or -1 - the holder's remaining lease in ms, alone
+// or as {-1 - lease, the holder's owner}.
 func grantOf(reply any, err error) (grant, error) {
 	if err != nil {
 		return grant{}, err
@@ -65,6 +82,9 @@ func grantOf(reply any, err error) (grant, error) {
 			last, ok2 := r[1].(int64)
 			if ok1 && ok2 && first > 0 && last >= first {
 				return grant{first: first, last: last}, nil
+			}
+			if owner, ok := r[1].(string); ok1 && ok && first < 0 {
+				return grant{holderTTL: time.Duration(-1-first) * time.Millisecond, holder: ownerOf(owner)}, nil
 			}
 		}
 	case int64:
@@ -105,6 +125,9 @@ type lockID struct {
 }
 
 func newLockID(ks keyspace, key, token string, o Options) *lockID {
+	if o.Owner != "" {
+		token += ownerSep + o.Owner // see Options.Owner
+	}
 	id := &lockID{token: token, fair: o.Fair}
 	id.keys[0], id.keys[1], id.keys[2] = ks.lockKeys(key)
 	id.argv[0], id.argv[1] = token, defaultLeaseArg

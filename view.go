@@ -13,6 +13,8 @@ type HeldLock struct {
 	Key string
 	// Token is the owner token in Redis (Lock.Token).
 	Token string
+	// Owner is the lock's Options.Owner, if set.
+	Owner string
 	// Fence is the lock's fence (0 on a Redlock Locker).
 	Fence int64
 	// Since is when the current holder got the lock.
@@ -59,6 +61,7 @@ func (l *Locker) Held() []HeldLock {
 		h := HeldLock{
 			Key:       lk.key,
 			Token:     lk.id.token,
+			Owner:     ownerOf(lk.id.token),
 			Fence:     lk.Fence(),
 			Since:     lk.since,
 			LeaseLeft: max(ls.validUntil.Sub(now), 0),

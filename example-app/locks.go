@@ -85,7 +85,7 @@ type heldLock struct {
 	Key       string `json:"key,omitempty"` // as passed to Acquire; only with LOCK_VIEW_KEYS=1
 	Namespace string `json:"namespace"`     // the key up to its first ':'
 	KeyHash   string `json:"key_hash"`      // tells keys apart without showing them
-	Owner     string `json:"owner"`         // the start of the owner token
+	Owner     string `json:"owner"`         // the holder's Options.Owner, or the start of its token
 	TTLMS     int64  `json:"ttl_ms"`        // remaining lease
 	Nodes     int    `json:"nodes,omitempty"`
 }
@@ -103,12 +103,12 @@ func (s *server) locks(w http.ResponseWriter, r *http.Request) {
 	}
 	list := make([]heldLock, 0, len(in.Locks))
 	for _, l := range in.Locks {
-		h := heldLock{Namespace: keyattr.Namespace(l.Key), KeyHash: keyattr.Hash(l.Key), Owner: l.Token, TTLMS: l.TTL.Milliseconds()}
+		h := heldLock{Namespace: keyattr.Namespace(l.Key), KeyHash: keyattr.Hash(l.Key), Owner: l.Owner, TTLMS: l.TTL.Milliseconds()}
 		if s.cfg.LockViewKeys {
 			h.Key = l.Key
 		}
-		if len(h.Owner) > 8 {
-			h.Owner = h.Owner[:8] + "…"
+		if h.Owner == "" && len(l.Token) > 8 {
+			h.Owner = l.Token[:8] + "…"
 		}
 		if s.backend.mode == modeRedlock {
 			h.Nodes = l.Nodes

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -28,7 +30,9 @@ type backend struct {
 // connect builds the backend cfg asks for. Its locker uses cfg.lockTTL as
 // the lease of every lock.
 func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.Observer) (*backend, error) {
-	defaults := padlock.WithDefaults(padlock.Options{TTL: cfg.lockTTL})
+	// Every lock names its holder, host and process, for the lock view
+	// and for whoever finds a key busy.
+	defaults := padlock.WithDefaults(padlock.Options{TTL: cfg.lockTTL, Owner: processOwner()})
 	observe := padlock.WithObserver(obs)
 	b := &backend{mode: cfg.RedisMode, fenced: true}
 	switch cfg.RedisMode {
@@ -138,4 +142,24 @@ func (e *embeddedRedis) addr() string { return e.m.Addr() }
 func (e *embeddedRedis) close() {
 	e.clock.Stop()
 	e.m.Close()
+}
+
+// processOwner names this process for Options.Owner: "host=<name> pid=<n>",
+// the host name cut to what Options.Owner allows.
+func processOwner() string {
+	host, _ := os.Hostname()
+	clean := strings.Map(func(r rune) rune {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', r == '.', r == '-':
+			return r
+		}
+		return -1
+	}, host)
+	if len(clean) > 32 {
+		clean = clean[:32]
+	}
+	if clean == "" {
+		clean = "unknown"
+	}
+	return fmt.Sprintf("host=%s pid=%d", clean, os.Getpid())
 }

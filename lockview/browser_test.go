@@ -63,7 +63,7 @@ func TestPageInBrowser(t *testing.T) {
 	defer ts.Close()
 
 	bg := context.Background()
-	lk, err := l.Acquire(bg, "order:1042", padlock.Options{})
+	lk, err := l.Acquire(bg, "order:1042", padlock.Options{Owner: "host=web-1 pid=4121 req=7f3a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer job.Release(bg)
-	owner := lk.Token()[:8]
+	const owner = "host=web-1 pid=4121 req=7f3a"
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(ts.URL+"/debug/locks")); err != nil {
 		t.Fatal(err)

@@ -206,9 +206,13 @@ type Renewals struct {
 	MaxLagMS  int64 `json:"max_lag_ms"`
 }
 
-// owner is the part of an owner token a view shows: enough to tell
-// owners apart, too little to act as one.
-func owner(token string) string {
+// owner is how a view names a lock's holder: the Options.Owner it set,
+// or else the start of its token, enough to tell owners apart, too
+// little to act as one.
+func owner(set, token string) string {
+	if set != "" {
+		return set
+	}
 	if len(token) > 8 {
 		return token[:8] + "…"
 	}
@@ -219,7 +223,7 @@ func (h *handler) snapshot(r *http.Request) Snapshot {
 	now := time.Now()
 	s := Snapshot{Generated: now, Locker: h.l.String(), Held: []Held{}, Waiting: []Waiting{}, Losses: []Lost{}}
 	for _, x := range h.l.Held() {
-		s.Held = append(s.Held, Held{Key: h.key(x.Key), Owner: owner(x.Token), Fence: x.Fence, HeldMS: now.Sub(x.Since).Milliseconds(),
+		s.Held = append(s.Held, Held{Key: h.key(x.Key), Owner: owner(x.Owner, x.Token), Fence: x.Fence, HeldMS: now.Sub(x.Since).Milliseconds(),
 			LeaseLeftMS: x.LeaseLeft.Milliseconds(), Renew: x.Renew, Renewals: x.Renewals, Waiters: x.Waiters})
 	}
 	for _, x := range h.l.Waiting() {
@@ -231,7 +235,7 @@ func (h *handler) snapshot(r *http.Request) Snapshot {
 		if in != nil {
 			rs.Nodes, rs.NodesUp, rs.Need, rs.Degraded, rs.Truncated = in.Nodes, in.NodesUp, in.Need, in.Degraded, in.Truncated
 			for _, x := range in.Locks {
-				rs.Locks = append(rs.Locks, RedisEntry{Key: h.key(x.Key), Owner: owner(x.Token), TTLMS: x.TTL.Milliseconds(), Nodes: x.Nodes, Local: x.Local})
+				rs.Locks = append(rs.Locks, RedisEntry{Key: h.key(x.Key), Owner: owner(x.Owner, x.Token), TTLMS: x.TTL.Milliseconds(), Nodes: x.Nodes, Local: x.Local})
 			}
 		}
 		if err != nil {
