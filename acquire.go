@@ -111,6 +111,7 @@ type acquisition struct {
 	w         *waiter   // this Acquire in its Locker's line, once it joined
 	tries     int       // attempts made
 	liveAtTry bool      // notices for the key arrived when the last attempt was sent
+	polling   bool      // when observed: NoticesUnavailable was told (beside liveAtTry: no padding)
 	retryAt   time.Time // when o.Retry lets the next attempt go, short of a notice
 	queued    bool      // Fair: Redis confirmed this waiter is queued
 	answered  int       // attempts Redis answered (busy)
@@ -120,7 +121,6 @@ type acquisition struct {
 	lastErr   error     // the last attempt's error, if Redis failed it
 	failed    int       // attempts in a row that Redis failed
 	failedAt  time.Time // when the first of them was sent
-	polling   bool      // when observed: NoticesUnavailable was told
 }
 
 // try makes one attempt: at nil for a single attempt, &a.at for one of a
