@@ -60,4 +60,11 @@
 // yields the key to the Lockers that asked, in turn, when it is done with
 // its own queue. Options.Fair instead keeps one queue in Redis, first come
 // first served across all processes.
+//
+// Observing: WithObserver gives an Observer every lock's lifecycle (how
+// each Acquire ended and how long it waited, releases, renewals and their
+// lag, losses and their cause); packages padlockotel (OpenTelemetry),
+// padlockslog (log/slog) and lockview (a live page) are ready-made ones.
+// Locker.Held and Locker.Waiting tell what one Locker holds and waits for;
+// Locker.Inspect lists what every process holds in Redis.
 package padlock

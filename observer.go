@@ -258,13 +258,19 @@ func WithObserver(o Observer) Option {
 
 // JoinObservers returns an Observer that passes every event to each of
 // obs in turn (nil ones left out); AcquireStart threads the context
-// through them in order.
+// through them in order. It returns nil when none is left.
 func JoinObservers(obs ...Observer) Observer {
 	var j joined
 	for _, o := range obs {
 		if o != nil {
 			j = append(j, o)
 		}
+	}
+	switch len(j) {
+	case 0:
+		return nil // no observer: WithObserver(nil) costs nothing
+	case 1:
+		return j[0]
 	}
 	return j
 }
