@@ -54,9 +54,17 @@ func TestOwner(t *testing.T) {
 			}
 		})
 	}
+	// Fair mode names the holder too.
+	fair := mustAcquire(t, l, ctx, key+":fair", padlock.Options{Fair: true})
+	_, err := other.Acquire(ctx, key+":fair", padlock.Options{Fair: true, Wait: 50 * time.Millisecond})
+	if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != "host=web-1 pid=7" {
+		t.Errorf("fair busy: got %v (holder %q), want holder %q", err, holder(na), "host=web-1 pid=7")
+	}
+	_ = fair.Release(ctx)
+
 	// No owner: nothing to tell.
 	lk := mustAcquire(t, other, ctx, key, padlock.Options{})
-	_, err := l.Acquire(ctx, key, padlock.Options{})
+	_, err = l.Acquire(ctx, key, padlock.Options{})
 	var na *padlock.NotAcquiredError
 	if !errors.As(err, &na) || na.Holder != "" {
 		t.Errorf("busy without an owner: got %v, holder %q; want none", err, holder(na))
