@@ -39,6 +39,14 @@ import (
 // returns a reentrant handle on it at once, without asking Redis.
 func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, error) {
 	began := time.Now()
+	if l.cfg.observer != nil {
+		return l.acquireObserved(ctx, key, o, began)
+	}
+	return l.acquire(ctx, key, o, began, nil)
+}
+
+// acquire is Acquire; st, when not nil, gathers what AcquireEnd tells.
+func (l *Locker) acquire(ctx context.Context, key string, o Options, began time.Time, st *acquireStats) (*Lock, error) {
 	if key == "" {
 		return nil, invalid("key", "must not be empty")
 	}
@@ -61,10 +69,18 @@ func (l *Locker) Acquire(ctx context.Context, key string, o Options) (*Lock, err
 		// waiting one is shared with the notifier), so it need not be
 		// allocated.
 		a := acquisition{l: l, key: key, o: o, id: id, began: began}
-		return a.try(ctx, nil)
+		lk, err := a.try(ctx, nil)
+		if st != nil {
+			st.tries = a.tries
+		}
+		return lk, err
 	}
 	a := &acquisition{l: l, key: key, o: o, id: id, began: began, deadline: began.Add(o.Wait)}
-	return a.wait(ctx)
+	lk, err := a.wait(ctx)
+	if st != nil {
+		st.tries, st.waited = a.tries, a.w != nil
+	}
+	return lk, err
 }
 
 // noticeRecheck bounds how long a waiter trusts the release notices alone:
@@ -95,11 +111,13 @@ type acquisition struct {
 	w         *waiter   // this Acquire in its Locker's line, once it joined
 	tries     int       // attempts made
 	liveAtTry bool      // notices for the key arrived when the last attempt was sent
+	polling   bool      // when observed: NoticesUnavailable was told (beside liveAtTry: no padding)
 	retryAt   time.Time // when o.Retry lets the next attempt go, short of a notice
 	queued    bool      // Fair: Redis confirmed this waiter is queued
 	answered  int       // attempts Redis answered (busy)
 	holderTTL time.Duration
 	seenAt    time.Time // when holderTTL, the holder's remaining lease, was seen
+	holder    string    // the holder's Options.Owner, as last seen
 	lastErr   error     // the last attempt's error, if Redis failed it
 	failed    int       // attempts in a row that Redis failed
 	failedAt  time.Time // when the first of them was sent
@@ -135,7 +153,7 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 	case err == nil:
 		a.answered++
 		a.queued = a.queued || at.queueTime() > 0
-		a.lastErr, a.holderTTL, a.seenAt = nil, g.holderTTL, time.Now()
+		a.lastErr, a.holderTTL, a.seenAt, a.holder = nil, g.holderTTL, time.Now(), g.holder
 		a.failed = 0
 	default:
 		a.lastErr = err
@@ -161,6 +179,13 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 				a.id = newLockID(a.l.keys, a.key, newToken(), a.o)
 			}
 		}
+	}
+	if obs := a.l.cfg.observer; obs != nil {
+		e := AcquireAttemptEvent{Key: a.key, Attempt: a.tries, Err: err}
+		if err == nil {
+			e.HolderTTL = g.holderTTL
+		}
+		obs.AcquireAttempt(ctx, e)
 	}
 	return nil, a.next(ctx)
 }
@@ -235,7 +260,7 @@ func (a *acquisition) failure(ctx context.Context) error {
 	if ctx.Err() != nil {
 		cause = context.Cause(ctx)
 	}
-	return &NotAcquiredError{Key: a.key, RetryAfter: holderTTL, Attempts: a.answered, cause: cause}
+	return &NotAcquiredError{Key: a.key, RetryAfter: holderTTL, Attempts: a.answered, Holder: a.holder, cause: cause}
 }
 
 // wait is Acquire with a wait budget. It runs as a mutex's Lock does: try;
@@ -258,6 +283,9 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 	}
 	if lk == nil && err == nil {
 		a.w = n.join(ctx, channel, a)
+		if obs := a.l.cfg.observer; obs != nil {
+			obs.AcquireWait(ctx, AcquireWaitEvent{Key: a.key})
+		}
 		lk, err = a.waitInLine(ctx)
 		n.leave(channel, a.w, lk != nil)
 	}
@@ -295,6 +323,9 @@ func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, e
 		}
 		first := a.o.Fair || n.isFirst(w)
 		live, pending := n.live(w)
+		if first && !live && !a.polling && a.l.cfg.observer != nil {
+			a.observePolling(pending)
+		}
 		// A newcomer that queued without trying and finds itself first
 		// (the waiters it saw are gone) tries at once; so does one whose
 		// last attempt went out before notices arrived, since a release

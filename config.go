@@ -54,6 +54,8 @@ type config struct {
 	// WithReplicaAck (New only).
 	ackReplicas int
 	ackTimeout  time.Duration
+
+	observer Observer // WithObserver; nil: no events are built
 }
 
 func defaultConfig() config {

@@ -151,4 +151,13 @@
 // Beside the lock on one key: AcquireAll takes a set of keys, all or none
 // (MultiLock); Election elects one leader among candidates, with a fence
 // per term; package schedule runs jobs once per interval across a fleet.
+//
+// # Observing
+//
+// WithObserver gives an Observer every lock's lifecycle (how
+// each Acquire ended and how long it waited, releases, renewals and their
+// lag, losses and their cause); packages padlockotel (OpenTelemetry),
+// padlockslog (log/slog) and lockview (a live page) are ready-made ones.
+// Locker.Held and Locker.Waiting tell what one Locker holds and waits for;
+// Locker.Inspect lists what every process holds in Redis.
 package padlock

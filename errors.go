@@ -75,6 +75,10 @@ type NotAcquiredError struct {
 	RetryAfter time.Duration
 	// Attempts is how many acquisition attempts reached Redis.
 	Attempts int
+	// Holder is the holder's Options.Owner as last seen, when it set one
+	// ("" otherwise, and on a Redlock Locker, whose nodes do not report
+	// it).
+	Holder string
 
 	cause error // ctx.Err() or the last Redis error, if any
 }

@@ -94,7 +94,7 @@ func (l *Locker) handOff(lk *Lock, releasing time.Time, mayConfirm bool) (handed
 			since = w.a.began
 		}
 		next, unconfirmed := l.watchdog.handOver(lk, w.a.o.TTL, since, func() *Lock {
-			return &Lock{locker: l, key: w.a.key, id: lk.id, fence: lk.fence + 1, fenceEnd: lk.fenceEnd}
+			return &Lock{locker: l, key: w.a.key, id: lk.id, fence: lk.fence + 1, fenceEnd: lk.fenceEnd, since: time.Now()}
 		})
 		if next != nil {
 			// The releasing handle ends before the next holder wakes: from

@@ -57,6 +57,7 @@ type lease struct {
 	renewAt  time.Time // when the next renewal is due
 	due      time.Time // the watchdog's next event for this lease
 	inFlight bool      // a renewal is on its way
+	renewals int       // renewals confirmed, for observers and Locker.Held
 	wdIndex  int       // position in the watchdog's heap, -1 if absent
 }
 

@@ -32,6 +32,9 @@ type Lock struct {
 	lease *lease
 	own   lease
 
+	since    time.Time    // when this holder got the lock
+	obsState atomic.Int32 // whether its end is yet to be observed (observer.go)
+
 	mu      sync.Mutex
 	end     error // nil while held; ErrReleased or ErrLockLost after
 	ctx     context.Context
@@ -42,7 +45,7 @@ type Lock struct {
 // newLock returns the Lock an acquire sent at sent, whose reply came at
 // answered, took with fence.
 func newLock(l *Locker, key string, id *lockID, fence int64, o Options, sent, answered time.Time) *Lock {
-	lk := &Lock{locker: l, key: key, id: id, fence: fence}
+	lk := &Lock{locker: l, key: key, id: id, fence: fence, since: answered}
 	lk.own.init(id, lk, o.TTL, !o.NoRenew, sent, answered, l.watchdog.margin)
 	lk.lease = &lk.own
 	return lk
@@ -59,9 +62,9 @@ func (lk *Lock) root() *Lock {
 // Key returns the key the lock was acquired for, as passed to Acquire.
 func (lk *Lock) Key() string { return lk.root().key }
 
-// Token returns the random owner token stored in Redis for this lock (the
-// stored value may carry a "*" suffix: a waiter asked for a release
-// notice). A lock handed on within its Locker (see Release) keeps the token
+// Token returns the random owner token stored in Redis for this lock,
+// followed by "~" and Options.Owner when that was set (the stored value
+// may carry a "*" suffix: a waiter asked for a release notice). A lock handed on within its Locker (see Release) keeps the token
 // it was taken with; Fence tells its holders apart.
 func (lk *Lock) Token() string { return lk.root().id.token }
 
@@ -99,7 +102,7 @@ func (lk *Lock) Err() error {
 	end := r.end
 	r.mu.Unlock()
 	if end == nil && r.lease.expired() {
-		r.finish(ErrLockLost)
+		r.lost(LostExpired)
 		return r.Err()
 	}
 	return end
@@ -221,6 +224,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 		}
 	}
 	if handed { // and lk finished
+		lk.observeReleased(true, nil)
 		return nil
 	}
 	// Even a lock already judged lost (its renewals went unanswered, or the
@@ -230,13 +234,18 @@ func (lk *Lock) Release(ctx context.Context) error {
 	ok, err := lk.locker.store.release(ctx, lk.id, g)
 	switch {
 	case err != nil:
-		lk.finish(ErrReleased)
-		return unavailable("release", err)
+		err = unavailable("release", err)
+		if lk.finish(ErrReleased) {
+			lk.observeReleased(false, err)
+		}
+		return err
 	case !ok:
-		lk.finish(ErrLockLost)
+		lk.lost(LostTokenGone)
 		return errLost
 	}
-	lk.finish(ErrReleased)
+	if lk.finish(ErrReleased) {
+		lk.observeReleased(false, nil)
+	}
 	return nil
 }
 
@@ -285,7 +294,7 @@ func (l *Locker) resetLease(ctx context.Context, lk *Lock, ttl time.Duration, se
 	case !ok:
 		// Nothing left to renew, or to hand on, whoever holds it now.
 		l.watchdog.gone(ls)
-		lk.finish(ErrLockLost)
+		lk.lost(LostTokenGone)
 		return errLost
 	}
 	l.watchdog.settle(ls, seq, true)
@@ -306,7 +315,7 @@ func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, unavailable("ttl", err)
 	case !ok:
 		r.locker.watchdog.gone(r.lease) // nothing left to renew, or to hand on
-		r.finish(ErrLockLost)
+		r.lost(LostTokenGone)
 		return 0, errLost
 	}
 	return d, nil

@@ -17,6 +17,9 @@ type lockID struct {
 }
 
 func newLockID(ks keyspace, key, token string, o Options) *lockID {
+	if o.Owner != "" {
+		token += ownerSep + o.Owner // see Options.Owner
+	}
 	ttl := o.TTL.Truncate(time.Millisecond)
 	id := &lockID{token: token, ttl: ttl, fair: o.Fair, argv: newScriptArgs(token, ttl)}
 	id.keys[0], id.keys[1], id.keys[2] = ks.lockKeys(key)

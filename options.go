@@ -1,6 +1,9 @@
 package padlock
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Default values used where Options leaves a field at its zero value.
 const (
@@ -48,6 +51,38 @@ type Options struct {
 	// newcomer that does not wait (Wait 0) may take a free key before
 	// anyone.
 	Fair bool
+
+	// Owner says who holds the lock, for whoever lists the locks in Redis
+	// (Locker.Inspect) or finds the key busy (NotAcquiredError.Holder):
+	// a host, a process id, a request id, e.g. "host=web-3 pid=4121
+	// req=9f2c". It is stored with the lock itself, as part of its owner
+	// token (Lock.Token), so it costs no round trip and ends with the
+	// lock; it travels with every command for the lock, so it is kept
+	// short: at most MaxOwnerLen bytes of ASCII letters, digits, spaces
+	// and ._:/=@+,- (no request data that others must not see: it is
+	// shown to whoever may list the locks). Default: the Locker's
+	// (WithDefaults), or none.
+	Owner string
+}
+
+// MaxOwnerLen bounds Options.Owner.
+const MaxOwnerLen = 64
+
+// ownerOK reports whether s may be an Options.Owner.
+func ownerOK(s string) bool {
+	if len(s) > MaxOwnerLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte(" ._:/=@+,-", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Validate reports the first invalid field, naming it. The zero value is
@@ -60,6 +95,8 @@ func (o Options) Validate() error {
 		return invalid("Options.TTL", "must be at least 1ms, got %v", o.TTL)
 	case o.Wait < 0:
 		return invalid("Options.Wait", "must not be negative, got %v", o.Wait)
+	case !ownerOK(o.Owner):
+		return invalid("Options.Owner", "must be at most %d bytes of ASCII letters, digits, spaces and ._:/=@+,-, got %q", MaxOwnerLen, o.Owner)
 	}
 	return nil
 }
@@ -80,6 +117,9 @@ func (o Options) withDefaults(d Options) Options {
 	}
 	if o.Retry == nil {
 		o.Retry = defaultRetry
+	}
+	if o.Owner == "" {
+		o.Owner = d.Owner
 	}
 	o.NoRenew = o.NoRenew || d.NoRenew
 	o.Fair = o.Fair || d.Fair

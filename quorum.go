@@ -21,6 +21,7 @@ type quorum struct {
 	need    int // a majority: len(nodes)/2 + 1
 	timeout time.Duration
 	margin  func(ttl time.Duration) time.Duration
+	obs     Observer // WithObserver: told each request's votes
 }
 
 // node is one Redlock node.
@@ -56,6 +57,7 @@ func (q *quorum) acquire(ctx context.Context, id *lockID, _ *attempt) (grant, er
 	elapsed := time.Since(start)
 
 	t := q.count(votes)
+	q.observeVotes("acquire", votes, t.yes)
 	ttl := id.ttl
 	valid := ttl - q.margin(ttl)
 	if t.yes >= q.need && elapsed < valid {

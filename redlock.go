@@ -56,6 +56,7 @@ func NewRedlock(clients []redis.UniversalClient, opts ...RedlockOption) (*Locker
 		need:    len(clients)/2 + 1,
 		timeout: cfg.nodeTimeout,
 		margin:  cfg.margin,
+		obs:     cfg.observer,
 	}
 	addrs := make(map[string]int, len(clients))
 	for i, c := range clients {

@@ -47,6 +47,7 @@ func (lk *Lock) Detach() (Ownership, error) {
 		return Ownership{}, notHeld(lk.Err()) // lost or released meanwhile
 	}
 	lk.released.Store(true)
+	lk.observeReleased(true, nil) // handed on, to whoever resumes it
 	return own, nil
 }
 

@@ -3,6 +3,7 @@ package padlock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -42,14 +43,30 @@ type store interface {
 // grant is what an acquire attempt got: the lock with the fences reserved
 // for it (first is Lock.Fence; the Locker may hand the lock on with the
 // fences up to last, see handoff.go), or, when first is 0, the holder's
-// remaining lease (0 when unknown).
+// remaining lease (0 when unknown) and its Options.Owner, if it set one.
 type grant struct {
 	first, last int64
 	holderTTL   time.Duration
+	holder      string
+}
+
+// ownerSep ends the random part of a token that carries Options.Owner.
+const ownerSep = "~"
+
+// ownerOf returns the Options.Owner a lock's stored value carries, if
+// any: what follows the token's random part, without the '*' a waiter
+// may have appended.
+func ownerOf(value string) string {
+	_, owner, ok := strings.Cut(value, ownerSep)
+	if !ok {
+		return ""
+	}
+	return strings.TrimSuffix(owner, "*")
 }
 
 // grantOf reads an acquire script's reply: {first, last} reserved fence,
-// a single fence (> 0), or -1 - the holder's remaining lease in ms.
+// a single fence (> 0), or -1 - the holder's remaining lease in ms, alone
+// or as {-1 - lease, the holder's owner}.
 func grantOf(reply any, err error) (grant, error) {
 	if err != nil {
 		return grant{}, err
@@ -61,6 +78,9 @@ func grantOf(reply any, err error) (grant, error) {
 			last, ok2 := r[1].(int64)
 			if ok1 && ok2 && first > 0 && last >= first {
 				return grant{first: first, last: last}, nil
+			}
+			if owner, ok := r[1].(string); ok1 && ok && first < 0 {
+				return grant{holderTTL: time.Duration(-1-first) * time.Millisecond, holder: ownerOf(owner)}, nil
 			}
 		}
 	case int64:
@@ -84,4 +104,6 @@ type renewal struct {
 
 	lease *lease // the watchdog's: the lease renewed, and the change's number
 	seq   uint64
+
+	planned, sent time.Time // when it was due, and sent: for observers
 }

@@ -47,6 +47,7 @@ func (q *quorum) count(votes []vote) tally {
 // an error when too few answered to tell.
 func (q *quorum) decide(op string, votes []vote, late time.Duration) (bool, error) {
 	t := q.count(votes)
+	q.observeVotes(op, votes, t.yes)
 	switch {
 	case t.yes >= q.need && late > 0:
 		e := q.failure(op, votes)

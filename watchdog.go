@@ -97,15 +97,15 @@ func (w *watchdog) remove(ls *lease) {
 func (w *watchdog) gone(ls *lease) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.lose(ls)
+	w.lose(ls, LostTokenGone)
 }
 
-// lose ends ls as lost. mu is held.
-func (w *watchdog) lose(ls *lease) {
+// lose ends ls as lost for why. mu is held.
+func (w *watchdog) lose(ls *lease, why LostCause) {
 	if ls.wdIndex >= 0 {
 		heap.Remove(&w.leases, ls.wdIndex)
 	}
-	ls.holder.finish(ErrLockLost)
+	ls.holder.lost(why)
 }
 
 // begin records a lease change of ttl (0: the lease renewals ask for)
@@ -220,14 +220,15 @@ func (w *watchdog) tick(now time.Time) {
 			break
 		}
 		if !now.Before(ls.validUntil) {
-			w.lose(ls)
+			w.lose(ls, LostExpired)
 			continue
 		}
 		ls.inFlight = true
+		planned := ls.renewAt
 		// Begun at now, before it is sent: the trust it gives can only be
 		// less than the truth.
 		seq := ls.begin(ls.ttl, now)
-		batch = append(batch, renewal{id: ls.id, ttl: ls.ttl, deadline: ls.validUntil, lease: ls, seq: seq})
+		batch = append(batch, renewal{id: ls.id, ttl: ls.ttl, deadline: ls.validUntil, lease: ls, seq: seq, planned: planned, sent: now})
 		w.schedule(ls)
 	}
 	if len(batch) > 0 {
@@ -264,14 +265,17 @@ func (w *watchdog) renewed(r *renewal, now time.Time) {
 	switch {
 	case r.err == nil && r.ok:
 		ls.settle(r.seq, true, now)
+		ls.renewals++
+		observeRenewal(r, now)
 	case r.err == nil: // the token is gone
 		if ls.wdIndex >= 0 {
-			w.lose(ls)
+			w.lose(ls, LostTokenGone)
 		}
 		return
 	default: // no answer: it may have run; try again soon, until validUntil
 		ls.settle(r.seq, false, now)
 		ls.renewAt = now.Add(max(r.ttl/retryFraction, retryFloor))
+		observeRenewal(r, now)
 	}
 	w.reschedule(ls) // unless released meanwhile
 }
@@ -293,7 +297,7 @@ func (w *watchdog) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for len(w.leases) > 0 {
-		heap.Pop(&w.leases).(*lease).holder.finish(ErrLockLost)
+		heap.Pop(&w.leases).(*lease).holder.lost(LostClosed)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // app is the running service's parts, built by newApp and torn down by
@@ -18,7 +19,9 @@ type app struct {
 	backend *backend
 	store   *store
 	server  *server
-	tempDB  string // the database file to remove at close, if a temp one
+	obs     *observability
+	admin   http.Handler // the admin side: lock page, /locks, /metrics
+	tempDB  string       // the database file to remove at close, if a temp one
 }
 
 // newApp connects to Redis (or starts the embedded one) and opens the
@@ -34,7 +37,13 @@ func newApp(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) 
 		a.tempDB = dir
 		path = filepath.Join(dir, "orders.db")
 	}
-	b, err := connect(ctx, cfg, logger)
+	obs, err := newObservability(logger)
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	a.obs = obs
+	b, err := connect(ctx, cfg, logger, obs.observer)
 	if err != nil {
 		a.close()
 		return nil, err
@@ -60,6 +69,10 @@ func newApp(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) 
 		a.close()
 		return nil, err
 	}
+	if a.admin, err = a.server.adminHandler(obs); err != nil {
+		a.close()
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -73,6 +86,9 @@ func (a *app) close() {
 	}
 	if a.backend != nil {
 		a.backend.close()
+	}
+	if a.obs != nil {
+		a.obs.close()
 	}
 	if a.tempDB != "" {
 		_ = os.RemoveAll(a.tempDB)
@@ -109,6 +125,13 @@ func run(ctx context.Context, cfg config, logger *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String()+"/")
+	stopAdmin, err := serveAdmin(cfg, a.admin, logger)
+	if err != nil {
+		_ = srv.Close()
+		<-served
+		return err
+	}
+	defer stopAdmin()
 
 	select {
 	case err := <-served:
@@ -155,4 +178,30 @@ func newHTTPServer(cfg config, h http.Handler, logger *slog.Logger) *http.Server
 		MaxHeaderBytes:    1 << 20, // beyond it net/http answers 431 itself; below, limitHeaders does
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+}
+
+// serveAdmin serves the admin side on cfg.AdminAddr, apart from the public
+// listener, until the returned stop is called.
+func serveAdmin(cfg config, h http.Handler, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		return nil, fmt.Errorf("ADMIN_ADDR: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	logger.Info("admin listening", "addr", ln.Addr().String(), "locks", "http://"+ln.Addr().String()+"/debug/locks")
+	return func() {
+		_ = srv.Close()
+		<-done
+	}, nil
 }

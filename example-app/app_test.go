@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/keyattr"
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
@@ -71,7 +73,9 @@ func TestRoutesMisc(t *testing.T) {
 	}{
 		{"GET", "/", http.StatusOK, `"routes"`},
 		{"GET", "/healthz", http.StatusOK, `"status":"ok"`},
-		{"GET", "/locks", http.StatusOK, `"locks":[]`},
+		{"GET", "/locks", http.StatusNotFound, "no such route"}, // the admin side's, not here
+		{"GET", "/debug/locks", http.StatusNotFound, "no such route"},
+		{"GET", "/metrics", http.StatusNotFound, "no such route"},
 		{"GET", "/nope", http.StatusNotFound, "no such route"},
 		{"DELETE", "/orders", http.StatusMethodNotAllowed, "method not allowed"},
 	}
@@ -91,7 +95,9 @@ func TestRoutesMisc(t *testing.T) {
 func TestJobs(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.jobDuration = time.Second
-	_, ts := startApp(t, cfg)
+	a, ts := startApp(t, cfg)
+	admin := httptest.NewServer(a.admin)
+	defer admin.Close()
 	c := ts.Client()
 
 	var first response
@@ -99,12 +105,14 @@ func TestJobs(t *testing.T) {
 	wg.Go(func() { first = do(t, c, "POST", ts.URL+"/jobs/nightly-report/run", "") })
 	var held []any
 	eventually(t, "the job's lock in /locks", func() bool {
-		held, _ = do(t, c, "GET", ts.URL+"/locks", "").body["locks"].([]any)
+		held, _ = do(t, c, "GET", admin.URL+"/locks", "").body["locks"].([]any)
 		return len(held) == 1
 	})
+	// Redacted: the namespace and a hash of the key, not the key.
 	lock := held[0].(map[string]any)
-	if lock["key"] != "job:nightly-report" || lock["ttl_ms"].(float64) <= 0 || !strings.HasSuffix(lock["owner"].(string), "…") {
-		t.Fatalf("got lock view entry %v, want job:nightly-report with a lease and an owner", lock)
+	if lock["key"] != nil || lock["namespace"] != "job" || lock["key_hash"] != keyattr.Hash("job:nightly-report") ||
+		lock["ttl_ms"].(float64) <= 0 || lock["owner"] != processOwner() {
+		t.Fatalf("got lock view entry %v, want job:nightly-report's namespace and hash, a lease and an owner", lock)
 	}
 
 	second := do(t, c, "POST", ts.URL+"/jobs/nightly-report/run", "")
@@ -220,6 +228,7 @@ func (s *syncBuffer) String() string {
 func bootRun(t *testing.T, cfg config) (url string, logs *syncBuffer, stop func() error) {
 	t.Helper()
 	cfg.Addr = "127.0.0.1:0"
+	cfg.AdminAddr = "127.0.0.1:0"
 	logs = &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -250,6 +259,23 @@ func bootRun(t *testing.T, cfg config) (url string, logs *syncBuffer, stop func(
 		return false
 	})
 	return url, logs, stop
+}
+
+// adminURL returns the admin listener's URL from a bootRun's log.
+func adminURL(t *testing.T, logs *syncBuffer) string {
+	t.Helper()
+	url := ""
+	eventually(t, "the admin listening log line", func() bool {
+		for line := range strings.SplitSeq(logs.String(), "\n") {
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "admin listening" {
+				url = "http://" + rec.Addr
+				return true
+			}
+		}
+		return false
+	})
+	return url
 }
 
 // With no configuration the app starts an embedded miniredis and a temp
@@ -378,10 +404,10 @@ func TestRunRedlock(t *testing.T) {
 	// The lock is taken once a majority grants it; the third node's grant
 	// may land a moment later.
 	eventually(t, "the job's lock on 3 nodes in the lock view", func() bool {
-		view = do(t, c, "GET", url+"/locks", "")
+		view = do(t, c, "GET", adminURL(t, logs)+"/locks", "")
 		locks, _ := view.body["locks"].([]any)
 		for _, l := range locks {
-			if l := l.(map[string]any); l["key"] == "job:reindex" && l["nodes"] == float64(3) {
+			if l := l.(map[string]any); l["key_hash"] == keyattr.Hash("job:reindex") && l["nodes"] == float64(3) {
 				return true
 			}
 		}
@@ -510,9 +536,9 @@ func TestRunCluster(t *testing.T) {
 		})
 	}
 	eventually(t, "every job in the lock view", func() bool {
-		view := do(t, c, "GET", url+"/locks", "")
+		view := do(t, c, "GET", adminURL(t, logs)+"/locks", "")
 		for _, n := range names {
-			if !strings.Contains(view.raw, `"key":"job:`+n+`"`) {
+			if !strings.Contains(view.raw, `"key_hash":"`+keyattr.Hash("job:"+n)+`"`) {
 				return false
 			}
 		}

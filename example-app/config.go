@@ -46,6 +46,12 @@ Configuration, all optional, from the environment:
   API_KEYS    the callers and their API keys: caller=key,caller=key (keys of
               16 characters or more; default: two demo callers with random
               keys, printed in the log at start)
+  ADMIN_ADDR  where the admin side listens: the lock page /debug/locks,
+              /locks and Prometheus /metrics (default 127.0.0.1:8081;
+              loopback only, unless ADMIN_TOKEN is set)
+  ADMIN_TOKEN a token the admin side requires as "Authorization: Bearer ..."
+  LOCK_VIEW_KEYS  1 to show lock keys on the admin side (default: each
+              key's namespace and a hash only; keys carry client data)
 
 Try it (KEY is an API key, from API_KEYS or printed in the log at start):
   curl -s -X POST localhost:8080/orders -H "Authorization: Bearer $KEY" \
@@ -58,7 +64,8 @@ Try it (KEY is an API key, from API_KEYS or printed in the log at start):
        (run it twice: the second answer is the first order again, with
        Idempotent-Replayed: true; use a fresh UUID of your own as the key)
   curl -s -X POST localhost:8080/orders/1/pay -H "Authorization: Bearer $KEY"
-  curl -s localhost:8080/locks
+  curl -s localhost:8081/locks       (the admin side; open
+       http://localhost:8081/debug/locks for the live page)
 `
 
 // defaultNodeTimeout is the app's Redlock node timeout: five times
@@ -82,6 +89,10 @@ type config struct {
 	nodeTimeout     time.Duration // Redlock: how long one node may take to answer (REDIS_NODE_TIMEOUT)
 	persistentNodes bool          // Redlock: the nodes persist every write (REDIS_PERSISTENT_NODES)
 
+	AdminAddr    string // the admin listener: lock page, /locks, /metrics
+	AdminToken   string // required as a bearer token on the admin side, if set
+	LockViewKeys bool   // show lock keys on the admin side, not only their hashes
+
 	lockTTL         time.Duration // lease of every lock the app takes; renewed while held
 	payWait         time.Duration // how long a pay request waits for the order's lock
 	jobWait         time.Duration // how long a job run waits for the job's lock
@@ -103,6 +114,7 @@ func defaultConfig() config {
 		Addr:            "127.0.0.1:8080",
 		LogFormat:       "text",
 		nodeTimeout:     defaultNodeTimeout,
+		AdminAddr:       "127.0.0.1:8081",
 		lockTTL:         10 * time.Second,
 		payWait:         2 * time.Second,
 		jobWait:         100 * time.Millisecond,
@@ -172,6 +184,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if mode != modeRedlock && (cfg.persistentNodes || getenv("REDIS_NODE_TIMEOUT") != "") {
 		return cfg, fmt.Errorf("REDIS_NODE_TIMEOUT and REDIS_PERSISTENT_NODES apply to REDIS_MODE=redlock only")
 	}
+	if err := loadAdminConfig(&cfg, getenv); err != nil {
+		return cfg, err
+	}
 	cfg.DBPath = getenv("DB_PATH")
 	if v := getenv("LOG_FORMAT"); v != "" {
 		if v != "text" && v != "json" {
@@ -205,4 +220,29 @@ func loadConfig(getenv func(string) string) (config, error) {
 		cfg.APIKeys, cfg.DemoKeys = demoAPIKeys()
 	}
 	return cfg, nil
+}
+
+// loadAdminConfig reads the admin side's variables. The admin side lists
+// locks, whose keys carry client data: without a token it may listen on
+// loopback only.
+func loadAdminConfig(cfg *config, getenv func(string) string) error {
+	if v := getenv("ADMIN_ADDR"); v != "" {
+		cfg.AdminAddr = v
+	}
+	cfg.AdminToken = getenv("ADMIN_TOKEN")
+	host, _, err := net.SplitHostPort(cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("ADMIN_ADDR: %q is not host:port: %v", cfg.AdminAddr, err)
+	}
+	if ip := net.ParseIP(host); cfg.AdminToken == "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("ADMIN_ADDR: %q is not a loopback address; set ADMIN_TOKEN to serve the admin side there", cfg.AdminAddr)
+	}
+	switch v := getenv("LOCK_VIEW_KEYS"); v {
+	case "", "0":
+	case "1":
+		cfg.LockViewKeys = true
+	default:
+		return fmt.Errorf("LOCK_VIEW_KEYS: %q, want 1 or 0", v)
+	}
+	return nil
 }

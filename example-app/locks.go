@@ -2,131 +2,119 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
-	"slices"
-	"strings"
-	"sync"
 
-	"github.com/gin-gonic/gin"
-	"github.com/redis/go-redis/v9"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/keyattr"
+	"github.com/padlockgo/padlock/lockview"
+	"github.com/padlockgo/padlock/padlockotel"
+	"github.com/padlockgo/padlock/padlockslog"
 )
 
-// maxListedLocks bounds the lock view.
-const maxListedLocks = 1000
-
-// heldLock is one entry of the lock view.
-type heldLock struct {
-	Key   string `json:"key"`             // as passed to Acquire
-	Owner string `json:"owner"`           // the start of the owner token
-	TTLMS int64  `json:"ttl_ms"`          // remaining lease
-	Nodes int    `json:"nodes,omitempty"` // Redlock: how many nodes hold it
+// observability is how the app watches its locks: warnings in its log
+// (keys hashed: logs travel further than the admin side), OpenTelemetry
+// metrics exported for Prometheus, and the recorder behind the lock page.
+type observability struct {
+	recorder *lockview.Recorder
+	registry *prometheus.Registry
+	meters   *sdkmetric.MeterProvider
+	observer padlock.Observer // all of the above, for padlock.WithObserver
 }
 
-// locks lists the locks held right now: every padlock key P{K} (the
-// P{K}:queue companions of fair waiters left out), with owner and lease.
-// On Redlock a lock is listed once with the number of nodes holding it.
-func (s *server) locks(c *gin.Context) {
-	ctx := c.Request.Context()
-	byKey := map[string]*heldLock{}
-	var mu sync.Mutex
-	truncated := false
-	add := func(ctx context.Context, node redis.UniversalClient) error {
-		found, more, err := scanLocks(ctx, node)
-		mu.Lock()
-		defer mu.Unlock()
-		truncated = truncated || more
-		for _, h := range found {
-			if prev, ok := byKey[h.Key]; ok {
-				prev.Nodes++
-				prev.TTLMS = min(prev.TTLMS, h.TTLMS)
-				continue
-			}
-			h.Nodes = 1
-			byKey[h.Key] = &h
-		}
-		return err
+func newObservability(logger *slog.Logger) (*observability, error) {
+	o := &observability{recorder: lockview.NewRecorder(), registry: prometheus.NewRegistry()}
+	exp, err := otelprom.New(otelprom.WithRegisterer(o.registry))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
-	for _, n := range s.backend.nodes {
-		var err error
-		if cc, ok := n.(*redis.ClusterClient); ok {
-			err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return add(ctx, m) })
-		} else {
-			err = add(ctx, n)
-		}
-		if err != nil {
-			s.logger.Warn("lock view: scan", "err", err)
-			writeProblem(c, newProblem(http.StatusServiceUnavailable, "redis unreachable"))
+	o.meters = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	metrics, err := padlockotel.New(padlockotel.WithMeterProvider(o.meters))
+	if err != nil {
+		_ = o.meters.Shutdown(context.Background())
+		return nil, err
+	}
+	o.observer = padlock.JoinObservers(o.recorder, metrics, padlockslog.New(logger, padlockslog.WithHashedKeys()))
+	return o, nil
+}
+
+func (o *observability) close() { _ = o.meters.Shutdown(context.Background()) }
+
+// adminHandler serves what only operators may see, on the admin listener
+// (ADMIN_ADDR), never on the public one: the lock page (/debug/locks), the
+// locks held in Redis as JSON (/locks) and Prometheus metrics (/metrics).
+// With ADMIN_TOKEN set every request needs "Authorization: Bearer
+// <token>"; without it the listener must be one only operators reach
+// (loadConfig allows only loopback then). Keys are redacted to their
+// namespace and a hash unless LOCK_VIEW_KEYS=1.
+func (s *server) adminHandler(o *observability) (http.Handler, error) {
+	authorize := lockview.AdminListener
+	if s.cfg.AdminToken != "" {
+		authorize = lockview.BearerToken(s.cfg.AdminToken)
+	}
+	page, err := lockview.New(s.backend.locker, lockview.Config{Authorize: authorize, ShowKeys: s.cfg.LockViewKeys, Recorder: o.recorder})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /debug/locks", page)
+	mux.HandleFunc("GET /locks", s.locks)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.registry, promhttp.HandlerOpts{}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !authorize(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="padlock-example admin"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-	}
-	list := make([]heldLock, 0, len(byKey))
-	for _, h := range byKey {
-		if s.backend.mode != modeRedlock {
-			h.Nodes = 0
-		}
-		list = append(list, *h)
-	}
-	slices.SortFunc(list, func(a, b heldLock) int { return strings.Compare(a.Key, b.Key) })
-	c.JSON(http.StatusOK, gin.H{"redis": s.backend.desc, "locks": list, "truncated": truncated})
+		mux.ServeHTTP(w, r)
+	}), nil
 }
 
-// scanLocks lists the locks on one node, at most maxListedLocks; more
-// reports that there were others.
-func scanLocks(ctx context.Context, node redis.UniversalClient) (found []heldLock, more bool, err error) {
-	prefix := padlock.DefaultKeyPrefix + "{"
-	var keys []string
-	iter := node.Scan(ctx, 0, prefix+"*", 200).Iterator()
-	for iter.Next(ctx) {
-		k := iter.Val()
-		if !strings.HasSuffix(k, "}") { // P{K}:queue
-			continue
-		}
-		if len(keys) == maxListedLocks {
-			more = true
-			break
-		}
-		keys = append(keys, k)
-	}
-	if err := iter.Err(); err != nil {
-		return nil, false, err
-	}
-	if len(keys) == 0 {
-		return nil, more, nil
-	}
-	gets := make([]*redis.StringCmd, len(keys))
-	pttls := make([]*redis.DurationCmd, len(keys))
-	_, err = node.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			gets[i] = p.Get(ctx, k)
-			pttls[i] = p.PTTL(ctx, k)
-		}
-		return nil
-	})
-	if err != nil && err != redis.Nil {
-		return nil, false, err
-	}
-	for i, k := range keys {
-		token, err := gets[i].Result()
-		// Skip keys released between SCAN and GET, and the short-lived
-		// markers a Locker leaves when it yields a key to another's waiters.
-		if err != nil || strings.HasPrefix(token, "y:") {
-			continue
-		}
-		if len(token) > 8 {
-			token = token[:8] + "…"
-		}
-		found = append(found, heldLock{Key: unescapeLockKey(k[len(prefix) : len(k)-1]), Owner: token, TTLMS: pttls[i].Val().Milliseconds()})
-	}
-	return found, more, nil
+// maxListedLocks bounds the lock view, per node.
+const maxListedLocks = 1000
+
+// heldLock is one entry of /locks.
+type heldLock struct {
+	Key       string `json:"key,omitempty"` // as passed to Acquire; only with LOCK_VIEW_KEYS=1
+	Namespace string `json:"namespace"`     // the key up to its first ':'
+	KeyHash   string `json:"key_hash"`      // tells keys apart without showing them
+	Owner     string `json:"owner"`         // the holder's Options.Owner, or the start of its token
+	TTLMS     int64  `json:"ttl_ms"`        // remaining lease
+	Nodes     int    `json:"nodes,omitempty"`
 }
 
-// unescapeLockKey undoes the escaping padlock applies to a key inside its
-// hash tag: '\\' for '\', '\[' for '{' and '\]' for '}'.
-func unescapeLockKey(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
+// locks lists the locks held right now in Redis, by every instance of the
+// app (padlock.Locker.Inspect). On Redlock a lock is listed once with the
+// number of nodes holding it, and degraded says a node is down while a
+// quorum still works.
+func (s *server) locks(w http.ResponseWriter, r *http.Request) {
+	in, err := s.backend.locker.Inspect(r.Context(), maxListedLocks)
+	if err != nil {
+		s.logger.Warn("lock view: inspect", "err", err)
+		writeProblemTo(w, r, newProblem(http.StatusServiceUnavailable, "redis unreachable"))
+		return
 	}
-	return strings.NewReplacer(`\\`, `\`, `\[`, "{", `\]`, "}").Replace(s)
+	list := make([]heldLock, 0, len(in.Locks))
+	for _, l := range in.Locks {
+		h := heldLock{Namespace: keyattr.Namespace(l.Key), KeyHash: keyattr.Hash(l.Key), Owner: l.Owner, TTLMS: l.TTL.Milliseconds()}
+		if s.cfg.LockViewKeys {
+			h.Key = l.Key
+		}
+		if h.Owner == "" && len(l.Token) > 8 {
+			h.Owner = l.Token[:8] + "…"
+		}
+		if s.backend.mode == modeRedlock {
+			h.Nodes = l.Nodes
+		}
+		list = append(list, h)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"redis": s.backend.desc, "locks": list, "truncated": in.Truncated, "degraded": in.Degraded})
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -29,8 +31,11 @@ type backend struct {
 
 // connect builds the backend cfg asks for. Its locker uses cfg.lockTTL as
 // the lease of every lock.
-func connect(ctx context.Context, cfg config, logger *slog.Logger) (*backend, error) {
-	defaults := padlock.Options{TTL: cfg.lockTTL}
+func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.Observer) (*backend, error) {
+	// Every lock names its holder, host and process, for the lock view
+	// and for whoever finds a key busy.
+	defaults := padlock.Options{TTL: cfg.lockTTL, Owner: processOwner()}
+	observe := padlock.WithObserver(obs)
 	b := &backend{mode: cfg.RedisMode, fenced: true, lockTTL: cfg.lockTTL}
 	switch cfg.RedisMode {
 	case modeEmbedded:
@@ -42,20 +47,20 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger) (*backend, er
 		b.desc = "embedded miniredis"
 		rdb := redis.NewClient(&redis.Options{Addr: e.addr()})
 		b.nodes = []redis.UniversalClient{rdb}
-		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults))
+		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults), observe)
 		logger.Info("redis: embedded miniredis, in-process; locks live only as long as this process (set REDIS_ADDR to use real servers)",
 			"mode", b.desc, "addr", e.addr())
 	case modeSingle:
 		rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddrs[0]})
 		b.desc = "single node"
 		b.nodes = []redis.UniversalClient{rdb}
-		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults))
+		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults), observe)
 		logger.Info("redis: single node", "mode", b.desc, "addr", cfg.RedisAddrs[0])
 	case modeCluster:
 		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisAddrs})
 		b.desc = "cluster"
 		b.nodes = []redis.UniversalClient{rdb}
-		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults))
+		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults), observe)
 		logger.Info("redis: cluster", "mode", b.desc, "seeds", cfg.RedisAddrs)
 	case modeRedlock:
 		clients := make([]redis.UniversalClient, len(cfg.RedisAddrs))
@@ -68,14 +73,11 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger) (*backend, er
 		b.nodes = clients
 		b.addrs = cfg.RedisAddrs
 		b.fenced = false
-		var l *padlock.Locker
-		var err error
+		opts := []padlock.RedlockOption{padlock.WithDefaults(defaults), padlock.WithNodeTimeout(cfg.nodeTimeout), observe}
 		if cfg.persistentNodes {
-			l, err = padlock.NewRedlock(clients, padlock.WithDefaults(defaults),
-				padlock.WithNodeTimeout(cfg.nodeTimeout), padlock.WithPersistentNodes())
-		} else {
-			l, err = padlock.NewRedlock(clients, padlock.WithDefaults(defaults), padlock.WithNodeTimeout(cfg.nodeTimeout))
+			opts = append(opts, padlock.WithPersistentNodes())
 		}
+		l, err := padlock.NewRedlock(clients, opts...)
 		if err != nil {
 			b.closeClients()
 			return nil, err
@@ -159,4 +161,24 @@ func (e *embeddedRedis) addr() string { return e.m.Addr() }
 func (e *embeddedRedis) close() {
 	e.clock.Stop()
 	e.m.Close()
+}
+
+// processOwner names this process for Options.Owner: "host=<name> pid=<n>",
+// the host name cut to what Options.Owner allows.
+func processOwner() string {
+	host, _ := os.Hostname()
+	clean := strings.Map(func(r rune) rune {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', r == '.', r == '-':
+			return r
+		}
+		return -1
+	}, host)
+	if len(clean) > 32 {
+		clean = clean[:32]
+	}
+	if clean == "" {
+		clean = "unknown"
+	}
+	return fmt.Sprintf("host=%s pid=%d", clean, os.Getpid())
 }

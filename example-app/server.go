@@ -78,7 +78,6 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) (*server,
 
 	r.GET("/", s.index)
 	r.GET("/healthz", s.healthz)
-	r.GET("/locks", s.locks)
 
 	// Every route that acts is for authenticated callers only, and
 	// authentication comes first: before idempotency (whose stored answers
@@ -266,7 +265,6 @@ func (s *server) index(c *gin.Context) {
 			"POST /orders/:id/pay    pays once; locked per order (409 if busy)",
 			"POST /payments          {order_id}: the same, by a JSON body; shares the order's lock",
 			"POST /jobs/:name/run    ?seconds=N (at most 30); one run per job at a time (409 if busy)",
-			"GET  /locks             locks held right now",
 			"GET  /healthz           redis and database reachable",
 		},
 		"jobs": jobNames,

@@ -6,7 +6,8 @@
 -- handoff.go), ARGV[4] the caller's Locker id, ARGV[5] '1'
 -- Returns the fence when the lock was taken with one, {first, last}
 -- reserved fence when with more, or
--- -1 - (the holder's remaining lease in ms) when someone else holds it.
+-- -1 - (the holder's remaining lease in ms) when someone else holds it,
+-- as {-1 - lease, the holder's value} when that names an owner ('~').
 --
 -- The lock's value is its owner token, with '*' appended once a waiter that
 -- waits for a release notice found it busy: only then does the release
@@ -32,6 +33,11 @@ if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
     end
     local pttl = redis.call('pttl', KEYS[1])
     if pttl < 0 then pttl = 0 end
+    -- A holder that named itself (Options.Owner, after '~' in its token)
+    -- is named to the waiter.
+    if string.find(v, '~', 1, true) then
+      return {-1 - pttl, v}
+    end
     return -1 - pttl
   end
 end

@@ -5,7 +5,8 @@
 -- queue unless it is queued already (the client sends it until an attempt's
 -- reply confirmed it is queued: a lost reply makes it send it again)
 -- Returns the new fence (> 0) when the lock was taken, or -1 - (the holder's
--- remaining lease in ms; 0 when the key is free but an older waiter is first).
+-- remaining lease in ms; 0 when the key is free but an older waiter is first),
+-- as {-1 - lease, the holder's value} when that names an owner ('~').
 --
 -- The queue is a list of "<deadline ms>:<token>", oldest first. The lock
 -- goes to the oldest waiter whose deadline has not passed; waiters that gave
@@ -40,4 +41,8 @@ end
 local pttl = 0
 if v then pttl = redis.call('pttl', KEYS[1]) end
 if pttl < 0 then pttl = 0 end
+-- A holder that named itself (Options.Owner) is named, as in acquire.lua.
+if v and string.find(v, '~', 1, true) then
+  return {-1 - pttl, v}
+end
 return -1 - pttl

@@ -1,0 +1,30 @@
+package lockview_test
+
+import (
+	"log"
+	"net/http"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/lockview"
+)
+
+// The lock page on an admin listener that only operators reach, beside
+// the service's public one.
+func ExampleNew() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	rec := lockview.NewRecorder()
+	l := padlock.New(rdb, padlock.WithObserver(rec))
+	defer l.Close()
+
+	view, err := lockview.New(l, lockview.Config{Authorize: lockview.AdminListener, Recorder: rec})
+	if err != nil {
+		log.Fatal(err)
+	}
+	admin := http.NewServeMux()
+	admin.Handle("GET /debug/locks", view)
+	srv := &http.Server{Addr: "127.0.0.1:6060", Handler: admin}
+	_ = srv // go srv.ListenAndServe(), and srv.Shutdown at exit
+}

@@ -1,0 +1,259 @@
+// Package lockview serves a live view of a padlock Locker's locks: an
+// http.Handler, mounted as net/http/pprof is, that answers with an HTML
+// page refreshing itself every few seconds, or with JSON (?format=json, or
+// Accept: application/json). It shows the locks this process holds (key,
+// fence, since, lease left, renewals, waiters), the keys it waits for, the
+// locks every process holds in Redis (Locker.Inspect: owner, lease left,
+// on Redlock the nodes holding each), the last locks lost and the lag of
+// renewals (with a Recorder).
+//
+// The view is not public. Lock keys carry request data (client ids,
+// idempotency keys), so:
+//
+//   - New requires Config.Authorize, which decides per request. Use
+//     BearerToken for scripts, your own check of a session for browsers,
+//     or AdminListener when the handler is mounted only on a listener that
+//     only operators reach (another port on loopback, a private network).
+//     A request it refuses gets 401 and no data.
+//   - Keys are redacted unless Config.ShowKeys: a view shows each key's
+//     namespace (the part before the first ':') and a short hash, enough to
+//     tell locks apart, not to read them.
+//
+// Mount it on an admin listener:
+//
+//	rec := lockview.NewRecorder()
+//	l := padlock.New(rdb, padlock.WithObserver(rec))
+//	view, err := lockview.New(l, lockview.Config{Authorize: lockview.AdminListener, Recorder: rec})
+//	admin := http.NewServeMux()
+//	admin.Handle("/debug/locks", view)
+//	go http.ListenAndServe("127.0.0.1:6060", admin)
+package lockview
+
+import (
+	"crypto/subtle"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/keyattr"
+)
+
+// Config configures New.
+type Config struct {
+	// Authorize reports whether a request may see the view. Required.
+	Authorize func(r *http.Request) bool
+	// ShowKeys shows lock keys as they are. Default: false, each key is
+	// shown as its namespace and a short hash.
+	ShowKeys bool
+	// Recorder adds the recent losses and renewal lag it kept. Default:
+	// none, and the page leaves those out.
+	Recorder *Recorder
+	// Refresh is how often the page reloads its data. Default: 2s.
+	Refresh time.Duration
+	// Limit bounds the locks listed from Redis per node (see
+	// Locker.Inspect). Default: padlock.DefaultInspectLimit.
+	Limit int
+	// NoInspect leaves out the locks in Redis (Locker.Inspect): the page
+	// then shows this process's locks only, and costs Redis nothing.
+	// Default: false.
+	NoInspect bool
+}
+
+// ErrNoAuthorize is the error of New without Config.Authorize.
+var ErrNoAuthorize = errors.New("lockview: Config.Authorize is required: the view lists lock keys (use BearerToken, your own check, or AdminListener on a listener only operators reach)")
+
+// AdminListener authorizes every request. Use it only for a handler
+// mounted on a listener that only operators can reach.
+func AdminListener(*http.Request) bool { return true }
+
+// BearerToken authorizes requests that carry "Authorization: Bearer
+// <token>", compared in constant time. An empty token authorizes nobody.
+func BearerToken(token string) func(*http.Request) bool {
+	want := []byte("Bearer " + token)
+	return func(r *http.Request) bool {
+		got := []byte(r.Header.Get("Authorization"))
+		return token != "" && subtle.ConstantTimeCompare(got, want) == 1
+	}
+}
+
+type handler struct {
+	l *padlock.Locker
+	c Config
+}
+
+// New returns the view of l. It fails with ErrNoAuthorize when
+// c.Authorize is nil.
+func New(l *padlock.Locker, c Config) (http.Handler, error) {
+	if c.Authorize == nil {
+		return nil, ErrNoAuthorize
+	}
+	if l == nil {
+		return nil, errors.New("lockview: Locker is nil")
+	}
+	if c.Refresh <= 0 {
+		c.Refresh = 2 * time.Second
+	}
+	return &handler{l: l, c: c}, nil
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if !h.c.Authorize(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="padlock"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if r.URL.Query().Get("format") == "json" || strings.Contains(r.Header.Get("Accept"), "application/json") {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(h.snapshot(r))
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'")
+	_ = page.Execute(w, struct{ RefreshMS int64 }{h.c.Refresh.Milliseconds()})
+}
+
+// Key is a lock key as the view shows it.
+type Key struct {
+	Key       string `json:"key,omitempty"` // only with Config.ShowKeys
+	Namespace string `json:"namespace"`
+	Hash      string `json:"key_hash"`
+}
+
+func (h *handler) key(k string) Key {
+	v := Key{Namespace: keyattr.Namespace(k), Hash: keyattr.Hash(k)}
+	if h.c.ShowKeys {
+		v.Key = k
+	}
+	return v
+}
+
+// Snapshot is the view's JSON.
+type Snapshot struct {
+	Generated time.Time `json:"generated"`
+	Locker    string    `json:"locker"`
+	Held      []Held    `json:"held"`
+	Waiting   []Waiting `json:"waiting"`
+	Redis     *Redis    `json:"redis,omitempty"`
+	Losses    []Lost    `json:"losses"`
+	Renewals  *Renewals `json:"renewals,omitempty"`
+}
+
+// Held is one lock this process holds.
+type Held struct {
+	Key
+	Owner       string `json:"owner"`
+	Fence       int64  `json:"fence"`
+	HeldMS      int64  `json:"held_ms"`
+	LeaseLeftMS int64  `json:"lease_left_ms"`
+	Renew       bool   `json:"renew"`
+	Renewals    int    `json:"renewals"`
+	Waiters     int    `json:"waiters"`
+}
+
+// Waiting is one key this process waits for.
+type Waiting struct {
+	Key
+	Waiters   int   `json:"waiters"`
+	WaitingMS int64 `json:"waiting_ms"`
+	Notices   bool  `json:"notices"`
+}
+
+// Redis is what Locker.Inspect found.
+type Redis struct {
+	Nodes     int          `json:"nodes"`
+	NodesUp   int          `json:"nodes_up"`
+	Need      int          `json:"need,omitempty"`
+	Degraded  bool         `json:"degraded"`
+	Truncated bool         `json:"truncated"`
+	Error     string       `json:"error,omitempty"`
+	Locks     []RedisEntry `json:"locks"`
+}
+
+// RedisEntry is one lock held in Redis.
+type RedisEntry struct {
+	Key
+	Owner string `json:"owner"`
+	TTLMS int64  `json:"ttl_ms"`
+	Nodes int    `json:"nodes"`
+	Local bool   `json:"local"`
+}
+
+// Lost is one recent loss.
+type Lost struct {
+	Key
+	At     time.Time `json:"at"`
+	Cause  string    `json:"cause"`
+	HeldMS int64     `json:"held_ms"`
+}
+
+// Renewals sums up the renewals a Recorder saw.
+type Renewals struct {
+	Confirmed int   `json:"confirmed"`
+	Failed    int   `json:"failed"`
+	LastLagMS int64 `json:"last_lag_ms"`
+	MaxLagMS  int64 `json:"max_lag_ms"`
+}
+
+// owner is how a view names a lock's holder: the Options.Owner it set,
+// or else the start of its token, enough to tell owners apart, too
+// little to act as one.
+func owner(set, token string) string {
+	if set != "" {
+		return set
+	}
+	if len(token) > 8 {
+		return token[:8] + "…"
+	}
+	return token
+}
+
+func (h *handler) snapshot(r *http.Request) Snapshot {
+	now := time.Now()
+	s := Snapshot{Generated: now, Locker: h.l.String(), Held: []Held{}, Waiting: []Waiting{}, Losses: []Lost{}}
+	for _, x := range h.l.Held() {
+		s.Held = append(s.Held, Held{Key: h.key(x.Key), Owner: owner(x.Owner, x.Token), Fence: x.Fence, HeldMS: now.Sub(x.Since).Milliseconds(),
+			LeaseLeftMS: x.LeaseLeft.Milliseconds(), Renew: x.Renew, Renewals: x.Renewals, Waiters: x.Waiters})
+	}
+	for _, x := range h.l.Waiting() {
+		s.Waiting = append(s.Waiting, Waiting{Key: h.key(x.Key), Waiters: x.Waiters, WaitingMS: now.Sub(x.Since).Milliseconds(), Notices: x.Notices})
+	}
+	if !h.c.NoInspect {
+		in, err := h.l.Inspect(r.Context(), h.c.Limit)
+		rs := &Redis{Locks: []RedisEntry{}}
+		if in != nil {
+			rs.Nodes, rs.NodesUp, rs.Need, rs.Degraded, rs.Truncated = in.Nodes, in.NodesUp, in.Need, in.Degraded, in.Truncated
+			for _, x := range in.Locks {
+				rs.Locks = append(rs.Locks, RedisEntry{Key: h.key(x.Key), Owner: owner(x.Owner, x.Token), TTLMS: x.TTL.Milliseconds(), Nodes: x.Nodes, Local: x.Local})
+			}
+		}
+		if err != nil {
+			rs.Error = "redis unavailable"
+		}
+		s.Redis = rs
+	}
+	if h.c.Recorder != nil {
+		st := h.c.Recorder.stats()
+		for _, x := range st.losses {
+			s.Losses = append(s.Losses, Lost{Key: h.key(x.Key), At: x.At, Cause: x.Cause, HeldMS: x.Held.Milliseconds()})
+		}
+		s.Renewals = &Renewals{Confirmed: st.renewed, Failed: st.failures, LastLagMS: st.lagLast.Milliseconds(), MaxLagMS: st.lagMax.Milliseconds()}
+	}
+	return s
+}
+
+//go:embed page.html
+var pageHTML string
+
+var page = template.Must(template.New("page").Parse(pageHTML))

@@ -1,0 +1,86 @@
+package padlock_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock"
+)
+
+// TestOwner checks that a holder's Options.Owner reaches whoever finds the
+// key busy, Inspect and Held, without changing how the lock works.
+func TestOwner(t *testing.T) {
+	l, srv, _ := newLocker(t, padlock.WithDefaults(padlock.Options{Owner: "host=web-1 pid=7"}))
+	other := padlock.New(srv.Client(t))
+	t.Cleanup(func() { other.Close() })
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	for _, tc := range []struct {
+		name, owner, want string
+	}{
+		{"the Locker's", "", "host=web-1 pid=7"},
+		{"the Acquire's", "host=web-1 pid=7 req=9f2c", "host=web-1 pid=7 req=9f2c"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lk := mustAcquire(t, l, ctx, key, padlock.Options{Owner: tc.owner, TTL: 600 * time.Millisecond})
+			// One attempt, then a waiter that marks the lock ('*').
+			for _, o := range []padlock.Options{{}, {Wait: 50 * time.Millisecond}} {
+				_, err := other.Acquire(ctx, key, o)
+				var na *padlock.NotAcquiredError
+				if !errors.As(err, &na) || na.Holder != tc.want {
+					t.Errorf("busy (Wait %v): got %v (holder %q), want holder %q", o.Wait, err, holder(na), tc.want)
+				}
+			}
+			in, err := other.Inspect(ctx, 0)
+			if err != nil || len(in.Locks) != 1 || in.Locks[0].Owner != tc.want || in.Locks[0].Token != lk.Token() {
+				t.Errorf("Inspect: got %+v, %v; want owner %q and the lock's token", in, err, tc.want)
+			}
+			if h := l.Held(); len(h) != 1 || h[0].Owner != tc.want {
+				t.Errorf("Held: got %+v, want owner %q", h, tc.want)
+			}
+			if !strings.HasSuffix(lk.Token(), "~"+tc.want) {
+				t.Errorf("Token: got %q, want it to end with ~%s", lk.Token(), tc.want)
+			}
+			// Renewed and released as any lock.
+			time.Sleep(700 * time.Millisecond)
+			if err := lk.Err(); err != nil {
+				t.Fatalf("after a lease: got %v, want the lock renewed", err)
+			}
+			if err := lk.Release(ctx); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+		})
+	}
+	// Fair mode names the holder too.
+	fair := mustAcquire(t, l, ctx, key+":fair", padlock.Options{Fair: true})
+	_, err := other.Acquire(ctx, key+":fair", padlock.Options{Fair: true, Wait: 50 * time.Millisecond})
+	if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != "host=web-1 pid=7" {
+		t.Errorf("fair busy: got %v (holder %q), want holder %q", err, holder(na), "host=web-1 pid=7")
+	}
+	_ = fair.Release(ctx)
+
+	// No owner: nothing to tell.
+	lk := mustAcquire(t, other, ctx, key, padlock.Options{})
+	_, err = l.Acquire(ctx, key, padlock.Options{})
+	var na *padlock.NotAcquiredError
+	if !errors.As(err, &na) || na.Holder != "" {
+		t.Errorf("busy without an owner: got %v, holder %q; want none", err, holder(na))
+	}
+	_ = lk.Release(ctx)
+
+	for _, bad := range []string{"a*b", "tab\there", strings.Repeat("x", padlock.MaxOwnerLen+1), "ünïcode", "x~y"} {
+		if _, err := l.Acquire(ctx, key, padlock.Options{Owner: bad}); !errors.Is(err, padlock.ErrInvalid) {
+			t.Errorf("Owner %q: got %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func holder(na *padlock.NotAcquiredError) string {
+	if na == nil {
+		return "<no NotAcquiredError>"
+	}
+	return na.Holder
+}

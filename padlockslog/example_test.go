@@ -1,0 +1,20 @@
+package padlockslog_test
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/padlockslog"
+)
+
+// Lost locks and failed renewals in the service's log, keys hashed.
+func ExampleNew() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	l := padlock.New(rdb, padlock.WithObserver(padlockslog.New(logger, padlockslog.WithHashedKeys())))
+	defer l.Close()
+}

@@ -1,0 +1,140 @@
+package padlockslog_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/padlockgo/padlock/padlockslog"
+)
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	goleak.VerifyTestMain(m)
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// recording is a slog.Handler that keeps every record, its attributes
+// flattened to "name=value".
+type recording struct {
+	mu      sync.Mutex
+	records []string
+}
+
+func (h *recording) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recording) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *recording) WithGroup(string) slog.Handler            { return h }
+func (h *recording) Handle(_ context.Context, r slog.Record) error {
+	line := r.Level.String() + " " + r.Message
+	var add func(a slog.Attr)
+	add = func(a slog.Attr) {
+		if a.Value.Kind() == slog.KindGroup {
+			for _, g := range a.Value.Group() {
+				add(g)
+			}
+			return
+		}
+		line += " " + a.Key + "=" + a.Value.String()
+	}
+	r.Attrs(func(a slog.Attr) bool { add(a); return true })
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, line)
+	return nil
+}
+
+func (h *recording) lines() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.records...)
+}
+
+func TestEvents(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   []padlockslog.Option
+		emit   func(o *padlockslog.Observer)
+		want   string // the record, or "" for none
+		absent string // must not appear
+	}{
+		{"lost", nil, func(o *padlockslog.Observer) {
+			o.LockLost(padlock.LockLostEvent{Key: "order:42", Cause: padlock.LostTokenGone, Held: time.Second, Fence: 7})
+		}, "WARN padlock: lock lost key=order:42 cause=token_gone held=1s fence=7", ""},
+		{"renewal failed", nil, func(o *padlockslog.Observer) {
+			o.LeaseRenewed(padlock.LeaseRenewedEvent{Key: "order:42", Err: errors.New("i/o timeout"), Lag: time.Second})
+		}, "WARN padlock: renewal failed key=order:42 err=i/o timeout lag=1s", ""},
+		{"renewal ok", nil, func(o *padlockslog.Observer) {
+			o.LeaseRenewed(padlock.LeaseRenewedEvent{Key: "order:42", OK: true})
+		}, "", ""},
+		{"polling", nil, func(o *padlockslog.Observer) {
+			o.NoticesUnavailable(padlock.NoticesUnavailableEvent{Key: "order:42", Err: errors.New("refused")})
+		}, "INFO padlock: no release notices, waiter polls key=order:42 err=refused", ""},
+		{"hashed", []padlockslog.Option{padlockslog.WithHashedKeys()}, func(o *padlockslog.Observer) {
+			o.LockLost(padlock.LockLostEvent{Key: "idempotency:alice:secret-key", Cause: padlock.LostExpired})
+		}, "WARN padlock: lock lost key_hash=", "secret-key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &recording{}
+			tc.emit(padlockslog.New(slog.New(h), tc.opts...))
+			got := h.lines()
+			switch {
+			case tc.want == "" && len(got) != 0:
+				t.Errorf("got %q, want no record", got)
+			case tc.want != "" && (len(got) != 1 || !strings.HasPrefix(got[0], tc.want)):
+				t.Errorf("got %q, want one record starting %q", got, tc.want)
+			case tc.absent != "" && strings.Contains(strings.Join(got, "\n"), tc.absent):
+				t.Errorf("got %q, want no %q in it", got, tc.absent)
+			}
+			if tc.name == "hashed" && len(got) == 1 && !strings.Contains(got[0], "namespace=idempotency") {
+				t.Errorf("got %q, want namespace=idempotency", got[0])
+			}
+		})
+	}
+}
+
+// TestPausedRedis logs what a Locker goes through when its Redis stops
+// answering: failed renewals, then the lost lock, at Warn.
+func TestPausedRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	h := &recording{}
+	l := padlock.New(srv.Client(t), padlock.WithObserver(padlockslog.New(slog.New(h))))
+	t.Cleanup(func() { l.Close() })
+	ctx := context.Background()
+	lk, err := l.Acquire(ctx, "job:nightly", padlock.Options{TTL: 600 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	select {
+	case <-lk.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("lock not lost within 20s of pausing Redis")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(strings.Join(h.lines(), "\n"), "renewal failed") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.Resume(t)
+	_ = lk.Release(ctx)
+	got := strings.Join(h.lines(), "\n")
+	for _, want := range []string{
+		"WARN padlock: renewal failed key=job:nightly err=",
+		"WARN padlock: lock lost key=job:nightly cause=lease_expired",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("got records:\n%s\nwant one starting %q", got, want)
+		}
+	}
+}
