@@ -61,7 +61,7 @@ func BenchmarkCycle(b *testing.B) {
 	for _, ob := range observers(b) {
 		b.Run(ob.name, func(b *testing.B) {
 			rdb := srv.Client(b)
-			var opts []padlock.Option
+			var opts []padlock.LockerOption
 			if ob.obs != nil {
 				opts = append(opts, padlock.WithObserver(ob.obs))
 			}
@@ -100,7 +100,7 @@ func BenchmarkContended(b *testing.B) {
 		}
 		b.Run(ob.name, func(b *testing.B) {
 			rdb := srv.Client(b)
-			var opts []padlock.Option
+			var opts []padlock.LockerOption
 			if ob.obs != nil {
 				opts = append(opts, padlock.WithObserver(ob.obs))
 			}
@@ -156,7 +156,7 @@ func BenchmarkInterleaved(b *testing.B) {
 		default:
 			continue
 		}
-		var opts []padlock.Option
+		var opts []padlock.LockerOption
 		if ob.obs != nil {
 			opts = append(opts, padlock.WithObserver(ob.obs))
 		}
