@@ -206,8 +206,14 @@ func (lk *Lock) Release(ctx context.Context) error {
 		lk.outer.unguard(lk)
 		return nil
 	}
+	var (
+		handed, unconfirmed bool
+		g                   giveBack
+	)
 	releasing := time.Now()
-	handed, g, unconfirmed := lk.locker.handOff(lk, releasing, true)
+	if lk.id.kind == holdMutex { // holds are never handed on (hold.go)
+		handed, g, unconfirmed = lk.locker.handOff(lk, releasing, true)
+	}
 	if unconfirmed {
 		// A local waiter is next: confirm that Redis still holds the lock
 		// before handing it on, so that a lock Redis lost (a restart, a

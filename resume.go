@@ -37,6 +37,9 @@ func (lk *Lock) Detach() (Ownership, error) {
 	if lk == nil || lk.Err() != nil || lk.released.Load() {
 		return Ownership{}, ErrNotHeld
 	}
+	if lk.id.kind != holdMutex {
+		return Ownership{}, invalid("Detach", "only a mutex can be detached, not a semaphore permit or a read-write hold")
+	}
 	own := Ownership{Key: lk.key, Token: lk.id.token, Fence: lk.Fence()}
 	lk.locker.watchdog.remove(lk.lease)
 	if !lk.finish(ErrReleased) {
