@@ -47,6 +47,9 @@ func (l *Locker) Semaphore(permits int) (*Semaphore, error) {
 	return s, nil
 }
 
+// Locker returns the Locker the semaphore takes its permits through.
+func (s *Semaphore) Locker() *Locker { return s.l }
+
 // Permits returns how many holders a key may have at once.
 func (s *Semaphore) Permits() int { return int(s.permits.Load()) }
 
