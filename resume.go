@@ -29,7 +29,9 @@ type Ownership struct {
 // its release like waiters elsewhere.
 //
 // It returns ErrNotHeld when lk no longer holds the lock, and an ErrInvalid
-// error for a handle from a reentrant Acquire (detach the outermost one).
+// error for a handle from a reentrant Acquire (detach the outermost one)
+// and for a semaphore permit or a read-write hold, which only their
+// Release lets go.
 func (lk *Lock) Detach() (Ownership, error) {
 	if lk != nil && lk.outer != nil {
 		return Ownership{}, invalid("Detach", "a reentrant handle cannot give up the lock its outer handle holds")
