@@ -46,6 +46,12 @@ type scenario struct {
 	// another key may be reported lost.
 	slowMaster bool
 
+	// primitive is what the workers take: "" (the lock), "semaphore" (of
+	// permits per key) or "rwlock" (reads percent readers). For these,
+	// "overlap" means more holders than the primitive admits (holds.go).
+	primitive      string
+	permits, reads int
+
 	fault  func(e *env) // injects the faults, on the test goroutine
 	settle time.Duration
 
@@ -110,7 +116,7 @@ func runs(t *testing.T) int {
 func TestChaos(t *testing.T) {
 	n := runs(t)
 	var rows []row
-	for _, sc := range scenarios() {
+	for _, sc := range append(scenarios(), holdScenarios()...) {
 		var total outcome
 		t.Run(sc.name, func(t *testing.T) {
 			for i := range n {
@@ -166,6 +172,9 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	}
 	secs := record.Sections(evs, died)
 	overlaps := record.Overlaps(secs)
+	if sc.primitive != "" {
+		overlaps = nil // holds share the key by design: holdChecks counts their crowds
+	}
 	log := e.store.Log()
 	o := outcome{
 		runs:        1,
@@ -181,9 +190,15 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	if sc.spin > 0 || sc.extends != "" {
 		o.faults = o.sections // every one ran starved, or raced its Extends
 	}
+	if sc.primitive != "" {
+		holdChecks(t, sc, evs, secs, windows, &o)
+	}
 	// The invariant of every scenario: no two locks report held at once,
 	// outside the windows the faults opened.
 	for _, ov := range record.HeldOverlaps(record.HeldIntervals(evs), windows) {
+		if sc.primitive != "" {
+			break // checked as crowds instead
+		}
 		d := time.Duration(ov.Nanos())
 		if ov.Excused != "" {
 			o.excused++

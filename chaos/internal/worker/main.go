@@ -19,7 +19,9 @@
 // the suite checks that no two locks reported held at once. With -extend
 // the holder also calls Extend twice at once, again and again, with TTLs
 // picked from the list, racing the watchdog. -fair makes every Acquire
-// fair. SIGUSR1 closes the Locker under the workers; each stops once its
+// fair. -primitive semaphore takes permits of a semaphore of -permits
+// instead of the lock, and -primitive rwlock read holds (-reads percent of
+// the iterations, which only read the store) or write holds. SIGUSR1 closes the Locker under the workers; each stops once its
 // Acquire says the Locker is closed.
 //
 // The worker runs at most -iterations iterations and stops after
@@ -74,6 +76,9 @@ type flags struct {
 	fair       bool
 	extends    []time.Duration
 	retries    int
+	primitive  string // lock, semaphore or rwlock
+	permits    int    // semaphore: permits per key
+	reads      int    // rwlock: percent of iterations that read
 }
 
 func main() {
@@ -100,6 +105,9 @@ func main() {
 	flag.IntVar(&f.goroutines, "goroutines", 1, "workers in this process, sharing its Locker; the g-th (from 0) records as id+g*"+strconv.Itoa(record.GoroutineStride))
 	flag.BoolVar(&f.fair, "fair", false, "Options.Fair")
 	flag.IntVar(&f.retries, "redis-retries", -1, "go-redis MaxRetries (single): -1 sends each command once, so a fault shows; go-redis's default is 3")
+	flag.StringVar(&f.primitive, "primitive", "lock", "lock | semaphore (-permits per key) | rwlock (-reads percent readers, the rest writers)")
+	flag.IntVar(&f.permits, "permits", 2, "semaphore: permits per key")
+	flag.IntVar(&f.reads, "reads", 75, "rwlock: percent of iterations that take a read hold")
 	var extends string
 	flag.StringVar(&extends, "extend", "", "comma-separated TTLs: while holding, call Extend twice at once with TTLs picked from these, again and again, racing each other and the watchdog")
 	flag.Parse()
@@ -170,6 +178,11 @@ func run(f flags) error {
 		keys := strings.Split(f.key, ",")
 		w := &worker{f: f, key: keys[g%len(keys)], rec: rec.As(f.id + g*record.GoroutineStride), locker: locker,
 			store: fenced.Client{Base: f.store, HTTP: &http.Client{Timeout: 2 * time.Second}}}
+		if f.primitive == "semaphore" {
+			if w.sem, err = locker.Semaphore(f.permits); err != nil {
+				return err
+			}
+		}
 		wg.Go(func() {
 			w.rec.Add(record.Event{Kind: record.Start})
 			for n := 0; n < f.iterations && ctx.Err() == nil; n++ {
@@ -276,6 +289,7 @@ func clientOptions(addr string) *redis.Options {
 
 type worker struct {
 	f      flags
+	sem    *padlock.Semaphore // -primitive semaphore
 	key    string // the lock key and store register of this worker
 	rec    *record.Writer
 	locker *padlock.Locker
@@ -287,7 +301,7 @@ type worker struct {
 // false once the Locker is closed.
 func (w *worker) iteration(ctx context.Context, n int) bool {
 	call := record.Now()
-	lk, err := w.locker.Acquire(ctx, w.key, padlock.Options{Wait: w.f.wait, Fair: w.f.fair})
+	lk, role, err := w.acquire(ctx)
 	if err != nil {
 		w.rec.Add(record.Event{Kind: record.AcquireFailed, N: n, T0: call, Err: err.Error()})
 		if errors.Is(err, padlock.ErrClosed) {
@@ -297,7 +311,7 @@ func (w *worker) iteration(ctx context.Context, n int) bool {
 		sleep(ctx, 20*time.Millisecond+time.Duration(rand.Int64N(int64(30*time.Millisecond))))
 		return true
 	}
-	w.rec.Add(record.Event{Kind: record.Acquire, N: n, T0: call, Fence: lk.Fence(), Key: w.key})
+	w.rec.Add(record.Event{Kind: record.Acquire, N: n, T0: call, Fence: lk.Fence(), Key: w.key, Value: role})
 	held := w.sample(lk, n)
 	defer held()
 	stopExtends := func() {}
@@ -317,14 +331,19 @@ func (w *worker) iteration(ctx context.Context, n int) bool {
 	lctx := lk.Context(context.WithoutCancel(ctx))
 
 	fence := lk.Fence()
-	w.write(lctx, n, fence, fmt.Sprintf("w%d-%d:claim", w.f.id, n))
+	writes := role != record.RoleRead // a reader only reads
+	if writes {
+		w.write(lctx, n, fence, fmt.Sprintf("w%d-%d:claim", w.f.id, n))
+	}
 	if w.f.checkCtx {
 		sleep(lctx, w.f.hold)
 	} else {
 		sleep(ctx, w.f.hold)
 	}
 	w.read(lctx, n)
-	w.write(lctx, n, fence, fmt.Sprintf("w%d-%d:commit", w.f.id, n))
+	if writes {
+		w.write(lctx, n, fence, fmt.Sprintf("w%d-%d:commit", w.f.id, n))
+	}
 	stopExtends()
 
 	w.rec.Add(record.Event{Kind: record.Release, N: n})
@@ -338,6 +357,26 @@ func (w *worker) iteration(ctx context.Context, n int) bool {
 	w.rec.Add(e)
 	watch.Wait()
 	return true
+}
+
+// acquire takes what -primitive names, and says in what role: "" for a
+// lock, or one of record's roles.
+func (w *worker) acquire(ctx context.Context) (*padlock.Lock, string, error) {
+	o := padlock.Options{Wait: w.f.wait, Fair: w.f.fair}
+	switch w.f.primitive {
+	case "semaphore":
+		lk, err := w.sem.Acquire(ctx, w.key, o)
+		return lk, record.RolePermit, err
+	case "rwlock":
+		if rand.IntN(100) < w.f.reads {
+			lk, err := w.locker.AcquireRead(ctx, w.key, o)
+			return lk, record.RoleRead, err
+		}
+		lk, err := w.locker.AcquireWrite(ctx, w.key, o)
+		return lk, record.RoleWrite, err
+	}
+	lk, err := w.locker.Acquire(ctx, w.key, o)
+	return lk, "", err
 }
 
 // sample polls lk.Err() every millisecond until it is not nil or the
