@@ -290,7 +290,7 @@ func clientOptions(addr string) *redis.Options {
 type worker struct {
 	f      flags
 	sem    *padlock.Semaphore // -primitive semaphore
-	key    string // the lock key and store register of this worker
+	key    string             // the lock key and store register of this worker
 	rec    *record.Writer
 	locker *padlock.Locker
 	store  fenced.Client
