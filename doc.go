@@ -60,4 +60,12 @@
 // yields the key to the Lockers that asked, in turn, when it is done with
 // its own queue. Options.Fair instead keeps one queue in Redis, first come
 // first served across all processes.
+//
+// Beside the lock, the same Locker keeps two more primitives with the same
+// promises (token-checked Lua, leases renewed by the one watchdog, the
+// lost signal, fences, notices instead of polling, one hash slot per key,
+// nothing left behind in Redis): a Semaphore, which admits N holders of a
+// key at once (Locker.Semaphore), and a read-write lock, many readers or
+// one writer, whose waiting writers keep new readers out
+// (Locker.AcquireRead, Locker.AcquireWrite). Their holds are Locks too.
 package padlock
