@@ -57,8 +57,7 @@ func TestWithPermitFullAndReentrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pay func(context.Context, call) (int, error)
-	pay = decorator.WithPermit(sem, merchantKey, padlock.Options{Wait: time.Second},
+	pay := decorator.WithPermit(sem, merchantKey, padlock.Options{Wait: time.Second},
 		func(ctx context.Context, c call) (int, error) {
 			if err := decorator.DoPermit(ctx, sem, "merchant:"+c.merchant, padlock.Options{}, func(context.Context) error { return nil }); err != nil {
 				return 0, err
