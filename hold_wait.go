@@ -188,6 +188,13 @@ func (kw *keyWaiters) notifyHolds(next string) {
 				return
 			}
 		}
+		// The waiter may be between its first attempt, which queued it
+		// in Redis, and its place in this line: it looks here when it
+		// comes (named).
+		if len(kw.missed) == maxMissed {
+			kw.missed = append(kw.missed[:0], kw.missed[1:]...)
+		}
+		kw.missed = append(kw.missed, next)
 		return
 	}
 	if kw.wake == wakeAll {
@@ -197,6 +204,25 @@ func (kw *keyWaiters) notifyHolds(next string) {
 		return
 	}
 	kw.kickOne()
+}
+
+// maxMissed bounds keyWaiters.missed: a waiter enters the line right
+// after its first attempt, so only the latest few notices can be for it.
+const maxMissed = 8
+
+// named wakes w, just entered, if a notice named it before it was in
+// line. n.mu is held.
+func (kw *keyWaiters) named(w *waiter) {
+	if w.h.named == "" {
+		return
+	}
+	for i, m := range kw.missed {
+		if m == w.h.named {
+			kw.missed = append(kw.missed[:i], kw.missed[i+1:]...)
+			w.kick()
+			return
+		}
+	}
 }
 
 // kickOne wakes one waiter: the oldest asleep, or else the oldest whose

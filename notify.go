@@ -56,6 +56,9 @@ type keyWaiters struct {
 	// wake says whom a notice wakes: a mutex's waiters (the zero value)
 	// or a hold's (hold_wait.go).
 	wake wakePolicy
+	// missed are the last hold waiter tokens that notices named while
+	// no such waiter was in line (hold_wait.go).
+	missed []string
 }
 
 // waiter is one waiting Acquire.
@@ -149,6 +152,9 @@ func (n *notifier) enter(ctx context.Context, channel string, w *waiter, policy 
 	}
 	kw.waiters = append(kw.waiters, w)
 	w.kw = kw
+	if w.h != nil {
+		kw.named(w)
+	}
 	n.mu.Unlock()
 	if !fresh {
 		return w
