@@ -132,15 +132,15 @@ func (lk *Lock) finish(cause error) bool {
 		return false
 	}
 	lk.end = cause
-	if lk.cancel != nil {
-		lk.cancel(cause)
-	}
-	// Cancel the guarded contexts here, not from a callback goroutine: when
-	// Done is closed, they are already cancelled too.
+	// Cancel the guarded contexts here, not from a callback goroutine, and
+	// before Done closes: whoever sees Done closed finds them cancelled too.
 	for _, g := range lk.guarded {
 		g.cancel(cause)
 	}
 	lk.guarded = nil
+	if lk.cancel != nil {
+		lk.cancel(cause)
+	}
 	return true
 }
 
