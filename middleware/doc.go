@@ -59,4 +59,12 @@
 // Retry-After (or a wait for its answer, see WaitForInFlight). A process
 // that dies while running a request leaves its key busy only until the
 // lock's lease runs out.
+//
+// Limit caps concurrency instead of excluding: it holds one of the
+// permits of a padlock.Semaphore for the key, so at most N requests per
+// key run at once, and refuses the rest with 429 or 503 (the app picks)
+// and Retry-After:
+//
+//	provider, _ := locker.Semaphore(3)
+//	r.POST("/merchants/:id/charge", middleware.Limit(provider, keyfunc.Param("id", lockkey.Int(64)), http.StatusTooManyRequests), charge)
 package middleware
