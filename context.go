@@ -57,7 +57,7 @@ func FromContext(ctx context.Context) *Lock {
 func (l *Locker) reentrant(ctx context.Context, key string) *Lock {
 	g, _ := ctx.Value(ctxKey{}).(*guardedCtx)
 	for ; g != nil; g = g.next {
-		if r := g.lock.root(); r.locker == l && r.key == key && r.Err() == nil {
+		if r := g.lock.root(); r.locker == l && r.key == key && r.id.kind == holdMutex && r.Err() == nil {
 			return &Lock{outer: r}
 		}
 	}

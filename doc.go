@@ -160,4 +160,14 @@
 // padlockslog (log/slog) and lockview (a live page) are ready-made ones.
 // Locker.Held and Locker.Waiting tell what one Locker holds and waits for;
 // Locker.Inspect lists what every process holds in Redis.
+//
+// # Semaphores and read-write locks
+//
+// Beside the lock, the same Locker keeps two more primitives with the same
+// promises (token-checked Lua, leases renewed by the one watchdog, the
+// lost signal, fences, notices instead of polling, one hash slot per key,
+// nothing left behind in Redis): a Semaphore, which admits N holders of a
+// key at once (Locker.Semaphore), and a read-write lock, many readers or
+// one writer, whose waiting writers keep new readers out
+// (Locker.AcquireRead, Locker.AcquireWrite). Their holds are Locks too.
 package padlock

@@ -16,6 +16,11 @@ import (
 //	P{K}:queue    fair-mode waiters (a companion key in the lock's slot)
 //	Pfence        the fence counter, one for the whole deployment, except on
 //	              Cluster, where a script may only touch keys of one slot:
+//	P{K}:sem      a semaphore's permits: a sorted set of holder tokens
+//	              scored by lease end (also the channel of its notices);
+//	              P{K}:sem:queue its fair waiters
+//	P{K}:rw       a read-write lock's readers, likewise (and its channel);
+//	              P{K}:rw:w its writer, P{K}:rw:queue its waiting writers
 //	Pfence:{T}    the fence counter of the lock's Cluster hash slot, where T
 //	              is a short tag that hashes to that same slot
 //
@@ -56,6 +61,15 @@ func (ks keyspace) lockKeys(key string) (lock, fence, queue string) {
 	n := len(ks.prefix) + len(esc) + 2
 	m := len(all) - n - len(":queue")
 	return all[:n], all[n:m], all[m:]
+}
+
+// holdKeys returns the keys of a hold on key (hold.go): the holders'
+// key P{K}suffix, the fence counter of its slot, and its queue
+// P{K}suffix:queue. Every one of them shares the slot of the lock key
+// P{K}, and none can be a lock key, which always ends with '}'.
+func (ks keyspace) holdKeys(key, suffix string) [3]string {
+	own := ks.lock(key) + suffix
+	return [3]string{own, ks.fence(own), own + ":queue"}
 }
 
 func escapeKey(key string) string {

@@ -135,15 +135,15 @@ func (lk *Lock) finish(cause error) bool {
 		return false
 	}
 	lk.end = cause
-	if lk.cancel != nil {
-		lk.cancel(cause)
-	}
-	// Cancel the guarded contexts here, not from a callback goroutine: when
-	// Done is closed, they are already cancelled too.
+	// Cancel the guarded contexts here, not from a callback goroutine, and
+	// before Done closes: whoever sees Done closed finds them cancelled too.
 	for _, g := range lk.guarded {
 		g.cancel(cause)
 	}
 	lk.guarded = nil
+	if lk.cancel != nil {
+		lk.cancel(cause)
+	}
 	return true
 }
 
@@ -210,8 +210,14 @@ func (lk *Lock) Release(ctx context.Context) error {
 		lk.outer.unguard(lk)
 		return nil
 	}
+	var (
+		handed, unconfirmed bool
+		g                   giveBack
+	)
 	releasing := time.Now()
-	handed, g, unconfirmed := lk.locker.handOff(lk, releasing, true)
+	if lk.id.kind == holdMutex { // holds are never handed on (hold.go)
+		handed, g, unconfirmed = lk.locker.handOff(lk, releasing, true)
+	}
 	if unconfirmed {
 		// A local waiter is next: confirm that Redis still holds the lock
 		// before handing it on, so that a lock Redis lost (a restart, a

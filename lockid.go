@@ -14,6 +14,9 @@ type lockID struct {
 	// argv is what the scripts of one deployment (single.go) send for this
 	// lock; only that store reads it.
 	argv scriptArgs
+
+	kind holdKind // a mutex (the zero value), or a hold (hold.go)
+	rel  []any    // a hold's release ARGV after the token
 }
 
 func newLockID(ks keyspace, key, token string, o Options) *lockID {

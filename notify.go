@@ -53,6 +53,12 @@ type keyWaiters struct {
 	// when they last did: a lock held here yields to one of them when it
 	// goes back to Redis (see handoff.go).
 	wanters map[string]time.Time
+	// wake says whom a notice wakes: a mutex's waiters (the zero value)
+	// or a hold's (hold_wait.go).
+	wake wakePolicy
+	// missed are the last hold waiter tokens that notices named while
+	// no such waiter was in line (hold_wait.go).
+	missed []string
 }
 
 // waiter is one waiting Acquire.
@@ -61,9 +67,12 @@ type waiter struct {
 	wake chan struct{} // capacity 1: a wake-up is never lost, never doubled
 	kw   *keyWaiters
 
+	h *holdAcquisition // instead of a: a hold's waiter (hold_wait.go)
+
 	// Guarded by notifier.mu.
 	parked bool  // asleep until woken: a lock may be handed to it
 	handed *Lock // the lock handed to it, until it takes it (unpark)
+	kicked bool  // a hold's waiter: a notice came for it since it last tried
 }
 
 func (w *waiter) signal() {
@@ -121,7 +130,12 @@ func (n *notifier) live(w *waiter) (live bool, pending <-chan struct{}) {
 // instead. After close, the waiter is alone in a line of its own, and park
 // refuses it.
 func (n *notifier) join(ctx context.Context, channel string, a *acquisition) *waiter {
-	w := &waiter{a: a, wake: make(chan struct{}, 1)}
+	return n.enter(ctx, channel, &waiter{a: a, wake: make(chan struct{}, 1)}, wakeMutex)
+}
+
+// enter queues w for channel, whose notices wake as policy says, as join
+// does.
+func (n *notifier) enter(ctx context.Context, channel string, w *waiter, policy wakePolicy) *waiter {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -132,12 +146,15 @@ func (n *notifier) join(ctx context.Context, channel string, a *acquisition) *wa
 	kw := n.keys[channel]
 	fresh := kw == nil
 	if fresh {
-		kw = &keyWaiters{ready: make(chan struct{})}
+		kw = &keyWaiters{ready: make(chan struct{}), wake: policy}
 		n.keys[channel] = kw
 		n.waited.Add(1)
 	}
 	kw.waiters = append(kw.waiters, w)
 	w.kw = kw
+	if w.h != nil {
+		kw.named(w)
+	}
 	n.mu.Unlock()
 	if !fresh {
 		return w
@@ -274,6 +291,10 @@ func (n *notifier) notify(channel, next string) {
 	if kw == nil || len(kw.waiters) == 0 {
 		return
 	}
+	if kw.wake != wakeMutex {
+		kw.notifyHolds(next)
+		return
+	}
 	if strings.HasPrefix(next, "*") {
 		if id := next[1:]; id != n.self {
 			if kw.wanters == nil {
@@ -320,7 +341,10 @@ func (n *notifier) leave(channel string, w *waiter, acquired bool) {
 		}
 	}
 	if len(kw.waiters) > 0 {
-		if wasFirst && !acquired {
+		switch {
+		case kw.wake != wakeMutex:
+			kw.passOn(w)
+		case wasFirst && !acquired:
 			kw.waiters[0].signal()
 		}
 		n.mu.Unlock()

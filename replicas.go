@@ -129,7 +129,7 @@ func (a acked) extend(ctx context.Context, id *lockID, ttl time.Duration) (bool,
 	if err != nil {
 		return false, err
 	}
-	cmd, wait := a.evalAcked(ctx, c, extendScript, id.keys[:1], id.token, ttl.Milliseconds())
+	cmd, wait := a.evalAcked(ctx, c, id.extender(), id.keys[:1], id.token, ttl.Milliseconds())
 	n, err := cmd.Int64()
 	if err != nil || n != 1 {
 		return false, err
@@ -199,7 +199,7 @@ func (a acked) renewOn(ctx context.Context, c redis.UniversalClient, batch []ren
 		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j, i := range idx {
 				r := &batch[i]
-				cmds[j] = extendScript.queue(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
+				cmds[j] = r.id.extender().queue(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
 			}
 			wait = p.Do(ctx, "WAIT", a.replicas, a.timeout.Milliseconds())
 			return nil
@@ -222,7 +222,7 @@ func (a acked) renewOn(ctx context.Context, c redis.UniversalClient, batch []ren
 		}
 		// A server that restarted lacks the script: load it once and send
 		// those renewals again.
-		loadErr := extendScript.Load(ctx, c).Err()
+		loadErr := loadExtenders(ctx, c, batch, missing)
 		if try == 1 || loadErr != nil {
 			for _, i := range missing {
 				batch[i].ok, batch[i].err = false, errors.Join(errNoScript, loadErr)

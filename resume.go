@@ -29,8 +29,9 @@ type Ownership struct {
 // its release like waiters elsewhere.
 //
 // It returns ErrNotHeld when lk no longer holds the lock (matching
-// ErrLockLost too when it was lost), and an ErrInvalid
-// error for a handle from a reentrant Acquire (detach the outermost one).
+// ErrLockLost too when it was lost), and an ErrInvalid error for a handle
+// from a reentrant Acquire (detach the outermost one) and for a semaphore
+// permit or a read-write hold, which only their Release lets go.
 func (lk *Lock) Detach() (Ownership, error) {
 	if lk != nil && lk.outer != nil {
 		return Ownership{}, invalid("Detach", "a reentrant handle cannot give up the lock its outer handle holds")
@@ -40,6 +41,9 @@ func (lk *Lock) Detach() (Ownership, error) {
 	}
 	if err := lk.Err(); err != nil {
 		return Ownership{}, notHeld(err)
+	}
+	if lk.id.kind != holdMutex {
+		return Ownership{}, invalid("Detach", "only a mutex can be detached, not a semaphore permit or a read-write hold")
 	}
 	own := Ownership{Key: lk.key, Token: lk.id.token, Fence: lk.Fence()}
 	lk.locker.watchdog.remove(lk.lease)

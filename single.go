@@ -50,6 +50,8 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 		notify = "1"
 	}
 	switch {
+	case id.kind != holdMutex:
+		return s.releaseHold(ctx, id)
 	case id.fair:
 		n, err = s.scripts.releaseFair.run(ctx, s.client, s.retries, id.keys[:], id.argv[:1]...).Int64()
 	case g.window >= time.Millisecond:
@@ -63,11 +65,14 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 }
 
 func (s single) leaveQueue(ctx context.Context, id *lockID) error {
+	if id.kind != holdMutex {
+		return s.leaveHold(ctx, id)
+	}
 	return s.scripts.leaveFair.run(ctx, s.client, s.retries, id.keys[:], id.argv[:1]...).Err()
 }
 
 func (s single) extend(ctx context.Context, id *lockID, ttl time.Duration) (bool, error) {
-	n, err := extendScript.run(ctx, s.client, s.retries, id.keys[:1], id.token, ttl.Milliseconds()).Int64()
+	n, err := id.extender().run(ctx, s.client, s.retries, id.keys[:1], id.token, ttl.Milliseconds()).Int64()
 	return n == 1, err
 }
 
@@ -77,7 +82,7 @@ func (s single) resume(ctx context.Context, token string, id *lockID) (bool, err
 }
 
 func (s single) pttl(ctx context.Context, id *lockID) (time.Duration, bool, error) {
-	n, err := pttlScript.run(ctx, s.client, s.retries, id.keys[:1], id.argv[:1]...).Int64()
+	n, err := id.pttler().run(ctx, s.client, s.retries, id.keys[:1], id.argv[:1]...).Int64()
 	if err != nil || n == -3 {
 		return 0, false, err
 	}
@@ -168,7 +173,7 @@ func (s single) renewOn(ctx context.Context, node redis.Scripter, batch []renewa
 			}
 			return
 		}
-		if err := extendScript.Load(ctx, node).Err(); err != nil {
+		if err := loadExtenders(ctx, node, batch, missing); err != nil {
 			for _, i := range missing {
 				batch[i].err = err
 			}
@@ -187,7 +192,7 @@ func (s single) renewOnce(ctx context.Context, batch []renewal, idx []int) (miss
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for j, i := range idx {
 			r := &batch[i]
-			cmds[j] = extendScript.queue(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
+			cmds[j] = r.id.extender().queue(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
 		}
 		return nil
 	})

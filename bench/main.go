@@ -31,7 +31,7 @@ func run() int {
 		timeout   time.Duration
 		quiet     bool
 	)
-	flag.StringVar(&scenarios, "scenarios", "uncontended,contended,renewal,redlock,multikey", "comma-separated scenarios to run")
+	flag.StringVar(&scenarios, "scenarios", "uncontended,contended,renewal,redlock,multikey", "comma-separated scenarios to run (also: semaphore, rwlock)")
 	flag.DurationVar(&cfg.window, "duration", 2*time.Second, "measured window of each uncontended, contended and Redlock run")
 	flag.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each window (contended: at least 1s)")
 	flag.IntVar(&cfg.parallel, "parallel", 8, "uncontended: also measure this many goroutines, each cycling its own key (0: one goroutine only)")
@@ -63,7 +63,7 @@ func run() int {
 	want := map[string]bool{}
 	for s := range strings.SplitSeq(scenarios, ",") {
 		s = strings.TrimSpace(s)
-		if !slices.Contains([]string{scUncontended, scContended, scRenewal, scRedlock, scMultiKey}, s) {
+		if !slices.Contains([]string{scUncontended, scContended, scRenewal, scRedlock, scMultiKey, scSemaphore, scRWLock}, s) {
 			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q\n", s)
 			return 2
 		}
@@ -134,9 +134,10 @@ func run() int {
 			{scRenewal, runRenewal},
 			{scRedlock, runRedlock},
 			{scMultiKey, runMultiKey},
+			{scSemaphore + "," + scRWLock, runHolds},
 		}
 		for _, s := range steps {
-			if !want[s.name] {
+			if !want[s.name] && !(s.name == scSemaphore+","+scRWLock && (want[scSemaphore] || want[scRWLock])) {
 				continue
 			}
 			rs, err := s.run(ctx, &cfg)
@@ -148,7 +149,7 @@ func run() int {
 		return nil
 	}()
 	annotate(results)
-	targets := checkTargets(results, cfg.workers)
+	targets := append(checkTargets(results, cfg.workers), holdTargets(results)...)
 	settings := describe(&cfg, time.Since(started), loadBefore, loadAverage())
 	writeMarkdown(os.Stdout, results, targets, settings)
 	if jsonPath != "" {

@@ -46,9 +46,13 @@ type scenario struct {
 	// another key may be reported lost.
 	slowMaster bool
 	// primitive is what the workers take: "" or "lock", "multi"
-	// (AcquireAll on the keys, each worker listing them in its own order)
-	// or "election" (a term is the critical section).
-	primitive string
+	// (AcquireAll on the keys, each worker listing them in its own order),
+	// "election" (a term is the critical section), "semaphore" (of
+	// permits per key) or "rwlock" (reads percent readers). For the last
+	// two, "overlap" means more holders than the primitive admits
+	// (holds.go).
+	primitive      string
+	permits, reads int
 
 	fault  func(e *env) // injects the faults, on the test goroutine
 	settle time.Duration
@@ -114,7 +118,7 @@ func runs(t *testing.T) int {
 func TestChaos(t *testing.T) {
 	n := runs(t)
 	var rows []row
-	for _, sc := range scenarios() {
+	for _, sc := range append(scenarios(), holdScenarios()...) {
 		var total outcome
 		t.Run(sc.name, func(t *testing.T) {
 			for i := range n {
@@ -170,6 +174,9 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	}
 	secs := record.Sections(evs, died)
 	overlaps := record.Overlaps(secs)
+	if sc.crowded() {
+		overlaps = nil // holds share the key by design: holdChecks counts their crowds
+	}
 	log := e.store.Log()
 	o := outcome{
 		runs:        1,
@@ -185,9 +192,15 @@ func runScenario(t *testing.T, sc scenario) outcome {
 	if sc.spin > 0 || sc.extends != "" {
 		o.faults = o.sections // every one ran starved, or raced its Extends
 	}
+	if sc.crowded() {
+		holdChecks(t, sc, evs, secs, windows, &o)
+	}
 	// The invariant of every scenario: no two locks report held at once,
 	// outside the windows the faults opened.
 	for _, ov := range record.HeldOverlaps(record.HeldIntervals(evs), windows) {
+		if sc.crowded() {
+			break // checked as crowds instead
+		}
 		d := time.Duration(ov.Nanos())
 		if ov.Excused != "" {
 			o.excused++

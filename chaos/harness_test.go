@@ -218,7 +218,7 @@ func (e *env) start() int {
 		"-fair=" + strconv.FormatBool(sc.fair),
 		"-redis-retries", strconv.Itoa(cmp.Or(sc.redisRetries, -1)),
 		"-extend", sc.extends,
-		"-primitive", cmp.Or(sc.primitive, "lock"),
+		"-primitive", cmp.Or(sc.primitive, "lock"), "-permits", strconv.Itoa(sc.permits), "-reads", strconv.Itoa(sc.reads),
 	}
 	cmd := exec.Command(e.bin, args...)
 	cmd.Env = os.Environ()

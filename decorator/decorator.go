@@ -95,8 +95,14 @@ func callDo(ctx context.Context, fn func(context.Context) error) (struct{}, erro
 	return struct{}{}, fn(ctx)
 }
 
+// acquirer takes what run holds: a Locker's lock, or a Semaphore's permit
+// (permit.go).
+type acquirer interface {
+	Acquire(ctx context.Context, key string, o padlock.Options) (*padlock.Lock, error)
+}
+
 // run takes the lock on key, calls fn(ctx, a) under it, and releases it.
-func run[A, T any](ctx context.Context, l *padlock.Locker, key string, o padlock.Options, cfg *config,
+func run[A, T any](ctx context.Context, l acquirer, key string, o padlock.Options, cfg *config,
 	fn func(context.Context, A) (T, error), a A) (v T, err error) {
 	if key == "" {
 		err = fmt.Errorf("%w: the key is empty", ErrKey)

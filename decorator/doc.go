@@ -46,4 +46,7 @@
 //     then have overlapped with another holder's: on a payment path the
 //     caller must not report success just because the function did. A store
 //     that checks the fence will have rejected the stale writes.
+//
+// WithPermit and DoPermit do the same under one of the permits of a
+// padlock.Semaphore instead of a lock: at most N calls per key at once.
 package decorator

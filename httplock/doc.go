@@ -47,4 +47,8 @@
 // example "POST /orders/<id>/pay:42".
 //
 // Guard is the same sequence as a type, for adapters to other routers.
+//
+// Limit and Limiter are Lock and Guard for a padlock.Semaphore: at most N
+// requests per key at once, the rest refused with 429 or 503 and
+// Retry-After.
 package httplock

@@ -54,4 +54,12 @@
 // Idempotency-Key handling, for payment and order endpoints, is its own
 // package: padlock/idempotency, with its Gin face in
 // padlock/idempotency/ginidem.
+//
+// Limit caps concurrency instead of excluding: it holds one of the
+// permits of a padlock.Semaphore for the key, so at most N requests per
+// key run at once, and refuses the rest with 429 or 503 (the app picks)
+// and Retry-After:
+//
+//	provider, _ := locker.Semaphore(3)
+//	r.POST("/merchants/:id/charge", middleware.Limit(provider, keyfunc.Param("id", lockkey.Int(64)), http.StatusTooManyRequests), charge)
 package middleware

@@ -19,7 +19,9 @@
 // the suite checks that no two locks reported held at once. With -extend
 // the holder also calls Extend twice at once, again and again, with TTLs
 // picked from the list, racing the watchdog. -fair makes every Acquire
-// fair. SIGUSR1 closes the Locker under the workers; each stops once its
+// fair. -primitive semaphore takes permits of a semaphore of -permits
+// instead of the lock, and -primitive rwlock read holds (-reads percent of
+// the iterations, which only read the store) or write holds. SIGUSR1 closes the Locker under the workers; each stops once its
 // Acquire says the Locker is closed.
 //
 // The worker runs at most -iterations iterations and stops after
@@ -75,7 +77,9 @@ type flags struct {
 	fair       bool
 	extends    []time.Duration
 	retries    int
-	primitive  string
+	primitive  string // lock, multi, election, semaphore or rwlock
+	permits    int    // semaphore: permits per key
+	reads      int    // rwlock: percent of iterations that read
 }
 
 func main() {
@@ -102,7 +106,9 @@ func main() {
 	flag.IntVar(&f.goroutines, "goroutines", 1, "workers in this process, sharing its Locker; the g-th (from 0) records as id+g*"+strconv.Itoa(record.GoroutineStride))
 	flag.BoolVar(&f.fair, "fair", false, "Options.Fair")
 	flag.IntVar(&f.retries, "redis-retries", -1, "go-redis MaxRetries (single): -1 sends each command once, so a fault shows; go-redis's default is 3")
-	flag.StringVar(&f.primitive, "primitive", "lock", "lock | multi (AcquireAll on every -key, listed in this worker's own order) | election (Campaign on the key; a term is a critical section)")
+	flag.StringVar(&f.primitive, "primitive", "lock", "lock | multi (AcquireAll on every -key, listed in this worker's own order) | election (Campaign on the key; a term is a critical section) | semaphore (-permits per key) | rwlock (-reads percent readers, the rest writers)")
+	flag.IntVar(&f.permits, "permits", 2, "semaphore: permits per key")
+	flag.IntVar(&f.reads, "reads", 75, "rwlock: percent of iterations that take a read hold")
 	var extends string
 	flag.StringVar(&extends, "extend", "", "comma-separated TTLs: while holding, call Extend twice at once with TTLs picked from these, again and again, racing each other and the watchdog")
 	flag.Parse()
@@ -173,6 +179,11 @@ func run(f flags) error {
 		keys := strings.Split(f.key, ",")
 		w := &worker{f: f, key: keys[g%len(keys)], keys: keys, rec: rec.As(f.id + g*record.GoroutineStride), locker: locker,
 			store: fenced.Client{Base: f.store, HTTP: &http.Client{Timeout: 2 * time.Second}}}
+		if f.primitive == "semaphore" {
+			if w.sem, err = locker.Semaphore(f.permits); err != nil {
+				return err
+			}
+		}
 		wg.Go(func() {
 			w.rec.Add(record.Event{Kind: record.Start})
 			for n := 0; n < f.iterations && ctx.Err() == nil; n++ {
@@ -279,8 +290,9 @@ func clientOptions(addr string) *redis.Options {
 
 type worker struct {
 	f      flags
-	key    string   // the lock key and store register of this worker
-	keys   []string // -multi: every key
+	sem    *padlock.Semaphore // -primitive semaphore
+	key    string             // the lock key and store register of this worker
+	keys   []string           // -multi: every key
 	rec    *record.Writer
 	locker *padlock.Locker
 	store  fenced.Client
@@ -302,7 +314,7 @@ func (w *worker) iteration(ctx context.Context, n int) bool {
 		return true
 	}
 	lk := tk.h
-	w.rec.Add(record.Event{Kind: record.Acquire, N: n, T0: call, Fence: tk.fence, Key: tk.key})
+	w.rec.Add(record.Event{Kind: record.Acquire, N: n, T0: call, Fence: tk.fence, Key: tk.key, Value: tk.role})
 	held := w.sample(lk, n)
 	defer held()
 	stopExtends := func() {}
@@ -322,7 +334,10 @@ func (w *worker) iteration(ctx context.Context, n int) bool {
 	lctx := lk.Context(context.WithoutCancel(ctx))
 
 	fence := tk.fence
-	w.write(lctx, n, tk.key, fence, fmt.Sprintf("w%d-%d:claim", w.f.id, n))
+	writes := tk.role != record.RoleRead // a reader only reads
+	if writes {
+		w.write(lctx, n, tk.key, fence, fmt.Sprintf("w%d-%d:claim", w.f.id, n))
+	}
 	for _, o := range tk.others {
 		// The set's other keys, each with its own fence.
 		w.write(lctx, n, o.key, o.fence, fmt.Sprintf("w%d-%d:claim", w.f.id, n))
@@ -333,7 +348,9 @@ func (w *worker) iteration(ctx context.Context, n int) bool {
 		sleep(ctx, w.f.hold)
 	}
 	w.read(lctx, n, tk.key)
-	w.write(lctx, n, tk.key, fence, fmt.Sprintf("w%d-%d:commit", w.f.id, n))
+	if writes {
+		w.write(lctx, n, tk.key, fence, fmt.Sprintf("w%d-%d:commit", w.f.id, n))
+	}
 	stopExtends()
 
 	w.rec.Add(record.Event{Kind: record.Release, N: n})
@@ -347,6 +364,22 @@ func (w *worker) iteration(ctx context.Context, n int) bool {
 	w.rec.Add(e)
 	watch.Wait()
 	return true
+}
+
+// acquireHold takes the semaphore permit or read-write hold that
+// -primitive names, and says in what role (one of record's roles).
+func (w *worker) acquireHold(ctx context.Context) (*padlock.Lock, string, error) {
+	o := padlock.Options{Wait: w.f.wait, Fair: w.f.fair}
+	if w.f.primitive == "semaphore" {
+		lk, err := w.sem.Acquire(ctx, w.key, o)
+		return lk, record.RolePermit, err
+	}
+	if rand.IntN(100) < w.f.reads {
+		lk, err := w.locker.AcquireRead(ctx, w.key, o)
+		return lk, record.RoleRead, err
+	}
+	lk, err := w.locker.AcquireWrite(ctx, w.key, o)
+	return lk, record.RoleWrite, err
 }
 
 // sample polls lk.Err() every millisecond until it is not nil or the
@@ -481,6 +514,7 @@ type taken struct {
 	fence   int64
 	others  []keyFence
 	release func(ctx context.Context) error
+	role    string // semaphore and rwlock: record.RolePermit, RoleRead or RoleWrite
 }
 
 type keyFence struct {
@@ -518,6 +552,12 @@ func (w *worker) take(ctx context.Context) (taken, error) {
 			return taken{}, err
 		}
 		return taken{h: term, key: w.key, fence: term.Fence(), release: term.Resign}, nil
+	case "semaphore", "rwlock":
+		lk, role, err := w.acquireHold(ctx)
+		if err != nil {
+			return taken{}, err
+		}
+		return taken{h: lk, key: w.key, fence: lk.Fence(), release: lk.Release, role: role}, nil
 	}
 	lk, err := w.locker.Acquire(ctx, w.key, padlock.Options{Wait: w.f.wait, Fair: w.f.fair})
 	if err != nil {

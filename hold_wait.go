@@ -1,0 +1,321 @@
+package padlock
+
+import (
+	"context"
+	"time"
+)
+
+// holdAcquisition is one call that takes a hold (a semaphore permit, a
+// read or a write hold): the mutex's acquisition, whose bookkeeping of
+// attempts, failures and sleeps it shares, with the hold's own attempt
+// and its own way of waiting.
+//
+// A waiting hold does not poll. After a busy attempt it joins its
+// Locker's line for the hold's channel and sleeps until a notice wakes
+// it (wakePolicy), re-checking at the earliest lease end the busy reply
+// named and at least every recheck, or on o.Retry's schedule while
+// notices cannot be received, as a mutex's waiter does. Unlike the
+// mutex's, several of a Locker's waiters may go in at once: a semaphore
+// with free permits, readers after a writer.
+type holdAcquisition struct {
+	acquisition
+	channel string     // where the hold's notices go
+	policy  wakePolicy // whom a notice wakes
+	sem     *Semaphore // the semaphore a permit is of, for SetPermits
+	// queues: attempts ask Redis to keep the caller queued (a fair permit,
+	// a writer) for queueFor, at most refresh (0: the whole wait).
+	queues  bool
+	refresh time.Duration
+	// named is the token a notice names to wake this waiter: fixed for a
+	// waiter that queues in Redis, "" for one that never is named.
+	named string
+	// remake returns a fresh identity after an attempt whose reply was
+	// lost (see acquisition.try); nil for a waiter that queues, whose
+	// token is its place in the queue.
+	remake  func() *lockID
+	attempt func(ctx context.Context, h *holdAcquisition, queueFor time.Duration) (grant, error)
+}
+
+// wakePolicy says whom a notice on a channel wakes in a Locker.
+type wakePolicy uint8
+
+const (
+	wakeMutex wakePolicy = iota // the mutex's rules (notify.go)
+	wakeOne                     // a semaphore's: a release frees one permit
+	wakeAll                     // a read-write lock's: a writer's release lets every reader in
+)
+
+// run takes the hold, waiting up to o.Wait.
+func (h *holdAcquisition) run(ctx context.Context) (*Lock, error) {
+	if h.deadline.IsZero() {
+		return h.try(ctx)
+	}
+	n := h.l.notifier
+	_, h.liveAtTry = n.state(h.channel)
+	lk, err := h.try(ctx)
+	if lk == nil && err == nil {
+		h.w = n.enter(ctx, h.channel, &waiter{h: h, wake: make(chan struct{}, 1)}, h.policy)
+		lk, err = h.waitInLine(ctx)
+		n.leave(h.channel, h.w, lk != nil)
+	}
+	if lk == nil && h.queues && h.tries > 0 {
+		h.l.leaveQueue(ctx, h.id) // any attempt may have queued it
+	}
+	return lk, err
+}
+
+// try makes one attempt, as acquisition.try does for a mutex.
+func (h *holdAcquisition) try(ctx context.Context) (*Lock, error) {
+	h.tries++
+	var queueFor time.Duration
+	if h.queues && !h.deadline.IsZero() {
+		queueFor = max(time.Until(h.deadline), time.Millisecond)
+		if h.refresh > 0 {
+			queueFor = min(queueFor, h.refresh)
+		}
+	}
+	sent := time.Now()
+	g, err := h.attempt(ctx, h, queueFor)
+	replied := time.Now()
+	if err == nil && g.first > 0 && !replied.Before(sent.Add(h.o.TTL-h.l.cfg.margin(h.o.TTL))) {
+		err = errLateGrant
+	}
+	switch {
+	case err == nil && g.first > 0:
+		lk := newLock(h.l, h.key, h.id, g.first, h.o, sent, replied)
+		lk.fenceEnd = g.first // never handed on
+		if !h.l.watchdog.add(lk.lease) {
+			h.l.cleanup(ctx, h.id)
+			return nil, ErrClosed
+		}
+		return lk, nil
+	case err == nil:
+		h.answered++
+		h.lastErr, h.holderTTL, h.seenAt = nil, g.holderTTL, time.Now()
+		h.failed = 0
+	default:
+		h.lastErr = err
+		if unanswered(err) {
+			if h.failed == 0 {
+				h.failedAt = sent
+			}
+			h.failed++
+		}
+		if maybeSent(err) {
+			// It may have taken the hold before its reply was lost: give
+			// it back, and go on as a stranger to anything late.
+			h.l.cleanup(ctx, h.id)
+			if h.remake != nil {
+				h.id = h.remake()
+			}
+		}
+	}
+	return nil, h.next(ctx)
+}
+
+// waitInLine waits for a turn and tries again, until the hold is taken
+// or the wait ends.
+func (h *holdAcquisition) waitInLine(ctx context.Context) (*Lock, error) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if err := h.waitTurn(ctx, timer); err != nil {
+			return nil, err
+		}
+		h.liveAtTry, _ = h.l.notifier.live(h.w)
+		if lk, err := h.try(ctx); lk != nil || err != nil {
+			return lk, err
+		}
+	}
+}
+
+// waitTurn sleeps until a notice, a re-check or the retry schedule says
+// to try again (it returns nil), or the wait ends (the error).
+func (h *holdAcquisition) waitTurn(ctx context.Context, timer *time.Timer) error {
+	n, w := h.l.notifier, h.w
+	for {
+		if ctx.Err() != nil || !time.Now().Before(h.deadline) {
+			return h.failure(ctx)
+		}
+		live, pending := n.live(w)
+		if live && !h.liveAtTry {
+			// Notices began to arrive after the last attempt went out: a
+			// release in between went unheard.
+			return nil
+		}
+		sleep, open := n.parkHold(w)
+		switch {
+		case !open:
+			return ErrClosed
+		case !sleep:
+			return nil // a notice came while the attempt was on its way
+		}
+		d := h.sleep(true, live)
+		if h.refresh > 0 {
+			d = min(d, h.refresh/2) // keep the place in the queue
+		}
+		timer.Reset(d)
+		subscribed := false
+		select {
+		case <-w.wake:
+		case <-pending:
+			subscribed = true
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		n.unparkHold(w)
+		switch {
+		case n.isClosed():
+			return ErrClosed
+		case ctx.Err() != nil || !time.Now().Before(h.deadline):
+			return h.failure(ctx)
+		case !subscribed:
+			return nil
+		}
+	}
+}
+
+// notifyHolds handles a notice on a hold's channel: one naming a queued
+// waiter's token wakes that waiter, if it is here; an empty one wakes one
+// waiter (wakeOne) or all (wakeAll). A waiter woken while its attempt is
+// on its way tries again at once when it comes back (parkHold). n.mu is
+// held.
+func (kw *keyWaiters) notifyHolds(next string) {
+	if next != "" {
+		for _, w := range kw.waiters {
+			if w.h.named == next {
+				w.kick()
+				return
+			}
+		}
+		// The waiter may be between its first attempt, which queued it
+		// in Redis, and its place in this line: it looks here when it
+		// comes (named).
+		if len(kw.missed) == maxMissed {
+			kw.missed = append(kw.missed[:0], kw.missed[1:]...)
+		}
+		kw.missed = append(kw.missed, next)
+		return
+	}
+	if kw.wake == wakeAll {
+		for _, w := range kw.waiters {
+			w.kick()
+		}
+		return
+	}
+	kw.kickOne()
+}
+
+// maxMissed bounds keyWaiters.missed: a waiter enters the line right
+// after its first attempt, so only the latest few notices can be for it.
+const maxMissed = 8
+
+// named wakes w, just entered, if a notice named it before it was in
+// line. n.mu is held.
+func (kw *keyWaiters) named(w *waiter) {
+	if w.h.named == "" {
+		return
+	}
+	for i, m := range kw.missed {
+		if m == w.h.named {
+			kw.missed = append(kw.missed[:i], kw.missed[i+1:]...)
+			w.kick()
+			return
+		}
+	}
+}
+
+// kickOne wakes one waiter: the oldest asleep, or else the oldest whose
+// attempt is on its way and was not woken yet. n.mu is held.
+func (kw *keyWaiters) kickOne() {
+	for _, w := range kw.waiters {
+		if w.parked && !w.kicked {
+			w.kick()
+			return
+		}
+	}
+	for _, w := range kw.waiters {
+		if !w.kicked {
+			w.kick()
+			return
+		}
+	}
+}
+
+// passOn hands the wake-up that w, leaving the line, did not use to the
+// next waiter: the permit it announced may still be free. n.mu is held.
+func (kw *keyWaiters) passOn(w *waiter) {
+	if w.kicked && kw.wake == wakeOne {
+		kw.kickOne()
+	}
+}
+
+// kick marks w woken and wakes it. n.mu is held.
+func (w *waiter) kick() {
+	w.kicked = true
+	w.signal()
+}
+
+// parkHold marks w asleep, unless a notice woke it since it last slept
+// (sleep false: try now) or the notifier is closed (open false).
+func (n *notifier) parkHold(w *waiter) (sleep, open bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false, false
+	}
+	if w.kicked {
+		w.kicked = false
+		w.drain()
+		return false, true
+	}
+	w.parked = true
+	return true, true
+}
+
+// unparkHold marks w awake; whatever woke it is used up.
+func (n *notifier) unparkHold(w *waiter) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w.parked, w.kicked = false, false
+	w.drain()
+}
+
+func (w *waiter) drain() {
+	select {
+	case <-w.wake:
+	default:
+	}
+}
+
+// kickHolds wakes every hold waiter for which match holds: their hold
+// may be free for them now (Semaphore.SetPermits).
+func (n *notifier) kickHolds(match func(*holdAcquisition) bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, kw := range n.keys {
+		for _, w := range kw.waiters {
+			if w.h != nil && match(w.h) {
+				w.kick()
+			}
+		}
+	}
+}
+
+// reentrantHold returns a new handle on the hold of one of kinds that ctx
+// carries for key through l, or nil when it carries none that is still
+// held.
+func (l *Locker) reentrantHold(ctx context.Context, key string, kinds ...holdKind) *Lock {
+	for g, _ := ctx.Value(ctxKey{}).(*guardedCtx); g != nil; g = g.next {
+		r := g.lock.root()
+		if r.locker != l || r.key != key || r.Err() != nil {
+			continue
+		}
+		for _, k := range kinds {
+			if r.id.kind == k {
+				return &Lock{outer: r}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,40 @@
+-- KEYS[1] the semaphore's holders: a sorted set of permit tokens scored by
+-- the end of each permit's lease (server clock, ms); also the channel of
+-- its notices. KEYS[2] fence counter of the slot, KEYS[3] fair-mode
+-- waiter queue ("<deadline ms>:<token>", oldest first)
+-- ARGV[1] permit token, ARGV[2] lease in ms, ARGV[3] permits (N),
+-- ARGV[4] '1' for fair mode, ARGV[5] in fair mode, how long the caller
+-- will wait in ms: > 0 queues it (or keeps its place)
+-- Returns the fence when the permit was taken, or
+-- -1 - (ms until the earliest permit's lease ends; 0 if none) when not.
+--
+-- Permits whose lease ended (a crashed holder) are dropped first, so a
+-- crashed holder's permit frees itself. N is the caller's: a semaphore
+-- whose N shrank lets no new holder in until fewer than N hold, and
+-- evicts nobody. In fair mode a free permit goes to the oldest live
+-- waiters: a caller takes one only if fewer live waiters are queued ahead
+-- of it than permits are free.
+local now, t = nowMs()
+redis.call('zremrangebyscore', KEYS[1], '-inf', now)
+local lease = tonumber(ARGV[2])
+local fair = ARGV[4] == '1'
+-- An earlier attempt took the permit but its reply was lost: take it anew.
+local take = redis.call('zscore', KEYS[1], ARGV[1]) ~= false
+if not take then
+  local free = tonumber(ARGV[3]) - redis.call('zcard', KEYS[1])
+  if free > 0 then
+    take = not fair or queueAt(KEYS[3], ARGV[1], now, -1) < free
+  end
+end
+if take then
+  if fair then dequeue(KEYS[3], ARGV[1]) end
+  holdUntil(KEYS[1], ARGV[1], now, lease)
+  return nextFence(KEYS[2], t)
+end
+if fair and tonumber(ARGV[5]) > 0 then
+  enqueue(KEYS[3], ARGV[1], now + tonumber(ARGV[5]), now)
+end
+local first = redis.call('zrange', KEYS[1], 0, 0, 'withscores')
+local wait = 0
+if first[2] then wait = math.max(tonumber(first[2]) - now, 0) end
+return -1 - wait

@@ -1,0 +1,64 @@
+package middleware_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
+	"github.com/padlockgo/padlock/middleware"
+)
+
+// At most 2 requests at once per merchant reach the payment provider: a
+// third, while two run, gets 429 with Retry-After and a problem body.
+func ExampleLimit() {
+	mr := miniredis.NewMiniRedis() // stands in for a real Redis here
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	locker := padlock.New(rdb)
+	defer locker.Close()
+	provider, err := locker.Semaphore(2)
+	if err != nil {
+		panic(err)
+	}
+
+	inside := make(chan struct{})
+	finish := make(chan struct{})
+	r := gin.New()
+	r.POST("/merchants/:id/charge", middleware.Limit(provider, keyfunc.Param("id", lockkey.Int(64)), http.StatusTooManyRequests),
+		func(c *gin.Context) {
+			inside <- struct{}{}
+			<-finish
+			c.Status(http.StatusNoContent)
+		})
+
+	codes := make(chan int, 2)
+	for range 2 {
+		go func() {
+			w := httptest.NewRecorder()
+			r.ServeHTTP(w, httptest.NewRequest("POST", "/merchants/7/charge", nil))
+			codes <- w.Code
+		}()
+		<-inside
+	}
+	third := httptest.NewRecorder()
+	r.ServeHTTP(third, httptest.NewRequest("POST", "/merchants/7/charge", nil))
+	fmt.Println(third.Code, third.Header().Get("Retry-After"))
+	fmt.Println(third.Body)
+	close(finish)
+	fmt.Println(<-codes, <-codes)
+	// Output:
+	// 429 1
+	// {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"too many requests for this resource are running at once; retry later","instance":"/merchants/7/charge","key":"/merchants/$id/charge:7"}
+	// 204 204
+}
