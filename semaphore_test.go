@@ -32,7 +32,7 @@ var holdBackends = []struct {
 
 // newSemaphore returns a semaphore of n permits on a new Locker on client,
 // both closed when t ends.
-func newSemaphore(t *testing.T, client redis.UniversalClient, n int, opts ...Option) (*Locker, *Semaphore) {
+func newSemaphore(t *testing.T, client redis.UniversalClient, n int, opts ...LockerOption) (*Locker, *Semaphore) {
 	t.Helper()
 	l := New(client, opts...)
 	t.Cleanup(func() { l.Close() })
