@@ -105,6 +105,16 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.O
 			logger.Warn("redis: "+h.why, "err", h.refused)
 		}
 	}
+	// A Redis that evicts keys under memory pressure may drop a lock key
+	// while its holder still works, and give the lock to another: say so
+	// at start (README, "Eviction: run Redis with noeviction"). The app
+	// still starts, as a demo; a service may rather refuse to.
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err := padlock.CheckDeployment(cctx, b.nodes...)
+	cancel()
+	if errors.Is(err, padlock.ErrEvictingRedis) {
+		logger.Warn("redis: set maxmemory-policy noeviction (or no maxmemory): an evicted lock key is a lock two callers hold", "err", err)
+	}
 	return b, nil
 }
 
