@@ -572,7 +572,7 @@ func TestREADMEDocumentsTheApp(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  ([A-Z][A-Z_]+)\s`).FindAllStringSubmatch(usage, -1) {
 		vars = append(vars, m[1])
 	}
-	if len(vars) != 10 {
+	if len(vars) != 13 {
 		t.Fatalf("got variables %v from the usage text, want every one", vars)
 	}
 	for _, v := range vars {
