@@ -25,6 +25,7 @@ const (
 	aclTopology   = "# Cluster: what go-redis asks"
 	aclRedlock    = "# NewRedlock"
 	aclReplicaAck = "# WithReplicaAck"
+	aclInspect    = "# Locker.Inspect"
 )
 
 // readmeACL returns the ACL SETUSER lines of the README's permissions
@@ -53,7 +54,7 @@ func readmeACL(t *testing.T) map[string][]string {
 		case block && strings.HasPrefix(line, "# "):
 			comment = line
 		case block && strings.HasPrefix(line, "ACL SETUSER "):
-			for prefix := range map[string]bool{aclEvery: true, aclNotices: true, aclCluster: true, aclTopology: true, aclRedlock: true, aclReplicaAck: true} {
+			for prefix := range map[string]bool{aclEvery: true, aclNotices: true, aclCluster: true, aclTopology: true, aclRedlock: true, aclReplicaAck: true, aclInspect: true} {
 				if strings.HasPrefix(comment, prefix) {
 					rules[prefix] = strings.Fields(line)
 				}
@@ -246,10 +247,11 @@ func TestACLWithoutPubSub(t *testing.T) {
 // the rules the README documents, on each kind of deployment they name, and
 // checks that Redis refused nothing padlock sent: taking, extending,
 // renewing (after a SCRIPT FLUSH, so the watchdog loads its script again)
-// and releasing locks, waiting on release notices, and fair queues.
+// and releasing locks, waiting on release notices, fair queues, multi-key
+// locks, Inspect, and (on one deployment) semaphores and read-write locks.
 func TestACLDocumentedPermissions(t *testing.T) {
 	rules := readmeACL(t)
-	base := [][]string{rules[aclEvery], rules[aclNotices]}
+	base := [][]string{rules[aclEvery], rules[aclNotices], rules[aclInspect]}
 	user := func(o *redis.Options) { o.Username, o.Password = rules[aclEvery][2], "secret" }
 	for _, tc := range []struct {
 		name string
@@ -281,7 +283,7 @@ func TestACLDocumentedPermissions(t *testing.T) {
 			start: func(t *testing.T) ([]*redistest.Server, redis.Cmdable, func() *padlock.Locker) {
 				c := redistest.StartCluster(t, 3)
 				for _, srv := range c.Nodes() {
-					aclUser(t, srv, rules[aclEvery], rules[aclCluster], rules[aclTopology])
+					aclUser(t, srv, rules[aclEvery], rules[aclCluster], rules[aclTopology], rules[aclInspect])
 				}
 				return c.Nodes(), c.Client(t), func() *padlock.Locker {
 					return padlock.New(c.Client(t, func(o *redis.ClusterOptions) { o.Username, o.Password = rules[aclEvery][2], "secret" }))
@@ -416,6 +418,77 @@ func TestACLDocumentedPermissions(t *testing.T) {
 				}
 				if err := <-got; err != nil {
 					t.Fatalf("fair waiter in another Locker: %v", err)
+				}
+			}
+
+			// A multi-key lock, and the lock listing (SCAN).
+			m, err := la.AcquireAll(ctx, []string{key + ":a", key + ":b"}, wait)
+			if err != nil {
+				t.Fatalf("AcquireAll: %v", err)
+			}
+			if _, err := la.Inspect(ctx, 100); err != nil {
+				t.Fatalf("Inspect: %v", err)
+			}
+			if err := m.Release(ctx); err != nil {
+				t.Fatalf("Release of the multi-key lock: %v", err)
+			}
+
+			if tc.fair { // semaphores and read-write locks need one deployment
+				// A permit, extended, waited for by another process, released;
+				// then the same in fair mode.
+				for _, opts := range []padlock.Options{wait, {Fair: true, Wait: 20 * time.Second}} {
+					skey := fmt.Sprintf("%s:sem:%t", key, opts.Fair)
+					sa, err := la.Semaphore(1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					sb, err := lb.Semaphore(1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					p, err := sa.Acquire(ctx, skey, opts)
+					if err != nil {
+						t.Fatalf("semaphore Acquire (fair %t): %v", opts.Fair, err)
+					}
+					if err := p.Extend(ctx, tc.ttl); err != nil {
+						t.Fatalf("semaphore Extend: %v", err)
+					}
+					go func() {
+						p, err := sb.Acquire(ctx, skey, opts)
+						if err == nil {
+							err = p.Release(ctx)
+						}
+						got <- err
+					}()
+					time.Sleep(200 * time.Millisecond)
+					if err := p.Release(ctx); err != nil {
+						t.Fatalf("semaphore Release: %v", err)
+					}
+					if err := <-got; err != nil {
+						t.Fatalf("semaphore waiter in another Locker (fair %t): %v", opts.Fair, err)
+					}
+				}
+
+				// A reader, a writer in another process queued behind it,
+				// then the reader leaves and the writer goes in.
+				rkey := key + ":rw"
+				r, err := la.AcquireRead(ctx, rkey, wait)
+				if err != nil {
+					t.Fatalf("AcquireRead: %v", err)
+				}
+				go func() {
+					w, err := lb.AcquireWrite(ctx, rkey, wait)
+					if err == nil {
+						err = w.Release(ctx)
+					}
+					got <- err
+				}()
+				time.Sleep(200 * time.Millisecond)
+				if err := r.Release(ctx); err != nil {
+					t.Fatalf("read Release: %v", err)
+				}
+				if err := <-got; err != nil {
+					t.Fatalf("writer in another Locker: %v", err)
 				}
 			}
 

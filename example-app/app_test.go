@@ -89,6 +89,24 @@ func TestRoutesMisc(t *testing.T) {
 	}
 }
 
+// The index tells a caller without an API key which routes it may call:
+// each of them answers here without one.
+func TestIndexOpenRoutes(t *testing.T) {
+	_, ts := startApp(t, testConfig(t))
+	idx := do(t, ts.Client(), "GET", ts.URL+"/", "")
+	auth, _ := idx.body["auth"].(string)
+	open := regexp.MustCompile(`/[a-z/]*`).FindAllString(strings.SplitN(auth, "needs", 2)[0], -1)
+	if len(open) == 0 {
+		t.Fatalf("got auth %q, want the routes open without an API key named", auth)
+	}
+	for _, path := range open {
+		r := doHeader(t, ts.Client(), "GET", ts.URL+path, "", http.Header{"Authorization": {""}})
+		if r.status != http.StatusOK {
+			t.Errorf("GET %s without an API key: got %d %s, want 200 (the index names it open)", path, r.status, r.raw)
+		}
+	}
+}
+
 // Two runs of one job at once: the second gets 409 with Retry-After while
 // the first holds the lock, which the lock view lists; the first finishes
 // with its fence, through four reentrant checkpoints.
@@ -572,7 +590,7 @@ func TestREADMEDocumentsTheApp(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  ([A-Z][A-Z_]+)\s`).FindAllStringSubmatch(usage, -1) {
 		vars = append(vars, m[1])
 	}
-	if len(vars) != 10 {
+	if len(vars) != 13 {
 		t.Fatalf("got variables %v from the usage text, want every one", vars)
 	}
 	for _, v := range vars {

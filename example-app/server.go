@@ -267,8 +267,9 @@ func (s *server) index(c *gin.Context) {
 			"POST /jobs/:name/run    ?seconds=N (at most 30); one run per job at a time (409 if busy)",
 			"GET  /healthz           redis and database reachable",
 		},
-		"jobs": jobNames,
-		"auth": "every route but /, /healthz and /locks needs Authorization: Bearer <API key>",
+		"jobs":  jobNames,
+		"auth":  "every route but / and /healthz needs Authorization: Bearer <API key>",
+		"admin": "the lock page /debug/locks, /locks and /metrics are on the admin listener (ADMIN_ADDR, default 127.0.0.1:8081), not here",
 	})
 }
 
