@@ -153,7 +153,13 @@ func TestRedlockExtendReachesEveryNode(t *testing.T) {
 	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: time.Second, NoRenew: true})
 	defer lk.Release(ctx)
 	time.Sleep(300 * time.Millisecond)
-	if err := lk.Extend(ctx, time.Second); err != nil {
+	// A loaded machine may stall past every node's timeout at once: an
+	// Extend that reached no node is tried again (it changes nothing then).
+	err := lk.Extend(ctx, time.Second)
+	for try := 0; try < 3 && errors.Is(err, padlock.ErrUnavailable); try++ {
+		err = lk.Extend(ctx, time.Second)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range servers {
