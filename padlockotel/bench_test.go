@@ -22,8 +22,10 @@ import (
 
 // observers are the configurations the benchmarks compare, in one run:
 // none, the slog adapter alone, the OpenTelemetry adapter with metrics
-// only (the tracer provider a no-op), and with every span sampled and
-// exported to memory.
+// only (the tracer provider a no-op), and with every span sampled
+// (AlwaysSample, the SDK's default) and handed to a no-op exporter through
+// a batch processor (otel, as a program would) or a simple one
+// (otel-simple: no batching goroutine to wake for each span).
 func observers(b *testing.B) []struct {
 	name string
 	obs  padlock.Observer
@@ -31,15 +33,21 @@ func observers(b *testing.B) []struct {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	exp := tracetest.NewNoopExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+	simpleTP := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	b.Cleanup(func() {
 		_ = mp.Shutdown(context.Background())
 		_ = tp.Shutdown(context.Background())
+		_ = simpleTP.Shutdown(context.Background())
 	})
 	metricsOnly, err := padlockotel.New(padlockotel.WithMeterProvider(mp), padlockotel.WithTracerProvider(noopTP{}))
 	if err != nil {
 		b.Fatal(err)
 	}
 	full, err := padlockotel.New(padlockotel.WithMeterProvider(mp), padlockotel.WithTracerProvider(tp))
+	if err != nil {
+		b.Fatal(err)
+	}
+	simple, err := padlockotel.New(padlockotel.WithMeterProvider(mp), padlockotel.WithTracerProvider(simpleTP))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,6 +59,7 @@ func observers(b *testing.B) []struct {
 		{"observer=slog", padlockslog.New(slog.New(slog.NewTextHandler(io.Discard, nil)))},
 		{"observer=otel-metrics", metricsOnly},
 		{"observer=otel", full},
+		{"observer=otel-simple", simple},
 	}
 }
 
@@ -96,7 +105,7 @@ func BenchmarkContended(b *testing.B) {
 	srv := redistest.Start(b)
 	ctx := context.Background()
 	for _, ob := range observers(b) {
-		if ob.name == "observer=slog" || ob.name == "observer=otel-metrics" {
+		if ob.name != "observer=none" && ob.name != "observer=otel" {
 			continue
 		}
 		b.Run(ob.name, func(b *testing.B) {
@@ -144,15 +153,17 @@ type noopTP struct{ noop.TracerProvider }
 // taking turns, so that a machine whose load changes during the run slows
 // each alike. The uncontended cycle takes turns cycle by cycle between no
 // observer, the adapter on metrics only and the adapter with every span
-// sampled, and reports each one's time per cycle, the process's CPU time
-// per cycle (every goroutine's: the span processor's and the collector's
+// sampled (batch and simple processor), and reports each one's time per
+// cycle, the process's CPU time per cycle (every goroutine's: the span
+// processor's and the collector's
 // too; a loaded machine stretches wall time far more than CPU time), and
 // the ratios to no observer (otel/none: 1.05 is 5% slower). The contended
 // one takes turns in rounds between no observer and every span sampled.
 func BenchmarkInterleaved(b *testing.B) {
 	srv := redistest.Start(b)
 	ctx := context.Background()
-	var lockers [3]*padlock.Locker // none, otel-metrics, otel
+	names := []string{"none", "otel-metrics", "otel", "otel-simple"}
+	lockers := make([]*padlock.Locker, len(names))
 	for _, ob := range observers(b) {
 		i := 0
 		switch ob.name {
@@ -161,6 +172,8 @@ func BenchmarkInterleaved(b *testing.B) {
 			i = 1
 		case "observer=otel":
 			i = 2
+		case "observer=otel-simple":
+			i = 3
 		default:
 			continue
 		}
@@ -186,21 +199,21 @@ func BenchmarkInterleaved(b *testing.B) {
 		for _, l := range lockers {
 			cycle(l) // warm up: scripts, connections
 		}
-		var spent, cpu [3]time.Duration
+		spent, cpu := make([]time.Duration, len(lockers)), make([]time.Duration, len(lockers))
 		n := 0
 		for b.Loop() {
-			i := n % 3
+			i := n % len(lockers)
 			start, startCPU := time.Now(), cpuTime()
 			cycle(lockers[i])
 			cpu[i] += cpuTime() - startCPU
 			spent[i] += time.Since(start)
 			n++
 		}
-		if n /= 3; n == 0 {
+		if n /= len(lockers); n == 0 {
 			return
 		}
 		per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(n) }
-		for i, name := range []string{"none", "otel-metrics", "otel"} {
+		for i, name := range names {
 			b.ReportMetric(per(spent[i]), "ns/cycle-"+name)
 			b.ReportMetric(per(cpu[i]), "cpu-ns/cycle-"+name)
 			if i > 0 {
