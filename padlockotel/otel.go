@@ -55,6 +55,16 @@
 // Redis commands of the Acquire run in the span's context, so a go-redis
 // tracing hook puts them under it. Outcomes unavailable, closed and
 // invalid set the span's status to Error.
+//
+// # Cost
+//
+// On metrics only, the adapter adds one allocation to an uncontended lock
+// cycle (Acquire and Release, 25 allocations without an observer) and
+// under a µs of CPU, nothing measurable against the cycle's round trips.
+// Every span sampled adds 4 allocations (5 with the simple processor)
+// and a few µs of the SDK's span work, and in BenchmarkInterleaved a
+// cycle of 90-150 µs took 1.14-1.26 times as long; sample spans where
+// that matters. The benchmarks in this package measure it on a machine.
 package padlockotel
 
 import (
