@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/goleak"
 
 	"github.com/padlockgo/padlock"
@@ -316,5 +318,47 @@ func TestNamespaceBound(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestCycleAllocations checks what the events of an uncontended cycle
+// (AcquireStart, AcquireEnd, LockReleased) allocate: the metrics only the
+// context the tracer returns, a sampled span only the SDK's own span,
+// context and snapshot and one attribute slice (namespace and outcome set
+// together at the end). The counts are the SDK's as of this module's
+// version; a new SDK may move them.
+func TestCycleAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	t.Cleanup(func() {
+		_ = mp.Shutdown(context.Background())
+		_ = tp.Shutdown(context.Background())
+	})
+	for _, tc := range []struct {
+		name string
+		tp   trace.TracerProvider
+		want float64
+	}{
+		{"metrics only", noop.NewTracerProvider(), 1},
+		{"every span sampled", tp, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs, err := padlockotel.New(padlockotel.WithMeterProvider(mp), padlockotel.WithTracerProvider(tc.tp))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			got := testing.AllocsPerRun(200, func() {
+				c := obs.AcquireStart(ctx, padlock.AcquireStartEvent{Key: "alloc:1"})
+				obs.AcquireEnd(c, padlock.AcquireEndEvent{Key: "alloc:1", Outcome: padlock.OutcomeAcquired, Attempts: 1, Wait: time.Millisecond, Fence: 1})
+				obs.LockReleased(padlock.LockReleasedEvent{Key: "alloc:1", Fence: 1, Held: time.Millisecond})
+			})
+			if got > tc.want {
+				t.Errorf("got %v allocations per cycle, want at most %v", got, tc.want)
+			}
+		})
 	}
 }
