@@ -550,3 +550,75 @@ func TestHoldNoticeBeforeJoining(t *testing.T) {
 		n.leave(channel, w, false)
 	}
 }
+
+// TestSemaphoreFairChainByNotices runs a fair semaphore under steady
+// contention (16 workers, 4 permits, each worker asking again as soon as
+// it gives its permit back) with the re-check and the retry backoff an
+// hour away, so that only release notices can wake a waiter. Every
+// acquisition must be served, and each at the cost of its busy attempt and
+// the one its notice triggers: a notice that named the wrong waiter, was
+// lost, or woke a waiter that had been dropped from the queue would leave
+// someone asleep until its wait ran out, or cost attempts beyond two.
+func TestSemaphoreFairChainByNotices(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	calls := redistest.CountCommands("evalsha", "eval")
+	rdb.AddHook(calls)
+	l, s := newSemaphore(t, rdb, 4)
+	l.recheck = time.Hour
+	ctx := ctxFor(t)
+	o := Options{Fair: true, Wait: 10 * time.Second, Retry: LinearBackoff(time.Hour)}
+	// Load the scripts first: an EVALSHA that falls back to EVAL counts
+	// twice.
+	lk, err := s.Acquire(ctx, "k", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	calls.Reset()
+	const workers, each = 16, 20
+	var (
+		wg       sync.WaitGroup
+		inside   maxCounter
+		acquired atomic.Int64
+	)
+	for i := range workers {
+		wg.Go(func() {
+			for range each {
+				lk, err := s.Acquire(ctx, "k", o)
+				if err != nil {
+					t.Errorf("worker %d: got %v, want a permit (a waiter no notice woke?)", i, err)
+					return
+				}
+				acquired.Add(1)
+				inside.enter()
+				time.Sleep(time.Millisecond)
+				inside.leave()
+				if err := lk.Release(ctx); err != nil {
+					t.Errorf("worker %d: release: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := inside.max.Load(); got > 4 {
+		t.Errorf("holders at once: got %d, want at most 4", got)
+	}
+	n := acquired.Load()
+	if n != workers*each {
+		t.Fatalf("acquisitions: got %d, want %d", n, workers*each)
+	}
+	// Scripts run: every release, and the attempts. Waiters that went to
+	// sleep before the subscription was confirmed try once more when it
+	// is (at most one each), and a few more wake when a waiter
+	// named twice (the queue shorter than the free permits, at the end)
+	// passes a wake-up on.
+	attempts := calls.Load() - n
+	if limit := 2*n + 2*workers; attempts > limit {
+		t.Errorf("attempts: got %d for %d acquisitions, want at most %d (a busy attempt and a woken one each)", attempts, n, limit)
+	}
+	t.Logf("%d acquisitions, %d attempts", n, attempts)
+}
