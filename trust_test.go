@@ -298,7 +298,21 @@ func TestReplicaAckLostExtend(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The replica's link is up before the master counts its acks: wait
+	// until one write is acknowledged, so that the acquisition below does
+	// not meet a replica still starting to stream.
 	rdb := master.Client(t)
+	for {
+		if err := rdb.Set(ctx, "warm", "1", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := rdb.Do(ctx, "WAIT", 1, 500).Int64(); err == nil && n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica never acknowledged a write")
+		}
+	}
 	l := New(rdb, WithReplicaAck(1, 800*time.Millisecond)) // under the 1s ReadTimeout, with slack for a loaded machine
 	defer l.Close()
 	lk, err := l.Acquire(ctx, "acked", Options{TTL: 10 * time.Second})
