@@ -52,11 +52,11 @@ func (id *lockID) pttler() *script {
 }
 
 // newHoldID returns the identity of a hold of kind on keys (its own key,
-// the slot's fence counter, its queue), whose release sends rel after
-// the token.
-func newHoldID(kind holdKind, keys [3]string, o Options, rel ...any) *lockID {
+// the slot's fence counter, its queue), whose release sends rel0 and
+// rel1 after the token.
+func newHoldID(kind holdKind, keys [3]string, o Options, rel0, rel1 any) *lockID {
 	id := newLockIDKeys(keys, newToken(), o)
-	id.kind, id.rel = kind, rel
+	id.kind, id.rel = kind, &[2]any{rel0, rel1}
 	return id
 }
 
@@ -114,7 +114,7 @@ func (a acked) evalHold(ctx context.Context, which func(*holdScripts) *script, k
 func (s single) releaseHold(ctx context.Context, id *lockID) (bool, error) {
 	args := make([]any, 0, 1+len(id.rel))
 	args = append(args, id.token)
-	args = append(args, id.rel...)
+	args = append(args, id.rel[:]...)
 	sc := s.holds().rwRelease
 	if id.kind == holdPermit {
 		sc = s.holds().semRelease

@@ -39,8 +39,12 @@ type lease struct {
 	id     *lockID
 	holder *Lock // the Lock that holds the lease now
 	renew  bool  // the watchdog extends it while held (not Options.NoRenew)
-	ttl    time.Duration
-	margin func(ttl time.Duration) time.Duration
+	// inFlight belongs to the watchdog's schedule below, but sits beside
+	// renew so that the two share one word: a Lock embeds its lease, and
+	// is allocated once per lock cycle (see TestLockSizeClass).
+	inFlight bool // a renewal is on its way
+	ttl      time.Duration
+	margin   func(ttl time.Duration) time.Duration
 
 	anchor  leaseChange
 	open    []leaseChange // changes that may have run after the anchor
@@ -56,7 +60,6 @@ type lease struct {
 	// The watchdog's schedule.
 	renewAt  time.Time // when the next renewal is due
 	due      time.Time // the watchdog's next event for this lease
-	inFlight bool      // a renewal is on its way
 	renewals int       // renewals confirmed, for observers and Locker.Held
 	wdIndex  int       // position in the watchdog's heap, -1 if absent
 }

@@ -15,8 +15,12 @@ import (
 type Lock struct {
 	// outer is the handle that took the lock in Redis; it is nil on that
 	// handle itself. A reentrant Acquire returns a handle pointing at it.
-	outer    *Lock
-	released atomic.Bool // this handle's Release ran
+	outer *Lock
+	// released and obsState share one word: every lock cycle allocates a
+	// Lock, and a few bytes more would move it up a size class (see
+	// TestLockSizeClass).
+	released atomic.Bool  // this handle's Release ran
+	obsState atomic.Int32 // whether its end is yet to be observed (observer.go)
 
 	locker *Locker
 	key    string
@@ -32,8 +36,7 @@ type Lock struct {
 	lease *lease
 	own   lease
 
-	since    time.Time    // when this holder got the lock
-	obsState atomic.Int32 // whether its end is yet to be observed (observer.go)
+	since time.Time // when this holder got the lock
 
 	mu      sync.Mutex
 	end     error // nil while held; ErrReleased or ErrLockLost after

@@ -10,13 +10,15 @@ type lockID struct {
 	keys  [3]string // the lock key, its slot's fence counter, its fair queue
 	token string
 	ttl   time.Duration // the lease an Acquire (or Resume) asks for, in whole ms as Redis keeps it
-	fair  bool          // Options.Fair: acquire through the queue, release to it
+	// fair and kind share one word, and a hold's rel sits behind a
+	// pointer: every lock cycle allocates a lockID, and a mutex has no rel
+	// to pay for (see TestLockSizeClass).
+	fair bool     // Options.Fair: acquire through the queue, release to it
+	kind holdKind // a mutex (the zero value), or a hold (hold.go)
 	// argv is what the scripts of one deployment (single.go) send for this
 	// lock; only that store reads it.
 	argv scriptArgs
-
-	kind holdKind // a mutex (the zero value), or a hold (hold.go)
-	rel  []any    // a hold's release ARGV after the token
+	rel  *[2]any // a hold's release ARGV after the token; nil for a mutex
 }
 
 func newLockID(ks keyspace, key, token string, o Options) *lockID {
