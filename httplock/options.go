@@ -17,7 +17,7 @@ const DefaultReleaseTimeout = 5 * time.Second
 // one panics there with a message naming it.
 //
 // Every Option applies to both faces, net/http and Gin. Options of other
-// middlewares have types of their own (middleware.IdempotencyOption,
+// middlewares have types of their own (idempotency.Option,
 // decorator.Option), so passing one here does not compile.
 type Option func(*config)
 

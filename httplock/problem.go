@@ -11,7 +11,7 @@ import (
 const ProblemContentType = "application/problem+json"
 
 // Problem is an RFC 9457 problem detail: what Lock, the Gin
-// middleware.Lock and middleware.Idempotency answer instead of running the
+// middleware.Lock and the idempotency middlewares answer instead of running the
 // handler. A Responder may change it before writing it with WriteProblem,
 // or write something else entirely.
 type Problem struct {

@@ -16,7 +16,7 @@ import (
 // handler can still read or bind it. A larger body is an error matching
 // lockkey.ErrBodyTooLarge; one that cannot be read,
 // lockkey.ErrMalformedBody. Middlewares that need the body
-// (middleware.Idempotency fingerprints it) call it.
+// (ginidem.New fingerprints it) call it.
 func ReadBody(c *gin.Context, limit int64) ([]byte, error) {
 	if limit <= 0 {
 		limit = lockkey.DefaultMaxBodyBytes
