@@ -8,13 +8,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/padlockgo/padlock/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
 	// Tests kill and pause servers on purpose; go-redis would log every
 	// failed dial that follows, burying the test output.
 	redis.SetLogger(quiet{})
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, redistest.DialProbe)
 }
 
 type quiet struct{}

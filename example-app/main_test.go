@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	gin.SetMode(gin.TestMode)
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, redistest.DialProbe)
 }
 
 // The API keys of the tests' two callers.

@@ -14,12 +14,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// A go-redis pool whose dial failed (the proxy refuses and resets on
-	// purpose) probes the server from a goroutine that sleeps a second
-	// between tries and ends at the first look after the pool is closed:
-	// up to a second after the test closed its client, longer than goleak
-	// waits.
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+	// The proxy refuses and resets dials on purpose.
+	goleak.VerifyTestMain(m, redistest.DialProbe)
 }
 
 // setup starts a real redis-server, a proxy in front of it, a client

@@ -9,5 +9,5 @@ import (
 // TestMain fails the run if a test leaves a goroutine behind: the clock of
 // the fallback, a process waiter, or a client the harness should have closed.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, DialProbe)
 }
