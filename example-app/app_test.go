@@ -509,7 +509,7 @@ func TestEmbeddedRedisNotices(t *testing.T) {
 	}
 	wg.Wait()
 	// Without the notice the waiter would sleep until its 1s re-check.
-	if d := (<-got).Sub(released); d > 300*time.Millisecond {
+	if d := (<-got).Sub(released); d > 700*time.Millisecond {
 		t.Fatalf("waiter got the lock %v after the release, want it at once (woken by the notice)", d)
 	}
 }
