@@ -76,8 +76,8 @@ type NotAcquiredError struct {
 	// Attempts is how many acquisition attempts reached Redis.
 	Attempts int
 	// Holder is the holder's Options.Owner as last seen, when it set one
-	// ("" otherwise, and on a Redlock Locker, whose nodes do not report
-	// it).
+	// ("" otherwise). On a Redlock Locker it is the owner most of the
+	// busy nodes name.
 	Holder string
 
 	cause error // ctx.Err() or the last Redis error, if any

@@ -78,6 +78,36 @@ func TestOwner(t *testing.T) {
 	}
 }
 
+// TestRedlockOwner checks that a Redlock holder's Options.Owner reaches
+// whoever finds the key busy, named by the busy nodes' votes, and that a
+// holder without one is named by none.
+func TestRedlockOwner(t *testing.T) {
+	t.Parallel()
+	l, servers := startRedlock(t, 3)
+	other := redlockOn(t, servers)
+	awaitVotes(t, other)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	lk := mustAcquire(t, l, ctx, key, padlock.Options{Owner: "host=web-2 pid=9"})
+	for _, o := range []padlock.Options{{}, {Wait: 100 * time.Millisecond}} {
+		_, err := other.Acquire(ctx, key, o)
+		if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != "host=web-2 pid=9" {
+			t.Errorf("busy (Wait %v): got %v (holder %q), want holder %q", o.Wait, err, holder(na), "host=web-2 pid=9")
+		}
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+
+	lk = mustAcquire(t, l, ctx, key, padlock.Options{})
+	defer lk.Release(ctx)
+	_, err := other.Acquire(ctx, key, padlock.Options{})
+	if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != "" {
+		t.Errorf("busy without an owner: got %v (holder %q), want none", err, holder(na))
+	}
+}
+
 func holder(na *padlock.NotAcquiredError) string {
 	if na == nil {
 		return "<no NotAcquiredError>"

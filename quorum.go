@@ -73,7 +73,7 @@ func (q *quorum) acquire(ctx context.Context, id *lockID, _ *attempt) (grant, er
 		e.late = fmt.Sprintf("after %v, beyond the %v the lease of %v leaves", elapsed.Round(time.Millisecond), valid, ttl)
 		return grant{}, withCause(ctx, e)
 	case t.no > len(q.nodes)-q.need:
-		return grant{holderTTL: q.holderTTL(votes, t.no)}, nil
+		return grant{holderTTL: q.holderTTL(votes, t.no), holder: holderOf(votes)}, nil
 	}
 	return grant{}, withCause(ctx, q.failure("acquire", votes))
 }
@@ -93,12 +93,12 @@ func (q *quorum) undo(ctx context.Context, id *lockID, votes []vote) {
 // acquire asks n to grant the lock to id.
 func (n *node) acquire(ctx context.Context, id *lockID) vote {
 	sent := time.Now()
-	r, err := redlockAcquireScript.run(ctx, n.client, 0, id.keys[:1], id.argv[:]...).Int64()
+	g, err := grantOf(redlockAcquireScript.run(ctx, n.client, 0, id.keys[:1], id.argv[:]...).Result())
 	switch {
 	case err != nil:
 		return vote{err: n.wrap(err)}
-	case r < 0:
-		return vote{busy: true, holderTTL: time.Duration(-1-r) * time.Millisecond}
+	case g.first == 0:
+		return vote{busy: true, holderTTL: g.holderTTL, holder: g.holder}
 	}
 	v, err := n.guard.counts(ctx, n.client, sent)
 	if err != nil {

@@ -47,6 +47,29 @@ func TestQuorumHolderTTL(t *testing.T) {
 	}
 }
 
+func TestQuorumHolderOf(t *testing.T) {
+	busy := func(owner string) vote { return vote{busy: true, holder: owner} }
+	tests := []struct {
+		name  string
+		votes []vote
+		want  string
+	}{
+		{"every busy node names it", []vote{busy("a"), busy("a"), {yes: true}}, "a"},
+		{"the most busy nodes name it", []vote{busy("b"), busy("a"), busy("a"), busy("b"), busy("a")}, "a"},
+		{"a tie: the first named", []vote{busy("b"), busy(""), busy("a"), {err: errors.New("down")}}, "b"},
+		{"unnamed holders do not outvote a named one", []vote{busy(""), busy(""), busy("a")}, "a"},
+		{"only votes of busy nodes count", []vote{{yes: true, holder: "x"}, {yes: true, holder: "x"}, busy("a")}, "a"},
+		{"nobody named", []vote{busy(""), busy(""), {yes: true}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := holderOf(tt.votes); got != tt.want {
+				t.Errorf("holderOf = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestQuorumDecide(t *testing.T) {
 	yes, no, down := vote{yes: true}, vote{}, vote{err: errors.New("down")}
 	tests := []struct {

@@ -61,7 +61,7 @@ func TestRedlockBusy(t *testing.T) {
 	ctx := ctxFor(t)
 	key := testKey(t)
 
-	holder := mustAcquire(t, l, ctx, key, padlock.Options{TTL: 3 * time.Second})
+	holder := mustAcquire(t, l, ctx, key, padlock.Options{TTL: time.Second}) // the max lease of these tests
 	defer holder.Release(ctx)
 	if got := holder.Fence(); got != 0 {
 		t.Errorf("Fence() = %d on a Redlock Locker, want 0 (no monotonic fence without consensus)", got)
@@ -70,13 +70,13 @@ func TestRedlockBusy(t *testing.T) {
 	if !errors.Is(err, padlock.ErrNotAcquired) || errors.Is(err, padlock.ErrUnavailable) {
 		t.Fatalf("Acquire of a held key: got %v, want ErrNotAcquired and not ErrUnavailable", err)
 	}
-	// Slack for a loaded machine: the lease may run down a second
-	// between the acquisition and these checks.
-	if d, ok := padlock.RetryAfter(err); !ok || d <= 2*time.Second || d > 3*time.Second {
-		t.Errorf("RetryAfter = %v, %v; want the holder's remaining lease, about 3s", d, ok)
+	// Slack for a loaded machine: the lease may run down 700ms between
+	// the acquisition and these checks.
+	if d, ok := padlock.RetryAfter(err); !ok || d <= 300*time.Millisecond || d > time.Second {
+		t.Errorf("RetryAfter = %v, %v; want the holder's remaining lease, about 1s", d, ok)
 	}
-	if d, err := holder.TTL(ctx); err != nil || d <= 2*time.Second || d > 3*time.Second {
-		t.Errorf("TTL() = %v, %v; want about 3s", d, err)
+	if d, err := holder.TTL(ctx); err != nil || d <= 300*time.Millisecond || d > time.Second {
+		t.Errorf("TTL() = %v, %v; want about 1s", d, err)
 	}
 }
 

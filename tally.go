@@ -16,6 +16,7 @@ type vote struct {
 	restarting bool          // granted, but by a node too recently (re)started to count
 	busy       bool          // someone else holds the lock there (acquire)
 	holderTTL  time.Duration // the other holder's lease there, when busy; until the node votes, when restarting
+	holder     string        // the other holder's Options.Owner there, when busy and it set one
 	err        error         // no answer, or an error reply
 	why        error         // restarting under WithPersistentNodes: why the rule applies all the same
 }
@@ -87,6 +88,28 @@ func (q *quorum) failure(op string, votes []vote) *QuorumError {
 		e.Nodes[i] = r
 	}
 	return e
+}
+
+// holderOf returns the Options.Owner most busy nodes name ("" when none
+// does; the first named of those tied). Nodes may name different holders:
+// one whose lock half the nodes still keep, and one who took the others.
+func holderOf(votes []vote) string {
+	best, most := "", 0
+	for i, v := range votes {
+		if !v.busy || v.holder == "" {
+			continue
+		}
+		n := 0
+		for _, w := range votes[i:] {
+			if w.busy && w.holder == v.holder {
+				n++
+			}
+		}
+		if n > most {
+			best, most = v.holder, n
+		}
+	}
+	return best
 }
 
 // holderTTL returns how long until enough of the busy nodes' leases end

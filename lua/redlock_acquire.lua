@@ -1,13 +1,16 @@
 -- KEYS[1] lock key
 -- ARGV[1] owner token, ARGV[2] lease in milliseconds
 -- Returns 1 when the token now holds the lock with that lease, or
--- -1 - (the holder's remaining lease in ms) when someone else holds it.
+-- -1 - (the holder's remaining lease in ms) when someone else holds it,
+-- as {-1 - lease, the holder's value} when that names an owner ('~', see
+-- acquire.lua).
 -- Redlock's one-node vote: unlike acquire.lua it keeps no fence counter,
 -- since counters on independent nodes give no fence worth having.
 if redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
   return 1
 end
-if redis.call('get', KEYS[1]) == ARGV[1] then
+local v = redis.call('get', KEYS[1])
+if v == ARGV[1] then
   -- An earlier attempt of the same Acquire got this vote but its reply
   -- was lost: vote again, with a fresh lease.
   redis.call('pexpire', KEYS[1], ARGV[2])
@@ -15,4 +18,7 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
 end
 local pttl = redis.call('pttl', KEYS[1])
 if pttl < 0 then pttl = 0 end
+if v and string.find(v, '~', 1, true) then
+  return {-1 - pttl, v}
+end
 return -1 - pttl
