@@ -315,3 +315,30 @@ func TestElectionLeaderGoneWithItsLease(t *testing.T) {
 		t.Errorf("Leader() after the lease ran out = %+v, %v; want ErrNoLeader", ld, err)
 	}
 }
+
+// TestElectionOwnerWithColons: an Options.Owner may hold colons, which
+// the leader record also uses between its fields; the leader is still
+// read as in office, and resigns.
+func TestElectionOwnerWithColons(t *testing.T) {
+	l1, _, _ := startLocker(t)
+	l2 := New(l1.notifier.client)
+	t.Cleanup(func() { l2.Close() })
+	ctx := ctxFor(t)
+	term, err := l1.Election("svc", Options{Owner: "host=web:3 pid=7"}).Campaign(ctx, "a:b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := l2.Election("svc", Options{})
+	if ld, err := e.Leader(ctx); err != nil || ld.Value != "a:b" || ld.Fence != term.Fence() {
+		t.Fatalf("Leader() = %+v, %v; want a:b with fence %d", ld, err, term.Fence())
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	if ld, err := e.Leader(ctx); !errors.Is(err, ErrNoLeader) {
+		t.Errorf("Leader() after Resign = %+v, %v; want ErrNoLeader", ld, err)
+	}
+	if n, err := l1.notifier.client.Exists(ctx, l1.keys.lock("svc")+":leader").Result(); err != nil || n != 0 {
+		t.Errorf("leader record after Resign: exists %d, %v; want it deleted", n, err)
+	}
+}

@@ -3,15 +3,20 @@
 -- token that holds the lock. Returns nil when there is none: the lock is
 -- free (its holder resigned, or its lease ran out), or its holder has not
 -- recorded itself yet and the record is a former leader's.
+-- The record is "<fence>:<token>:<value>"; a token may hold colons (its
+-- Options.Owner part), so the token is matched whole, not split at ':'.
 local v = redis.call('get', KEYS[1])
 local r = redis.call('get', KEYS[2])
 if not v or not r then
   return false
 end
+-- (A waiter may have marked the token with '*', see acquire.lua.)
+if string.sub(v, -1) == '*' then
+  v = string.sub(v, 1, -2)
+end
 local a = string.find(r, ':', 1, true)
-local b = string.find(r, ':', a + 1, true)
-local tok = string.sub(r, a + 1, b - 1)
-if v ~= tok and v ~= tok .. '*' then
+local b = a + #v + 1
+if string.sub(r, a + 1, b - 1) ~= v or string.sub(r, b, b) ~= ':' then
   return false
 end
 return {string.sub(r, 1, a - 1), string.sub(r, b + 1)}
