@@ -69,7 +69,9 @@ func startMain(t *testing.T, env ...string) *appProcess {
 // startMainCmd is startMain running cmd, which must run the test binary.
 func startMainCmd(t *testing.T, cmd *exec.Cmd, env ...string) *appProcess {
 	t.Helper()
-	cmd.Env = append(os.Environ(), append([]string{mainEnv + "=1", "ADDR=127.0.0.1:0", "LOG_FORMAT=json"}, env...)...)
+	// Ports of the system's choosing, so that no other process on the
+	// machine (another test binary) holds them; env may override.
+	cmd.Env = append(os.Environ(), append([]string{mainEnv + "=1", "ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0", "LOG_FORMAT=json"}, env...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -88,6 +88,11 @@ func (c *Cluster) attachReplicas(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", r.Addr(), err)
 		}
 	}
+	for _, m := range c.nodes {
+		if err := awaitOnline(ctx, m, c.perMaster); err != nil {
+			return fmt.Errorf("%s: %w", m.Addr(), err)
+		}
+	}
 	return nil
 }
 

@@ -66,6 +66,9 @@ func StartSentinel(t testing.TB, n int) *SentinelSetup {
 	if err := awaitReplication(ctx, replica); err != nil {
 		t.Fatalf("redistest: replica %s of %s: %v", replica.Addr(), master.Addr(), err)
 	}
+	if err := awaitOnline(ctx, master, 1); err != nil {
+		t.Fatalf("redistest: replica %s of %s: %v", replica.Addr(), master.Addr(), err)
+	}
 
 	conf := fmt.Sprintf("sentinel monitor %s %s %s %d\n"+
 		"sentinel down-after-milliseconds %s %d\n"+
@@ -107,6 +110,22 @@ func awaitReplication(ctx context.Context, replica *Server) error {
 		last = info
 		return infoHas(info, want)
 	}, func() string { return "not in sync; INFO replication:\n" + last })
+}
+
+// awaitOnline waits until master counts n replicas online, those whose
+// acks WAIT counts. The replica's side of the link is up a little before
+// the master's: a write in between would wait for an ack that a replica
+// still catching up does not send in time.
+func awaitOnline(ctx context.Context, master *Server, n int) error {
+	rdb := redis.NewClient(master.Options())
+	defer rdb.Close()
+	var got int64
+	var last error
+	return poll(ctx, func() bool {
+		// WAIT with no write of its own counts the replicas online.
+		got, last = rdb.Do(ctx, "WAIT", n, 50).Int64()
+		return last == nil && got >= int64(n)
+	}, func() string { return fmt.Sprintf("the master counts %d of %d replicas online (%v)", got, n, last) })
 }
 
 // awaitSentinels waits until every sentinel names the master, sees the
