@@ -53,9 +53,13 @@ func (id *lockID) pttler() *script {
 
 // newHoldID returns the identity of a hold of kind on keys (its own key,
 // the slot's fence counter, its queue), whose release sends rel0 and
-// rel1 after the token.
+// rel1 after the token. Its token names o.Owner, as a mutex's does.
 func newHoldID(kind holdKind, keys [3]string, o Options, rel0, rel1 any) *lockID {
-	id := newLockIDKeys(keys, newToken(), o)
+	token := newToken()
+	if o.Owner != "" {
+		token += ownerSep + o.Owner // see Options.Owner
+	}
+	id := newLockIDKeys(keys, token, o)
 	id.kind, id.rel = kind, &[2]any{rel0, rel1}
 	return id
 }

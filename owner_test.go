@@ -114,3 +114,54 @@ func holder(na *padlock.NotAcquiredError) string {
 	}
 	return na.Holder
 }
+
+// TestHoldOwner checks that semaphore permits and read and write holds
+// carry their Options.Owner, as a mutex does: Held and the token name it,
+// and the hold is renewed and given back as any.
+func TestHoldOwner(t *testing.T) {
+	l, _, _ := newLocker(t, padlock.WithDefaults(padlock.Options{Owner: "host=web-1 pid=7"}))
+	ctx := ctxFor(t)
+	key := testKey(t)
+	sem, err := l.Semaphore(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		acquire func(o padlock.Options) (*padlock.Lock, error)
+	}{
+		{"permit", func(o padlock.Options) (*padlock.Lock, error) { return sem.Acquire(ctx, key+":sem", o) }},
+		{"fair permit", func(o padlock.Options) (*padlock.Lock, error) {
+			o.Fair = true
+			return sem.Acquire(ctx, key+":fair", o)
+		}},
+		{"read", func(o padlock.Options) (*padlock.Lock, error) { return l.AcquireRead(ctx, key+":rw", o) }},
+		{"write", func(o padlock.Options) (*padlock.Lock, error) { return l.AcquireWrite(ctx, key+":rw", o) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, want := range []string{"host=web-1 pid=7", "host=web-1 pid=7 req=a:b"} {
+				o := padlock.Options{TTL: 600 * time.Millisecond}
+				if want != "host=web-1 pid=7" {
+					o.Owner = want
+				}
+				lk, err := tc.acquire(o)
+				if err != nil {
+					t.Fatalf("acquire: %v", err)
+				}
+				if !strings.HasSuffix(lk.Token(), "~"+want) {
+					t.Errorf("Token: got %q, want it to end with ~%s", lk.Token(), want)
+				}
+				if h := l.Held(); len(h) != 1 || h[0].Owner != want {
+					t.Errorf("Held: got %+v, want one hold, owner %q", h, want)
+				}
+				time.Sleep(700 * time.Millisecond)
+				if err := lk.Err(); err != nil {
+					t.Fatalf("after a lease: got %v, want the hold renewed", err)
+				}
+				if err := lk.Release(ctx); err != nil {
+					t.Fatalf("Release: %v", err)
+				}
+			}
+		})
+	}
+}
