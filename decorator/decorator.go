@@ -72,7 +72,13 @@ func Do(ctx context.Context, l *padlock.Locker, key string, o padlock.Options, f
 	if l == nil || fn == nil {
 		return fmt.Errorf("%w: decorator: Do: nil Locker or fn", padlock.ErrInvalid)
 	}
-	cfg, err := newConfig("Do", opts)
+	return do(ctx, "Do", l, key, o, fn, opts)
+}
+
+// do is Do and DoPermit once their arguments are checked: name is the
+// caller's, for errors.
+func do(ctx context.Context, name string, l acquirer, key string, o padlock.Options, fn func(context.Context) error, opts []Option) error {
+	cfg, err := newConfig(name, opts)
 	if err != nil {
 		return fmt.Errorf("%w: %w", padlock.ErrInvalid, err)
 	}

@@ -49,10 +49,5 @@ func DoPermit(ctx context.Context, s *padlock.Semaphore, key string, o padlock.O
 	if s == nil || fn == nil {
 		return fmt.Errorf("%w: decorator: DoPermit: nil Semaphore or fn", padlock.ErrInvalid)
 	}
-	cfg, err := newConfig("DoPermit", opts)
-	if err != nil {
-		return fmt.Errorf("%w: %w", padlock.ErrInvalid, err)
-	}
-	_, err = run(ctx, s, key, o, cfg, callDo, fn)
-	return err
+	return do(ctx, "DoPermit", s, key, o, fn, opts)
 }
