@@ -75,7 +75,7 @@ func (l *Locker) acquire(ctx context.Context, key string, o Options, began time.
 		}
 		return lk, err
 	}
-	a := &acquisition{l: l, key: key, o: o, id: id, began: began, deadline: began.Add(o.Wait)}
+	a := &acquisition{l: l, key: key, o: o, id: id, began: began, pacing: pacing{deadline: began.Add(o.Wait)}}
 	lk, err := a.wait(ctx)
 	if st != nil {
 		st.tries, st.waited = a.tries, a.w != nil
@@ -100,27 +100,18 @@ const (
 
 // acquisition is one call of Acquire and what its attempts have seen.
 type acquisition struct {
-	l        *Locker
-	key      string
-	o        Options
-	id       *lockID
-	began    time.Time // when Acquire was called
-	deadline time.Time // zero: a single attempt
+	l      *Locker
+	key    string
+	o      Options
+	id     *lockID
+	began  time.Time // when Acquire was called
+	pacing           // what the attempts have seen; deadline, zero for a single attempt
 
-	at        attempt   // what the next attempt of a waiting Acquire sends
-	w         *waiter   // this Acquire in its Locker's line, once it joined
-	tries     int       // attempts made
-	liveAtTry bool      // notices for the key arrived when the last attempt was sent
-	polling   bool      // when observed: NoticesUnavailable was told (beside liveAtTry: no padding)
-	retryAt   time.Time // when o.Retry lets the next attempt go, short of a notice
-	queued    bool      // Fair: Redis confirmed this waiter is queued
-	answered  int       // attempts Redis answered (busy)
-	holderTTL time.Duration
-	seenAt    time.Time // when holderTTL, the holder's remaining lease, was seen
-	holder    string    // the holder's Options.Owner, as last seen
-	lastErr   error     // the last attempt's error, if Redis failed it
-	failed    int       // attempts in a row that Redis failed
-	failedAt  time.Time // when the first of them was sent
+	at        attempt // what the next attempt of a waiting Acquire sends
+	w         *waiter // this Acquire in its Locker's line, once it joined
+	liveAtTry bool    // notices for the key arrived when the last attempt was sent
+	polling   bool    // when observed: NoticesUnavailable was told (beside liveAtTry: no padding)
+	queued    bool    // Fair: Redis confirmed this waiter is queued
 }
 
 // try makes one attempt: at nil for a single attempt, &a.at for one of a
@@ -233,35 +224,14 @@ func unanswered(err error) bool {
 // Acquire may try again: it returns the error that ends it, or nil, having
 // set when the retry strategy lets the next attempt go.
 func (a *acquisition) next(ctx context.Context) error {
-	switch {
-	case a.deadline.IsZero() || ctx.Err() != nil || !time.Now().Before(a.deadline):
-		return a.failure(ctx)
-	case a.failed >= unreachableAttempts || a.failed > 0 && time.Since(a.failedAt) >= unreachableAfter:
+	if !a.mayRetry(ctx, a.o.Retry) {
 		return a.failure(ctx)
 	}
-	b := a.o.Retry.NextBackoff(a.tries - 1)
-	if b < 0 {
-		return a.failure(ctx)
-	}
-	a.retryAt = time.Now().Add(b)
 	return nil
 }
 
 // failure is the error of an Acquire that did not get the lock.
-func (a *acquisition) failure(ctx context.Context) error {
-	if ctx.Err() == nil && a.lastErr != nil {
-		return unavailable("acquire", a.lastErr)
-	}
-	holderTTL := a.holderTTL
-	if holderTTL > 0 {
-		holderTTL = max(holderTTL-time.Since(a.seenAt), time.Millisecond)
-	}
-	var cause error
-	if ctx.Err() != nil {
-		cause = context.Cause(ctx)
-	}
-	return &NotAcquiredError{Key: a.key, RetryAfter: holderTTL, Attempts: a.answered, Holder: a.holder, cause: cause}
-}
+func (a *acquisition) failure(ctx context.Context) error { return a.notAcquired(ctx, a.key) }
 
 // wait is Acquire with a wait budget. It runs as a mutex's Lock does: try;
 // while the key is busy, wait for a turn (waitTurn) and try again. Every

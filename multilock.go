@@ -153,24 +153,15 @@ func (l *Locker) holds(ctx context.Context, key string) bool {
 // multiAcquisition is one call of AcquireAll and what its attempts have
 // seen.
 type multiAcquisition struct {
-	l        *Locker
-	o        Options
-	keys     []string
-	ids      []*lockID // ids[i] names keys[i]'s lock
-	groups   [][]int   // indexes into keys, per hash slot, in slot order
-	slots    slotStore // nil: take the keys one by one through l.store
-	began    time.Time
-	deadline time.Time // zero: a single attempt
-
-	tries     int
-	answered  int
-	busy      int // the index of the key found busy last, -1 if none
-	holderTTL time.Duration
-	seenAt    time.Time
-	lastErr   error
-	failed    int
-	failedAt  time.Time
-	retryAt   time.Time
+	l      *Locker
+	o      Options
+	keys   []string
+	ids    []*lockID // ids[i] names keys[i]'s lock
+	groups [][]int   // indexes into keys, per hash slot, in slot order
+	slots  slotStore // nil: take the keys one by one through l.store
+	began  time.Time
+	pacing     // what the attempts have seen; deadline, zero for a single attempt
+	busy   int // the index of the key found busy last, -1 if none
 
 	// The Locker's line for the key found busy, while waiting for it.
 	w         *waiter
@@ -391,39 +382,20 @@ func (l *Locker) releaseGroup(ctx context.Context, slots slotStore, ids []*lockI
 
 // next is acquisition.next for AcquireAll.
 func (a *multiAcquisition) next(ctx context.Context) error {
-	switch {
-	case a.deadline.IsZero() || ctx.Err() != nil || !time.Now().Before(a.deadline):
-		return a.failure(ctx)
-	case a.failed >= unreachableAttempts || a.failed > 0 && time.Since(a.failedAt) >= unreachableAfter:
+	if !a.mayRetry(ctx, a.o.Retry) {
 		return a.failure(ctx)
 	}
-	b := a.o.Retry.NextBackoff(a.tries - 1)
-	if b < 0 {
-		return a.failure(ctx)
-	}
-	a.retryAt = time.Now().Add(b)
 	return nil
 }
 
 // failure is the error of an AcquireAll that did not get the keys: it
 // names the key found busy last.
 func (a *multiAcquisition) failure(ctx context.Context) error {
-	if ctx.Err() == nil && a.lastErr != nil {
-		return unavailable("acquire", a.lastErr)
-	}
-	holderTTL := a.holderTTL
-	if holderTTL > 0 {
-		holderTTL = max(holderTTL-time.Since(a.seenAt), time.Millisecond)
-	}
-	var cause error
-	if ctx.Err() != nil {
-		cause = context.Cause(ctx)
-	}
 	key := a.keys[0]
 	if a.busy >= 0 {
 		key = a.keys[a.busy]
 	}
-	return &NotAcquiredError{Key: key, RetryAfter: holderTTL, Attempts: a.answered, cause: cause}
+	return a.notAcquired(ctx, key)
 }
 
 // line puts the acquisition in the Locker's line for the key found busy,

@@ -203,7 +203,7 @@ func TestCalledOffWaiterPassesHandedLockOn(t *testing.T) {
 	handedLock.fenceEnd = handedLock.fence + 5
 
 	// The waiter it is handed to, first in line, and one behind it.
-	a := &acquisition{l: l, key: key, o: o.withDefaults(l.defaults), deadline: time.Now().Add(o.Wait)}
+	a := &acquisition{l: l, key: key, o: o.withDefaults(l.defaults), pacing: pacing{deadline: time.Now().Add(o.Wait)}}
 	a.id = newLockID(l.keys, key, newToken(), a.o)
 	a.w = l.notifier.join(ctx, a.id.lockKey(), a)
 	next := make(chan *Lock, 1)
