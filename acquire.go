@@ -76,6 +76,9 @@ func (l *Locker) acquire(ctx context.Context, key string, o Options, began time.
 		return lk, err
 	}
 	a := &acquisition{l: l, key: key, o: o, id: id, began: began, pacing: pacing{deadline: began.Add(o.Wait)}}
+	if o.Fair {
+		a.at.place = newToken()
+	}
 	lk, err := a.wait(ctx)
 	if st != nil {
 		st.tries, st.waited = a.tries, a.w != nil
@@ -161,14 +164,14 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 			// The attempt may have taken the lock before its reply was
 			// lost: don't leave it blocking others for a whole lease.
 			a.l.cleanup(ctx, a.id)
-			if !a.o.Fair {
-				// And it, or that clean-up, may yet run late, after a later
-				// attempt took the lock: with the same token it would reset
-				// or delete that lock behind the holder's back. A new token
-				// makes them strangers to it. (A fair waiter's token is its
-				// place in the queue, which it keeps.)
-				a.id = newLockID(a.l.keys, a.key, newToken(), a.o)
-			}
+			// And it, or that clean-up, may yet run late, after a later
+			// attempt took the lock: with the same token it would reset
+			// or delete that lock behind the holder's back. Every attempt
+			// is a grant of its own: a new token makes them strangers to
+			// it. (A fair waiter keeps its place, which is not a token; a
+			// grant took it off the queue, so it asks to join again.)
+			a.id = newLockID(a.l.keys, a.key, newToken(), a.o)
+			a.queued = false
 		}
 	}
 	if obs := a.l.cfg.observer; obs != nil {
@@ -260,7 +263,7 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 		n.leave(channel, a.w, lk != nil)
 	}
 	if a.o.Fair && lk == nil {
-		a.l.leaveQueue(ctx, a.id) // any attempt may have queued it
+		a.l.leaveQueue(ctx, a.id, a.at.place) // any attempt may have queued it
 	}
 	return lk, err
 }
@@ -375,8 +378,9 @@ func (a *acquisition) sleep(first, live bool) time.Duration {
 	return min(d, max(time.Until(a.retryAt), 0))
 }
 
-func (l *Locker) leaveQueue(ctx context.Context, id *lockID) {
+// leaveQueue takes a waiter queued as place out of the queue of id's key.
+func (l *Locker) leaveQueue(ctx context.Context, id *lockID, place string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_ = l.store.leaveQueue(ctx, id)
+	_ = l.store.leaveQueue(ctx, id, place)
 }

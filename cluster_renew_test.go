@@ -205,7 +205,7 @@ func TestClusterRenewSettlesEachMaster(t *testing.T) {
 	var ids []*lockID
 	for _, k := range []string{keys[0][0], keys[0][1], keys[1][0], keys[1][1]} {
 		id := newLockID(ks, k, newToken(), Options{TTL: time.Minute})
-		if err := cc.Set(ctx, id.lockKey(), id.token, time.Minute).Err(); err != nil {
+		if err := cc.Set(ctx, id.lockKey(), id.token+"|0", time.Minute).Err(); err != nil {
 			t.Fatalf("SET %s: %v", id.lockKey(), err)
 		}
 		ids = append(ids, id)

@@ -35,8 +35,8 @@ var (
 	resignLua    string
 	resignScript = newScript(resignLua)
 
-	electPlain   = newScript(electLua)
-	electSharded = newScript(strings.ReplaceAll(electLua, "redis.pcall('publish'", "redis.pcall('spublish'"))
+	electPlain   = newScript(grantLua + electLua)
+	electSharded = newScript(grantLua + strings.ReplaceAll(electLua, "redis.pcall('publish'", "redis.pcall('spublish'"))
 )
 
 // ErrNoLeader reports that an election has no leader in office.
@@ -169,7 +169,7 @@ func (t *Term) record(ctx context.Context, value string) error {
 	case err != nil:
 		return unavailable("campaign", err)
 	case n != 1:
-		t.lock.locker.watchdog.gone(t.lock.lease)
+		t.lock.locker.watchdog.gone(t.lock.lease, t.lock.id)
 		return ErrNotHeld
 	}
 	return nil

@@ -19,6 +19,8 @@ var (
 	RedlockOn    = redlockOn
 	AwaitVotes   = awaitVotes
 	ClusterKeys  = clusterKeys
+	// StoredToken is the grant token a lock key's value names.
+	StoredToken = tokenOf
 )
 
 // The Redlock tests' timings (helpers_test.go).

@@ -60,59 +60,65 @@ type giveBack struct {
 // other Lockers want the key, and with a notice, when local waiters wait
 // for one.
 //
-// A lock is handed on only after Redis confirmed, by a command sent once
-// the release began, that the token still holds it: handOff returns
-// unconfirmed, with mayConfirm, and the releasing caller confirms the lease
-// with one round trip (resetting it, as a renewal does) and asks again. So
-// a lock Redis lost meanwhile (a restart without persistence, a failover,
-// an eviction) is never passed on: the confirmation finds the token gone,
-// and the lock is lost instead. The confirmation must also be sent after
-// the waiter asked for the lock, so that nobody else can have taken the
-// key between its asking and its getting it, and its fence is above that of
-// every lock whose Acquire returned before it asked.
-func (l *Locker) handOff(lk *Lock, releasing time.Time, mayConfirm bool) (handed bool, g giveBack, unconfirmed bool) {
+// A hand-off is a grant of its own, with a token of its own: called with
+// next nil, handOff returns, when a waiter could take the lock, the
+// identity of that grant in next, and the releasing caller moves the lock
+// in Redis from lk's token to next's with one round trip (Locker.rename)
+// and asks again, with next. That round trip is also what confirms that
+// Redis still holds the lock: a lock Redis lost meanwhile (a restart
+// without persistence, a failover, an eviction) is never passed on, since
+// the rename finds the token gone and the lock is lost instead. It must be
+// sent after the waiter asked for the lock, so that nobody else can have
+// taken the key between its asking and its getting it, and its fence is
+// above that of every lock whose Acquire returned before it asked; a
+// waiter that came after it is not handed the lock, which then goes back
+// to Redis under next's token.
+func (l *Locker) handOff(lk *Lock, releasing time.Time, next *lockID) (handed bool, g giveBack, rename *lockID) {
 	n := l.notifier
 	if n.waited.Load() == 0 {
 		// Nobody waits here. A waiter that joins now tried the key first
 		// and marked it, so the release still tells it.
-		return false, g, false
+		return false, g, nil
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	kw := n.keys[lk.id.lockKey()]
 	if kw == nil || len(kw.waiters) == 0 {
-		return false, g, false
+		return false, g, nil
 	}
 	g.notify = true
 	if l.cfg.redlock || lk.id.fair || !lk.lease.renew {
-		return false, g, false
+		return false, g, nil
 	}
 	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.a.o.Fair && !w.a.o.NoRenew && lk.Err() == nil {
-		// Confirmed after the release began, and after the waiter asked.
-		since := releasing
-		if w.a.began.After(since) {
-			since = w.a.began
-		}
-		next, unconfirmed := l.watchdog.handOver(lk, w.a.o.TTL, since, func() *Lock {
-			return &Lock{locker: l, key: w.a.key, id: lk.id, fence: lk.fence + 1, fenceEnd: lk.fenceEnd, since: time.Now()}
-		})
-		if next != nil {
-			// The releasing handle ends before the next holder wakes: from
-			// then on its Err, Extend, TTL and contexts say it let go.
-			lk.finish(ErrReleased)
-			w.handed, w.parked = next, false
-			w.signal()
-			return true, g, false
-		}
-		if unconfirmed && mayConfirm {
-			return false, g, true
+		if next == nil {
+			if l.watchdog.canHandOver(lk, w.a.o.TTL) {
+				return false, g, lockIDOn(lk.id.keys, newToken(), w.a.o)
+			}
+		} else {
+			// Renamed after the release began, and after the waiter asked.
+			since := releasing
+			if w.a.began.After(since) {
+				since = w.a.began
+			}
+			if nl := l.watchdog.handOver(lk, next, w.a.o.TTL, since, func() *Lock {
+				return &Lock{locker: l, key: w.a.key, id: next, fence: lk.fence + 1, fenceEnd: lk.fenceEnd, since: time.Now()}
+			}); nl != nil {
+				// The releasing handle ends before the next holder wakes:
+				// from then on its Err, Extend, TTL and contexts say it let
+				// go.
+				lk.finish(ErrReleased)
+				w.handed, w.parked = nl, false
+				w.signal()
+				return true, g, nil
+			}
 		}
 	}
 	if to := nextInTurn(l.id, kw.wanters, time.Now().Add(-2*l.recheck)); to != "" {
 		g.yieldTo, g.window = to, l.yield
 	}
 	clear(kw.wanters)
-	return false, g, false
+	return false, g, nil
 }
 
 // nextInTurn returns the id among wanters that asked since fresh and

@@ -122,7 +122,7 @@ func TestHandOffWithinLocker(t *testing.T) {
 		if h.lk.Err() != nil {
 			t.Fatalf("handed lock: Err() = %v", h.lk.Err())
 		}
-		if v, err := check.Get(ctx, lockKey).Result(); err != nil || v != h.lk.Token() {
+		if v, err := check.Get(ctx, lockKey).Result(); err != nil || tokenOf(v) != h.lk.Token() {
 			t.Fatalf("lock key holds %q (%v), want the handed lock's token", v, err)
 		}
 		prev = h.lk
@@ -179,7 +179,7 @@ func TestHandOffBlockRunsOut(t *testing.T) {
 		return
 	}
 	defer h.lk.Release(ctx)
-	if h.lk.Token() == holder.Token() {
+	if h.lk.lease == holder.lease { // handed on: the lease moved with it
 		t.Fatal("the lock was handed on without a fence reserved for it")
 	}
 	if h.lk.Fence() <= holder.Fence() {
@@ -205,7 +205,7 @@ func TestHandOffOnlyToLikeWaiters(t *testing.T) {
 		if h.lk == nil {
 			return
 		}
-		if h.lk.Token() == holder.Token() {
+		if h.lk.lease == holder.lease { // handed on: the lease moved with it
 			t.Fatalf("%+v: lock handed on to a waiter that asked for another lease", o)
 		}
 		if d, err := h.lk.TTL(ctx); err != nil || d <= 6*time.Second && o.TTL == 7*time.Second {
@@ -584,7 +584,7 @@ func TestHandOffNotForLostLock(t *testing.T) {
 		return
 	}
 	defer h.lk.Release(ctx)
-	if h.lk.Token() == holder.Token() {
+	if h.lk.lease == holder.lease { // handed on: the lease moved with it
 		t.Fatal("a lock known to be lost was handed on")
 	}
 }
@@ -604,7 +604,7 @@ func TestExtendFollowsHandOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := <-got
-	if h.lk == nil || h.lk.Token() != holder.Token() {
+	if h.lk == nil || h.lk.lease != holder.lease {
 		t.Fatal("the lock was not handed on")
 	}
 	defer h.lk.Release(ctx)

@@ -127,13 +127,14 @@ func (s single) releaseHold(ctx context.Context, id *lockID) (bool, error) {
 	return n == 1, err
 }
 
-// leaveHold takes a waiter that stops waiting out of its hold's queue.
-func (s single) leaveHold(ctx context.Context, id *lockID) error {
+// leaveHold takes a waiter that stops waiting, queued as place, out of
+// its hold's queue.
+func (s single) leaveHold(ctx context.Context, id *lockID, place string) error {
 	if id.kind == holdPermit { // rel: N, fair
-		return s.holds().semRelease.run(ctx, s.client, s.retries, id.keys[:], id.token, id.rel[0], id.rel[1], "1").Err()
+		return s.holds().semRelease.run(ctx, s.client, s.retries, id.keys[:], place, id.rel[0], id.rel[1], "1").Err()
 	}
 	// rel: kind, channel
-	return s.holds().rwRelease.run(ctx, s.client, s.retries, id.keys[:], id.token, "q", id.rel[1]).Err()
+	return s.holds().rwRelease.run(ctx, s.client, s.retries, id.keys[:], place, "q", id.rel[1]).Err()
 }
 
 // loadExtenders loads on node the lease scripts of the renewals of batch

@@ -41,7 +41,7 @@ type holdScripts struct {
 
 func newHoldScripts(sharded bool) *holdScripts {
 	flavour := func(src string) *script {
-		src = queueHeadLua + fenceLua + src
+		src = queueHeadLua + fenceLua + grantLua + src
 		if sharded {
 			src = strings.ReplaceAll(src, "redis.pcall('publish'", "redis.pcall('spublish'")
 		}

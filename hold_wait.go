@@ -26,12 +26,12 @@ type holdAcquisition struct {
 	// a writer) for queueFor, at most refresh (0: the whole wait).
 	queues  bool
 	refresh time.Duration
-	// named is the token a notice names to wake this waiter: fixed for a
-	// waiter that queues in Redis, "" for one that never is named.
+	// named is the waiter's place in the queue, which notices name to
+	// wake it: fixed for a waiter that queues in Redis, apart from its
+	// grant tokens; "" for one that never is named.
 	named string
 	// remake returns a fresh identity after an attempt whose reply was
-	// lost (see acquisition.try); nil for a waiter that queues, whose
-	// token is its place in the queue.
+	// lost (see acquisition.try): every attempt is a grant of its own.
 	remake  func() *lockID
 	attempt func(ctx context.Context, h *holdAcquisition, queueFor time.Duration) (grant, error)
 }
@@ -44,6 +44,15 @@ const (
 	wakeOne                     // a semaphore's: a release frees one permit
 	wakeAll                     // a read-write lock's: a writer's release lets every reader in
 )
+
+// place returns the name the waiter queues under: its place, or for a
+// waiter that never queues its token.
+func (h *holdAcquisition) place() string {
+	if h.named == "" {
+		return h.id.token
+	}
+	return h.named
+}
 
 // run takes the hold, waiting up to o.Wait.
 func (h *holdAcquisition) run(ctx context.Context) (*Lock, error) {
@@ -59,7 +68,7 @@ func (h *holdAcquisition) run(ctx context.Context) (*Lock, error) {
 		n.leave(h.channel, h.w, lk != nil)
 	}
 	if lk == nil && h.queues && h.tries > 0 {
-		h.l.leaveQueue(ctx, h.id) // any attempt may have queued it
+		h.l.leaveQueue(ctx, h.id, h.place()) // any attempt may have queued it
 	}
 	return lk, err
 }
@@ -105,9 +114,7 @@ func (h *holdAcquisition) try(ctx context.Context) (*Lock, error) {
 			// It may have taken the hold before its reply was lost: give
 			// it back, and go on as a stranger to anything late.
 			h.l.cleanup(ctx, h.id)
-			if h.remake != nil {
-				h.id = h.remake()
-			}
+			h.id = h.remake()
 		}
 	}
 	return nil, h.next(ctx)

@@ -225,7 +225,7 @@ func (l *Locker) scanLocks(ctx context.Context, node redis.UniversalClient, limi
 		}
 		found = append(found, RemoteLock{
 			Key:   unescapeKey(k[len(prefix) : len(k)-1]),
-			Token: strings.TrimSuffix(token, "*"),
+			Token: tokenOf(token),
 			Owner: ownerOf(token),
 			TTL:   max(pttls[i].Val(), 0),
 			Nodes: 1,

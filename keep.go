@@ -30,9 +30,11 @@ func (lk *Lock) ReleaseAfter(ctx context.Context, d time.Duration) error {
 	if lk.released.Swap(true) {
 		return nil
 	}
-	// No hand-off: the key must stay locked for d, for everyone.
-	lk.locker.watchdog.remove(lk.lease)
-	ok, err := lk.locker.store.extend(ctx, lk.id, d)
+	// No hand-off: the key must stay locked for d, for everyone. The
+	// change is numbered after every renewal sent so far, so one still on
+	// its way cannot undo it (lua/grant.lua).
+	seq := lk.locker.watchdog.stop(lk.lease)
+	ok, err := lk.locker.store.extend(ctx, lk.id, d, seq)
 	switch {
 	case err != nil:
 		lk.finish(ErrReleased)

@@ -138,6 +138,15 @@ func (ls *lease) settle(seq uint64, confirmed bool, now time.Time) {
 	ls.renewAt = ls.renewTime()
 }
 
+// drop forgets change seq, which can no longer run: it named a grant the
+// lease has moved on from.
+func (ls *lease) drop(seq uint64) {
+	if i := ls.find(seq); i >= 0 {
+		ls.open = append(ls.open[:i], ls.open[i+1:]...)
+		ls.trust()
+	}
+}
+
 func (ls *lease) find(seq uint64) int {
 	for i := range ls.open {
 		if ls.open[i].seq == seq {

@@ -65,10 +65,13 @@ func (lk *Lock) root() *Lock {
 // Key returns the key the lock was acquired for, as passed to Acquire.
 func (lk *Lock) Key() string { return lk.root().key }
 
-// Token returns the random owner token stored in Redis for this lock,
-// followed by "~" and Options.Owner when that was set (the stored value
-// may carry a "*" suffix: a waiter asked for a release notice). A lock handed on within its Locker (see Release) keeps the token
-// it was taken with; Fence tells its holders apart.
+// Token returns the random owner token stored in Redis for this lock's
+// grant, followed by "~" and Options.Owner when that was set. Every grant
+// has its own: each attempt that takes the lock, each hand-off within a
+// Locker (see Release) and each Resume, so nothing sent under an earlier
+// grant can touch this one. (Redis stores it followed by "|" and the
+// number of the last lease change, and "*" once a waiter asked for a
+// release notice.)
 func (lk *Lock) Token() string { return lk.root().id.token }
 
 // Fence returns the lock's fencing token: strictly greater than the fence of
@@ -105,6 +108,8 @@ func (lk *Lock) Err() error {
 	end := r.end
 	r.mu.Unlock()
 	if end == nil && r.lease.expired() {
+		// The watchdog, which may not have woken yet, stops renewing it
+		// when it next looks (watchdog.ended).
 		r.lost(LostExpired)
 		return r.Err()
 	}
@@ -214,22 +219,26 @@ func (lk *Lock) Release(ctx context.Context) error {
 		return nil
 	}
 	var (
-		handed, unconfirmed bool
-		g                   giveBack
+		handed bool
+		g      giveBack
+		next   *lockID
 	)
+	id := lk.id // the grant the release names
 	releasing := time.Now()
-	if lk.id.kind == holdMutex { // holds are never handed on (hold.go)
-		handed, g, unconfirmed = lk.locker.handOff(lk, releasing, true)
+	if id.kind == holdMutex { // holds are never handed on (hold.go)
+		handed, g, next = lk.locker.handOff(lk, releasing, nil)
 	}
-	if unconfirmed {
-		// A local waiter is next: confirm that Redis still holds the lock
-		// before handing it on, so that a lock Redis lost (a restart, a
+	if next != nil {
+		// A local waiter is next. The hand-off is a grant of its own: move
+		// the lock in Redis to next's token, which also confirms that
+		// Redis still holds it, so that a lock Redis lost (a restart, a
 		// failover) is never passed on (see handoff.go).
-		switch err := lk.locker.resetLease(ctx, lk, 0, false); {
+		switch err := lk.locker.rename(ctx, lk, next); {
 		case errors.Is(err, ErrNotHeld):
 			return err // lost, and finished as such
 		case err == nil:
-			handed, g, _ = lk.locker.handOff(lk, releasing, false)
+			id = next // Redis holds the lock under next's token now
+			handed, g, _ = lk.locker.handOff(lk, releasing, next)
 		}
 	}
 	if handed { // and lk finished
@@ -240,7 +249,7 @@ func (lk *Lock) Release(ctx context.Context) error {
 	// Locker was closed) may still be ours in Redis: ask, so the key does
 	// not stay locked for the rest of its lease.
 	lk.locker.watchdog.remove(lk.lease)
-	ok, err := lk.locker.store.release(ctx, lk.id, g)
+	ok, err := lk.locker.store.release(ctx, id, g)
 	switch {
 	case err != nil:
 		err = unavailable("release", err)
@@ -295,18 +304,47 @@ func (l *Locker) resetLease(ctx context.Context, lk *Lock, ttl time.Duration, se
 	if !ok {
 		return ErrNotHeld // handed on: the next holder's lease is not ours to change
 	}
-	ok, err := l.store.extend(ctx, lk.id, ttl)
+	ok, err := l.store.extend(ctx, lk.id, ttl, seq)
 	switch {
 	case err != nil:
 		l.watchdog.settle(ls, seq, false)
 		return unavailable("extend", err)
 	case !ok:
 		// Nothing left to renew, or to hand on, whoever holds it now.
-		l.watchdog.gone(ls)
+		l.watchdog.gone(ls, lk.id)
 		lk.lost(LostTokenGone)
 		return errLost
 	}
 	l.watchdog.settle(ls, seq, true)
+	return nil
+}
+
+// rename moves the lock lk holds in Redis to the grant next
+// (lua/handover.lua), resetting its lease as a renewal does: from then on
+// renewals name next's token. It returns ErrNotHeld, having ended lk as
+// lost, when lk's token no longer holds the lock, and an ErrUnavailable
+// error when Redis did not answer (the lock may be under either token).
+func (l *Locker) rename(ctx context.Context, lk *Lock, next *lockID) error {
+	ls := lk.lease
+	seq, ttl, ok := l.watchdog.begin(ls, lk, 0, false)
+	if !ok {
+		return ErrNotHeld
+	}
+	ok, err := l.store.handover(ctx, lk.id, next, ttl, seq)
+	switch {
+	case err != nil:
+		l.watchdog.settle(ls, seq, false)
+		// Whichever token holds the lock now, let it go.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_, _ = l.store.release(rctx, next, giveBack{notify: true})
+		return unavailable("release", err)
+	case !ok:
+		l.watchdog.gone(ls, lk.id)
+		lk.lost(LostTokenGone)
+		return errLost
+	}
+	l.watchdog.renamed(ls, seq, next)
 	return nil
 }
 
@@ -323,7 +361,7 @@ func (lk *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	case err != nil:
 		return 0, unavailable("ttl", err)
 	case !ok:
-		r.locker.watchdog.gone(r.lease) // nothing left to renew, or to hand on
+		r.locker.watchdog.gone(r.lease, r.id) // nothing left to renew, or to hand on
 		r.lost(LostTokenGone)
 		return 0, errLost
 	}

@@ -124,7 +124,7 @@ func TestNonOwnerCannotReleaseOrExtend(t *testing.T) {
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("lock keys = %v, %v; want exactly one", keys, err)
 	}
-	if v := rdb.Get(ctx, keys[0]).Val(); v != owner.Token() {
+	if v := rdb.Get(ctx, keys[0]).Val(); padlock.StoredToken(v) != owner.Token() {
 		t.Fatalf("lock value = %q, want the owner's token %q", v, owner.Token())
 	}
 	if d, err := owner.TTL(ctx); err != nil || d < 9*time.Second {
@@ -487,7 +487,7 @@ func TestRedisKey(t *testing.T) {
 	ctx := ctxFor(t)
 	for _, key := range []string{"order:1", `a{b}c\d`, "{"} {
 		lk := mustAcquire(t, l, ctx, key, padlock.Options{})
-		if v, err := rdb.Get(ctx, l.RedisKey(key)).Result(); err != nil || v != lk.Token() {
+		if v, err := rdb.Get(ctx, l.RedisKey(key)).Result(); err != nil || padlock.StoredToken(v) != lk.Token() {
 			t.Errorf("RedisKey(%q) = %q holds %q (%v), want the lock's token", key, l.RedisKey(key), v, err)
 		}
 		lk.Release(ctx)

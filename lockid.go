@@ -22,13 +22,18 @@ type lockID struct {
 }
 
 func newLockID(ks keyspace, key, token string, o Options) *lockID {
+	var keys [3]string
+	keys[0], keys[1], keys[2] = ks.lockKeys(key)
+	return lockIDOn(keys, token, o)
+}
+
+// lockIDOn is newLockID for keys made already.
+func lockIDOn(keys [3]string, token string, o Options) *lockID {
 	if o.Owner != "" {
 		token += ownerSep + o.Owner // see Options.Owner
 	}
 	ttl := o.TTL.Truncate(time.Millisecond)
-	id := &lockID{token: token, ttl: ttl, fair: o.Fair, argv: newScriptArgs(token, ttl)}
-	id.keys[0], id.keys[1], id.keys[2] = ks.lockKeys(key)
-	return id
+	return &lockID{keys: keys, token: token, ttl: ttl, fair: o.Fair, argv: newScriptArgs(token, ttl)}
 }
 
 // attempt is what one attempt of a waiting Acquire sends besides the
@@ -41,6 +46,20 @@ type attempt struct {
 	// queueFor is how long a fair waiter asks to stay queued; set until
 	// Redis has confirmed it queued the waiter, 0 otherwise.
 	queueFor time.Duration
+	// place is the name a fair waiter queues under and release notices
+	// name it by: one per Acquire, set before its first attempt and never
+	// changed, apart from the token of each attempt's grant (a place kept
+	// across attempts never makes a grant token reused).
+	place string
+}
+
+// placeOf returns the place a fair attempt queues under: a single
+// attempt, which never queues, names its token.
+func (at *attempt) placeOf(id *lockID) string {
+	if at == nil || at.place == "" {
+		return id.token
+	}
+	return at.place
 }
 
 // queueTime returns how long a fair attempt asks to stay queued, in ms.

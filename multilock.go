@@ -52,7 +52,7 @@ func newMultiScripts(sharded bool) *multiScripts {
 		if sharded {
 			src = strings.ReplaceAll(src, "redis.pcall('publish'", "redis.pcall('spublish'")
 		}
-		return newScript(src)
+		return newScript(grantLua + src)
 	}
 	return &multiScripts{acquire: flavour(multiAcquireLua), release: flavour(multiReleaseLua)}
 }

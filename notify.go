@@ -306,9 +306,9 @@ func (n *notifier) notify(channel, next string) {
 	}
 	if next != "" {
 		for _, w := range kw.waiters {
-			// Fair waiters only: a waiter of the default mode may change
-			// its token between attempts (acquisition.try).
-			if w.a.o.Fair && w.a.id.token == next {
+			// Fair waiters only, named by their place in the queue,
+			// which never changes (their grant tokens do).
+			if w.a.o.Fair && w.a.at.place == next {
 				w.signal()
 				return
 			}

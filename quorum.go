@@ -2,6 +2,7 @@ package padlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,7 +12,7 @@ import (
 )
 
 // redlockAcquireScript takes a lock on one Redlock node.
-var redlockAcquireScript = newScript(luaFile("redlock_acquire.lua"))
+var redlockAcquireScript = newScript(grantLua + luaFile("redlock_acquire.lua"))
 
 // quorum is the store of a Redlock Locker: independent nodes, of which need
 // must agree. Every request goes to all nodes at once and waits for each
@@ -124,11 +125,11 @@ func (q *quorum) release(ctx context.Context, id *lockID, _ giveBack) (bool, err
 // extend needs a majority within the validity of the new lease. The
 // restart rule does not apply: a node can only extend a token it holds,
 // which another owner then cannot take there.
-func (q *quorum) extend(ctx context.Context, id *lockID, ttl time.Duration) (bool, error) {
+func (q *quorum) extend(ctx context.Context, id *lockID, ttl time.Duration, seq uint64) (bool, error) {
 	start := time.Now()
 	votes := make([]vote, len(q.nodes))
 	q.each(ctx, func(ctx context.Context, i int, n *node) {
-		ok, err := n.s.extend(ctx, id, ttl)
+		ok, err := n.s.extend(ctx, id, ttl, seq)
 		votes[i] = vote{yes: ok, err: n.wrapNil(err)}
 	})
 	ok, err := q.decide("extend", votes, q.late(start, ttl))
@@ -149,8 +150,13 @@ func (q *quorum) resume(ctx context.Context, token string, id *lockID) (bool, er
 	return ok, withCause(ctx, err)
 }
 
+// handover is never asked for: a Redlock Locker does not hand locks on.
+func (q *quorum) handover(context.Context, *lockID, *lockID, time.Duration, uint64) (bool, error) {
+	return false, errors.New("padlock: a Redlock Locker does not hand locks on")
+}
+
 // leaveQueue has nothing to do: a Redlock Locker has no fair queues.
-func (q *quorum) leaveQueue(context.Context, *lockID) error { return nil }
+func (q *quorum) leaveQueue(context.Context, *lockID, string) error { return nil }
 
 func (q *quorum) pttl(ctx context.Context, id *lockID) (time.Duration, bool, error) {
 	start := time.Now()
@@ -183,7 +189,7 @@ func (q *quorum) renew(ctx context.Context, batch []renewal, settled func(idx []
 	q.each(ctx, func(ctx context.Context, i int, n *node) {
 		b := make([]renewal, len(batch))
 		for j, r := range batch {
-			b[j] = renewal{id: r.id, ttl: r.ttl, deadline: r.deadline}
+			b[j] = renewal{id: r.id, ttl: r.ttl, deadline: r.deadline, seq: r.seq}
 		}
 		n.s.renew(ctx, b, func([]int) {})
 		answers[i] = b

@@ -105,7 +105,7 @@ func (a acked) acquire(ctx context.Context, id *lockID, at *attempt) (grant, err
 	}
 	var cmd, wait *redis.Cmd
 	if id.fair {
-		cmd, wait = a.evalAcked(ctx, c, acquireFairScript, id.keys[:], id.token, id.argv[1], at.queueTime())
+		cmd, wait = a.evalAcked(ctx, c, acquireFairScript, id.keys[:], id.token, id.argv[1], at.queueTime(), at.placeOf(id))
 	} else {
 		cmd, wait = a.evalAcked(ctx, c, a.single.scripts.acquire, id.keys[:2], acquireArgs(id, at)...)
 	}
@@ -124,12 +124,28 @@ func (a acked) acquire(ctx context.Context, id *lockID, at *attempt) (grant, err
 	return g, nil
 }
 
-func (a acked) extend(ctx context.Context, id *lockID, ttl time.Duration) (bool, error) {
+func (a acked) extend(ctx context.Context, id *lockID, ttl time.Duration, seq uint64) (bool, error) {
 	c, err := a.master(ctx, id.lockKey())
 	if err != nil {
 		return false, err
 	}
-	cmd, wait := a.evalAcked(ctx, c, id.extender(), id.keys[:1], id.token, ttl.Milliseconds())
+	cmd, wait := a.evalAcked(ctx, c, id.extender(), id.keys[:1], id.token, ttl.Milliseconds(), seq)
+	n, err := cmd.Int64()
+	if err != nil || n < 1 {
+		return false, err
+	}
+	if err := a.confirmed(wait); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (a acked) handover(ctx context.Context, id, next *lockID, ttl time.Duration, seq uint64) (bool, error) {
+	c, err := a.master(ctx, id.lockKey())
+	if err != nil {
+		return false, err
+	}
+	cmd, wait := a.evalAcked(ctx, c, handoverScript, id.keys[:1], id.token, next.token, ttl.Milliseconds(), seq)
 	n, err := cmd.Int64()
 	if err != nil || n != 1 {
 		return false, err
@@ -199,7 +215,7 @@ func (a acked) renewOn(ctx context.Context, c redis.UniversalClient, batch []ren
 		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j, i := range idx {
 				r := &batch[i]
-				cmds[j] = r.id.extender().queue(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
+				cmds[j] = r.id.extender().queue(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds(), r.seq)
 			}
 			wait = p.Do(ctx, "WAIT", a.replicas, a.timeout.Milliseconds())
 			return nil
@@ -211,10 +227,10 @@ func (a acked) renewOn(ctx context.Context, c redis.UniversalClient, batch []ren
 			switch {
 			case redis.HasErrorPrefix(err, "NOSCRIPT"):
 				missing = append(missing, i)
-			case err == nil && n == 1 && confirmErr != nil:
+			case err == nil && n >= 1 && confirmErr != nil:
 				batch[i].ok, batch[i].err = false, confirmErr
 			default:
-				batch[i].ok, batch[i].err = n == 1, err
+				batch[i].ok, batch[i].err = n >= 1, err
 			}
 		}
 		if len(missing) == 0 {

@@ -98,14 +98,16 @@ func (l *Locker) acquireRW(ctx context.Context, key string, o Options, write boo
 		h.deadline = began.Add(o.Wait)
 	}
 	if write {
-		h.id = newHoldID(holdWrite, [3]string{writer, keys[1], keys[2]}, o, "w", readers)
-		// A writer's token is its place in the queue: kept across
-		// attempts. Its entry is kept short and renewed with each
-		// attempt, so a writer that died stops holding readers up soon.
-		h.queues, h.refresh, h.named = true, o.TTL, h.id.token
+		h.remake = func() *lockID { return newHoldID(holdWrite, [3]string{writer, keys[1], keys[2]}, o, "w", readers) }
+		h.id = h.remake()
+		// A writer keeps its place in the queue across attempts; each
+		// attempt's grant has a token of its own. Its entry is kept short
+		// and renewed with each attempt, so a writer that died stops
+		// holding readers up soon.
+		h.queues, h.refresh, h.named = true, o.TTL, newToken()
 		attemptKeys := []string{writer, keys[1], keys[2], readers}
 		h.attempt = func(ctx context.Context, h *holdAcquisition, queueFor time.Duration) (grant, error) {
-			return holdGrant(hs.evalHold(ctx, pickRWWrite, attemptKeys, h.id.token, h.id.argv[1], queueFor.Milliseconds()))
+			return holdGrant(hs.evalHold(ctx, pickRWWrite, attemptKeys, h.id.token, h.id.argv[1], queueFor.Milliseconds(), h.named))
 		}
 	} else {
 		h.remake = func() *lockID { return newHoldID(holdRead, keys, o, "r", readers) }

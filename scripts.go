@@ -19,16 +19,18 @@ import (
 // server when the script is not loaded yet, each sent at most once (see
 // onceCmd). Each script's header says its KEYS, ARGV and reply.
 var (
-	acquireLua     = luaFile("acquire.lua")
+	grantLua       = luaFile("grant.lua")
+	acquireLua     = grantLua + luaFile("acquire.lua")
 	queueHeadLua   = luaFile("queue_head.lua")
-	releaseLua     = luaFile("release.lua")
-	releaseFairLua = luaFile("release_fair.lua")
+	releaseLua     = grantLua + luaFile("release.lua")
+	releaseFairLua = grantLua + luaFile("release_fair.lua")
 	leaveFairLua   = luaFile("leave_fair.lua")
 
-	acquireFairScript = newScript(queueHeadLua + luaFile("acquire_fair.lua"))
-	extendScript      = newScript(luaFile("extend.lua"))
-	resumeScript      = newScript(luaFile("resume.lua"))
-	pttlScript        = newScript(luaFile("pttl.lua"))
+	acquireFairScript = newScript(queueHeadLua + grantLua + luaFile("acquire_fair.lua"))
+	extendScript      = newScript(grantLua + luaFile("extend.lua"))
+	resumeScript      = newScript(grantLua + luaFile("resume.lua"))
+	handoverScript    = newScript(grantLua + luaFile("handover.lua"))
+	pttlScript        = newScript(grantLua + luaFile("pttl.lua"))
 )
 
 //go:embed lua/*.lua

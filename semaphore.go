@@ -117,11 +117,10 @@ func (s *Semaphore) Acquire(ctx context.Context, key string, o Options) (*Lock, 
 		policy:      wakeOne,
 		sem:         s,
 		queues:      o.Fair,
+		remake:      mk,
 	}
 	if o.Fair {
-		h.named = h.id.token
-	} else {
-		h.remake = mk
+		h.named = newToken() // its place in the queue
 	}
 	if o.Wait > 0 {
 		h.deadline = began.Add(o.Wait)
@@ -135,5 +134,5 @@ func pickSemAcquire(hs *holdScripts) *script { return hs.semAcquire }
 
 func (s *Semaphore) attempt(ctx context.Context, h *holdAcquisition, queueFor time.Duration) (grant, error) {
 	id := h.id
-	return holdGrant(s.hs.evalHold(ctx, pickSemAcquire, id.keys[:], id.token, id.argv[1], s.permits.Load(), id.rel[1], queueFor.Milliseconds()))
+	return holdGrant(s.hs.evalHold(ctx, pickSemAcquire, id.keys[:], id.token, id.argv[1], s.permits.Load(), id.rel[1], queueFor.Milliseconds(), h.place()))
 }

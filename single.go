@@ -35,7 +35,7 @@ func (s single) failingFast() single {
 
 func (s single) acquire(ctx context.Context, id *lockID, at *attempt) (grant, error) {
 	if id.fair {
-		return grantOf(acquireFairScript.run(ctx, s.client, s.retries, id.keys[:], id.token, id.argv[1], at.queueTime()).Result())
+		return grantOf(acquireFairScript.run(ctx, s.client, s.retries, id.keys[:], id.token, id.argv[1], at.queueTime(), at.placeOf(id)).Result())
 	}
 	return grantOf(s.scripts.acquire.run(ctx, s.client, s.retries, id.keys[:2], acquireArgs(id, at)...).Result())
 }
@@ -64,15 +64,20 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 	return n == 1, err
 }
 
-func (s single) leaveQueue(ctx context.Context, id *lockID) error {
+func (s single) leaveQueue(ctx context.Context, id *lockID, place string) error {
 	if id.kind != holdMutex {
-		return s.leaveHold(ctx, id)
+		return s.leaveHold(ctx, id, place)
 	}
-	return s.scripts.leaveFair.run(ctx, s.client, s.retries, id.keys[:], id.argv[:1]...).Err()
+	return s.scripts.leaveFair.run(ctx, s.client, s.retries, id.keys[:], place).Err()
 }
 
-func (s single) extend(ctx context.Context, id *lockID, ttl time.Duration) (bool, error) {
-	n, err := id.extender().run(ctx, s.client, s.retries, id.keys[:1], id.token, ttl.Milliseconds()).Int64()
+func (s single) extend(ctx context.Context, id *lockID, ttl time.Duration, seq uint64) (bool, error) {
+	n, err := id.extender().run(ctx, s.client, s.retries, id.keys[:1], id.token, ttl.Milliseconds(), seq).Int64()
+	return n >= 1, err
+}
+
+func (s single) handover(ctx context.Context, id, next *lockID, ttl time.Duration, seq uint64) (bool, error) {
+	n, err := handoverScript.run(ctx, s.client, s.retries, id.keys[:1], id.token, next.token, ttl.Milliseconds(), seq).Int64()
 	return n == 1, err
 }
 
@@ -192,7 +197,7 @@ func (s single) renewOnce(ctx context.Context, batch []renewal, idx []int) (miss
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for j, i := range idx {
 			r := &batch[i]
-			cmds[j] = r.id.extender().queue(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds())
+			cmds[j] = r.id.extender().queue(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds(), r.seq)
 		}
 		return nil
 	})
@@ -203,7 +208,7 @@ func (s single) renewOnce(ctx context.Context, batch []renewal, idx []int) (miss
 			missing = append(missing, i)
 			continue
 		}
-		batch[i].ok, batch[i].err = n == 1, err
+		batch[i].ok, batch[i].err = n >= 1, err
 	}
 	return missing
 }

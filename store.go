@@ -19,16 +19,23 @@ type store interface {
 	// release deletes the lock if id.token holds it, as g says (see
 	// handoff.go); ok reports whether it did.
 	release(ctx context.Context, id *lockID, g giveBack) (ok bool, err error)
-	// extend resets the lease to ttl if id.token holds the lock.
-	extend(ctx context.Context, id *lockID, ttl time.Duration) (ok bool, err error)
+	// extend resets the lease to ttl if id.token holds the lock, as lease
+	// change number seq: Redis refuses it, changing nothing, if a change
+	// with a higher number ran already (lua/grant.lua). ok reports whether
+	// the token holds the lock.
+	extend(ctx context.Context, id *lockID, ttl time.Duration, seq uint64) (ok bool, err error)
+	// handover moves the lock id.token holds to next.token, resetting
+	// its lease to ttl as lease change number seq (see handoff.go); ok
+	// reports whether id.token held it.
+	handover(ctx context.Context, id, next *lockID, ttl time.Duration, seq uint64) (ok bool, err error)
 	// resume hands the lock that token holds over to id.token, resetting
 	// its lease to id's TTL; ok reports whether token held it.
 	resume(ctx context.Context, token string, id *lockID) (ok bool, err error)
 	// pttl returns the remaining lease if id.token holds the lock.
 	pttl(ctx context.Context, id *lockID) (d time.Duration, ok bool, err error)
-	// leaveQueue takes a fair-mode waiter that stops waiting out of the
-	// key's queue.
-	leaveQueue(ctx context.Context, id *lockID) error
+	// leaveQueue takes a waiter that stops waiting out of the queue of
+	// id's key, where it is queued as place.
+	leaveQueue(ctx context.Context, id *lockID, place string) error
 	// renew extends every lock in batch to its ttl if its token still holds
 	// it, in one pipelined round trip per Redis node, and fills in each
 	// renewal's ok and err. Each node is waited for on its own, no longer
@@ -53,15 +60,22 @@ type grant struct {
 // ownerSep ends the random part of a token that carries Options.Owner.
 const ownerSep = "~"
 
-// ownerOf returns the Options.Owner a lock's stored value carries, if
-// any: what follows the token's random part, without the '*' a waiter
-// may have appended.
+// ownerOf returns the Options.Owner a lock's stored value (or a token)
+// carries, if any: what follows the token's random part.
 func ownerOf(value string) string {
-	_, owner, ok := strings.Cut(value, ownerSep)
+	_, owner, ok := strings.Cut(tokenOf(value), ownerSep)
 	if !ok {
 		return ""
 	}
-	return strings.TrimSuffix(owner, "*")
+	return owner
+}
+
+// tokenOf returns the grant token a lock's stored value names: the value
+// without its lease-change number and the '*' a waiter may have appended
+// (lua/grant.lua). A token alone is returned as it is.
+func tokenOf(value string) string {
+	token, _, _ := strings.Cut(value, "|")
+	return strings.TrimSuffix(token, "*")
 }
 
 // grantOf reads an acquire script's reply: {first, last} reserved fence,

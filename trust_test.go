@@ -20,7 +20,7 @@ import (
 // extendCall reports whether args run the extend script (EVALSHA, or EVAL
 // on a server that lacks it) with a lease of ttl (0: any).
 func extendCall(args []any, ttl time.Duration) bool {
-	if len(args) != 6 || !(args[0] == "evalsha" && args[1] == extendScript.Hash() || args[0] == "eval" && args[1] == extendScript.src) {
+	if len(args) != 7 || !(args[0] == "evalsha" && args[1] == extendScript.Hash() || args[0] == "eval" && args[1] == extendScript.src) {
 		return false
 	}
 	return ttl == 0 || args[5] == ttl.Milliseconds() || args[5] == strconv.FormatInt(ttl.Milliseconds(), 10)
@@ -300,7 +300,7 @@ func firstAfterRestart(t *testing.T, ctx context.Context, first <-chan acquireRe
 		t.Fatal("the other Locker found the key held, and the first waiter has no lock either")
 	}
 	defer lk.Release(ctx)
-	if lk.Token() == holder.Token() {
+	if lk.lease == holder.lease { // handed on: the lease moved with it
 		t.Fatal("the first waiter was handed the lock the restart lost")
 	}
 	if _, err := lk.TTL(ctx); err != nil {

@@ -92,12 +92,42 @@ func (w *watchdog) remove(ls *lease) {
 	}
 }
 
-// gone handles an answer that the lease's token no longer holds the lock:
-// the watchdog stops watching it, and whoever holds it now has lost it.
-func (w *watchdog) gone(ls *lease) {
+// stop stops watching ls for good, as a release does, and returns the
+// number of a last change to its lease: above every change begun so far,
+// so that none of them, still on its way, can undo it (lua/grant.lua).
+func (w *watchdog) stop(ls *lease) uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.lose(ls, LostTokenGone)
+	if ls.wdIndex >= 0 {
+		heap.Remove(&w.leases, ls.wdIndex)
+	}
+	ls.seq++
+	return ls.seq
+}
+
+// gone handles an answer that id's token no longer holds the lock: unless
+// the lease moved on to another grant since (a hand-off, Locker.rename),
+// the watchdog stops watching it, and whoever holds it now has lost it.
+func (w *watchdog) gone(ls *lease, id *lockID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ls.id == id {
+		w.lose(ls, LostTokenGone)
+	}
+}
+
+// ended stops watching ls if its holder has ended: Lock.Err found its
+// trust run out before the watchdog woke to say so. A renewal still on its
+// way that then confirms must not keep the key locked for a holder that
+// was told it lost it. mu is held.
+func (w *watchdog) ended(ls *lease) bool {
+	if ls.holder.Err() == nil {
+		return false
+	}
+	if ls.wdIndex >= 0 {
+		heap.Remove(&w.leases, ls.wdIndex)
+	}
+	return true
 }
 
 // lose ends ls as lost for why. mu is held.
@@ -139,28 +169,52 @@ func (w *watchdog) settle(ls *lease, seq uint64, confirmed bool) {
 	w.reschedule(ls)
 }
 
+// canHandOver reports whether the lease old holds may be handed on to a
+// waiter that asks for a lease of ttl (see handOver).
+func (w *watchdog) canHandOver(old *Lock, ttl time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.handable(old, ttl)
+}
+
+// handable reports whether old's lease may be handed on to a holder that
+// asks for ttl: not when the lease is no longer watched (lost, released,
+// or the watchdog closed), when old no longer holds it, when ttl is not
+// its lease, or when less than half of that is trusted to remain: a lease
+// whose renewals are not getting through is not passed on. mu is held.
+func (w *watchdog) handable(old *Lock, ttl time.Duration) bool {
+	ls := old.lease
+	return !w.closed && ls.wdIndex >= 0 && ls.holder == old && ls.ttl == ttl && time.Until(ls.validUntil) >= ls.ttl/2
+}
+
 // handOver moves ls, which old holds, on to the lock mk makes: the next
-// holder of the same Redis lock (see handoff.go), which goes on with its
-// lease and renewal schedule. It hands nothing on, and returns nil, when
-// the lease is no longer watched (lost, released, or the watchdog closed),
-// when old no longer holds it, when ttl is not its lease, or when less than
-// half of that is trusted to remain: a lease whose renewals are not getting
-// through is not passed on. Nor when Redis has not confirmed the lease by a
-// change sent after since: then unconfirmed is true, and the caller may
-// confirm the lease and try again.
-func (w *watchdog) handOver(old *Lock, ttl time.Duration, since time.Time, mk func() *Lock) (next *Lock, unconfirmed bool) {
+// holder of the same Redis lock (see handoff.go), under the grant next
+// that Redis moved it to (renamed), which goes on with its lease and
+// renewal schedule. It hands nothing on, and returns nil, when the lease
+// may not be handed on (handable), or when the rename was not sent after
+// since.
+func (w *watchdog) handOver(old *Lock, next *lockID, ttl time.Duration, since time.Time, mk func() *Lock) *Lock {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ls := old.lease
-	if w.closed || ls.wdIndex < 0 || ls.holder != old || ls.ttl != ttl || time.Until(ls.validUntil) < ls.ttl/2 {
-		return nil, false
+	if !w.handable(old, ttl) || ls.id != next || !ls.confirmedSince(since) {
+		return nil
 	}
-	if !ls.confirmedSince(since) {
-		return nil, true
-	}
-	next = mk()
-	next.lease, ls.holder = ls, next
-	return next, false
+	nl := mk()
+	nl.lease, ls.holder = ls, nl
+	return nl
+}
+
+// renamed records that Redis ran change seq, which moved ls's lock to the
+// grant next (Locker.rename): from now on its renewals name next. A
+// renewal of the former grant still on its way is a stranger there, and
+// changes nothing.
+func (w *watchdog) renamed(ls *lease, seq uint64, next *lockID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ls.settle(seq, true, time.Now())
+	ls.id = next
+	w.reschedule(ls)
 }
 
 // reschedule places ls in the heap anew after its times changed, if it is
@@ -223,6 +277,9 @@ func (w *watchdog) tick(now time.Time) {
 			w.lose(ls, LostExpired)
 			continue
 		}
+		if w.ended(ls) {
+			continue
+		}
 		ls.inFlight = true
 		planned := ls.renewAt
 		// Begun at now, before it is sent: the trust it gives can only be
@@ -262,6 +319,17 @@ func (w *watchdog) renew(batch []renewal) {
 func (w *watchdog) renewed(r *renewal, now time.Time) {
 	ls := r.lease
 	ls.inFlight = false
+	if r.id != ls.id {
+		// The lease moved on to another grant while the renewal was on
+		// its way (a hand-off): whatever it did, it did before the move,
+		// which reset the lease; and it can do nothing after it.
+		ls.drop(r.seq)
+		w.reschedule(ls)
+		return
+	}
+	if w.ended(ls) {
+		return
+	}
 	switch {
 	case r.err == nil && r.ok:
 		ls.settle(r.seq, true, now)

@@ -9,19 +9,22 @@
 -- -1 - (the holder's remaining lease in ms) when someone else holds it,
 -- as {-1 - lease, the holder's value} when that names an owner ('~').
 --
--- The lock's value is its owner token, with '*' appended once a waiter that
--- waits for a release notice found it busy: only then does the release
--- publish one (release.lua).
-if not redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
+-- The lock's value is the grant's token and change number (grant.lua),
+-- with '*' appended once a waiter that waits for a release notice found it
+-- busy: only then does the release publish one (release.lua).
+if not redis.call('set', KEYS[1], ARGV[1] .. '|0', 'nx', 'px', ARGV[2]) then
   local v = redis.call('get', KEYS[1])
-  if v == ARGV[1] or v == ARGV[1] .. '*' then
-    -- An earlier attempt of the same Acquire took the lock but its reply
-    -- was lost, so the caller never saw that fence: take the lock anew.
-    redis.call('set', KEYS[1], v, 'px', ARGV[2])
+  local seq = grantOf(v, ARGV[1])
+  if seq then
+    -- A copy of this attempt ran already (sent again after its connection
+    -- closed), so the caller never saw that fence: take the lock anew. A
+    -- copy that comes after the holder changed the lease changes nothing
+    -- of it (the holder's change is later).
+    if seq == 0 then redis.call('set', KEYS[1], v, 'px', ARGV[2]) end
   elseif ARGV[5] == '1' and v == 'y:' .. ARGV[4] then
     -- Another Locker let the lock go to make way for this one's waiters
     -- (handoff.go), because it had heard them, and maybe others, ask.
-    redis.call('set', KEYS[1], ARGV[1] .. '*', 'px', ARGV[2])
+    redis.call('set', KEYS[1], ARGV[1] .. '|0*', 'px', ARGV[2])
   else
     if ARGV[5] == '1' then
       if string.sub(v, -1) ~= '*' and string.sub(v, 1, 2) ~= 'y:' then

@@ -1,14 +1,17 @@
 -- KEYS[1] lock key, KEYS[2] fence counter of the lock's hash slot,
 -- KEYS[3] fair-mode waiter queue
--- ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] how long the caller
--- will wait in ms: when > 0 and the lock is not taken, the caller joins the
--- queue unless it is queued already (the client sends it until an attempt's
--- reply confirmed it is queued: a lost reply makes it send it again)
+-- ARGV[1] the attempt's grant token, ARGV[2] lease in ms, ARGV[3] how long
+-- the caller will wait in ms: when > 0 and the lock is not taken, the
+-- caller joins the queue unless it is queued already (the client sends it
+-- until an attempt's reply confirmed it is queued: a lost reply makes it
+-- send it again), ARGV[4] the caller's place: the name it queues under,
+-- one per Acquire, apart from its grant tokens (a place kept across
+-- attempts never makes a token reused)
 -- Returns the new fence (> 0) when the lock was taken, or -1 - (the holder's
 -- remaining lease in ms; 0 when the key is free but an older waiter is first),
 -- as {-1 - lease, the holder's value} when that names an owner ('~').
 --
--- The queue is a list of "<deadline ms>:<token>", oldest first. The lock
+-- The queue is a list of "<deadline ms>:<place>", oldest first. The lock
 -- goes to the oldest waiter whose deadline has not passed; waiters that gave
 -- up without saying so, or died, are dropped once their deadline passes
 -- (liveHead, from queue_head.lua). A waiter served leaves the queue.
@@ -16,11 +19,17 @@ local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local head = liveHead(KEYS[3], now)
 local v = redis.call('get', KEYS[1])
--- (A default-mode waiter may have marked the token with '*', acquire.lua.)
-local ours = v == ARGV[1] or v == ARGV[1] .. '*'
-if ours or (not v and (not head or head == ARGV[1])) then
-  if head then dequeue(KEYS[3], ARGV[1]) end
-  redis.call('set', KEYS[1], v or ARGV[1], 'px', ARGV[2])
+local seq, marked = grantOf(v, ARGV[1])
+if seq or (not v and (not head or head == ARGV[4])) then
+  if head then dequeue(KEYS[3], ARGV[4]) end
+  -- A copy of this attempt that ran already (sent again after its
+  -- connection closed) took it: take it anew, unless the holder has
+  -- changed the lease since.
+  if not seq then
+    redis.call('set', KEYS[1], ARGV[1] .. '|0', 'px', ARGV[2])
+  elseif seq == 0 then
+    redis.call('set', KEYS[1], grantValue(ARGV[1], 0, marked), 'px', ARGV[2])
+  end
   -- The fence, as in acquire.lua: never below the server clock in µs.
   local first = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local old = tonumber(redis.call('set', KEYS[2], string.format('%d', first), 'get'))
@@ -31,8 +40,8 @@ if ours or (not v and (not head or head == ARGV[1])) then
   return first
 end
 local wait = tonumber(ARGV[3])
-if wait > 0 and not isQueued(KEYS[3], ARGV[1]) then
-  if redis.call('rpush', KEYS[3], (now + wait) .. ':' .. ARGV[1]) == 1 then
+if wait > 0 and not isQueued(KEYS[3], ARGV[4]) then
+  if redis.call('rpush', KEYS[3], (now + wait) .. ':' .. ARGV[4]) == 1 then
     redis.call('pexpire', KEYS[3], wait)
   else
     redis.call('pexpire', KEYS[3], wait, 'gt')

@@ -4,9 +4,10 @@
 -- Returns 1 when the token holds the lock, and the record now names it:
 -- "<fence>:<token>:<value>", published as "<fence>:<value>"; 0 when the
 -- token does not hold the lock, and nothing changed.
--- (A waiter may have marked the token with '*', see acquire.lua.)
-local v = redis.call('get', KEYS[1])
-if v ~= ARGV[1] and v ~= ARGV[1] .. '*' then
+-- The token is the term's grant (grant.lua): a hand-off to the next
+-- candidate gives it a token of its own, so a Proclaim of a term that has
+-- ended, however late it comes, changes nothing.
+if not grantOf(redis.call('get', KEYS[1]), ARGV[1]) then
   return 0
 end
 redis.call('set', KEYS[2], ARGV[2] .. ':' .. ARGV[1] .. ':' .. ARGV[3])

@@ -1,9 +1,11 @@
 -- KEYS[1] lock key
--- ARGV[1] owner token, ARGV[2] new lease in milliseconds
--- Returns 1 when the token holds the lock and its lease was reset, 0 otherwise.
--- (A waiter may have marked the token with '*', see acquire.lua.)
-local v = redis.call('get', KEYS[1])
-if v == ARGV[1] or v == ARGV[1] .. '*' then
-  return redis.call('pexpire', KEYS[1], ARGV[2])
-end
-return 0
+-- ARGV[1] owner token, ARGV[2] new lease in milliseconds, ARGV[3] the
+-- change's number (grant.lua)
+-- Returns 1 when the token holds the lock and its lease was reset, 2 when
+-- the token holds it but a later change is in force (this one is late, and
+-- changes nothing), 0 otherwise.
+local seq, marked = grantOf(redis.call('get', KEYS[1]), ARGV[1])
+if not seq then return 0 end
+if tonumber(ARGV[3]) < seq then return 2 end
+redis.call('set', KEYS[1], grantValue(ARGV[1], ARGV[3], marked), 'px', ARGV[2])
+return 1

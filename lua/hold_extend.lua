@@ -1,6 +1,7 @@
 -- KEYS[1] a sorted set of holders scored by the end of their lease
 -- (server clock, ms): a semaphore's permits or a read-write lock's readers
--- ARGV[1] holder token, ARGV[2] new lease in ms
+-- ARGV[1] holder token, ARGV[2] new lease in ms, ARGV[3] the change's
+-- number (unused here: see "Known gaps" in RELIABILITY.md)
 -- Returns 1 when the token holds a live lease and it was reset, 0
 -- otherwise (a lease that ended is dropped).
 local s = redis.call('zscore', KEYS[1], ARGV[1])

@@ -10,10 +10,12 @@ local r = redis.call('get', KEYS[2])
 if not v or not r then
   return false
 end
--- (A waiter may have marked the token with '*', see acquire.lua.)
-if string.sub(v, -1) == '*' then
-  v = string.sub(v, 1, -2)
+-- The holder's token: the value up to its change number (grant.lua).
+local bar = string.find(v, '|', 1, true)
+if not bar then
+  return false
 end
+v = string.sub(v, 1, bar - 1)
 local a = string.find(r, ':', 1, true)
 local b = a + #v + 1
 if string.sub(r, a + 1, b - 1) ~= v or string.sub(r, b, b) ~= ':' then

@@ -11,17 +11,21 @@
 -- All or none: every key is checked before any is set, and a script runs
 -- alone, so nobody sees part of the set taken.
 local n = #KEYS - 1
-local tok, marked = ARGV[1], ARGV[1] .. '*'
+local tok = ARGV[1]
 local waiting = ARGV[4] == '1'
 local take = {}
 for i = 1, n do
   local v = redis.call('get', KEYS[i])
-  if not v or v == tok then
-    take[i] = tok
-  elseif v == marked or (waiting and v == 'y:' .. ARGV[3]) then
-    -- Ours already, marked by a waiter (an earlier attempt took it but its
-    -- reply was lost); or let go for this Locker's waiters (handoff.go).
-    take[i] = marked
+  local seq, marked = grantOf(v, tok)
+  if not v then
+    take[i] = tok .. '|0'
+  elseif seq then
+    -- Ours already: a copy of this attempt ran (sent again after its
+    -- connection closed), maybe marked by a waiter since.
+    take[i] = grantValue(tok, seq, marked)
+  elseif waiting and v == 'y:' .. ARGV[3] then
+    -- Let go for this Locker's waiters (handoff.go).
+    take[i] = tok .. '|0*'
   else
     if waiting then
       if string.sub(v, -1) ~= '*' and string.sub(v, 1, 2) ~= 'y:' then

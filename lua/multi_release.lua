@@ -6,13 +6,12 @@
 -- Returns {r1, ..., rn}: ri is 1 when the token held KEYS[i], which is now
 -- deleted, and 0 when it did not (that key was lost), untouched.
 -- Notices are best-effort (pcall), as in release.lua.
-local tok, marked = ARGV[1], ARGV[1] .. '*'
 local out = {}
 for i = 1, #KEYS do
-  local v = redis.call('get', KEYS[i])
-  if v == tok or v == marked then
+  local seq, marked = grantOf(redis.call('get', KEYS[i]), ARGV[1])
+  if seq then
     redis.call('del', KEYS[i])
-    if v == marked or string.sub(ARGV[2], i, i) == '1' then
+    if marked or string.sub(ARGV[2], i, i) == '1' then
       redis.pcall('publish', KEYS[i], '')
     end
     out[i] = 1

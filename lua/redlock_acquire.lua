@@ -6,14 +6,15 @@
 -- acquire.lua).
 -- Redlock's one-node vote: unlike acquire.lua it keeps no fence counter,
 -- since counters on independent nodes give no fence worth having.
-if redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then
+if redis.call('set', KEYS[1], ARGV[1] .. '|0', 'nx', 'px', ARGV[2]) then
   return 1
 end
 local v = redis.call('get', KEYS[1])
-if v == ARGV[1] then
-  -- An earlier attempt of the same Acquire got this vote but its reply
-  -- was lost: vote again, with a fresh lease.
-  redis.call('pexpire', KEYS[1], ARGV[2])
+local seq = grantOf(v, ARGV[1])
+if seq then
+  -- A copy of this attempt got this vote already (its reply was lost):
+  -- vote again, with a fresh lease unless the holder changed it since.
+  if seq == 0 then redis.call('pexpire', KEYS[1], ARGV[2]) end
   return 1
 end
 local pttl = redis.call('pttl', KEYS[1])

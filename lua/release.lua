@@ -1,5 +1,5 @@
 -- KEYS[1] lock key (also the channel of its release notices)
--- ARGV[1] owner token; optionally ARGV[2] '1' to publish a release notice
+-- ARGV[1] the grant's token (grant.lua); optionally ARGV[2] '1' to publish a release notice
 -- even when no waiter marked the lock (the releasing Locker has waiters of
 -- its own), then ARGV[3] a yield window in ms and ARGV[4] the id of the
 -- Locker to yield to
@@ -12,7 +12,8 @@
 -- happened into an error, so PUBLISH runs in pcall and waiters fall back
 -- to their timers.
 local v = redis.call('get', KEYS[1])
-if v ~= ARGV[1] and v ~= ARGV[1] .. '*' then
+local seq, marked = grantOf(v, ARGV[1])
+if not seq then
   return 0
 end
 if ARGV[3] then
@@ -20,7 +21,7 @@ if ARGV[3] then
 else
   redis.call('del', KEYS[1])
 end
-if v ~= ARGV[1] or ARGV[2] == '1' then
+if marked or ARGV[2] == '1' then
   redis.pcall('publish', KEYS[1], '')
 end
 return 1

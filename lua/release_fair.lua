@@ -3,11 +3,10 @@
 -- KEYS[3] fair-mode waiter queue
 -- ARGV[1] owner token
 -- Returns 1 when the token held the lock and it is now gone, 0 otherwise.
--- The notice names the oldest live waiter's token (liveHead, from
+-- The notice names the oldest live waiter's place (liveHead, from
 -- queue_head.lua), so only it wakes; with nobody queued there is none. It
 -- is best-effort (pcall), as every notice (release.lua).
-local v = redis.call('get', KEYS[1])
-if v ~= ARGV[1] and v ~= ARGV[1] .. '*' then -- '*': see acquire.lua
+if not grantOf(redis.call('get', KEYS[1]), ARGV[1]) then
   return 0
 end
 redis.call('del', KEYS[1])

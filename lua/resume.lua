@@ -1,18 +1,12 @@
 -- KEYS[1] lock key
--- ARGV[1] owner token the lock was detached with, ARGV[2] lease in
--- milliseconds, ARGV[3] the resuming owner's new token
+-- ARGV[1] token of the grant the lock was detached from, ARGV[2] lease in
+-- milliseconds, ARGV[3] the resuming grant's token
 -- Returns 1 when the old token held the lock, which now belongs to the new
--- token with the lease reset, 0 otherwise. Commands still on their way
--- with the old token (a renewal of the detached lock, a second Resume of
--- the same Ownership) find it held by another and change nothing.
--- (A waiter may have marked the token with '*', see acquire.lua; the mark
--- stays.)
-local v = redis.call('get', KEYS[1])
-if v == ARGV[1] then
-  redis.call('set', KEYS[1], ARGV[3], 'px', ARGV[2])
-  return 1
-elseif v == ARGV[1] .. '*' then
-  redis.call('set', KEYS[1], ARGV[3] .. '*', 'px', ARGV[2])
-  return 1
-end
-return 0
+-- token with the lease reset (its change numbers start again: grant.lua),
+-- 0 otherwise. Commands still on their way with the old token (a renewal
+-- of the detached lock, a second Resume of the same Ownership) find it
+-- held by another and change nothing. A waiter's mark stays.
+local seq, marked = grantOf(redis.call('get', KEYS[1]), ARGV[1])
+if not seq then return 0 end
+redis.call('set', KEYS[1], grantValue(ARGV[3], 0, marked), 'px', ARGV[2])
+return 1

@@ -1,7 +1,7 @@
 -- KEYS[1] the holder's key: the readers' sorted set for a reader, the
 -- writer key for a writer; KEYS[2] fence counter (unused; listed so all
 -- keys share one slot), KEYS[3] the queue of waiting writers
--- ARGV[1] holder token (or a waiting writer's, giving up), ARGV[2] 'r' for
+-- ARGV[1] holder token (or a waiting writer's place, giving up), ARGV[2] 'r' for
 -- a reader, 'w' for the writer, 'q' for a writer that stops waiting,
 -- ARGV[3] the lock's channel (the readers' key)
 -- Returns 1 when the token held the lock and let it go (or, giving up,
@@ -22,8 +22,7 @@ if ARGV[2] == 'r' then
   redis.call('zremrangebyscore', KEYS[1], '-inf', now)
   free = redis.call('zcard', KEYS[1]) == 0
 elseif ARGV[2] == 'w' then
-  local v = redis.call('get', KEYS[1])
-  if v == ARGV[1] then
+  if grantOf(redis.call('get', KEYS[1]), ARGV[1]) then
     redis.call('del', KEYS[1])
     done = true
   end

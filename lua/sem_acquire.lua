@@ -4,7 +4,9 @@
 -- waiter queue ("<deadline ms>:<token>", oldest first)
 -- ARGV[1] permit token, ARGV[2] lease in ms, ARGV[3] permits (N),
 -- ARGV[4] '1' for fair mode, ARGV[5] in fair mode, how long the caller
--- will wait in ms: > 0 queues it (or keeps its place)
+-- will wait in ms: > 0 queues it (or keeps its place), ARGV[6] in fair
+-- mode, the caller's place: the name it queues under, one per Acquire,
+-- apart from its permit tokens (one per attempt)
 -- Returns the fence when the permit was taken, or
 -- -1 - (ms until the earliest permit's lease ends; 0 if none) when not.
 --
@@ -18,21 +20,22 @@ local now, t = nowMs()
 redis.call('zremrangebyscore', KEYS[1], '-inf', now)
 local lease = tonumber(ARGV[2])
 local fair = ARGV[4] == '1'
--- An earlier attempt took the permit but its reply was lost: take it anew.
+-- A copy of this attempt took the permit already (sent again after its
+-- connection closed): take it anew.
 local take = redis.call('zscore', KEYS[1], ARGV[1]) ~= false
 if not take then
   local free = tonumber(ARGV[3]) - redis.call('zcard', KEYS[1])
   if free > 0 then
-    take = not fair or queueAt(KEYS[3], ARGV[1], now, -1) < free
+    take = not fair or queueAt(KEYS[3], ARGV[6], now, -1) < free
   end
 end
 if take then
-  if fair then dequeue(KEYS[3], ARGV[1]) end
+  if fair then dequeue(KEYS[3], ARGV[6]) end
   holdUntil(KEYS[1], ARGV[1], now, lease)
   return nextFence(KEYS[2], t)
 end
 if fair and tonumber(ARGV[5]) > 0 then
-  enqueue(KEYS[3], ARGV[1], now + tonumber(ARGV[5]), now)
+  enqueue(KEYS[3], ARGV[6], now + tonumber(ARGV[5]), now)
 end
 local first = redis.call('zrange', KEYS[1], 0, 0, 'withscores')
 local wait = 0

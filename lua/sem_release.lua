@@ -3,7 +3,7 @@
 -- KEYS[3] fair-mode waiter queue
 -- ARGV[1] permit token, ARGV[2] permits (N), ARGV[3] '1' for fair mode
 -- ARGV[4] '1' when the waiter gives up instead (ARGV[1] is then a
--- waiter's token, not a holder's)
+-- waiter's place, not a holder's token)
 -- Returns 1 when the token held a live permit and it is given back (or,
 -- giving up, the waiter was queued), 0 otherwise.
 --
