@@ -1,0 +1,759 @@
+package padlock_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// "One identity per grant": whatever arrives late from an earlier grant (a
+// lost attempt's clean-up, a stalled Proclaim, a renewal in flight) is a
+// stranger to a later grant and changes nothing. The tests below stage
+// each of those on a real server with go-redis hooks on the client of the
+// Locker under test: a reply lost after the server ran the command, a
+// command held back and sent later (the bytes of a stalled connection
+// that arrive after those of a newer one), a send stalled after the
+// client's checks passed. Every fault is one the network or the scheduler
+// may cause; the promise each test names must hold under it.
+
+// faultHook is a go-redis hook whose behaviour a test sets and changes
+// while the client is in use; with nothing set, it passes everything on.
+type faultHook struct {
+	proc atomic.Pointer[procFault]
+	pipe atomic.Pointer[pipeFault]
+}
+
+type (
+	procFault func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
+	pipeFault func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error
+)
+
+func hookOn(rdb *redis.Client) *faultHook {
+	h := &faultHook{}
+	rdb.AddHook(h)
+	return h
+}
+
+func (h *faultHook) onProcess(f procFault)  { h.proc.Store(&f) }
+func (h *faultHook) onPipeline(f pipeFault) { h.pipe.Store(&f) }
+
+func (h *faultHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f := h.proc.Load(); f != nil {
+			return (*f)(ctx, cmd, next)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if f := h.pipe.Load(); f != nil {
+			return (*f)(ctx, cmds, next)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// errReplyLost is what a client sees when a reply does not come back in
+// time: the command may have run (padlock takes it for "maybe sent").
+var errReplyLost error = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+
+// scriptKeys returns the KEYS of an EVAL or EVALSHA command, nil for any
+// other command.
+func scriptKeys(cmd redis.Cmder) []string {
+	args := cmd.Args()
+	if len(args) < 3 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
+		return nil
+	}
+	var n int
+	switch v := args[2].(type) {
+	case int:
+		n = v
+	case int64:
+		n = int(v)
+	default:
+		return nil
+	}
+	if n < 0 || len(args) < 3+n {
+		return nil
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i], _ = args[3+i].(string)
+	}
+	return keys
+}
+
+// firstKey returns KEYS[1] of a script command, "" for any other command.
+func firstKey(cmd redis.Cmder) string {
+	if keys := scriptKeys(cmd); len(keys) > 0 {
+		return keys[0]
+	}
+	return ""
+}
+
+// hasArg reports whether one of cmd's arguments is the string s.
+func hasArg(cmd redis.Cmder, s string) bool {
+	return slices.ContainsFunc(cmd.Args(), func(a any) bool { v, ok := a.(string); return ok && v == s })
+}
+
+// lateCleanup is the fault of the late clean-up scenarios, on the script
+// commands whose KEYS[1] is key: the first (the attempt) runs and its
+// reply is lost; the next command that runs another script (the clean-up
+// the client sends for it) is not sent, but held for the test to send
+// later. Further attempts pass, and so does everything once the test has
+// disarmed it.
+type lateCleanup struct {
+	key string
+
+	mu      sync.Mutex
+	attempt string // the lost attempt's script, once it ran
+	held    []any
+	done    bool // disarmed, or the clean-up was held
+}
+
+func (lc *lateCleanup) fault(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+	if firstKey(cmd) != lc.key {
+		return next(ctx, cmd)
+	}
+	lc.mu.Lock()
+	attempt, done := lc.attempt, lc.done
+	lc.mu.Unlock()
+	switch {
+	case done:
+		return next(ctx, cmd)
+	case attempt == "": // runs; its reply is lost
+		if err := next(ctx, cmd); err != nil {
+			return err // NOSCRIPT: the EVAL that follows is the attempt
+		}
+		lc.mu.Lock()
+		lc.attempt = scriptID(cmd)
+		lc.mu.Unlock()
+		cmd.SetErr(errReplyLost)
+		return errReplyLost
+	case scriptID(cmd) == attempt: // another attempt
+		return next(ctx, cmd)
+	}
+	// Stalls on the way: the test sends it later.
+	lc.mu.Lock()
+	lc.held, lc.done = slices.Clone(cmd.Args()), true
+	lc.mu.Unlock()
+	cmd.SetErr(errReplyLost)
+	return errReplyLost
+}
+
+// disarm lets everything pass from now on.
+func (lc *lateCleanup) disarm() {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	lc.done = true
+}
+
+// scriptID names the script an EVAL or EVALSHA runs: its SHA1.
+func scriptID(cmd redis.Cmder) string {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return ""
+	}
+	body, _ := args[1].(string)
+	if cmd.Name() == "eval" {
+		h := sha1.Sum([]byte(body))
+		return hex.EncodeToString(h[:])
+	}
+	return strings.ToLower(body)
+}
+
+// deliver sends the held command through raw, as the stalled bytes
+// arriving late, and returns its reply.
+func (lc *lateCleanup) deliver(t *testing.T, ctx context.Context, raw *redis.Client) any {
+	t.Helper()
+	lc.mu.Lock()
+	attempt, held := lc.attempt, lc.held
+	lc.mu.Unlock()
+	if attempt == "" {
+		t.Fatalf("scenario not staged: no attempt on %q", lc.key)
+	}
+	if held == nil {
+		t.Logf("no clean-up was sent for the lost attempt")
+		return nil
+	}
+	reply, err := raw.Do(ctx, held...).Result()
+	if err != nil {
+		// NOSCRIPT here would be the test's fault (the script was
+		// loaded beforehand); any other error is the server's answer.
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+			t.Fatalf("the held %v could not be sent late: %v", held[0], err)
+		}
+		return err
+	}
+	return reply
+}
+
+// lateCleanupCase is one primitive in the late clean-up scenario.
+type lateCleanupCase struct {
+	// watch is the Redis key a grant's attempt and clean-up name first.
+	watch func(l *padlock.Locker, key string) string
+	// take takes the grant on l, waiting; rival tries it once, on
+	// another Locker.
+	take, rival func(ctx context.Context, l *padlock.Locker, key string) (*padlock.Lock, error)
+}
+
+// checkLateCleanup stages the scenario: a waiting acquisition's attempt
+// takes the grant but its reply is lost; the clean-up the client sends
+// for it stalls on the way; the next attempt takes the grant again; then
+// the stalled clean-up arrives. The promise: while the holder's Err is
+// nil and its ValidUntil is ahead, a rival on another Locker does not get
+// in.
+func checkLateCleanup(t *testing.T, c lateCleanupCase) {
+	l, srv, rdb := newLocker(t)
+	hook := hookOn(rdb)
+	raw := srv.Client(t)
+	rivals := padlock.New(srv.Client(t))
+	t.Cleanup(func() { _ = rivals.Close() })
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	// The scripts are loaded beforehand, so that EVALSHA runs whenever
+	// it arrives (a late one included).
+	warm, err := c.take(ctx, l, key+":warm")
+	if err != nil {
+		t.Fatalf("warming up: %v", err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatalf("warming up: Release: %v", err)
+	}
+
+	lc := &lateCleanup{key: c.watch(l, key)}
+	hook.onProcess(lc.fault)
+	lk, err := c.take(ctx, l, key)
+	lc.disarm()
+	if err != nil {
+		t.Fatalf("acquisition after a lost attempt: %v", err)
+	}
+	defer lk.Release(ctx)
+	reply := lc.deliver(t, ctx, raw)
+
+	other, err := c.rival(ctx, rivals, key)
+	if err == nil {
+		defer other.Release(ctx)
+		if until := lk.ValidUntil(); !until.IsZero() && time.Now().Before(until) {
+			t.Fatalf("another Locker got in (fence %d) while the holder (fence %d) reports held for %v more: "+
+				"the lost attempt's clean-up, arriving late (reply %v), undid the later grant",
+				other.Fence(), lk.Fence(), time.Until(until).Round(time.Millisecond), reply)
+		}
+		t.Logf("another Locker got in after the holder was told (Err %v)", lk.Err())
+		return
+	}
+	if !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("rival: %v, want ErrNotAcquired", err)
+	}
+	if err := lk.Err(); err != nil {
+		t.Fatalf("holder: Err = %v, want nil: the late clean-up must change nothing", err)
+	}
+}
+
+// Long leases and waits: the scenario must never depend on timing. The
+// wait outlasts the lease, so that an engine which makes the next attempt
+// a stranger to the first grant (which then blocks it until its lease
+// ends) still gets the grant.
+const (
+	lateTTL  = 6 * time.Second
+	lateWait = 20 * time.Second
+)
+
+// TestLateCleanupKeepsWriteHold: a waiting AcquireWrite's attempt takes
+// the write hold, its reply is lost; its clean-up stalls, the next
+// attempt takes the hold, and then the clean-up arrives. Promise: while
+// the writer's Err is nil and before its ValidUntil, no reader on another
+// Locker gets in.
+func TestLateCleanupKeepsWriteHold(t *testing.T) {
+	checkLateCleanup(t, lateCleanupCase{
+		watch: func(l *padlock.Locker, key string) string { return l.RedisKey(key) + ":rw:w" },
+		take: func(ctx context.Context, l *padlock.Locker, key string) (*padlock.Lock, error) {
+			return l.AcquireWrite(ctx, key, padlock.Options{TTL: lateTTL, Wait: lateWait})
+		},
+		rival: func(ctx context.Context, l *padlock.Locker, key string) (*padlock.Lock, error) {
+			return l.AcquireRead(ctx, key, padlock.Options{TTL: lateTTL})
+		},
+	})
+}
+
+// TestLateCleanupKeepsFairLock: the same for a fair mutex. Promise: while
+// the holder's Err is nil and before its ValidUntil, another Locker's
+// Acquire does not get the key.
+func TestLateCleanupKeepsFairLock(t *testing.T) {
+	checkLateCleanup(t, lateCleanupCase{
+		watch: func(l *padlock.Locker, key string) string { return l.RedisKey(key) },
+		take: func(ctx context.Context, l *padlock.Locker, key string) (*padlock.Lock, error) {
+			return l.Acquire(ctx, key, padlock.Options{TTL: lateTTL, Wait: lateWait, Fair: true})
+		},
+		rival: func(ctx context.Context, l *padlock.Locker, key string) (*padlock.Lock, error) {
+			return l.Acquire(ctx, key, padlock.Options{TTL: lateTTL, Fair: true})
+		},
+	})
+}
+
+// TestLateCleanupKeepsFairPermit: the same for a fair semaphore's only
+// permit. Promise: while the holder's Err is nil and before its
+// ValidUntil, no other Locker gets a permit of the one-permit semaphore.
+func TestLateCleanupKeepsFairPermit(t *testing.T) {
+	permit := func(o padlock.Options) func(ctx context.Context, l *padlock.Locker, key string) (*padlock.Lock, error) {
+		return func(ctx context.Context, l *padlock.Locker, key string) (*padlock.Lock, error) {
+			sem, err := l.Semaphore(1)
+			if err != nil {
+				return nil, err
+			}
+			return sem.Acquire(ctx, key, o)
+		}
+	}
+	checkLateCleanup(t, lateCleanupCase{
+		watch: func(l *padlock.Locker, key string) string { return l.RedisKey(key) + ":sem" },
+		take:  permit(padlock.Options{TTL: lateTTL, Wait: lateWait, Fair: true}),
+		rival: permit(padlock.Options{TTL: lateTTL, Fair: true}),
+	})
+}
+
+// handOffElection is an election with two candidates on one Locker:
+// A leads, and B waits so that A's term, when it ends, is handed on to B
+// inside the Locker (the lock A took from Redis reserved a fence for B).
+type handOffElection struct {
+	e      *padlock.Election
+	a      *padlock.Term
+	b      chan campaignResult // B's Campaign's outcome, once it returns
+	hook   *faultHook          // on the Locker's client
+	record string              // the leader record's Redis key
+
+	mu    sync.Mutex
+	bTerm *padlock.Term
+}
+
+type campaignResult struct {
+	term *padlock.Term
+	err  error
+}
+
+func electionHandOff(t *testing.T) *handOffElection {
+	t.Helper()
+	l, srv, rdb := newLocker(t)
+	h := &handOffElection{hook: hookOn(rdb), b: make(chan campaignResult, 1)}
+	// B stays asleep in line until it is handed the lock or notified, so
+	// that it is there to be handed the lock when A resigns.
+	padlock.SetNoticeRecheck(l, 10*time.Minute)
+	other := padlock.New(srv.Client(t))
+	t.Cleanup(func() { _ = other.Close() })
+	ctx := ctxFor(t)
+	name := testKey(t)
+	h.record = l.RedisKey(name) + ":leader"
+	o := padlock.Options{TTL: 20 * time.Second}
+	h.e = l.Election(name, o)
+
+	// A holder in another process keeps both candidates waiting, so the
+	// lock A takes when it lets go reserves a fence for B.
+	holder := mustAcquire(t, other, ctx, name, o)
+	a := make(chan campaignResult, 1)
+	go func() { tm, err := h.e.Campaign(ctx, "A"); a <- campaignResult{tm, err} }()
+	padlock.WaitForWaiters(t, l, name, 1)
+	go func() { tm, err := h.e.Campaign(ctx, "B"); h.b <- campaignResult{tm, err} }()
+	padlock.WaitForWaiters(t, l, name, 2)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("holder: Release: %v", err)
+	}
+	ra := <-a
+	if ra.err != nil {
+		t.Fatalf("A: Campaign: %v", ra.err)
+	}
+	h.a = ra.term
+	t.Cleanup(func() {
+		_ = h.a.Resign(context.Background())
+		if h.termB() == nil {
+			h.awaitB(t)
+		}
+		_ = h.termB().Resign(context.Background())
+	})
+	return h
+}
+
+func (h *handOffElection) termB() *padlock.Term {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bTerm
+}
+
+// awaitB waits for B's Campaign and returns its term.
+func (h *handOffElection) awaitB(t *testing.T) *padlock.Term {
+	t.Helper()
+	tm := h.awaitBWithin(t, 10*time.Second)
+	if tm == nil {
+		t.Fatal("B never took office after A resigned")
+	}
+	return tm
+}
+
+// awaitBWithin waits up to d for B's Campaign and returns its term, or
+// nil when it has not returned by then.
+func (h *handOffElection) awaitBWithin(t *testing.T, d time.Duration) *padlock.Term {
+	t.Helper()
+	select {
+	case rb := <-h.b:
+		if rb.err != nil {
+			t.Fatalf("B: Campaign: %v", rb.err)
+		}
+		h.mu.Lock()
+		h.bTerm = rb.term
+		h.mu.Unlock()
+		return rb.term
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// takeOffice waits for B to take office after A's term ended (resigned
+// is the Resign that ends it), with a command of A's term stalled: it
+// then lets the stalled command go, after B took office (late is true).
+// An engine that orders A's Resign after the stalled command never lets
+// B in while it stalls: then the command goes first, and B takes office
+// after (late is false).
+func (h *handOffElection) takeOffice(t *testing.T, resigned <-chan error, release func()) (termB *padlock.Term, late bool) {
+	t.Helper()
+	termB = h.awaitBWithin(t, 3*time.Second)
+	release()
+	late = termB != nil
+	if !late {
+		t.Logf("B did not take office while A's command stalled")
+		termB = h.awaitB(t)
+	}
+	select {
+	case err := <-resigned:
+		if err != nil {
+			t.Fatalf("A: Resign: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("A's Resign never returned")
+	}
+	return termB, late
+}
+
+// stall returns a fault that holds back the first command for which
+// match holds, before it is sent: entered is closed when it is held, and
+// it is sent (as the stalled send resuming) when release is called.
+// release is called when t ends, at the latest.
+func stall(t *testing.T, match func(redis.Cmder) bool) (f procFault, entered chan struct{}, release func()) {
+	entered, resume := make(chan struct{}), make(chan struct{})
+	release = sync.OnceFunc(func() { close(resume) })
+	t.Cleanup(release)
+	var once atomic.Bool
+	f = func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if match(cmd) && once.CompareAndSwap(false, true) {
+			close(entered)
+			<-resume
+		}
+		return next(ctx, cmd)
+	}
+	return f, entered, release
+}
+
+func awaitSignal(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: never happened", what)
+	}
+}
+
+// TestElectionStalledProclaimOfResignedTerm: A leads; its Proclaim passes
+// its checks and stalls before its command is sent; A resigns and B takes
+// office (the lock handed on inside the Locker). Then A's Proclaim goes
+// out. Promise: it returns an error, and Leader reports B's value and B's
+// fence, never A's nor a lower fence.
+func TestElectionStalledProclaimOfResignedTerm(t *testing.T) {
+	h := electionHandOff(t)
+	ctx := ctxFor(t)
+	f, entered, release := stall(t, func(cmd redis.Cmder) bool {
+		return slices.Contains(scriptKeys(cmd), h.record) && hasArg(cmd, "A2")
+	})
+	h.hook.onProcess(f)
+	proclaimed := make(chan error, 1)
+	go func() { proclaimed <- h.a.Proclaim(ctx, "A2") }()
+	awaitSignal(t, entered, "A's Proclaim reaching the client")
+
+	resigned := make(chan error, 1)
+	go func() { resigned <- h.a.Resign(ctx) }()
+	termB, late := h.takeOffice(t, resigned, release)
+	var perr error
+	select {
+	case perr = <-proclaimed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("A's Proclaim never returned")
+	}
+
+	want := padlock.Leader{Value: "B", Fence: termB.Fence()}
+	ld, err := h.e.Leader(ctx)
+	if err != nil || ld != want {
+		t.Errorf("Leader() = %+v, %v after A's stalled Proclaim; want B's term %+v (A's fence was %d)", ld, err, want, h.a.Fence())
+	}
+	if perr == nil && late {
+		t.Errorf("A's Proclaim, sent after A resigned, returned nil; want an error (ErrNotHeld)")
+	}
+	if err := termB.Err(); err != nil {
+		t.Errorf("B's term after A's stalled Proclaim: Err = %v, want nil (in office)", err)
+	}
+}
+
+// TestElectionLateResignKeepsSuccessorRecord: two Resigns of A's term at
+// once; the first stalls before its command is sent, the second resigns
+// and B takes office (handed on inside the Locker); then the first one's
+// command goes out. Promise: B's record stays: Leader reports B's value
+// and fence.
+func TestElectionLateResignKeepsSuccessorRecord(t *testing.T) {
+	h := electionHandOff(t)
+	ctx := ctxFor(t)
+	f, entered, release := stall(t, func(cmd redis.Cmder) bool { return slices.Contains(scriptKeys(cmd), h.record) })
+	h.hook.onProcess(f)
+	first := make(chan error, 1)
+	go func() { first <- h.a.Resign(ctx) }()
+	awaitSignal(t, entered, "A's first Resign reaching the client")
+
+	second := make(chan error, 1)
+	go func() { second <- h.a.Resign(ctx) }()
+	termB, _ := h.takeOffice(t, second, release)
+	select {
+	case err := <-first:
+		t.Logf("A's stalled Resign returned %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("A's stalled Resign never returned")
+	}
+
+	want := padlock.Leader{Value: "B", Fence: termB.Fence()}
+	if ld, err := h.e.Leader(ctx); err != nil || ld != want {
+		t.Errorf("Leader() = %+v, %v after A's stalled Resign went out; want B's term %+v", ld, err, want)
+	}
+	if err := termB.Err(); err != nil {
+		t.Errorf("B's term after A's stalled Resign: Err = %v, want nil (in office)", err)
+	}
+}
+
+// TestReleaseAfterOutlastsRenewalInFlight: a renewal of a lock with a
+// short lease is on its way when ReleaseAfter(3s) runs, and lands after
+// it. Promise: the key stays locked for 3s after ReleaseAfter, for
+// everyone (a renewal in flight does not cut it to the lock's lease), and
+// is free after that.
+func TestReleaseAfterOutlastsRenewalInFlight(t *testing.T) {
+	l, srv, rdb := newLocker(t)
+	hook := hookOn(rdb)
+	rivals := padlock.New(srv.Client(t))
+	t.Cleanup(func() { _ = rivals.Close() })
+	ctx := ctxFor(t)
+	key := testKey(t)
+	const (
+		ttl  = 900 * time.Millisecond
+		keep = 3 * time.Second
+	)
+	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: ttl})
+	defer lk.Release(ctx)
+	// Loads the lease script, so the renewal needs no second round.
+	if err := lk.Extend(ctx, ttl); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+
+	lockKey := l.RedisKey(key)
+	entered, resume, sent := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(resume) })
+	defer release()
+	var once atomic.Bool
+	hook.onPipeline(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		if !slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return firstKey(c) == lockKey }) || !once.CompareAndSwap(false, true) {
+			return next(ctx, cmds)
+		}
+		close(entered)
+		// Held until ReleaseAfter has returned; or, should ReleaseAfter
+		// wait for it, until the renewal's own deadline.
+		select {
+		case <-resume:
+		case <-ctx.Done():
+		}
+		// The renewal was on the wire already: it arrives whatever the
+		// client's deadline says by now.
+		err := next(context.WithoutCancel(ctx), cmds)
+		close(sent)
+		return err
+	})
+	awaitSignal(t, entered, "a renewal going out")
+
+	began := time.Now()
+	if err := lk.ReleaseAfter(ctx, keep); err != nil {
+		t.Fatalf("ReleaseAfter: %v", err)
+	}
+	release()
+	awaitSignal(t, sent, "the held renewal landing")
+
+	time.Sleep(time.Until(began.Add(keep * 2 / 3)))
+	other, err := rivals.Acquire(ctx, key, padlock.Options{})
+	if err == nil {
+		defer other.Release(ctx)
+		if at := time.Since(began); at < keep-100*time.Millisecond {
+			t.Fatalf("another Locker took the key %v after ReleaseAfter(%v): the renewal in flight cut the kept lease to the lock's %v",
+				at.Round(time.Millisecond), keep, ttl)
+		}
+		t.Skipf("the check came too late (%v after ReleaseAfter) to tell", time.Since(began).Round(time.Millisecond))
+	}
+	if !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("Acquire %v after ReleaseAfter(%v): %v, want ErrNotAcquired", time.Since(began).Round(time.Millisecond), keep, err)
+	}
+
+	other, err = rivals.Acquire(ctx, key, padlock.Options{Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("Acquire after the kept %v: %v", keep, err)
+	}
+	defer other.Release(ctx)
+	if at := time.Since(began); at < keep-100*time.Millisecond {
+		t.Fatalf("another Locker took the key %v after ReleaseAfter(%v)", at.Round(time.Millisecond), keep)
+	}
+}
+
+// renewalStaller is an Observer that stalls the watchdog at the first
+// renewal of one key it is told of, until released: a renewal goroutine
+// descheduled in the middle of applying a batch's answers.
+type renewalStaller struct {
+	padlock.NopObserver
+	key              string
+	once             atomic.Bool
+	entered, release chan struct{}
+}
+
+func (o *renewalStaller) LeaseRenewed(e padlock.LeaseRenewedEvent) {
+	if e.Key == o.key && e.OK && o.once.CompareAndSwap(false, true) {
+		close(o.entered)
+		<-o.release
+	}
+}
+
+// TestLostLockIsNotRenewed: a renewal of lock A is confirmed by Redis, but
+// its answer is applied only after A's trusted lease ran out and A
+// reported itself lost. Promise: once Err has reported the lock lost, the
+// key is renewed no more: it expires at the latest one lease after the
+// last renewal sent before the loss, rather than staying locked until
+// Release.
+//
+// A's renewal rides in one batch with B's, which comes first; the
+// Observer stalls on B's answer (standing for the watchdog's goroutine
+// being held up) until A's trust has run out.
+func TestLostLockIsNotRenewed(t *testing.T) {
+	key := "lost-lock"
+	obs := &renewalStaller{key: key + ":b", entered: make(chan struct{}), release: make(chan struct{})}
+	l, srv, _ := newLocker(t, padlock.WithObserver(obs))
+	raw := srv.Client(t)
+	ctx := ctxFor(t)
+	const ttl = 2 * time.Second
+	o := padlock.Options{TTL: ttl}
+	releaseObs := sync.OnceFunc(func() { close(obs.release) })
+	defer releaseObs()
+
+	// Loads the lease script, so the batch needs no second round.
+	warm := mustAcquire(t, l, ctx, key+":warm", o)
+	if err := warm.Extend(ctx, ttl); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+
+	b := mustAcquire(t, l, ctx, obs.key, o)
+	defer b.Release(ctx)
+	a := mustAcquire(t, l, ctx, key, o)
+	defer a.Release(ctx)
+	awaitSignal(t, obs.entered, "the first renewal batch")
+
+	deadline := time.Now().Add(3 * ttl)
+	for a.Err() == nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if a.Err() == nil {
+		releaseObs()
+		t.Skip("scenario not staged: A's renewal was applied before its trust ran out")
+	}
+	lostAt := time.Now()
+	if !errors.Is(a.Err(), padlock.ErrLockLost) {
+		t.Fatalf("A: Err = %v, want ErrLockLost", a.Err())
+	}
+	releaseObs()
+
+	// The last renewal sent before the loss went out before lostAt; its
+	// lease ends before lostAt + ttl. A second of slack for a busy
+	// machine.
+	lockKey := l.RedisKey(key)
+	for end := lostAt.Add(ttl + time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n, err := raw.Exists(ctx, lockKey).Result()
+		if err != nil {
+			t.Fatalf("EXISTS: %v", err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			pttl := raw.PTTL(ctx, lockKey).Val()
+			t.Fatalf("the key is still held %v after A reported the lock lost (Err %v), with %v of lease left: it is still being renewed",
+				time.Since(lostAt).Round(time.Millisecond), a.Err(), pttl)
+		}
+	}
+}
+
+// TestReleaseWithLostReplyReportsReleased: Redis runs a Release, but the
+// connection closes before its reply arrives, and padlock sends the
+// release again, which finds the token gone. Promise: a Release that
+// worked does not report the lock lost: it returns neither ErrNotHeld nor
+// ErrLockLost, and Err says ErrReleased.
+func TestReleaseWithLostReplyReportsReleased(t *testing.T) {
+	l, srv, rdb := newLocker(t)
+	hook := hookOn(rdb)
+	raw := srv.Client(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	// Loads the release script, so that Release sends one EVALSHA.
+	if err := mustAcquire(t, l, ctx, key+":warm", padlock.Options{}).Release(ctx); err != nil {
+		t.Fatalf("warming up: Release: %v", err)
+	}
+	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: 20 * time.Second})
+	lockKey := l.RedisKey(key)
+	var n atomic.Int32
+	hook.onProcess(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if firstKey(cmd) != lockKey || n.Add(1) != 1 {
+			return next(ctx, cmd)
+		}
+		if err := next(ctx, cmd); err != nil {
+			return err
+		}
+		cmd.SetErr(io.EOF) // the connection closed after the server ran it
+		return io.EOF
+	})
+	err := lk.Release(ctx)
+	if n.Load() == 0 {
+		t.Fatal("scenario not staged: Release sent no command on the lock key")
+	}
+	if exists := raw.Exists(ctx, lockKey).Val(); exists != 0 {
+		t.Fatalf("the key is still there after Release (%v)", err)
+	}
+	if errors.Is(err, padlock.ErrNotHeld) || errors.Is(err, padlock.ErrLockLost) {
+		t.Errorf("Release that Redis ran, its reply lost on a closed connection: %v (ErrNotHeld %v, ErrLockLost %v); want nil, or at most an ErrUnavailable error",
+			err, errors.Is(err, padlock.ErrNotHeld), errors.Is(err, padlock.ErrLockLost))
+	}
+	if got := lk.Err(); got != padlock.ErrReleased {
+		t.Errorf("Err after a Release that worked = %v, want ErrReleased", got)
+	}
+}
