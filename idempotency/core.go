@@ -182,13 +182,18 @@ func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool
 	return true
 }
 
-// caller returns the caller's identity as a key part, "" for none.
+// caller returns the caller's identity as a key part, "" for none. An
+// identity is opaque: its bytes are escaped, so that it cannot run into
+// another part, and never normalized, as a resource's text is (a Canon):
+// two accounts whose names differ only in their Unicode spelling ("josé"
+// precomposed and decomposed, "Kim" with a Kelvin sign) are two callers,
+// with their own responses and quotas.
 func (m *Core) caller(ch Chain) (string, error) {
 	id, err := ch.Caller()
 	if err != nil || id == "" {
 		return "", err
 	}
-	return lockkey.Text().Part("caller", id)
+	return lockkey.Escape(id), nil
 }
 
 // scope returns the key's scope: rest in the namespace of route (see the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/padlockgo/padlock/idempotency"
 	"github.com/padlockgo/padlock/idempotency/ginidem"
 )
 
@@ -183,5 +184,56 @@ func TestStoredHeadersAllowlist(t *testing.T) {
 		if got, want := replay.Header().Get(f), first.Header().Get(f); got != want {
 			t.Fatalf("got %s %q on the replay, want %q", f, got, want)
 		}
+	}
+}
+
+// lookalikes are pairs of account names that Unicode normalization (NFC)
+// makes one: precomposed and decomposed, and a letter beside the sign that
+// normalizes to it (Kelvin, Ohm).
+var lookalikes = []struct{ name, a, b string }{
+	{"decomposed", "jos\u00e9", "jose\u0301"},
+	{"kelvin sign", "Kim", "\u212Aim"},
+	{"ohm sign", "\u03a9mega", "\u2126mega"},
+}
+
+// The attack: accounts whose names differ only in their Unicode spelling
+// were one caller: B got A's stored answer as a replay, B's first use of
+// A's key made A's request a 422, and B's stored answers counted against
+// A's quota. An identity is opaque bytes now.
+func TestAttackLookalikeCallers(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	var runs atomic.Int64
+	for _, tt := range lookalikes {
+		t.Run(tt.name, func(t *testing.T) {
+			names := map[string]string{"a": tt.a, "b": tt.b}
+			r := gin.New()
+			r.POST("/orders", func(c *gin.Context) {
+				c.Set("user", names[strings.TrimPrefix(c.GetHeader("Authorization"), "Bearer ")])
+			},
+				ginidem.New(l, rdb, func(c *gin.Context) (string, error) { return c.GetString("user"), nil },
+					idempotency.WithQuota(2, 0), idempotency.WithRecordPrefix("idem:"+tt.name+":")),
+				func(c *gin.Context) { c.String(http.StatusCreated, "order %d of %q", runs.Add(1), c.GetString("user")) })
+			post := func(k, body, token string) *httptest.ResponseRecorder {
+				return send(r, "POST", "/orders", body, key(k), "Authorization", "Bearer "+token)
+			}
+			mine := func(w *httptest.ResponseRecorder, user string) bool {
+				return w.Code == http.StatusCreated && w.Header().Get("Idempotent-Replayed") == "" && strings.Contains(w.Body.String(), fmt.Sprintf("%q", user))
+			}
+			// Replay: B sends A's key and body.
+			if w := post("k1", `{"item":"book"}`, "a"); !mine(w, tt.a) {
+				t.Fatalf("A: got %d %s, want 201", w.Code, w.Body)
+			}
+			if w := post("k1", `{"item":"book"}`, "b"); !mine(w, tt.b) {
+				t.Fatalf("B with A's key and body: got %d %s (replayed %q), want B's own 201", w.Code, w.Body, w.Header().Get("Idempotent-Replayed"))
+			}
+			// Squat: B sends A's next key first. B's quota of 2 is full now.
+			if w := post("k2", `{"item":"nothing"}`, "b"); !mine(w, tt.b) {
+				t.Fatalf("B: got %d %s, want 201", w.Code, w.Body)
+			}
+			// A's own request with that key runs, within A's own quota.
+			if w := post("k2", `{"item":"book"}`, "a"); !mine(w, tt.a) {
+				t.Fatalf("A after B squatted its key and filled B's quota: got %d %s, want A's own 201", w.Code, w.Body)
+			}
+		})
 	}
 }
