@@ -155,18 +155,16 @@ func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool
 		m.refuse(w, r, ch, p)
 		return false
 	}
-	defer func() {
-		if err := m.g.Release(r, lk); err != nil {
-			m.report(r, ch, err)
-		}
-	}()
+	st := &inFlight{lk: lk}
+	defer m.finish(r, ch, st)
 	// A request with the key may have finished between the GET and the
-	// lock. The caller's quota is checked in the same round trip.
-	var qkeys []string
+	// lock. A place in the caller's quota is reserved in the same round
+	// trip.
 	if m.cfg.quota.on() {
-		qkeys = quotaKeys(m.cfg.prefix, caller)
+		st.slot = newSlot(m.cfg.prefix, caller)
 	}
-	rec, ok, over, err := m.store.getChecked(ctx, recKey, m.cfg.quota, qkeys)
+	rec, ok, over, reserved, err := m.store.getReserved(ctx, recKey, m.cfg.quota, st.slot)
+	st.reserved = reserved
 	if m.answered(w, r, ch, rec, ok, err, fp) {
 		return false
 	}
@@ -178,8 +176,32 @@ func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool
 		m.refuse(w, r, ch, p)
 		return false
 	}
-	m.run(w, r, ch, lk, key, fp, recKey, qkeys)
+	m.run(w, r, ch, st, key, fp, recKey)
 	return true
+}
+
+// inFlight is what a request holds once it took its key's in-flight lock.
+type inFlight struct {
+	lk       *padlock.Lock
+	slot     slot // in the caller's quota; zero when the quota is off
+	reserved bool // slot is reserved
+	stored   bool // a record took the slot over
+}
+
+// finish frees what st holds, on a context detached from the request:
+// the reserved slot, unless a record took it over, and the in-flight lock.
+func (m *Core) finish(r *http.Request, ch Chain, st *inFlight) {
+	if st.reserved && !st.stored {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.storeTimeout)
+		err := m.store.unreserve(ctx, st.slot)
+		cancel()
+		if err != nil {
+			m.report(r, ch, err)
+		}
+	}
+	if err := m.g.Release(r, st.lk); err != nil {
+		m.report(r, ch, err)
+	}
 }
 
 // caller returns the caller's identity as a key part, "" for none. An
@@ -253,12 +275,12 @@ func (m *Core) answered(w http.ResponseWriter, r *http.Request, ch Chain, rec re
 	return true
 }
 
-// run runs the rest of the chain holding lk, then stores and sends its
-// response.
-func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, lk *padlock.Lock, key, fp, recKey string, qkeys []string) {
+// run runs the rest of the chain holding st's lock, then stores and sends
+// its response.
+func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFlight, key, fp, recKey string) {
 	before := w.Header().Clone()
 	rec := newRecorder(w, m.cfg.maxResponse)
-	locked := r.WithContext(context.WithValue(lk.Context(r.Context()), keyCtxKey{}, key))
+	locked := r.WithContext(context.WithValue(st.lk.Context(r.Context()), keyCtxKey{}, key))
 	// Deferred, so it also runs when the chain panics: then nothing is
 	// stored, the lock is released, and the panic goes on to the router's
 	// recovery.
@@ -266,23 +288,20 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, lk *padlock
 	ch.Next(rec, locked)
 
 	out := rec.end()
-	storable := !out.hijacked && !out.late && m.cfg.storeStatus(out.status)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.storeTimeout)
-	defer cancel()
 	switch {
 	case out.hijacked:
 	case out.committed:
 		// Sent already, and not kept: the marker stops a retry from
 		// running the handler again.
-		if storable {
-			m.put(r, ch, ctx, recKey, qkeys, &record{kind: recordNotReplayable, fingerprint: fp, status: out.status}, nil)
+		if !out.late && m.cfg.storeStatus(out.status) {
+			m.putMarker(r, ch, st, fp, recKey, out.status)
 		}
-	case !storable:
+	case out.late || !m.cfg.storeStatus(out.status):
 		w.Header().Set(ReplayableHeader, "false")
 		send(w, out.status, out.body)
 	default:
 		rc := &record{kind: recordResponse, fingerprint: fp, status: out.status, header: handlerHeader(w.Header(), before, m.cfg.storedHeaders)}
-		if !m.put(r, ch, ctx, recKey, qkeys, rc, out.body) {
+		if !m.put(r, ch, st, recKey, rc, out.body) {
 			w.Header().Set(ReplayableHeader, "false")
 		}
 		send(w, out.status, out.body)
@@ -293,9 +312,18 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, lk *padlock
 // is there already.
 var errRecordTaken = errors.New("idempotency: a record for this key was stored by another request; the in-flight lock was lost")
 
-// put stores rc with body at recKey and reports whether it did.
-func (m *Core) put(r *http.Request, ch Chain, ctx context.Context, recKey string, qkeys []string, rc *record, body []byte) bool {
-	stored, err := m.store.putCounted(ctx, recKey, rc, body, m.cfg.quota, qkeys)
+// putMarker stores the marker of a response with status that was sent and
+// not kept.
+func (m *Core) putMarker(r *http.Request, ch Chain, st *inFlight, fp, recKey string, status int) {
+	m.put(r, ch, st, recKey, &record{kind: recordNotReplayable, fingerprint: fp, status: status}, nil)
+}
+
+// put stores rc with body at recKey, counted in place of st's slot, on a
+// context detached from the request, and reports whether it did.
+func (m *Core) put(r *http.Request, ch Chain, st *inFlight, recKey string, rc *record, body []byte) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.storeTimeout)
+	defer cancel()
+	stored, err := m.store.putCounted(ctx, recKey, rc, body, m.cfg.quota, st.slot)
 	switch {
 	case err != nil:
 		m.report(r, ch, err)
@@ -304,6 +332,7 @@ func (m *Core) put(r *http.Request, ch Chain, ctx context.Context, recKey string
 		// another request with the key finished first: its record stays.
 		m.report(r, ch, errRecordTaken)
 	}
+	st.stored = stored
 	return stored
 }
 

@@ -271,13 +271,20 @@ func WithStoredHeaders(names ...string) Option {
 // handler while its caller is at either bound gets 429 Too Many Requests
 // with Retry-After (when its oldest record expires), before the handler
 // runs: a response that could not be stored would leave a retry free to
-// run the handler again. Replays are never refused. The check and the count
-// share round trips with the second GET and the store, so the quota costs
-// no extra round trip; a caller's concurrent requests can each pass the
-// check, so it can go over bytes by up to one response
-// (WithMaxResponseBytes) per concurrent request. Negative values panic at
-// construction. Default: DefaultQuotaResponses (10000) and
-// DefaultQuotaBytes (64 MiB).
+// run the handler again. Replays are never refused.
+//
+// The count is a bound, also for requests sent at once: a request reserves
+// its place atomically before its handler runs, the record of its response
+// takes the place over, and a request that stores nothing (a 5xx, a 400 or
+// 422, a panic before anything was sent) frees it. A process that dies
+// while its handler runs leaves its place taken until WithRetention ends,
+// as a stored response would. The bytes of a response are known only once
+// it is stored, so the bytes bound is checked before the handler runs and
+// can be passed by at most the responses then in flight (each at most
+// WithMaxResponseBytes). The reservation shares a round trip with the
+// second GET and the count with the store; freeing a place costs one.
+// Negative values panic at construction. Default: DefaultQuotaResponses
+// (10000) and DefaultQuotaBytes (64 MiB).
 func WithQuota(responses int, bytes int64) Option {
 	return func(c *config) {
 		if responses < 0 || bytes < 0 {

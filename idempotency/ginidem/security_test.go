@@ -237,3 +237,41 @@ func TestAttackLookalikeCallers(t *testing.T) {
 		})
 	}
 }
+
+// The attack: 40 first requests at once with distinct keys under a quota
+// of 5 all ran and stored. Now 5 run; the rest get 429.
+func TestAttackQuotaConcurrent(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	const n, limit = 40, 5
+	decided := make(chan struct{}, n)
+	release := make(chan struct{})
+	var runs atomic.Int64
+	r := gin.New()
+	r.POST("/orders", ginidem.New(l, rdb, tester, idempotency.WithQuota(limit, 0)), func(c *gin.Context) {
+		runs.Add(1)
+		decided <- struct{}{}
+		<-release
+		c.Status(http.StatusCreated)
+	})
+	codes := make(chan int, n)
+	for i := range n {
+		go func() {
+			w := send(r, "POST", "/orders", "{}", key(fmt.Sprintf("k%d", i)))
+			if w.Code != http.StatusCreated {
+				decided <- struct{}{}
+			}
+			codes <- w.Code
+		}()
+	}
+	for range n {
+		<-decided
+	}
+	close(release)
+	got := map[int]int{}
+	for range n {
+		got[<-codes]++
+	}
+	if got[http.StatusCreated] != limit || got[http.StatusTooManyRequests] != n-limit || runs.Load() != limit {
+		t.Fatalf("got answers %v and %d runs, want %d 201s, %d 429s and %d runs", got, runs.Load(), limit, n-limit, limit)
+	}
+}
