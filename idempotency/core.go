@@ -186,10 +186,15 @@ type inFlight struct {
 	slot     slot // in the caller's quota; zero when the quota is off
 	reserved bool // slot is reserved
 	stored   bool // a record took the slot over
+	// keep says to leave the key locked for one more lease instead of
+	// releasing it: the answer does not say the handler finished (see
+	// unfinished).
+	keep bool
 }
 
 // finish frees what st holds, on a context detached from the request:
-// the reserved slot, unless a record took it over, and the in-flight lock.
+// the reserved slot, unless a record took it over, and the in-flight lock,
+// released or, when st.keep, left to run out.
 func (m *Core) finish(r *http.Request, ch Chain, st *inFlight) {
 	if st.reserved && !st.stored {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.storeTimeout)
@@ -199,7 +204,17 @@ func (m *Core) finish(r *http.Request, ch Chain, st *inFlight) {
 			m.report(r, ch, err)
 		}
 	}
-	if err := m.g.Release(r, st.lk); err != nil {
+	if !st.keep {
+		if err := m.g.Release(r, st.lk); err != nil {
+			m.report(r, ch, err)
+		}
+		return
+	}
+	// No renewal, and no release: the key stays busy (409) for one lease
+	// from now, however long the handler goes on.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.storeTimeout)
+	defer cancel()
+	if err := st.lk.ReleaseAfter(ctx, st.lk.Lease()); err != nil {
 		m.report(r, ch, err)
 	}
 }
@@ -306,6 +321,21 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFligh
 		}
 		send(w, out.status, out.body)
 	}
+	st.keep = !st.stored && !out.hijacked && unfinished(out.status)
+}
+
+// unfinished reports whether an answer with status, not stored, may have
+// come while the handler still runs: 408, 503 and 504 are what timeout
+// wrappers inside the middleware (http.TimeoutHandler, gin-contrib/timeout)
+// answer while the handler goes on in a goroutine of theirs. The key then
+// stays busy for one lease (see finish), so that a retry does not start a
+// second run beside it.
+func unfinished(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
 
 // errRecordTaken is what put reports when a record it was about to store

@@ -138,8 +138,11 @@ func WithWaitForInFlight(d time.Duration) Option {
 // WithInFlightTTL sets the lease of the in-flight lock: how long a key stays
 // busy (409) after the process running its first request died, before a
 // retry can run it. While the handler runs the lease is renewed, so a slow
-// handler keeps its key. It must be at least 1ms. Default: the Locker's
-// lease (padlock.WithDefaults; 30s unless set there).
+// handler keeps its key. After an answer of 408, 503 or 504 that is not
+// stored, which a timeout inside the middleware sends while the handler
+// runs on, the key stays busy for one more lease, unrenewed (see the
+// package comment). It must be at least 1ms. Default: the Locker's lease
+// (padlock.WithDefaults; 30s unless set there).
 func WithInFlightTTL(d time.Duration) Option {
 	return func(c *config) { c.lockTTL = d }
 }
@@ -216,6 +219,8 @@ func WithError(fn func(r *http.Request, err error)) Option {
 // stored because a retry of a failed request should get a chance to
 // succeed; the handler must then be safe to run again after a 5xx (roll
 // back, or fail before the side effect), or the app should store 5xx too.
+// After a 408, 503 or 504, a retry runs only once the key's in-flight lease
+// ran out (see WithInFlightTTL).
 //
 // A handler that acts before it can answer 400 or 422 (it charged, then
 // found a field wrong) should store those too: WithStoreStatus with

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/padlockgo/padlock/idempotency"
 )
@@ -110,5 +112,124 @@ func TestKeyOpaque(t *testing.T) {
 	}
 	if got := runs.Load(); got != 2 {
 		t.Fatalf("got %d runs, want 2", got)
+	}
+}
+
+// The attack: http.TimeoutHandler inside the middleware answers 503 and
+// returns while the handler runs on; the middleware released the key, and
+// each retry started another run beside the first. Now the key stays busy
+// (409 with Retry-After) for one lease after such an answer, and frees
+// itself after it. The same holds for a 408 or 504 answered directly.
+func TestTimeoutInside(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	const lease = 2 * time.Second
+	var running, maxRunning, runs atomic.Int64
+	entered := make(chan struct{}, 10)
+	finish := make(chan struct{})
+	done := make(chan struct{}, 10)
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := running.Add(1)
+		defer func() { running.Add(-1); done <- struct{}{} }()
+		for m := maxRunning.Load(); n > m && !maxRunning.CompareAndSwap(m, n); m = maxRunning.Load() {
+		}
+		runs.Add(1)
+		entered <- struct{}{}
+		<-finish
+		w.WriteHeader(http.StatusCreated)
+	})
+	h := idempotency.New(l, rdb, tester, idempotency.WithInFlightTTL(lease))(
+		http.TimeoutHandler(slow, 50*time.Millisecond, "timed out"))
+
+	first := send(h, "POST", "/orders", "{}", "k1")
+	if first.Code != http.StatusServiceUnavailable {
+		t.Fatalf("got %d %s, want the timeout's 503", first.Code, first.Body)
+	}
+	<-entered // the handler runs on
+	var w *httptest.ResponseRecorder
+	for range 3 {
+		w = send(h, "POST", "/orders", "{}", "k1")
+		checkProblem(t, w, http.StatusConflict)
+		if ra := w.Header().Get("Retry-After"); ra == "" {
+			t.Fatal("got no Retry-After on the 409, want one")
+		}
+	}
+	if got := runs.Load(); got != 1 {
+		t.Fatalf("got %d runs, want 1 while the first runs on", got)
+	}
+	close(finish)
+	<-done
+	// Past the lease the key frees itself: a retry runs.
+	deadline := time.Now().Add(lease + 10*time.Second)
+	for {
+		w = send(h, "POST", "/orders", "{}", "k1")
+		if w.Code != http.StatusConflict || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := runs.Load(); got != 2 || w.Code == http.StatusConflict {
+		t.Fatalf("after the lease: got %d %s, %d runs, want a second run", w.Code, w.Body, got)
+	}
+
+	for _, status := range []int{http.StatusRequestTimeout, http.StatusGatewayTimeout} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			var runs atomic.Int64
+			h := idempotency.New(l, rdb, tester, idempotency.WithInFlightTTL(lease))(
+				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					runs.Add(1)
+					w.WriteHeader(status)
+				}))
+			key := fmt.Sprintf("k%d", status)
+			if w := send(h, "POST", "/orders", "{}", key); w.Code != status {
+				t.Fatalf("got %d, want %d", w.Code, status)
+			}
+			checkProblem(t, send(h, "POST", "/orders", "{}", key), http.StatusConflict)
+			if got := runs.Load(); got != 1 {
+				t.Fatalf("got %d runs, want 1", got)
+			}
+		})
+	}
+	if got := maxRunning.Load(); got != 1 {
+		t.Fatalf("got %d runs at once for one key, want 1", got)
+	}
+}
+
+// The safe order: the timeout outside the middleware. The timeout answers
+// the client, the middleware holds the key until the handler returns and
+// stores its response; a retry gets 409 meanwhile, then the replay.
+func TestTimeoutOutside(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	var runs atomic.Int64
+	entered := make(chan struct{}, 1)
+	finish := make(chan struct{})
+	done := make(chan struct{})
+	idem := idempotency.New(l, rdb, tester)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		entered <- struct{}{}
+		<-finish
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, "created")
+		close(done)
+	}))
+	if w := send(http.TimeoutHandler(idem, 50*time.Millisecond, "timed out"), "POST", "/orders", "{}", "k1"); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("got %d %s, want the timeout's 503", w.Code, w.Body)
+	}
+	<-entered
+	// The retries, without the timeout's own clock in the way.
+	h := idem
+	checkProblem(t, send(h, "POST", "/orders", "{}", "k1"), http.StatusConflict)
+	close(finish)
+	<-done
+	// The middleware stores the response after the handler returns: wait
+	// for the replay.
+	var w *httptest.ResponseRecorder
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		w = send(h, "POST", "/orders", "{}", "k1")
+		if w.Code != http.StatusConflict || time.Now().After(deadline) {
+			break
+		}
+	}
+	if w.Code != http.StatusCreated || w.Body.String() != "created" || w.Header().Get("Idempotent-Replayed") != "true" || runs.Load() != 1 {
+		t.Fatalf("got %d %q (replayed %q), %d runs, want the replay of 201 created and 1 run", w.Code, w.Body, w.Header().Get("Idempotent-Replayed"), runs.Load())
 	}
 }

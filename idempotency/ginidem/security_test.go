@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -273,5 +274,39 @@ func TestAttackQuotaConcurrent(t *testing.T) {
 	}
 	if got[http.StatusCreated] != limit || got[http.StatusTooManyRequests] != n-limit || runs.Load() != limit {
 		t.Fatalf("got answers %v and %d runs, want %d 201s, %d 429s and %d runs", got, runs.Load(), limit, n-limit, limit)
+	}
+}
+
+// The attack: http.TimeoutHandler inside the middleware answered 503 while
+// the handler ran on, and each retry started another run beside it. Now
+// the key stays busy (409) for one lease after such an answer.
+func TestAttackTimeoutInside(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	var runs atomic.Int64
+	entered := make(chan struct{}, 4)
+	finish := make(chan struct{})
+	defer close(finish)
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		entered <- struct{}{}
+		<-finish
+		w.WriteHeader(http.StatusCreated)
+	})
+	r := gin.New()
+	r.POST("/orders", ginidem.New(l, rdb, tester, idempotency.WithInFlightTTL(30*time.Second)),
+		gin.WrapH(http.TimeoutHandler(slow, 50*time.Millisecond, "timed out")))
+	if w := send(r, "POST", "/orders", "{}", key("k1")); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("got %d %s, want the timeout's 503", w.Code, w.Body)
+	}
+	<-entered
+	for range 3 {
+		w := send(r, "POST", "/orders", "{}", key("k1"))
+		checkProblem(t, w, http.StatusConflict)
+		if w.Header().Get("Retry-After") == "" {
+			t.Fatal("got no Retry-After on the 409, want one")
+		}
+	}
+	if got := runs.Load(); got != 1 {
+		t.Fatalf("got %d runs, want 1", got)
 	}
 }
