@@ -296,19 +296,32 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFligh
 	before := w.Header().Clone()
 	rec := newRecorder(w, m.cfg.maxResponse)
 	locked := r.WithContext(context.WithValue(st.lk.Context(r.Context()), keyCtxKey{}, key))
-	// Deferred, so it also runs when the chain panics: then nothing is
-	// stored, the lock is released, and the panic goes on to the router's
-	// recovery.
-	defer rec.end()
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		// The chain panicked (or called runtime.Goexit): nothing is
+		// stored, unless the response started to go out, and the panic
+		// goes on, after this and the release of the lock, to the
+		// router's recovery, as net/http expects.
+		out := rec.end()
+		if out.committed && !out.hijacked && m.cfg.storeStatus(out.status) {
+			m.putMarker(r, ch, st, fp, recKey, out.status)
+		}
+	}()
 	ch.Next(rec, locked)
+	returned = true
 
 	out := rec.end()
 	switch {
 	case out.hijacked:
 	case out.committed:
-		// Sent already, and not kept: the marker stops a retry from
-		// running the handler again.
-		if !out.late && m.cfg.storeStatus(out.status) {
+		// Sent already, at least in part, and not kept: the marker stops
+		// a retry from running the handler again, also when a status
+		// change came late (a recovery behind the middleware answering a
+		// panic after the handler flushed).
+		if m.cfg.storeStatus(out.status) {
 			m.putMarker(r, ch, st, fp, recKey, out.status)
 		}
 	case out.late || !m.cfg.storeStatus(out.status):

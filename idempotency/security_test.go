@@ -194,6 +194,51 @@ func TestTimeoutInside(t *testing.T) {
 	}
 }
 
+// The attack: a handler sent 201, flushed, then panicked; nothing was
+// stored and a retry ran it again. Now a response that started to go out
+// leaves the marker of a response that cannot be replayed, the panic goes
+// on to the recovery in front, and a retry gets 409 instead of a second
+// run.
+func TestPanicAfterSend(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	var runs atomic.Int64
+	var recovered atomic.Value
+	rec := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				if v := recover(); v != nil {
+					recovered.Store(v)
+				}
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+	h := rec(idempotency.New(l, rdb, tester)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, "charged")
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			t.Errorf("Flush: %v", err)
+		}
+		panic("after the charge")
+	})))
+	w := send(h, "POST", "/pay", "{}", "k1")
+	if w.Code != http.StatusCreated || w.Body.String() != "charged" || w.Header().Get("Idempotent-Replayable") != "false" {
+		t.Fatalf("got %d %q (Idempotent-Replayable %q), want the partial 201 marked not replayable",
+			w.Code, w.Body, w.Header().Get("Idempotent-Replayable"))
+	}
+	if got := recovered.Load(); got != "after the charge" {
+		t.Fatalf("got %v recovered in front, want the handler's panic", got)
+	}
+	p := checkProblem(t, send(h, "POST", "/pay", "{}", "k1"), http.StatusConflict)
+	if !strings.Contains(p.Detail, "cannot be replayed") {
+		t.Fatalf("got detail %q, want it to say the response cannot be replayed", p.Detail)
+	}
+	if got := runs.Load(); got != 1 {
+		t.Fatalf("got %d runs, want 1", got)
+	}
+}
+
 // The safe order: the timeout outside the middleware. The timeout answers
 // the client, the middleware holds the key until the handler returns and
 // stores its response; a retry gets 409 meanwhile, then the replay.

@@ -2,8 +2,10 @@ package ginidem_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -308,5 +310,52 @@ func TestAttackTimeoutInside(t *testing.T) {
 	}
 	if got := runs.Load(); got != 1 {
 		t.Fatalf("got %d runs, want 1", got)
+	}
+}
+
+// The attack: a handler sent 201, flushed, then panicked; nothing was
+// stored and a retry ran it again. Now the response that started to go out
+// leaves its marker, whether gin's recovery is in front of the middleware
+// (the panic goes on to it) or behind it, and a retry gets 409.
+func TestAttackPanicAfterSend(t *testing.T) {
+	recovery := gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, err any) {
+		c.String(http.StatusInternalServerError, " recovered: %v", err)
+	})
+	tests := []struct {
+		name  string
+		setup func(r *gin.Engine, idem, h gin.HandlerFunc)
+	}{
+		{"recovery in front", func(r *gin.Engine, idem, h gin.HandlerFunc) {
+			r.Use(recovery)
+			r.POST("/pay", idem, h)
+		}},
+		{"recovery behind", func(r *gin.Engine, idem, h gin.HandlerFunc) {
+			r.POST("/pay", idem, recovery, h)
+		}},
+	}
+	l, _, rdb := newLocker(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var runs atomic.Int64
+			r := gin.New()
+			tt.setup(r, ginidem.New(l, rdb, tester), func(c *gin.Context) {
+				runs.Add(1)
+				c.String(http.StatusCreated, "charged")
+				c.Writer.Flush()
+				panic("after the charge")
+			})
+			k := key(strconv.Quote(tt.name))
+			w := send(r, "POST", "/pay", "", k)
+			if w.Code != http.StatusCreated || !strings.HasPrefix(w.Body.String(), "charged") {
+				t.Fatalf("got %d %q, want the partial 201", w.Code, w.Body)
+			}
+			p := checkProblem(t, send(r, "POST", "/pay", "", k), http.StatusConflict)
+			if !strings.Contains(p.Detail, "cannot be replayed") {
+				t.Fatalf("got detail %q, want it to say the response cannot be replayed", p.Detail)
+			}
+			if got := runs.Load(); got != 1 {
+				t.Fatalf("got %d runs, want 1", got)
+			}
+		})
 	}
 }
