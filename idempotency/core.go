@@ -155,18 +155,16 @@ func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool
 		m.refuse(w, r, ch, p)
 		return false
 	}
-	defer func() {
-		if err := m.g.Release(r, lk); err != nil {
-			m.report(r, ch, err)
-		}
-	}()
+	st := &inFlight{lk: lk}
+	defer m.finish(r, ch, st)
 	// A request with the key may have finished between the GET and the
-	// lock. The caller's quota is checked in the same round trip.
-	var qkeys []string
+	// lock. A place in the caller's quota is reserved in the same round
+	// trip.
 	if m.cfg.quota.on() {
-		qkeys = quotaKeys(m.cfg.prefix, caller)
+		st.slot = newSlot(m.cfg.prefix, caller)
 	}
-	rec, ok, over, err := m.store.getChecked(ctx, recKey, m.cfg.quota, qkeys)
+	rec, ok, over, reserved, err := m.store.getReserved(ctx, recKey, m.cfg.quota, st.slot)
+	st.reserved = reserved
 	if m.answered(w, r, ch, rec, ok, err, fp) {
 		return false
 	}
@@ -178,17 +176,61 @@ func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool
 		m.refuse(w, r, ch, p)
 		return false
 	}
-	m.run(w, r, ch, lk, key, fp, recKey, qkeys)
+	m.run(w, r, ch, st, key, fp, recKey)
 	return true
 }
 
-// caller returns the caller's identity as a key part, "" for none.
+// inFlight is what a request holds once it took its key's in-flight lock.
+type inFlight struct {
+	lk       *padlock.Lock
+	slot     slot // in the caller's quota; zero when the quota is off
+	reserved bool // slot is reserved
+	stored   bool // a record took the slot over
+	// keep says to leave the key locked for one more lease instead of
+	// releasing it: the answer does not say the handler finished (see
+	// unfinished).
+	keep bool
+}
+
+// finish frees what st holds, on a context detached from the request:
+// the reserved slot, unless a record took it over, and the in-flight lock,
+// released or, when st.keep, left to run out.
+func (m *Core) finish(r *http.Request, ch Chain, st *inFlight) {
+	if st.reserved && !st.stored {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.storeTimeout)
+		err := m.store.unreserve(ctx, st.slot)
+		cancel()
+		if err != nil {
+			m.report(r, ch, err)
+		}
+	}
+	if !st.keep {
+		if err := m.g.Release(r, st.lk); err != nil {
+			m.report(r, ch, err)
+		}
+		return
+	}
+	// No renewal, and no release: the key stays busy (409) for one lease
+	// from now, however long the handler goes on.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.storeTimeout)
+	defer cancel()
+	if err := st.lk.ReleaseAfter(ctx, st.lk.Lease()); err != nil {
+		m.report(r, ch, err)
+	}
+}
+
+// caller returns the caller's identity as a key part, "" for none. An
+// identity is opaque: its bytes are escaped, so that it cannot run into
+// another part, and never normalized, as a resource's text is (a Canon):
+// two accounts whose names differ only in their Unicode spelling ("josé"
+// precomposed and decomposed, "Kim" with a Kelvin sign) are two callers,
+// with their own responses and quotas.
 func (m *Core) caller(ch Chain) (string, error) {
 	id, err := ch.Caller()
 	if err != nil || id == "" {
 		return "", err
 	}
-	return lockkey.Text().Part("caller", id)
+	return lockkey.Escape(id), nil
 }
 
 // scope returns the key's scope: rest in the namespace of route (see the
@@ -248,49 +290,83 @@ func (m *Core) answered(w http.ResponseWriter, r *http.Request, ch Chain, rec re
 	return true
 }
 
-// run runs the rest of the chain holding lk, then stores and sends its
-// response.
-func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, lk *padlock.Lock, key, fp, recKey string, qkeys []string) {
+// run runs the rest of the chain holding st's lock, then stores and sends
+// its response.
+func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFlight, key, fp, recKey string) {
 	before := w.Header().Clone()
 	rec := newRecorder(w, m.cfg.maxResponse)
-	locked := r.WithContext(context.WithValue(lk.Context(r.Context()), keyCtxKey{}, key))
-	// Deferred, so it also runs when the chain panics: then nothing is
-	// stored, the lock is released, and the panic goes on to the router's
-	// recovery.
-	defer rec.end()
+	locked := r.WithContext(context.WithValue(st.lk.Context(r.Context()), keyCtxKey{}, key))
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		// The chain panicked (or called runtime.Goexit): nothing is
+		// stored, unless the response started to go out, and the panic
+		// goes on, after this and the release of the lock, to the
+		// router's recovery, as net/http expects.
+		out := rec.end()
+		if out.committed && !out.hijacked && m.cfg.storeStatus(out.status) {
+			m.putMarker(r, ch, st, fp, recKey, out.status)
+		}
+	}()
 	ch.Next(rec, locked)
+	returned = true
 
 	out := rec.end()
-	storable := !out.hijacked && !out.late && m.cfg.storeStatus(out.status)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.storeTimeout)
-	defer cancel()
 	switch {
 	case out.hijacked:
 	case out.committed:
-		// Sent already, and not kept: the marker stops a retry from
-		// running the handler again.
-		if storable {
-			m.put(r, ch, ctx, recKey, qkeys, &record{kind: recordNotReplayable, fingerprint: fp, status: out.status}, nil)
+		// Sent already, at least in part, and not kept: the marker stops
+		// a retry from running the handler again, also when a status
+		// change came late (a recovery behind the middleware answering a
+		// panic after the handler flushed).
+		if m.cfg.storeStatus(out.status) {
+			m.putMarker(r, ch, st, fp, recKey, out.status)
 		}
-	case !storable:
+	case out.late || !m.cfg.storeStatus(out.status):
 		w.Header().Set(ReplayableHeader, "false")
 		send(w, out.status, out.body)
 	default:
 		rc := &record{kind: recordResponse, fingerprint: fp, status: out.status, header: handlerHeader(w.Header(), before, m.cfg.storedHeaders)}
-		if !m.put(r, ch, ctx, recKey, qkeys, rc, out.body) {
+		if !m.put(r, ch, st, recKey, rc, out.body) {
 			w.Header().Set(ReplayableHeader, "false")
 		}
 		send(w, out.status, out.body)
 	}
+	st.keep = !st.stored && !out.hijacked && unfinished(out.status)
+}
+
+// unfinished reports whether an answer with status, not stored, may have
+// come while the handler still runs: 408, 503 and 504 are what timeout
+// wrappers inside the middleware (http.TimeoutHandler, gin-contrib/timeout)
+// answer while the handler goes on in a goroutine of theirs. The key then
+// stays busy for one lease (see finish), so that a retry does not start a
+// second run beside it.
+func unfinished(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
 
 // errRecordTaken is what put reports when a record it was about to store
 // is there already.
 var errRecordTaken = errors.New("idempotency: a record for this key was stored by another request; the in-flight lock was lost")
 
-// put stores rc with body at recKey and reports whether it did.
-func (m *Core) put(r *http.Request, ch Chain, ctx context.Context, recKey string, qkeys []string, rc *record, body []byte) bool {
-	stored, err := m.store.putCounted(ctx, recKey, rc, body, m.cfg.quota, qkeys)
+// putMarker stores the marker of a response with status that was sent and
+// not kept.
+func (m *Core) putMarker(r *http.Request, ch Chain, st *inFlight, fp, recKey string, status int) {
+	m.put(r, ch, st, recKey, &record{kind: recordNotReplayable, fingerprint: fp, status: status}, nil)
+}
+
+// put stores rc with body at recKey, counted in place of st's slot, on a
+// context detached from the request, and reports whether it did.
+func (m *Core) put(r *http.Request, ch Chain, st *inFlight, recKey string, rc *record, body []byte) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.cfg.storeTimeout)
+	defer cancel()
+	stored, err := m.store.putCounted(ctx, recKey, rc, body, m.cfg.quota, st.slot)
 	switch {
 	case err != nil:
 		m.report(r, ch, err)
@@ -299,6 +375,7 @@ func (m *Core) put(r *http.Request, ch Chain, ctx context.Context, recKey string
 		// another request with the key finished first: its record stays.
 		m.report(r, ch, errRecordTaken)
 	}
+	st.stored = stored
 	return stored
 }
 

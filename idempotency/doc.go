@@ -23,6 +23,13 @@
 // other caller's responses, and can squat its keys. Clients should send
 // unguessable keys (a random UUID per operation).
 //
+// The identity is opaque: its bytes are escaped, never normalized, so two
+// accounts whose names differ only in their Unicode spelling ("josé" sent
+// precomposed and decomposed, "Kim" and "\u212Aim" with a Kelvin sign)
+// are two callers, each with its own responses, keys and quota. So is the
+// Idempotency-Key: printable ASCII (see ParseKey), compared byte for byte,
+// case included; only its quoting is read.
+//
 // The request fingerprint holds the method, the URI, the Content-Type and
 // the body: the same bytes under another Content-Type (text/plain, which a
 // cross-site form can send) are another request, 422. Of the response,
@@ -50,15 +57,21 @@
 //     behaviour). If its response was not kept (larger than
 //     WithMaxResponseBytes, or streamed): 409 without Retry-After, saying
 //     so; the handler does not run again.
+//   - The key's first request got a 408, 503 or 504 that was not stored,
+//     less than one in-flight lease ago: 409 with "Retry-After: 1" (see
+//     Timeouts below).
 //   - The caller is at its quota of stored responses (WithQuota): 429 with
 //     Retry-After, before the handler runs.
 //   - Redis unreachable: 503; the handler never runs without the in-flight
 //     lock or without knowing whether the key was used.
 //
 // Stored responses are bounded per caller (WithQuota; by default 10000
-// responses and 64 MiB at once), so that one caller cannot fill Redis. The
-// quota of a caller lives at WithRecordPrefix + "quota:{<digest of the
-// caller>}" and the same + ":bytes", kept for WithRetention.
+// responses and 64 MiB at once), so that one caller cannot fill Redis. A
+// request reserves its place in the quota, atomically, before its handler
+// runs, so requests sent at once cannot together go over the count; the
+// bytes can go over by at most the responses in flight. The quota of a
+// caller lives at WithRecordPrefix + "quota:{<digest of the caller>}" and
+// the same + ":bytes", kept for WithRetention.
 //
 // A key is scoped by route template, caller and key: the same key on
 // another route, or from another caller, is another key. The route template
@@ -85,23 +98,59 @@
 //     handler runs, so it frees itself within WithInFlightTTL if the
 //     process dies: a crash never leaves a key stuck), then GET again, for
 //     a request that finished between step 1 and the lock, pipelined with
-//     the check of the caller's quota.
+//     the reservation of a place in the caller's quota (freed again when
+//     nothing is stored).
 //  3. Run the handler with a response writer that holds the response back
 //     (up to WithMaxResponseBytes). The handler sees the lock through its
 //     request's context (cancelled if it is lost) and padlock.FromContext,
 //     and the key through KeyFrom; it can still read the body.
 //  4. Store the record (SET NX PX, pipelined with counting it against the
 //     caller's quota, on a context detached from the request and bounded
-//     by WithStoreTimeout), then send the response, then release the lock. Storing first means a client that got the response
-//     gets the same one on a retry, never 409. A record is never
-//     overwritten.
+//     by WithStoreTimeout), then send the response, then release the lock
+//     (or leave it to run out; see Timeouts below). Storing first means
+//     that a client that got the response gets the same one on a retry,
+//     never a 409. A record is never overwritten.
 //
-// A panicking handler stores nothing: the lock is released and the panic
-// goes on to the router's recovery; a retry runs the handler again. A 5xx
-// is not stored either (see DefaultStoreStatus), nor anything for a
-// handler that hijacks the connection. A response the handler flushed
-// early, or one larger than WithMaxResponseBytes, is sent as it streams,
-// with "Idempotent-Replayable: false", and a marker is stored in its place.
+// A response the handler flushed early, or one larger than
+// WithMaxResponseBytes, is sent as it streams, with "Idempotent-Replayable:
+// false", and a marker is stored in its place: a retry gets 409 saying the
+// response cannot be replayed, never a second run. A panicking handler
+// stores nothing, and a retry runs it again, unless its response had
+// started to go out: then the marker is stored first (for a status that
+// WithStoreStatus stores). Either way the lock is released and the panic
+// goes on to the router's recovery. A 5xx is not stored (see
+// DefaultStoreStatus), nor anything for a handler that hijacks the
+// connection.
+//
+// # Timeouts and the order of middlewares
+//
+// A handler must not run twice at once for one key. The middleware holds
+// the key's in-flight lock until the handler returns, which it can see
+// only if the handler runs inside its ServeHTTP. A timeout wrapper between
+// the two (http.TimeoutHandler, gin-contrib/timeout) answers when its time
+// is up and returns while the handler goes on in a goroutine of its own:
+// the middleware cannot know that the handler finished. So after an
+// answer of 408, 503 or 504 that is not stored (what such wrappers send),
+// the middleware does not release the key but leaves its lock to run out,
+// unrenewed, one lease (WithInFlightTTL) later; retries meanwhile get 409.
+// That keeps a second run away while the first runs on for up to one
+// lease; a handler that runs on longer than that can meet a retry's run.
+// A handler's own 408, 503 or 504 costs the same wait.
+//
+// The safe order is: authentication, then this middleware, then a lock
+// middleware (httplock, padlock/middleware) if any, then the handler; put
+// timeout wrappers (http.TimeoutHandler, gin-contrib/timeout) outside this
+// middleware, never between it and the handler (http.Server's timeouts
+// are outside already):
+//
+//	authenticate(http.TimeoutHandler(idem(lock(handler)), 10*time.Second, ""))
+//
+// There the handler runs inside the middleware's ServeHTTP: when the
+// timeout answers the client, the middleware goes on holding the key,
+// stores the handler's response when it returns, and a retry gets 409,
+// then the replay. The timeout cancels the handler's context: a handler
+// that gives up on it and answers a 5xx stores nothing, and a retry runs
+// it again.
 //
 // The Retry-After of the in-flight 409 is 1 second, not the lock's
 // remaining lease: the lease says when a crashed holder's key frees, while

@@ -46,6 +46,10 @@ var ErrInvalidKey = errors.New("idempotency: invalid Idempotency-Key")
 // ignored. The key must be 1 to MaxKeyLen bytes of printable
 // ASCII (space included, within quotes). Any other field value is an error
 // matching ErrInvalidKey that says what is wrong.
+//
+// The key is the client's opaque identifier of an operation: it is
+// compared byte for byte, case included, and never normalized; being
+// ASCII, it has no Unicode spellings to merge.
 func ParseKey(field string) (string, error) {
 	s := strings.Trim(field, " \t")
 	if s == "" {

@@ -21,8 +21,9 @@ import (
 //
 // caller returns the identity of the authenticated caller (user, API
 // client, tenant), as the authentication step in front established it,
-// usually from r.Context(); keys are scoped by it, so a caller only ever
-// gets its own responses replayed. It returns "" when the request carries
+// usually from r.Context(); keys are scoped by it, byte for byte (never
+// normalized), so a caller only ever gets its own responses replayed. It
+// returns "" when the request carries
 // no identity, which is refused with 401: a request that is not
 // authenticated never shares a scope with anyone. Never take the caller
 // from what a client sends unauthenticated (a header such as X-Client-ID):

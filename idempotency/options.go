@@ -138,8 +138,11 @@ func WithWaitForInFlight(d time.Duration) Option {
 // WithInFlightTTL sets the lease of the in-flight lock: how long a key stays
 // busy (409) after the process running its first request died, before a
 // retry can run it. While the handler runs the lease is renewed, so a slow
-// handler keeps its key. It must be at least 1ms. Default: the Locker's
-// lease (padlock.WithDefaults; 30s unless set there).
+// handler keeps its key. After an answer of 408, 503 or 504 that is not
+// stored, which a timeout inside the middleware sends while the handler
+// runs on, the key stays busy for one more lease, unrenewed (see the
+// package comment). It must be at least 1ms. Default: the Locker's lease
+// (padlock.WithDefaults; 30s unless set there).
 func WithInFlightTTL(d time.Duration) Option {
 	return func(c *config) { c.lockTTL = d }
 }
@@ -216,6 +219,8 @@ func WithError(fn func(r *http.Request, err error)) Option {
 // stored because a retry of a failed request should get a chance to
 // succeed; the handler must then be safe to run again after a 5xx (roll
 // back, or fail before the side effect), or the app should store 5xx too.
+// After a 408, 503 or 504, a retry runs only once the key's in-flight lease
+// ran out (see WithInFlightTTL).
 //
 // A handler that acts before it can answer 400 or 422 (it charged, then
 // found a field wrong) should store those too: WithStoreStatus with
@@ -271,13 +276,20 @@ func WithStoredHeaders(names ...string) Option {
 // handler while its caller is at either bound gets 429 Too Many Requests
 // with Retry-After (when its oldest record expires), before the handler
 // runs: a response that could not be stored would leave a retry free to
-// run the handler again. Replays are never refused. The check and the count
-// share round trips with the second GET and the store, so the quota costs
-// no extra round trip; a caller's concurrent requests can each pass the
-// check, so it can go over bytes by up to one response
-// (WithMaxResponseBytes) per concurrent request. Negative values panic at
-// construction. Default: DefaultQuotaResponses (10000) and
-// DefaultQuotaBytes (64 MiB).
+// run the handler again. Replays are never refused.
+//
+// The count is a bound, also for requests sent at once: a request reserves
+// its place atomically before its handler runs, the record of its response
+// takes the place over, and a request that stores nothing (a 5xx, a 400 or
+// 422, a panic before anything was sent) frees it. A process that dies
+// while its handler runs leaves its place taken until WithRetention ends,
+// as a stored response would. The bytes of a response are known only once
+// it is stored, so the bytes bound is checked before the handler runs and
+// can be passed by at most the responses then in flight (each at most
+// WithMaxResponseBytes). The reservation shares a round trip with the
+// second GET and the count with the store; freeing a place costs one.
+// Negative values panic at construction. Default: DefaultQuotaResponses
+// (10000) and DefaultQuotaBytes (64 MiB).
 func WithQuota(responses int, bytes int64) Option {
 	return func(c *config) {
 		if responses < 0 || bytes < 0 {

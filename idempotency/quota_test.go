@@ -2,8 +2,11 @@ package idempotency_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -167,4 +170,120 @@ func TestQuotaScriptFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkProblem(t, send(h, "POST", "/orders", "{}", "k3"), http.StatusTooManyRequests)
+}
+
+// The attack: 40 first requests at once, with distinct keys, under a quota
+// of 5 each passed the check while the others ran, and 40 responses were
+// stored. A request now reserves its place before the handler runs: 5 run
+// and store, 35 get 429. The handler holds every request it lets in until
+// each of the 40 has either entered it or been answered, so all 40 are in
+// flight at once whatever the scheduling.
+func TestQuotaConcurrent(t *testing.T) {
+	l, srv, rdb := newLocker(t)
+	const n, limit = 40, 5
+	decided := make(chan struct{}, n)
+	release := make(chan struct{})
+	var runs atomic.Int64
+	h := idempotency.New(l, rdb, tester, idempotency.WithQuota(limit, 0))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		decided <- struct{}{}
+		<-release
+		w.WriteHeader(http.StatusCreated)
+	}))
+	codes := make(chan int, n)
+	for i := range n {
+		go func() {
+			w := send(h, "POST", "/orders", "{}", "k"+strconv.Itoa(i))
+			if w.Code != http.StatusCreated {
+				decided <- struct{}{}
+			}
+			codes <- w.Code
+		}()
+	}
+	for range n {
+		<-decided
+	}
+	close(release)
+	got := map[int]int{}
+	for range n {
+		got[<-codes]++
+	}
+	if got[http.StatusCreated] != limit || got[http.StatusTooManyRequests] != n-limit || runs.Load() != limit {
+		t.Fatalf("got answers %v and %d runs, want %d 201s, %d 429s and %d runs", got, runs.Load(), limit, n-limit, limit)
+	}
+	if c, err := rdb.ZCard(context.Background(), quotaKey(t, srv.Keys(t))).Result(); c != limit || err != nil {
+		t.Fatalf("got %d, %v entries in the quota, want %d", c, err, limit)
+	}
+}
+
+// A request that stores nothing frees the place it reserved: a response
+// that is not stored (a 5xx, a 422), a panic, and a request that finds,
+// once it holds the lock, the record of the request it waited for.
+func TestQuotaReservationFreed(t *testing.T) {
+	l, srv, rdb := newLocker(t)
+	ctx := context.Background()
+	var fail atomic.Value
+	fail.Store("")
+	entered := make(chan struct{}, 1)
+	finish := make(chan struct{})
+	h := recoverer(idempotency.New(l, rdb, tester, idempotency.WithQuota(2, 0), idempotency.WithWaitForInFlight(30*time.Second))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch fail.Load() {
+			case "500":
+				w.WriteHeader(http.StatusInternalServerError)
+			case "422":
+				w.WriteHeader(http.StatusUnprocessableEntity)
+			case "panic":
+				panic("boom")
+			case "slow":
+				entered <- struct{}{}
+				<-finish
+				w.WriteHeader(http.StatusCreated)
+			default:
+				w.WriteHeader(http.StatusCreated)
+			}
+		})))
+	for _, f := range []string{"500", "422", "panic", "500", "422", "panic"} {
+		fail.Store(f)
+		if w := send(h, "POST", "/orders", "{}", "k-"+f); w.Code == http.StatusTooManyRequests {
+			t.Fatalf("%s: got 429, want the handler to run: the places were not freed", f)
+		}
+	}
+	if c, err := rdb.ZCard(ctx, "padlock:idempotency:quota:{"+callerDigest("tester")+"}").Result(); c != 0 || err != nil {
+		t.Fatalf("got %d, %v entries in the quota, want none", c, err)
+	}
+	fail.Store("slow")
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- send(h, "POST", "/orders", "{}", "k-slow") }()
+	<-entered
+	// A retry waits for the first to finish, then finds its record once it
+	// holds the lock.
+	second := make(chan *httptest.ResponseRecorder, 1)
+	go func() { second <- send(h, "POST", "/orders", "{}", "k-slow") }()
+	for deadline := time.Now().Add(10 * time.Second); len(l.Waiting()) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the retry never waited for the key")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(finish)
+	f := <-first
+	if f.Code != http.StatusCreated {
+		t.Fatalf("got %d %s, want 201", f.Code, f.Body)
+	}
+	checkReplay(t, <-second, f)
+	if c, err := rdb.ZCard(ctx, quotaKey(t, srv.Keys(t))).Result(); c != 1 || err != nil {
+		t.Fatalf("got %d, %v entries in the quota, want the 1 record", c, err)
+	}
+	fail.Store("")
+	if w := send(h, "POST", "/orders", "{}", "k-2"); w.Code != http.StatusCreated {
+		t.Fatalf("got %d %s, want 201", w.Code, w.Body)
+	}
+	checkProblem(t, send(h, "POST", "/orders", "{}", "k-over"), http.StatusTooManyRequests)
+}
+
+// callerDigest is the hash tag of the quota keys of caller, a plain name.
+func callerDigest(caller string) string {
+	sum := sha256.Sum256([]byte(caller))
+	return hex.EncodeToString(sum[:8])
 }

@@ -30,6 +30,12 @@
 // that is not NFC instead. Join, Arg and Args, for values from code, take
 // their parts exactly as given.
 //
+// Merging is right for a resource and wrong for an identity: two accounts
+// named "josé" (precomposed and decomposed) or "Kim" and "Kim" (a
+// Kelvin sign) are two accounts, and whatever is scoped by who asks (the
+// stored responses of padlock/idempotency, a quota) must keep them apart.
+// Make such a part with Escape, which keeps the bytes as they are.
+//
 // # Key encoding
 //
 // A key is a list of parts joined by Sep (":"). Every part is escaped first

@@ -21,8 +21,9 @@ import (
 //
 // caller returns the identity of the authenticated caller (user, API
 // client, tenant), as the authentication middleware in front established
-// it (c.Get, c.Request.Context()); keys are scoped by it, so a caller only
-// ever gets its own responses replayed. It returns "" when the request
+// it (c.Get, c.Request.Context()); keys are scoped by it, byte for byte
+// (never normalized), so a caller only ever gets its own responses
+// replayed. It returns "" when the request
 // carries no identity, which is refused with 401: a request that is not
 // authenticated never shares a scope with anyone. Never take the caller
 // from what a client sends unauthenticated (a header such as X-Client-ID):
@@ -44,7 +45,14 @@ import (
 // the client gets the recovery's clean 500. Behind it works too: the
 // recovery's 500 is not stored, nor is a response whose status someone
 // tried to change after the body started, which is how a panic after a
-// partial write shows.
+// partial write shows. Either way, once the response started to go out
+// (the handler flushed, or wrote more than WithMaxResponseBytes) a panic
+// leaves the marker of a response that cannot be replayed: a retry gets
+// 409, never a second run.
+//
+// Put timeouts in front of this middleware too, never between it and the
+// handler: see "Timeouts and the order of middlewares" in package
+// idempotency.
 //
 // New panics if l, rdb or caller is nil or an option is invalid.
 func New(l *padlock.Locker, rdb redis.UniversalClient, caller func(c *gin.Context) (string, error), opts ...idempotency.Option) gin.HandlerFunc {

@@ -173,8 +173,10 @@ func TestIdempotencyRefusals(t *testing.T) {
 
 // The handler's own errors are replayed like successes (as Stripe does),
 // except a validation failure (400, 422), where the handler did nothing,
-// and 5xx, 408 and 429, which a retry runs again. StrictStoreStatus stores
-// validation failures too.
+// and 5xx, 408 and 429, which a retry runs again: at once, or after 408,
+// 503 and 504, which a timeout inside the middleware answers while the
+// handler runs on, once the key's lease ran out (409 until then).
+// StrictStoreStatus stores validation failures too.
 func TestIdempotencyStoredStatuses(t *testing.T) {
 	tests := []struct {
 		status         int
@@ -191,6 +193,7 @@ func TestIdempotencyStoredStatuses(t *testing.T) {
 		{http.StatusTooManyRequests, false, false},
 		{http.StatusInternalServerError, false, false},
 		{http.StatusServiceUnavailable, false, false},
+		{http.StatusGatewayTimeout, false, false},
 	}
 	l, _, rdb := newLocker(t)
 	for _, mode := range []string{"default", "strict"} {
@@ -227,6 +230,11 @@ func TestIdempotencyStoredStatuses(t *testing.T) {
 				}
 				if got := first.Header().Get("Idempotent-Replayable"); got != "false" {
 					t.Fatalf("got Idempotent-Replayable %q, want false", got)
+				}
+				switch tt.status {
+				case http.StatusRequestTimeout, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+					checkProblem(t, second, http.StatusConflict)
+					return
 				}
 				if second.Body.String() != "run 2" || second.Header().Get("Idempotent-Replayed") != "" {
 					t.Fatalf("got %d %q (replayed %q), want a second run", second.Code, second.Body, second.Header().Get("Idempotent-Replayed"))

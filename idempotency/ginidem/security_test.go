@@ -2,14 +2,18 @@ package ginidem_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/padlockgo/padlock/idempotency"
 	"github.com/padlockgo/padlock/idempotency/ginidem"
 )
 
@@ -183,5 +187,175 @@ func TestStoredHeadersAllowlist(t *testing.T) {
 		if got, want := replay.Header().Get(f), first.Header().Get(f); got != want {
 			t.Fatalf("got %s %q on the replay, want %q", f, got, want)
 		}
+	}
+}
+
+// lookalikes are pairs of account names that Unicode normalization (NFC)
+// makes one: precomposed and decomposed, and a letter beside the sign that
+// normalizes to it (Kelvin, Ohm).
+var lookalikes = []struct{ name, a, b string }{
+	{"decomposed", "jos\u00e9", "jose\u0301"},
+	{"kelvin sign", "Kim", "\u212Aim"},
+	{"ohm sign", "\u03a9mega", "\u2126mega"},
+}
+
+// The attack: accounts whose names differ only in their Unicode spelling
+// were one caller: B got A's stored answer as a replay, B's first use of
+// A's key made A's request a 422, and B's stored answers counted against
+// A's quota. An identity is opaque bytes now.
+func TestAttackLookalikeCallers(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	var runs atomic.Int64
+	for _, tt := range lookalikes {
+		t.Run(tt.name, func(t *testing.T) {
+			names := map[string]string{"a": tt.a, "b": tt.b}
+			r := gin.New()
+			r.POST("/orders", func(c *gin.Context) {
+				c.Set("user", names[strings.TrimPrefix(c.GetHeader("Authorization"), "Bearer ")])
+			},
+				ginidem.New(l, rdb, func(c *gin.Context) (string, error) { return c.GetString("user"), nil },
+					idempotency.WithQuota(2, 0), idempotency.WithRecordPrefix("idem:"+tt.name+":")),
+				func(c *gin.Context) { c.String(http.StatusCreated, "order %d of %q", runs.Add(1), c.GetString("user")) })
+			post := func(k, body, token string) *httptest.ResponseRecorder {
+				return send(r, "POST", "/orders", body, key(k), "Authorization", "Bearer "+token)
+			}
+			mine := func(w *httptest.ResponseRecorder, user string) bool {
+				return w.Code == http.StatusCreated && w.Header().Get("Idempotent-Replayed") == "" && strings.Contains(w.Body.String(), fmt.Sprintf("%q", user))
+			}
+			// Replay: B sends A's key and body.
+			if w := post("k1", `{"item":"book"}`, "a"); !mine(w, tt.a) {
+				t.Fatalf("A: got %d %s, want 201", w.Code, w.Body)
+			}
+			if w := post("k1", `{"item":"book"}`, "b"); !mine(w, tt.b) {
+				t.Fatalf("B with A's key and body: got %d %s (replayed %q), want B's own 201", w.Code, w.Body, w.Header().Get("Idempotent-Replayed"))
+			}
+			// Squat: B sends A's next key first. B's quota of 2 is full now.
+			if w := post("k2", `{"item":"nothing"}`, "b"); !mine(w, tt.b) {
+				t.Fatalf("B: got %d %s, want 201", w.Code, w.Body)
+			}
+			// A's own request with that key runs, within A's own quota.
+			if w := post("k2", `{"item":"book"}`, "a"); !mine(w, tt.a) {
+				t.Fatalf("A after B squatted its key and filled B's quota: got %d %s, want A's own 201", w.Code, w.Body)
+			}
+		})
+	}
+}
+
+// The attack: 40 first requests at once with distinct keys under a quota
+// of 5 all ran and stored. Now 5 run; the rest get 429.
+func TestAttackQuotaConcurrent(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	const n, limit = 40, 5
+	decided := make(chan struct{}, n)
+	release := make(chan struct{})
+	var runs atomic.Int64
+	r := gin.New()
+	r.POST("/orders", ginidem.New(l, rdb, tester, idempotency.WithQuota(limit, 0)), func(c *gin.Context) {
+		runs.Add(1)
+		decided <- struct{}{}
+		<-release
+		c.Status(http.StatusCreated)
+	})
+	codes := make(chan int, n)
+	for i := range n {
+		go func() {
+			w := send(r, "POST", "/orders", "{}", key(fmt.Sprintf("k%d", i)))
+			if w.Code != http.StatusCreated {
+				decided <- struct{}{}
+			}
+			codes <- w.Code
+		}()
+	}
+	for range n {
+		<-decided
+	}
+	close(release)
+	got := map[int]int{}
+	for range n {
+		got[<-codes]++
+	}
+	if got[http.StatusCreated] != limit || got[http.StatusTooManyRequests] != n-limit || runs.Load() != limit {
+		t.Fatalf("got answers %v and %d runs, want %d 201s, %d 429s and %d runs", got, runs.Load(), limit, n-limit, limit)
+	}
+}
+
+// The attack: http.TimeoutHandler inside the middleware answered 503 while
+// the handler ran on, and each retry started another run beside it. Now
+// the key stays busy (409) for one lease after such an answer.
+func TestAttackTimeoutInside(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	var runs atomic.Int64
+	entered := make(chan struct{}, 4)
+	finish := make(chan struct{})
+	defer close(finish)
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		entered <- struct{}{}
+		<-finish
+		w.WriteHeader(http.StatusCreated)
+	})
+	r := gin.New()
+	r.POST("/orders", ginidem.New(l, rdb, tester, idempotency.WithInFlightTTL(30*time.Second)),
+		gin.WrapH(http.TimeoutHandler(slow, 50*time.Millisecond, "timed out")))
+	if w := send(r, "POST", "/orders", "{}", key("k1")); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("got %d %s, want the timeout's 503", w.Code, w.Body)
+	}
+	<-entered
+	for range 3 {
+		w := send(r, "POST", "/orders", "{}", key("k1"))
+		checkProblem(t, w, http.StatusConflict)
+		if w.Header().Get("Retry-After") == "" {
+			t.Fatal("got no Retry-After on the 409, want one")
+		}
+	}
+	if got := runs.Load(); got != 1 {
+		t.Fatalf("got %d runs, want 1", got)
+	}
+}
+
+// The attack: a handler sent 201, flushed, then panicked; nothing was
+// stored and a retry ran it again. Now the response that started to go out
+// leaves its marker, whether gin's recovery is in front of the middleware
+// (the panic goes on to it) or behind it, and a retry gets 409.
+func TestAttackPanicAfterSend(t *testing.T) {
+	recovery := gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, err any) {
+		c.String(http.StatusInternalServerError, " recovered: %v", err)
+	})
+	tests := []struct {
+		name  string
+		setup func(r *gin.Engine, idem, h gin.HandlerFunc)
+	}{
+		{"recovery in front", func(r *gin.Engine, idem, h gin.HandlerFunc) {
+			r.Use(recovery)
+			r.POST("/pay", idem, h)
+		}},
+		{"recovery behind", func(r *gin.Engine, idem, h gin.HandlerFunc) {
+			r.POST("/pay", idem, recovery, h)
+		}},
+	}
+	l, _, rdb := newLocker(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var runs atomic.Int64
+			r := gin.New()
+			tt.setup(r, ginidem.New(l, rdb, tester), func(c *gin.Context) {
+				runs.Add(1)
+				c.String(http.StatusCreated, "charged")
+				c.Writer.Flush()
+				panic("after the charge")
+			})
+			k := key(strconv.Quote(tt.name))
+			w := send(r, "POST", "/pay", "", k)
+			if w.Code != http.StatusCreated || !strings.HasPrefix(w.Body.String(), "charged") {
+				t.Fatalf("got %d %q, want the partial 201", w.Code, w.Body)
+			}
+			p := checkProblem(t, send(r, "POST", "/pay", "", k), http.StatusConflict)
+			if !strings.Contains(p.Detail, "cannot be replayed") {
+				t.Fatalf("got detail %q, want it to say the response cannot be replayed", p.Detail)
+			}
+			if got := runs.Load(); got != 1 {
+				t.Fatalf("got %d runs, want 1", got)
+			}
+		})
 	}
 }
