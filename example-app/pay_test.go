@@ -196,7 +196,7 @@ func TestPayLockLost(t *testing.T) {
 	wg.Wait()
 
 	checkProblem(t, r, http.StatusConflict)
-	o, err := a.store.order(context.Background(), id)
+	o, err := a.store.order(context.Background(), "shop-1", id)
 	if err != nil {
 		t.Fatal(err)
 	}

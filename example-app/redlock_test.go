@@ -58,6 +58,10 @@ func TestRedlockFreshNodesSayWhy(t *testing.T) {
 	if !strings.Contains(logs.String(), why) {
 		t.Fatalf("the log at start does not say why locks are refused (%q):\n%s", why, logs)
 	}
+	// An order of the caller's, so that its pay request reaches the lock.
+	if r := do(t, c, "POST", url+"/orders", `{"customer":"alice","amount_cents":1299,"currency":"EUR"}`); r.status != http.StatusCreated {
+		t.Fatalf("create: got %d %s, want 201", r.status, r.raw)
+	}
 	for _, req := range []struct{ method, path string }{{"POST", "/jobs/nightly-report/run"}, {"POST", "/orders/1/pay"}, {"GET", "/healthz"}} {
 		r := do(t, c, req.method, url+req.path, "")
 		checkProblem(t, r, http.StatusServiceUnavailable)
