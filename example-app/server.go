@@ -296,11 +296,11 @@ func (s *server) index(c *gin.Context) {
 			"POST /orders/:id/pay    pays once; locked per order (409 if busy)",
 			"POST /payments          {order_id}: the same, by a JSON body; shares the order's lock",
 			"POST /jobs/:name/run    ?seconds=N (at most 30); one run per job at a time (409 if busy)",
-			"GET  /healthz           redis and database reachable",
+			"GET  /healthz           ok, degraded (a Redlock node is down) or down (503); details on the admin listener's /healthz",
 		},
 		"jobs":  jobNames,
 		"auth":  "every route but / and /healthz needs Authorization: Bearer <API key>",
-		"admin": "the lock page /debug/locks, /locks and /metrics are on the admin listener (ADMIN_ADDR, default 127.0.0.1:8081), not here",
+		"admin": "the lock page /debug/locks, /locks, /metrics and the detailed /healthz are on the admin listener (ADMIN_ADDR, default 127.0.0.1:8081), not here",
 	})
 }
 
