@@ -479,7 +479,7 @@ func TestEmbeddedRedisNotices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.close()
-	rdb := redis.NewClient(&redis.Options{Addr: e.addr()})
+	rdb := redis.NewClient(e.options())
 	defer rdb.Close()
 	l := padlock.New(rdb, padlock.WithDefaults(padlock.Options{
 		// A retry pace far slower than a notice: a waiter that polled would

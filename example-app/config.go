@@ -22,8 +22,12 @@ Usage:
 
 Configuration, all optional, from the environment:
   ADDR        where to listen (default 127.0.0.1:8080)
-  REDIS_ADDR  Redis address host:port, or a comma-separated list
-              (default: none; an embedded, in-process miniredis is started)
+  REDIS_ADDR  Redis address host:port, or a comma-separated list; each may
+              be a URL instead, redis://user:password@host:port/db, or
+              rediss://... for TLS (go-redis ParseURL; a Cluster's URLs
+              share one user and password)
+              (default: none; an embedded, in-process miniredis is started,
+              on loopback, with a random password only the app knows)
   REDIS_MODE  single | cluster | redlock: how to use REDIS_ADDR
               (default single for one address, redlock for a list; redlock
               needs independent masters, cluster a Redis Cluster's nodes)
@@ -146,8 +150,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		if a = strings.TrimSpace(a); a == "" {
 			continue
 		}
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return cfg, fmt.Errorf("REDIS_ADDR: %q is not host:port: %v", a, err)
+		if _, err := nodeOptions(a); err != nil {
+			return cfg, fmt.Errorf("REDIS_ADDR: %w", err)
 		}
 		cfg.RedisAddrs = append(cfg.RedisAddrs, a)
 	}
@@ -167,6 +171,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return cfg, fmt.Errorf("REDIS_MODE: %q, want single, cluster or redlock", mode)
 	}
 	cfg.RedisMode = mode
+	if mode == modeCluster {
+		if _, err := clusterOptions(cfg.RedisAddrs); err != nil {
+			return cfg, fmt.Errorf("REDIS_ADDR: %w", err)
+		}
+	}
 	if v := getenv("REDIS_NODE_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 || d >= cfg.lockTTL {
