@@ -51,9 +51,11 @@ Configuration, all optional, from the environment:
               16 characters or more; default: two demo callers with random
               keys, printed in the log at start)
   ADMIN_ADDR  where the admin side listens: the lock page /debug/locks,
-              /locks and Prometheus /metrics (default 127.0.0.1:8081;
+              /locks, Prometheus /metrics and /healthz with the details
+              the public one keeps to itself (default 127.0.0.1:8081;
               loopback only, unless ADMIN_TOKEN is set)
-  ADMIN_TOKEN a token the admin side requires as "Authorization: Bearer ..."
+  ADMIN_TOKEN a token the admin side requires as "Authorization: Bearer ...",
+              of 32 characters or more (make one: openssl rand -hex 32)
   LOCK_VIEW_KEYS  1 to show lock keys on the admin side (default: each
               key's namespace and a hash only; keys carry client data)
 
@@ -231,6 +233,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 	return cfg, nil
 }
 
+// minAdminTokenLen is the shortest ADMIN_TOKEN accepted: 32 characters,
+// as openssl rand -hex 16 gives (128 bits).
+const minAdminTokenLen = 32
+
 // loadAdminConfig reads the admin side's variables. The admin side lists
 // locks, whose keys carry client data: without a token it may listen on
 // loopback only.
@@ -239,6 +245,9 @@ func loadAdminConfig(cfg *config, getenv func(string) string) error {
 		cfg.AdminAddr = v
 	}
 	cfg.AdminToken = getenv("ADMIN_TOKEN")
+	if n := len(cfg.AdminToken); n > 0 && n < minAdminTokenLen {
+		return fmt.Errorf("ADMIN_TOKEN: the token has %d characters, want at least %d (a short token can be guessed); make one with: openssl rand -hex 32", n, minAdminTokenLen)
+	}
 	host, _, err := net.SplitHostPort(cfg.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("ADMIN_ADDR: %q is not host:port: %v", cfg.AdminAddr, err)
