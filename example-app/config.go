@@ -70,6 +70,9 @@ Try it (KEY is an API key, from API_KEYS or printed in the log at start):
        (run it twice: the second answer is the first order again, with
        Idempotent-Replayed: true; use a fresh UUID of your own as the key)
   curl -s -X POST localhost:8080/orders/1/pay -H "Authorization: Bearer $KEY"
+       (an order is its creator's: with the other demo key, 404)
+  curl -s localhost:8080/healthz     (ok, degraded or down)
+  curl -s localhost:8081/healthz     (the admin side: what is down, and where)
   curl -s localhost:8081/locks       (the admin side; open
        http://localhost:8081/debug/locks for the live page)
 `
