@@ -18,7 +18,7 @@ func TestAdminSide(t *testing.T) {
 	}{{"redacted", false}, {"keys shown", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)
-			cfg.AdminToken = "operator-token"
+			cfg.AdminToken = operatorToken
 			cfg.LockViewKeys = tc.showKeys
 			cfg.jobDuration = 2 * time.Second
 			url, logs, stop := bootRun(t, cfg)
@@ -37,7 +37,7 @@ func TestAdminSide(t *testing.T) {
 			const key = "job:reindex"
 			authed := func(path string) response {
 				req, _ := http.NewRequest("GET", admin+path, nil)
-				req.Header.Set("Authorization", "Bearer operator-token")
+				req.Header.Set("Authorization", "Bearer "+operatorToken)
 				res, err := c.Do(req)
 				if err != nil {
 					t.Fatal(err)
@@ -90,6 +90,13 @@ func TestAdminSide(t *testing.T) {
 	}
 }
 
+// operatorToken is the tests' ADMIN_TOKEN: 32 characters, the shortest
+// accepted.
+const operatorToken = "operator-token-0123456789abcdefg"
+
+// ADMIN_TOKEN guards the lock view and the deployment's health: a token
+// shorter than 32 characters is refused at start, naming the variable and
+// how to make a good one.
 func TestAdminConfig(t *testing.T) {
 	for _, tc := range []struct {
 		env     map[string]string
@@ -97,7 +104,9 @@ func TestAdminConfig(t *testing.T) {
 	}{
 		{map[string]string{}, ""},
 		{map[string]string{"ADMIN_ADDR": "0.0.0.0:8081"}, "not a loopback address"},
-		{map[string]string{"ADMIN_ADDR": "0.0.0.0:8081", "ADMIN_TOKEN": "t"}, ""},
+		{map[string]string{"ADMIN_ADDR": "0.0.0.0:8081", "ADMIN_TOKEN": operatorToken}, ""},
+		{map[string]string{"ADMIN_ADDR": "0.0.0.0:8081", "ADMIN_TOKEN": "t"}, "ADMIN_TOKEN: the token has 1 characters, want at least 32"},
+		{map[string]string{"ADMIN_TOKEN": operatorToken[:31]}, "make one with: openssl rand -hex 32"},
 		{map[string]string{"ADMIN_ADDR": "localhost:9"}, ""},
 		{map[string]string{"LOCK_VIEW_KEYS": "yes"}, "LOCK_VIEW_KEYS"},
 	} {

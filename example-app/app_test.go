@@ -312,8 +312,11 @@ func TestRunEmbedded(t *testing.T) {
 	c := &http.Client{Transport: &http.Transport{}}
 	defer c.CloseIdleConnections()
 
-	if r := do(t, c, "GET", url+"/healthz", ""); r.status != http.StatusOK || r.body["redis"] != "embedded miniredis" {
-		t.Fatalf("healthz: got %d %s, want 200 on embedded miniredis", r.status, r.raw)
+	if r := do(t, c, "GET", url+"/healthz", ""); r.status != http.StatusOK || r.raw != `{"status":"ok"}` {
+		t.Fatalf("healthz: got %d %s, want 200 ok", r.status, r.raw)
+	}
+	if r := do(t, c, "GET", adminURL(t, logs)+"/healthz", ""); r.status != http.StatusOK || r.body["redis"] != "embedded miniredis" {
+		t.Fatalf("admin healthz: got %d %s, want 200 on embedded miniredis", r.status, r.raw)
 	}
 	r := do(t, c, "POST", url+"/orders", `{"customer":"bob","amount_cents":500,"currency":"USD"}`)
 	if r.status != http.StatusCreated {
@@ -476,7 +479,7 @@ func TestEmbeddedRedisNotices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.close()
-	rdb := redis.NewClient(&redis.Options{Addr: e.addr()})
+	rdb := redis.NewClient(e.options())
 	defer rdb.Close()
 	l := padlock.New(rdb, padlock.WithDefaults(padlock.Options{
 		// A retry pace far slower than a notice: a waiter that polled would

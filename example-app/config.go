@@ -22,8 +22,12 @@ Usage:
 
 Configuration, all optional, from the environment:
   ADDR        where to listen (default 127.0.0.1:8080)
-  REDIS_ADDR  Redis address host:port, or a comma-separated list
-              (default: none; an embedded, in-process miniredis is started)
+  REDIS_ADDR  Redis address host:port, or a comma-separated list; each may
+              be a URL instead, redis://user:password@host:port/db, or
+              rediss://... for TLS (go-redis ParseURL; a Cluster's URLs
+              share one user and password)
+              (default: none; an embedded, in-process miniredis is started,
+              on loopback, with a random password only the app knows)
   REDIS_MODE  single | cluster | redlock: how to use REDIS_ADDR
               (default single for one address, redlock for a list; redlock
               needs independent masters, cluster a Redis Cluster's nodes)
@@ -47,9 +51,11 @@ Configuration, all optional, from the environment:
               16 characters or more; default: two demo callers with random
               keys, printed in the log at start)
   ADMIN_ADDR  where the admin side listens: the lock page /debug/locks,
-              /locks and Prometheus /metrics (default 127.0.0.1:8081;
+              /locks, Prometheus /metrics and /healthz with the details
+              the public one keeps to itself (default 127.0.0.1:8081;
               loopback only, unless ADMIN_TOKEN is set)
-  ADMIN_TOKEN a token the admin side requires as "Authorization: Bearer ..."
+  ADMIN_TOKEN a token the admin side requires as "Authorization: Bearer ...",
+              of 32 characters or more (make one: openssl rand -hex 32)
   LOCK_VIEW_KEYS  1 to show lock keys on the admin side (default: each
               key's namespace and a hash only; keys carry client data)
 
@@ -64,6 +70,9 @@ Try it (KEY is an API key, from API_KEYS or printed in the log at start):
        (run it twice: the second answer is the first order again, with
        Idempotent-Replayed: true; use a fresh UUID of your own as the key)
   curl -s -X POST localhost:8080/orders/1/pay -H "Authorization: Bearer $KEY"
+       (an order is its creator's: with the other demo key, 404)
+  curl -s localhost:8080/healthz     (ok, degraded or down)
+  curl -s localhost:8081/healthz     (the admin side: what is down, and where)
   curl -s localhost:8081/locks       (the admin side; open
        http://localhost:8081/debug/locks for the live page)
 `
@@ -146,8 +155,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		if a = strings.TrimSpace(a); a == "" {
 			continue
 		}
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return cfg, fmt.Errorf("REDIS_ADDR: %q is not host:port: %v", a, err)
+		if _, err := nodeOptions(a); err != nil {
+			return cfg, fmt.Errorf("REDIS_ADDR: %w", err)
 		}
 		cfg.RedisAddrs = append(cfg.RedisAddrs, a)
 	}
@@ -167,6 +176,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return cfg, fmt.Errorf("REDIS_MODE: %q, want single, cluster or redlock", mode)
 	}
 	cfg.RedisMode = mode
+	if mode == modeCluster {
+		if _, err := clusterOptions(cfg.RedisAddrs); err != nil {
+			return cfg, fmt.Errorf("REDIS_ADDR: %w", err)
+		}
+	}
 	if v := getenv("REDIS_NODE_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 || d >= cfg.lockTTL {
@@ -222,6 +236,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 	return cfg, nil
 }
 
+// minAdminTokenLen is the shortest ADMIN_TOKEN accepted: 32 characters,
+// as openssl rand -hex 16 gives (128 bits).
+const minAdminTokenLen = 32
+
 // loadAdminConfig reads the admin side's variables. The admin side lists
 // locks, whose keys carry client data: without a token it may listen on
 // loopback only.
@@ -230,6 +248,9 @@ func loadAdminConfig(cfg *config, getenv func(string) string) error {
 		cfg.AdminAddr = v
 	}
 	cfg.AdminToken = getenv("ADMIN_TOKEN")
+	if n := len(cfg.AdminToken); n > 0 && n < minAdminTokenLen {
+		return fmt.Errorf("ADMIN_TOKEN: the token has %d characters, want at least %d (a short token can be guessed); make one with: openssl rand -hex 32", n, minAdminTokenLen)
+	}
 	host, _, err := net.SplitHostPort(cfg.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("ADMIN_ADDR: %q is not host:port: %v", cfg.AdminAddr, err)

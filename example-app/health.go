@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,7 +24,7 @@ type nodeHealth struct {
 	Error string `json:"error,omitempty"`
 }
 
-// health is what /healthz reports of the Redis side.
+// health is what /healthz knows of the Redis side.
 type health struct {
 	nodes    []nodeHealth  // Redlock: every node
 	up       int           // Redlock: nodes that answer PING
@@ -107,31 +110,88 @@ func explainUnavailable(err error, maxLease time.Duration) (string, time.Duratio
 		len(waits), len(qe.Nodes), maxLease, in.Round(100*time.Millisecond)), in
 }
 
-func (s *server) healthz(c *gin.Context) {
-	ctx := c.Request.Context()
+// healthReport is the app's health: what the admin side's /healthz shows
+// in full, and the public /healthz reduces to its status.
+type healthReport struct {
+	status  string        // ok, degraded or down
+	redis   health        // the Redis side
+	dbErr   error         // the database does not answer, or nil
+	retryIn time.Duration // down: when it may be up again, if known
+}
+
+// Health statuses.
+const (
+	healthOK       = "ok"       // locks and the database work
+	healthDegraded = "degraded" // they work, but a Redlock node is down
+	healthDown     = "down"     // locks cannot be taken, or the database does not answer
+)
+
+// checkHealth checks Redis (see backend.health) and the database, and
+// logs what is wrong.
+func (s *server) checkHealth(ctx context.Context) healthReport {
 	h := s.backend.health(ctx)
-	if h.refused != nil {
+	rep := healthReport{status: healthOK, redis: h}
+	switch {
+	case h.refused != nil:
 		s.logger.Warn("healthz: redis: "+h.why, "err", h.refused)
-		p := newProblem(http.StatusServiceUnavailable, "redis: "+h.why)
-		p.RetryAfter = h.retryIn
-		writeProblem(c, p)
-		return
+		rep.status, rep.retryIn = healthDown, h.retryIn
+		return rep
+	case h.degraded:
+		rep.status = healthDegraded
+		s.logger.Warn("healthz: redis degraded: locks work, but not every node answers", "up", h.up, "nodes", len(h.nodes))
 	}
 	if err := s.store.db.PingContext(ctx); err != nil {
 		s.logger.Warn("healthz: database", "err", err)
-		writeProblem(c, newProblem(http.StatusServiceUnavailable, "database unreachable"))
+		rep.status, rep.dbErr = healthDown, err
+	}
+	return rep
+}
+
+// healthz is the public health check, for load balancers and
+// orchestrators: its status code (200 or 503) and one word, ok, degraded
+// or down. What is down and where (the Redis nodes' addresses, their
+// dial errors) is the admin side's (adminHealthz): anyone may ask this
+// listener, and a map of the deployment is none of their business.
+func (s *server) healthz(c *gin.Context) {
+	rep := s.checkHealth(c.Request.Context())
+	if rep.status == healthDown {
+		p := newProblem(http.StatusServiceUnavailable, "down: the service cannot take orders' locks or reach its database now; retry later")
+		p.RetryAfter = rep.retryIn
+		writeProblem(c, p)
 		return
 	}
-	status := "ok"
-	if h.degraded {
-		status = "degraded"
-		s.logger.Warn("healthz: redis degraded: locks work, but not every node answers", "up", h.up, "nodes", len(h.nodes))
-	}
-	body := gin.H{"status": status, "redis": s.backend.desc, "fencing": s.backend.fenced}
+	c.JSON(http.StatusOK, gin.H{"status": rep.status})
+}
+
+// adminHealthz is the admin side's /healthz: the status, 200 or 503, as
+// the public one, and the details behind it: the Redis mode, whether
+// fences work, on Redlock every node by address with its error, and why
+// the app is down.
+func (s *server) adminHealthz(w http.ResponseWriter, r *http.Request) {
+	rep := s.checkHealth(r.Context())
+	h := rep.redis
+	body := map[string]any{"status": rep.status, "redis": s.backend.desc, "fencing": s.backend.fenced}
 	if h.nodes != nil {
 		body["nodes"] = h.nodes
 		body["nodes_up"] = h.up
 		body["quorum"] = len(h.nodes)/2 + 1
 	}
-	c.JSON(http.StatusOK, body)
+	code := http.StatusOK
+	switch {
+	case h.refused != nil:
+		code = http.StatusServiceUnavailable
+		body["why"] = "redis: " + h.why
+		body["error"] = h.refused.Error()
+	case rep.dbErr != nil:
+		code = http.StatusServiceUnavailable
+		body["why"] = "database unreachable"
+		body["error"] = rep.dbErr.Error()
+	}
+	if rep.retryIn > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(rep.retryIn.Seconds()))))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(body)
 }

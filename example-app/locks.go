@@ -66,6 +66,7 @@ func (s *server) adminHandler(o *observability) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /debug/locks", page)
 	mux.HandleFunc("GET /locks", s.locks)
+	mux.HandleFunc("GET /healthz", s.adminHealthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.registry, promhttp.HandlerOpts{}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !authorize(r) {

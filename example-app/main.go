@@ -5,11 +5,17 @@
 //
 //	go run ./example-app
 //
-// and it starts an embedded Redis (miniredis, in-process) and a SQLite
-// database in a temp file. Every route that acts needs an API key
-// (API_KEYS; without it, two demo keys are printed at start). See usage in
-// config.go for the environment it reads (REDIS_ADDR switches to real
-// Redis servers).
+// and it starts an embedded Redis (miniredis, in-process, on loopback,
+// behind a random password only the process knows) and a SQLite database
+// in a temp file. Every route that acts needs an API key (API_KEYS;
+// without it, two demo keys are printed at start), and an order is its
+// creator's: another caller's GET or pay of it is 404, as for an order
+// that does not exist, and takes no lock. The public /healthz says ok,
+// degraded or down and nothing more; the admin listener's /healthz says
+// what is down and where. See usage in config.go for the environment it
+// reads: REDIS_ADDR switches to real Redis servers, each given as
+// host:port or as a redis:// URL (rediss:// for TLS) with the user and
+// password the server requires.
 package main
 
 import (

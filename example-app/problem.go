@@ -26,8 +26,10 @@ type problem struct {
 // fieldError names one field of a request that failed validation and the
 // rule it broke: a validator v10 tag (required, gt, iso4217, ...), or one
 // of the app's own: "type" (Param names the JSON type wanted), "unknown"
-// (the route takes no such field), "notblank" and "printable" (no control
-// or formatting characters).
+// (the route takes no such field), "duplicate" (the field is given twice),
+// "case" (the field is spelled with other letter case than Param, its
+// name), "notblank" and "printable" (no control or formatting
+// characters).
 type fieldError struct {
 	Field string `json:"field"`
 	Rule  string `json:"rule"`

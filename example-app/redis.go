@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -23,7 +26,7 @@ type backend struct {
 	desc    string // for logs and /healthz: "embedded miniredis", ...
 	locker  *padlock.Locker
 	nodes   []redis.UniversalClient // what /locks scans: one per node, or the Cluster client
-	addrs   []string                // Redlock: the nodes' addresses, as nodes
+	addrs   []string                // Redlock: the nodes' host:port, as nodes; never their credentials
 	fenced  bool                    // Lock.Fence gives fences (not on Redlock)
 	lockTTL time.Duration           // the default lease, and Redlock's max lease
 	embed   *embeddedRedis          // nil unless embedded
@@ -45,33 +48,51 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.O
 		}
 		b.embed = e
 		b.desc = "embedded miniredis"
-		rdb := redis.NewClient(&redis.Options{Addr: e.addr()})
+		rdb := redis.NewClient(e.options())
 		b.nodes = []redis.UniversalClient{rdb}
 		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults), observe)
-		logger.Info("redis: embedded miniredis, in-process; locks live only as long as this process (set REDIS_ADDR to use real servers)",
+		logger.Info("redis: embedded miniredis, in-process, on loopback with a password of its own; locks live only as long as this process (set REDIS_ADDR to use real servers)",
 			"mode", b.desc, "addr", e.addr())
 	case modeSingle:
-		rdb := redis.NewClient(&redis.Options{Addr: cfg.RedisAddrs[0]})
+		o, err := nodeOptions(cfg.RedisAddrs[0])
+		if err != nil {
+			return nil, fmt.Errorf("REDIS_ADDR: %w", err)
+		}
+		rdb := redis.NewClient(o)
 		b.desc = "single node"
 		b.nodes = []redis.UniversalClient{rdb}
 		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults), observe)
-		logger.Info("redis: single node", "mode", b.desc, "addr", cfg.RedisAddrs[0])
+		logger.Info("redis: single node", "mode", b.desc, "addr", o.Addr, "tls", o.TLSConfig != nil, "auth", o.Password != "")
 	case modeCluster:
-		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisAddrs})
+		o, err := clusterOptions(cfg.RedisAddrs)
+		if err != nil {
+			return nil, fmt.Errorf("REDIS_ADDR: %w", err)
+		}
+		rdb := redis.NewClusterClient(o)
 		b.desc = "cluster"
 		b.nodes = []redis.UniversalClient{rdb}
 		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults), observe)
-		logger.Info("redis: cluster", "mode", b.desc, "seeds", cfg.RedisAddrs)
+		logger.Info("redis: cluster", "mode", b.desc, "seeds", o.Addrs, "tls", o.TLSConfig != nil, "auth", o.Password != "")
 	case modeRedlock:
 		clients := make([]redis.UniversalClient, len(cfg.RedisAddrs))
+		b.addrs = make([]string, len(cfg.RedisAddrs))
+		tlsAll, authAll := true, true
 		for i, a := range cfg.RedisAddrs {
+			o, err := nodeOptions(a)
+			if err != nil {
+				b.closeClients()
+				return nil, fmt.Errorf("REDIS_ADDR: %w", err)
+			}
 			// Redlock bounds each node's answer with a context deadline,
 			// which go-redis applies only with ContextTimeoutEnabled.
-			clients[i] = redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
+			o.ContextTimeoutEnabled = true
+			clients[i] = redis.NewClient(o)
+			b.nodes = clients[:i+1]
+			b.addrs[i] = o.Addr
+			tlsAll = tlsAll && o.TLSConfig != nil
+			authAll = authAll && o.Password != ""
 		}
 		b.desc = "redlock"
-		b.nodes = clients
-		b.addrs = cfg.RedisAddrs
 		b.fenced = false
 		opts := []padlock.RedlockOption{padlock.WithDefaults(defaults), padlock.WithNodeTimeout(cfg.nodeTimeout), observe}
 		if cfg.persistentNodes {
@@ -85,10 +106,10 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.O
 		b.locker = l
 		if cfg.persistentNodes {
 			logger.Info("redis: redlock over independent masters, taken to persist every write (REDIS_PERSISTENT_NODES): a node votes as soon as it is up, unless CONFIG GET shows it does not",
-				"mode", b.desc, "nodes", cfg.RedisAddrs, "lock_ttl", cfg.lockTTL.String(), "node_timeout", cfg.nodeTimeout.String())
+				"mode", b.desc, "nodes", b.addrs, "lock_ttl", cfg.lockTTL.String(), "node_timeout", cfg.nodeTimeout.String(), "tls", tlsAll, "auth", authAll)
 		} else {
 			logger.Info("redis: redlock over independent masters; a node votes once it has been up for the lock TTL",
-				"mode", b.desc, "nodes", cfg.RedisAddrs, "lock_ttl", cfg.lockTTL.String(), "node_timeout", cfg.nodeTimeout.String())
+				"mode", b.desc, "nodes", b.addrs, "lock_ttl", cfg.lockTTL.String(), "node_timeout", cfg.nodeTimeout.String(), "tls", tlsAll, "auth", authAll)
 		}
 		logger.Warn("redis: redlock gives no fencing tokens (Fence is 0), so the database cannot reject a stale lock holder's write; payments rely on the lock and the order's status alone")
 	default:
@@ -152,20 +173,33 @@ func (b *backend) closeClients() {
 // only expires keys when told that time has passed (FastForward): without
 // its clock (internal/miniclock, as the test packages use), a lease would
 // never end and a crashed holder's lock would stay forever.
+//
+// It listens on a loopback port, where every user and process of the
+// machine may connect: it requires a password, made at random when it
+// starts and known only to this process (never logged), so that nobody
+// else can read the app's idempotency answers or take and drop its locks.
 type embeddedRedis struct {
-	m     *miniredis.Miniredis
-	clock *miniclock.Clock
+	m        *miniredis.Miniredis
+	clock    *miniclock.Clock
+	password string
 }
 
 func startEmbeddedRedis() (*embeddedRedis, error) {
 	m := miniredis.NewMiniRedis()
+	password := rand.Text() // 26 base32 characters: 130 random bits
+	m.RequireAuth(password)
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, err
 	}
-	return &embeddedRedis{m: m, clock: miniclock.Start(m)}, nil
+	return &embeddedRedis{m: m, clock: miniclock.Start(m), password: password}, nil
 }
 
 func (e *embeddedRedis) addr() string { return e.m.Addr() }
+
+// options returns the go-redis options that reach the embedded server.
+func (e *embeddedRedis) options() *redis.Options {
+	return &redis.Options{Addr: e.addr(), Password: e.password}
+}
 
 // close stops the clock, waits for its goroutine, and closes the server.
 func (e *embeddedRedis) close() {
@@ -191,4 +225,89 @@ func processOwner() string {
 		clean = "unknown"
 	}
 	return fmt.Sprintf("host=%s pid=%d", clean, os.Getpid())
+}
+
+// nodeOptions reads one entry of REDIS_ADDR: host:port, or a redis:// or
+// rediss:// (TLS) URL as go-redis's ParseURL reads it, with a user and
+// password, a database number and go-redis's query options:
+// rediss://app:secret@redis.internal:6380/0?dial_timeout=3s. Its errors
+// never quote a URL's password.
+func nodeOptions(entry string) (*redis.Options, error) {
+	scheme, _, isURL := strings.Cut(entry, "://")
+	if !isURL {
+		if _, _, err := net.SplitHostPort(entry); err != nil {
+			if at := strings.LastIndex(entry, "@"); at >= 0 {
+				// user:password@host:port, the scheme forgotten
+				return nil, fmt.Errorf("%q is not host:port; a user and password go in a URL, redis://user:password@host:port", "***"+entry[at:])
+			}
+			return nil, fmt.Errorf("%q is not host:port, nor a redis:// or rediss:// URL: %v", entry, err)
+		}
+		return &redis.Options{Addr: entry}, nil
+	}
+	if scheme != "redis" && scheme != "rediss" {
+		return nil, fmt.Errorf("a URL of scheme %q, want redis:// or rediss:// (TLS)", scheme)
+	}
+	o, err := redis.ParseURL(entry)
+	if err != nil {
+		// url.Parse's errors quote the whole URL, password and all.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("%s is not a valid Redis URL: %v", redactURL(entry), err)
+	}
+	return o, nil
+}
+
+// redactURL returns a URL entry with its user information replaced, for
+// error messages.
+func redactURL(entry string) string {
+	scheme, rest, _ := strings.Cut(entry, "://")
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		rest = "***@" + rest[at+1:]
+	}
+	return scheme + "://" + rest
+}
+
+// clusterOptions reads REDIS_ADDR for a Cluster: each entry a seed node,
+// as host:port or a URL (see nodeOptions). A Cluster client logs in to
+// every node with one user and password, over TLS or not, and uses
+// database 0: entries that are URLs must agree on those, and the first
+// URL's options apply to every node.
+func clusterOptions(entries []string) (*redis.ClusterOptions, error) {
+	co := &redis.ClusterOptions{}
+	var first *redis.Options
+	for _, e := range entries {
+		o, err := nodeOptions(e)
+		if err != nil {
+			return nil, err
+		}
+		co.Addrs = append(co.Addrs, o.Addr)
+		if !strings.Contains(e, "://") {
+			continue
+		}
+		if o.DB != 0 {
+			return nil, fmt.Errorf("%s: a Cluster has database 0 only", redactURL(e))
+		}
+		if first == nil {
+			first = o
+			continue
+		}
+		if o.Username != first.Username || o.Password != first.Password || (o.TLSConfig == nil) != (first.TLSConfig == nil) {
+			return nil, fmt.Errorf("%s: the URLs of a Cluster's nodes must share one user, password and scheme", redactURL(e))
+		}
+	}
+	if first != nil {
+		co.Username, co.Password = first.Username, first.Password
+		if first.TLSConfig != nil {
+			// Without a ServerName, each node's certificate is checked
+			// against the host it is dialled at, not the first seed's.
+			co.TLSConfig = first.TLSConfig.Clone()
+			co.TLSConfig.ServerName = ""
+		}
+		co.DialTimeout, co.ReadTimeout, co.WriteTimeout = first.DialTimeout, first.ReadTimeout, first.WriteTimeout
+		co.PoolSize, co.MinIdleConns, co.MaxRetries = first.PoolSize, first.MinIdleConns, first.MaxRetries
+		co.ClientName = first.ClientName
+	}
+	return co, nil
 }

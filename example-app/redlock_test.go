@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,7 +40,8 @@ func redlockConfig(t *testing.T, persistent bool) (config, []*redistest.Server) 
 // Freshly started nodes do not vote until they have been up for the max
 // lease (the app's lease): until then, a client's 503 and the log say
 // so, and when locking can start (Retry-After), instead of "unavailable";
-// /healthz says the same.
+// the admin side's /healthz says the same, the public one only down and
+// Retry-After.
 func TestRedlockFreshNodesSayWhy(t *testing.T) {
 	cfg, _ := redlockConfig(t, false)
 	// A lease long enough that the nodes surely do not vote yet when the
@@ -58,7 +60,11 @@ func TestRedlockFreshNodesSayWhy(t *testing.T) {
 	if !strings.Contains(logs.String(), why) {
 		t.Fatalf("the log at start does not say why locks are refused (%q):\n%s", why, logs)
 	}
-	for _, req := range []struct{ method, path string }{{"POST", "/jobs/nightly-report/run"}, {"POST", "/orders/1/pay"}, {"GET", "/healthz"}} {
+	// An order of the caller's, so that its pay request reaches the lock.
+	if r := do(t, c, "POST", url+"/orders", `{"customer":"alice","amount_cents":1299,"currency":"EUR"}`); r.status != http.StatusCreated {
+		t.Fatalf("create: got %d %s, want 201", r.status, r.raw)
+	}
+	for _, req := range []struct{ method, path string }{{"POST", "/jobs/nightly-report/run"}, {"POST", "/orders/1/pay"}} {
 		r := do(t, c, req.method, url+req.path, "")
 		checkProblem(t, r, http.StatusServiceUnavailable)
 		ra, _ := strconv.Atoi(r.header.Get("Retry-After"))
@@ -69,6 +75,17 @@ func TestRedlockFreshNodesSayWhy(t *testing.T) {
 		if strings.Contains(r.raw, cfg.RedisAddrs[0]) {
 			t.Fatalf("%s %s: got %s, want the nodes' addresses kept from clients", req.method, req.path, r.raw)
 		}
+	}
+	// The public /healthz says down, and when to ask again; the admin
+	// side's says why.
+	r := do(t, c, "GET", url+"/healthz", "")
+	checkProblem(t, r, http.StatusServiceUnavailable)
+	if ra, _ := strconv.Atoi(r.header.Get("Retry-After")); strings.Contains(r.raw, why) || ra < 1 || ra > 63 {
+		t.Fatalf("public /healthz: got %s (Retry-After %q), want down, without the details, and Retry-After within the lease", r.raw, r.header.Get("Retry-After"))
+	}
+	r = do(t, c, "GET", adminURL(t, logs)+"/healthz", "")
+	if d, _ := r.body["why"].(string); r.status != http.StatusServiceUnavailable || r.body["status"] != "down" || !strings.Contains(d, why) {
+		t.Fatalf("admin /healthz: got %d %s, want 503, down, and why: nodes %s", r.status, r.raw, why)
 	}
 	if n := strings.Count(logs.String(), `"msg":"lock unavailable: the lock service cannot lock yet`); n != 1 {
 		t.Fatalf("got %d pay refusals logged with the reason, want 1:\n%s", n, logs)
@@ -90,20 +107,47 @@ func TestRedlockPersistentNodes(t *testing.T) {
 }
 
 // /healthz on Redlock: every node up is ok; a minority down is degraded
-// but working (200, locks are taken); a majority down is 503.
+// but working (200, locks are taken); a majority down is 503. The public
+// answer is that word and its status code, nothing more: no node
+// addresses, no dial errors, no counts. The admin side's /healthz has the
+// details: every node by address, the down ones with their error.
 func TestHealthzRedlockDegraded(t *testing.T) {
 	cfg, srvs := redlockConfig(t, true)
-	_, ts := startApp(t, cfg)
+	a, ts := startApp(t, cfg)
+	admin := httptest.NewServer(a.admin)
+	defer admin.Close()
 	c := ts.Client()
 	check := func(wantStatus int, wantState string, wantUp float64) {
 		t.Helper()
 		r := do(t, c, "GET", ts.URL+"/healthz", "")
 		if wantStatus != http.StatusOK {
 			checkProblem(t, r, wantStatus)
-			return
+			if d, _ := r.body["detail"].(string); !strings.HasPrefix(d, "down") {
+				t.Fatalf("got detail %q, want it to say down", d)
+			}
+		} else if r.status != wantStatus || len(r.body) != 1 || r.body["status"] != wantState {
+			t.Fatalf("got %d %s, want %d and only {\"status\":%q}", r.status, r.raw, wantStatus, wantState)
 		}
-		if r.status != wantStatus || r.body["status"] != wantState || r.body["nodes_up"] != wantUp || r.body["quorum"] != float64(2) {
-			t.Fatalf("got %d %s, want %d %s with %v nodes up of a quorum of 2", r.status, r.raw, wantStatus, wantState, wantUp)
+		for _, leak := range append([]string{"127.0.0.1", "refused", "dial", "node"}, cfg.RedisAddrs...) {
+			if strings.Contains(r.raw, leak) {
+				t.Fatalf("public /healthz: got %s, want nothing of the nodes (%q)", r.raw, leak)
+			}
+		}
+		ad := do(t, c, "GET", admin.URL+"/healthz", "")
+		if ad.status != wantStatus || ad.body["status"] != map[bool]string{true: wantState, false: "down"}[wantStatus == http.StatusOK] ||
+			ad.body["nodes_up"] != wantUp || ad.body["quorum"] != float64(2) {
+			t.Fatalf("admin /healthz: got %d %s, want %d with %v nodes up of a quorum of 2", ad.status, ad.raw, wantStatus, wantUp)
+		}
+		nodes, _ := ad.body["nodes"].([]any)
+		for i, n := range nodes {
+			n := n.(map[string]any)
+			_, hasErr := n["error"]
+			if n["addr"] != cfg.RedisAddrs[i] || n["up"] != (i < int(wantUp)) || hasErr == (i < int(wantUp)) {
+				t.Fatalf("admin /healthz: got node %d %v, want %s, up %v, with an error if down", i, n, cfg.RedisAddrs[i], i < int(wantUp))
+			}
+		}
+		if len(nodes) != 3 {
+			t.Fatalf("admin /healthz: got nodes %v, want all 3", ad.body["nodes"])
 		}
 	}
 	check(http.StatusOK, "ok", 3)
@@ -113,5 +157,5 @@ func TestHealthzRedlockDegraded(t *testing.T) {
 		t.Fatalf("job with a node down: got %d %s, want 200", r.status, r.raw)
 	}
 	srvs[1].Kill(t)
-	check(http.StatusServiceUnavailable, "", 0)
+	check(http.StatusServiceUnavailable, "", 1)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -110,6 +111,13 @@ func TestStrictJSON(t *testing.T) {
 		{"bidi override in name", "/orders", `{"customer":"\u202eecila","amount_cents":1,"currency":"EUR"}`, jsonHeader, 400, "invalid", "customer", "printable"},
 		{"NUL in name", "/orders", `{"customer":"a\u0000","amount_cents":1,"currency":"EUR"}`, jsonHeader, 400, "invalid", "customer", "printable"},
 		{"zero amount", "/orders", `{"customer":"a","amount_cents":0,"currency":"EUR"}`, jsonHeader, 400, "invalid", "amount_cents", "gt"},
+		// encoding/json keeps the last of two members and binds names in any
+		// case: this body was stored as XXX and 6 cents.
+		{"duplicate and case-folded fields", "/orders", `{"customer":"a","currency":"EUR","currency":"XXX","AMOUNT_CENTS":6}`, jsonHeader, 400, "invalid", "currency", "duplicate"},
+		{"case-folded field", "/orders", `{"customer":"a","currency":"EUR","AMOUNT_CENTS":6}`, jsonHeader, 400, "invalid", "AMOUNT_CENTS", "case"},
+		{"payments: duplicate", "/payments", `{"order_id":1,"order_id":2}`, jsonHeader, 400, "invalid", "order_id", "duplicate"},
+		{"duplicate, valid both times", "/orders", `{"customer":"a","amount_cents":5,"amount_cents":5,"currency":"EUR"}`, jsonHeader, 400, "invalid", "amount_cents", "duplicate"},
+		{"payments: case-folded", "/payments", `{"Order_Id":1}`, jsonHeader, 400, "invalid", "Order_Id", "case"},
 		{"payments: unknown field", "/payments", `{"order_id":1,"amount":5}`, jsonHeader, 400, "invalid", "amount", "unknown"},
 		{"payments: a second object", "/payments", `{"order_id":1}{"order_id":2}`, jsonHeader, 400, "nothing after it", "", ""},
 		{"payments: text/plain", "/payments", `{"order_id":1}`, http.Header{"Content-Type": {"text/plain"}}, 415, "application/json", "", ""},
@@ -133,5 +141,51 @@ func TestStrictJSON(t *testing.T) {
 				checkFieldError(t, r, tt.field, tt.rule)
 			}
 		})
+	}
+}
+
+// A body two readers read differently is refused, naming each member at
+// fault: encoding/json alone keeps the last of two "currency" members and
+// binds "AMOUNT_CENTS" to amount_cents, so this body was stored as an
+// order of 6 XXX, where a proxy or an audit log that takes the first
+// member, or names as spelled, saw EUR and no amount. Nothing is stored.
+func TestStrictJSONAmbiguousMembers(t *testing.T) {
+	a, ts := startApp(t, testConfig(t))
+	r := do(t, ts.Client(), "POST", ts.URL+"/orders", `{"customer":"alice","currency":"EUR","currency":"XXX","AMOUNT_CENTS":6}`)
+	checkProblem(t, r, http.StatusBadRequest)
+	checkNoGoNames(t, r)
+	checkFieldError(t, r, "currency", "duplicate")
+	checkFieldError(t, r, "AMOUNT_CENTS", "case")
+	if errs, _ := r.body["errors"].([]any); len(errs) != 2 || errs[1].(map[string]any)["param"] != "amount_cents" {
+		t.Fatalf("got errors %v, want the two, the second naming amount_cents", r.body["errors"])
+	}
+	var n int
+	if err := a.store.db.QueryRow(`SELECT count(*) FROM orders`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("got %d orders stored (%v), want none", n, err)
+	}
+	// Nested objects and arrays are walked too; other members stay free.
+	for _, tc := range []struct {
+		body   string
+		errors int
+	}{
+		{`{"customer":"alice","amount_cents":6,"currency":"EUR"}`, 0},
+		{`{"customer":"alice","amount_cents":6,"currency":"EUR","customer":"bob"}`, 1},
+	} {
+		got := checkMembers([]byte(tc.body), reflect.TypeOf(&createOrderRequest{}))
+		if len(got) != tc.errors {
+			t.Errorf("%s: got %v, want %d errors", tc.body, got, tc.errors)
+		}
+	}
+	type inner struct {
+		ID int64 `json:"id"`
+	}
+	type outer struct {
+		Items []inner          `json:"items"`
+		Meta  map[string]inner `json:"meta"`
+	}
+	got := checkMembers([]byte(`{"items":[{"id":1},{"id":2,"ID":3}],"meta":{"a":{"Id":1},"a":{}}}`), reflect.TypeOf(&outer{}))
+	want := []fieldError{{Field: "items.ID", Rule: "case", Param: "id"}, {Field: "meta.a.Id", Rule: "case", Param: "id"}, {Field: "meta.a", Rule: "duplicate"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("nested: got %v, want %v", got, want)
 	}
 }

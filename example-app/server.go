@@ -109,14 +109,18 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) (*server,
 		httplock.WithNamespace("order"),
 		httplock.WithLockOptions(padlock.Options{Wait: cfg.payWait}),
 	}
-	payByPath := keyfunc.Bind((*gin.Context).ShouldBindUri, func(u *orderURI) []string {
+	//
+	// An order is its creator's: another caller's order is 404, as a
+	// missing one is, and that is found before the lock (ownedOrder), so a
+	// caller never takes, nor finds busy, the lock of an order not its own.
+	payByPath := ownedOrder(s, keyfunc.Bind((*gin.Context).ShouldBindUri, func(u *orderURI) []string {
 		return []string{strconv.FormatInt(u.ID, 10)}
-	})
+	}), func(u *orderURI) int64 { return u.ID })
 	api.POST("/orders/:id/pay", middleware.Lock(b.locker, payByPath,
 		append(payOpts, httplock.WithResponder(s.lockRefused(&orderURI{}, fromPath, "the order id must be a positive integer")))...), s.pay)
-	payByBody := keyfunc.Bind(bindJSON, func(p *paymentRequest) []string {
+	payByBody := ownedOrder(s, keyfunc.Bind(bindJSON, func(p *paymentRequest) []string {
 		return []string{strconv.FormatInt(p.OrderID, 10)}
-	})
+	}), func(p *paymentRequest) int64 { return p.OrderID })
 	api.POST("/payments", middleware.Lock(b.locker, payByBody,
 		append(payOpts, httplock.WithResponder(s.lockRefused(&paymentRequest{}, fromBody, "the body must be a JSON object whose order_id is a positive integer")))...), s.payment)
 
@@ -126,6 +130,30 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) (*server,
 		s.routes = append(s.routes, route{method: rt.Method, segments: strings.Split(rt.Path, "/")})
 	}
 	return s, nil
+}
+
+// ownedOrder wraps key, a keyfunc.Bind key func whose T holds an order
+// id (id reads it), so that the key is built only for an order of the
+// authenticated caller. Another caller's order, like a missing one, is
+// errNotFound, which lockRefused answers with 404 before any lock is
+// taken: the answer, and its timing, are those of an order that does not
+// exist. An order's owner never changes, so checking it before the lock
+// is as good as checking it under the lock.
+func ownedOrder[T any](s *server, key keyfunc.Func, id func(*T) int64) keyfunc.Func {
+	return func(c *gin.Context) (string, error) {
+		k, err := key(c)
+		if err != nil {
+			return "", err
+		}
+		v := keyfunc.Bound[T](c)
+		if v == nil {
+			return "", errors.New("the key func bound no order")
+		}
+		if _, err := s.store.order(c.Request.Context(), callerOf(c), id(v)); err != nil {
+			return "", err
+		}
+		return k, nil
+	}
 }
 
 // route is a route's method and template, split at '/'.
@@ -227,6 +255,9 @@ func (s *server) recovered(c *gin.Context, v any) {
 func (s *server) lockRefused(req any, from, notBound string) httplock.Responder {
 	return func(w http.ResponseWriter, r *http.Request, p *httplock.Problem) {
 		switch {
+		case errors.Is(p.Err, errNotFound):
+			writeProblemTo(w, r, newProblem(http.StatusNotFound, "order not found"))
+			return
 		case p.Status == http.StatusConflict || p.Status == http.StatusLocked:
 			s.logger.Info("lock busy", "lock", p.Namespace, "retry_after", p.RetryAfter.Round(time.Millisecond).String(), "path", r.URL.Path)
 		case errors.Is(context.Cause(r.Context()), errShutdown):
@@ -261,15 +292,15 @@ func (s *server) index(c *gin.Context) {
 		"redis":   s.backend.desc,
 		"routes": []string{
 			"POST /orders            {customer, amount_cents, currency} -> 201; with an Idempotency-Key a retry replays the first answer",
-			"GET  /orders/:id        the order and its charges",
+			"GET  /orders/:id        the order and its charges; only the caller that created an order sees or pays it (404 for others)",
 			"POST /orders/:id/pay    pays once; locked per order (409 if busy)",
 			"POST /payments          {order_id}: the same, by a JSON body; shares the order's lock",
 			"POST /jobs/:name/run    ?seconds=N (at most 30); one run per job at a time (409 if busy)",
-			"GET  /healthz           redis and database reachable",
+			"GET  /healthz           ok, degraded (a Redlock node is down) or down (503); details on the admin listener's /healthz",
 		},
 		"jobs":  jobNames,
 		"auth":  "every route but / and /healthz needs Authorization: Bearer <API key>",
-		"admin": "the lock page /debug/locks, /locks and /metrics are on the admin listener (ADMIN_ADDR, default 127.0.0.1:8081), not here",
+		"admin": "the lock page /debug/locks, /locks, /metrics and the detailed /healthz are on the admin listener (ADMIN_ADDR, default 127.0.0.1:8081), not here",
 	})
 }
 
@@ -290,7 +321,7 @@ func (s *server) createOrder(c *gin.Context) {
 		writeProblem(c, bindProblem(err, &req, fromBody))
 		return
 	}
-	o, err := s.store.createOrder(c.Request.Context(), req.Customer, *req.AmountCents, req.Currency)
+	o, err := s.store.createOrder(c.Request.Context(), callerOf(c), req.Customer, *req.AmountCents, req.Currency)
 	if err != nil {
 		s.fail(c, "creating order", err)
 		return
@@ -312,7 +343,7 @@ func (s *server) getOrder(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	o, err := s.store.order(ctx, uri.ID)
+	o, err := s.store.order(ctx, callerOf(c), uri.ID)
 	if err != nil {
 		s.fail(c, "loading order", err)
 		return
@@ -366,7 +397,7 @@ func (s *server) payOrder(c *gin.Context, id int64) {
 	ctx := c.Request.Context() // cancelled if the lock is lost
 	fence := middleware.LockFrom(c).Fence()
 
-	o, err := s.store.claim(ctx, id, fence)
+	o, err := s.store.claim(ctx, callerOf(c), id, fence)
 	if err != nil {
 		s.fail(c, "claiming order", err)
 		return
@@ -379,7 +410,7 @@ func (s *server) payOrder(c *gin.Context, id int64) {
 		s.fail(c, "authorizing payment", err)
 		return
 	}
-	o, ch, err := s.store.pay(ctx, id, fence)
+	o, ch, err := s.store.pay(ctx, callerOf(c), id, fence)
 	if err != nil {
 		s.fail(c, "paying order", err)
 		return

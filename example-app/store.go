@@ -24,9 +24,11 @@ const (
 	statusPaid    = "paid"
 )
 
-// Order is one order row.
+// Order is one order row. Owner is the caller that created it, the only
+// one that may read or pay it; it is not part of the answer.
 type Order struct {
 	ID          int64      `json:"id"`
+	Owner       string     `json:"-"`
 	Customer    string     `json:"customer"`
 	AmountCents int64      `json:"amount_cents"`
 	Currency    string     `json:"currency"`
@@ -65,6 +67,7 @@ type store struct {
 const schema = `
 CREATE TABLE IF NOT EXISTS orders (
 	id           INTEGER PRIMARY KEY AUTOINCREMENT,
+	owner        TEXT    NOT NULL DEFAULT '',
 	customer     TEXT    NOT NULL,
 	amount_cents INTEGER NOT NULL CHECK (amount_cents > 0),
 	currency     TEXT    NOT NULL,
@@ -99,16 +102,35 @@ func openStore(ctx context.Context, path string) (*store, error) {
 		db.Close()
 		return nil, fmt.Errorf("creating schema in %s: %w", path, err)
 	}
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrating schema in %s: %w", path, err)
+	}
 	return &store{db: db}, nil
+}
+
+// migrate brings a database made by an earlier version of the app up to
+// the schema. Orders made before they had an owner get the owner "",
+// which no caller is (callerPattern needs a character): nobody can read
+// or pay them through the API.
+func migrate(ctx context.Context, db *sql.DB) error {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('orders') WHERE name = 'owner'`).Scan(&n)
+	if err != nil || n > 0 {
+		return err
+	}
+	_, err = db.ExecContext(ctx, `ALTER TABLE orders ADD COLUMN owner TEXT NOT NULL DEFAULT ''`)
+	return err
 }
 
 func (s *store) close() error { return s.db.Close() }
 
-func (s *store) createOrder(ctx context.Context, customer string, cents int64, currency string) (Order, error) {
+// createOrder stores a new order of owner, the authenticated caller.
+func (s *store) createOrder(ctx context.Context, owner, customer string, cents int64, currency string) (Order, error) {
 	now := time.Now().UTC()
 	res, err := s.db.ExecContext(ctx,
-		`INSERT INTO orders (customer, amount_cents, currency, created_at) VALUES (?, ?, ?, ?)`,
-		customer, cents, currency, now.UnixMicro())
+		`INSERT INTO orders (owner, customer, amount_cents, currency, created_at) VALUES (?, ?, ?, ?, ?)`,
+		owner, customer, cents, currency, now.UnixMicro())
 	if err != nil {
 		return Order{}, err
 	}
@@ -116,7 +138,7 @@ func (s *store) createOrder(ctx context.Context, customer string, cents int64, c
 	if err != nil {
 		return Order{}, err
 	}
-	return s.order(ctx, id)
+	return s.order(ctx, owner, id)
 }
 
 // querier is what order needs from *sql.DB and *sql.Tx.
@@ -124,15 +146,19 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-func (s *store) order(ctx context.Context, id int64) (Order, error) { return getOrder(ctx, s.db, id) }
+// order returns owner's order id. Another caller's order is errNotFound,
+// as a missing one is: a caller learns nothing of orders not its own.
+func (s *store) order(ctx context.Context, owner string, id int64) (Order, error) {
+	return getOrder(ctx, s.db, owner, id)
+}
 
-func getOrder(ctx context.Context, q querier, id int64) (Order, error) {
+func getOrder(ctx context.Context, q querier, owner string, id int64) (Order, error) {
 	var o Order
 	var created int64
 	var paid sql.NullInt64
 	err := q.QueryRowContext(ctx,
-		`SELECT id, customer, amount_cents, currency, status, last_fence, created_at, paid_at FROM orders WHERE id = ?`, id).
-		Scan(&o.ID, &o.Customer, &o.AmountCents, &o.Currency, &o.Status, &o.LastFence, &created, &paid)
+		`SELECT id, owner, customer, amount_cents, currency, status, last_fence, created_at, paid_at FROM orders WHERE id = ? AND owner = ?`, id, owner).
+		Scan(&o.ID, &o.Owner, &o.Customer, &o.AmountCents, &o.Currency, &o.Status, &o.LastFence, &created, &paid)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Order{}, errNotFound
 	}
@@ -147,40 +173,41 @@ func getOrder(ctx context.Context, q querier, id int64) (Order, error) {
 	return o, nil
 }
 
-// claim records fence as the order's newest lock holder and returns the
-// order. It fails with errStale when a holder with a greater fence has
-// claimed it already. A fence of 0 (Redlock: no fences) claims nothing.
-func (s *store) claim(ctx context.Context, id, fence int64) (Order, error) {
+// claim records fence as owner's order's newest lock holder and returns
+// the order. It fails with errStale when a holder with a greater fence has
+// claimed it already, and with errNotFound when the order is not owner's.
+// A fence of 0 (Redlock: no fences) claims nothing.
+func (s *store) claim(ctx context.Context, owner string, id, fence int64) (Order, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Order{}, err
 	}
 	defer tx.Rollback()
 	if fence > 0 {
-		res, err := tx.ExecContext(ctx, `UPDATE orders SET last_fence = ? WHERE id = ? AND last_fence < ?`, fence, id, fence)
+		res, err := tx.ExecContext(ctx, `UPDATE orders SET last_fence = ? WHERE id = ? AND owner = ? AND last_fence < ?`, fence, id, owner, fence)
 		if err != nil {
 			return Order{}, err
 		}
 		if n, err := res.RowsAffected(); err != nil {
 			return Order{}, err
 		} else if n == 0 {
-			if _, err := getOrder(ctx, tx, id); err != nil {
+			if _, err := getOrder(ctx, tx, owner, id); err != nil {
 				return Order{}, err // errNotFound
 			}
 			return Order{}, errStale
 		}
 	}
-	o, err := getOrder(ctx, tx, id)
+	o, err := getOrder(ctx, tx, owner, id)
 	if err != nil {
 		return Order{}, err
 	}
 	return o, tx.Commit()
 }
 
-// pay charges the order and marks it paid, in one transaction, if it is
-// still pending and no holder newer than fence has claimed it (0: no fence
-// check). Otherwise it changes nothing and returns errStale.
-func (s *store) pay(ctx context.Context, id, fence int64) (Order, Charge, error) {
+// pay charges owner's order and marks it paid, in one transaction, if it
+// is still pending and no holder newer than fence has claimed it (0: no
+// fence check). Otherwise it changes nothing and returns errStale.
+func (s *store) pay(ctx context.Context, owner string, id, fence int64) (Order, Charge, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Order{}, Charge{}, err
@@ -189,8 +216,8 @@ func (s *store) pay(ctx context.Context, id, fence int64) (Order, Charge, error)
 	now := time.Now().UTC()
 	res, err := tx.ExecContext(ctx,
 		`UPDATE orders SET status = 'paid', paid_at = ?
-		 WHERE id = ? AND status = 'pending' AND (? = 0 OR last_fence <= ?)`,
-		now.UnixMicro(), id, fence, fence)
+		 WHERE id = ? AND owner = ? AND status = 'pending' AND (? = 0 OR last_fence <= ?)`,
+		now.UnixMicro(), id, owner, fence, fence)
 	if err != nil {
 		return Order{}, Charge{}, err
 	}
@@ -199,7 +226,7 @@ func (s *store) pay(ctx context.Context, id, fence int64) (Order, Charge, error)
 	} else if n == 0 {
 		return Order{}, Charge{}, errStale
 	}
-	o, err := getOrder(ctx, tx, id)
+	o, err := getOrder(ctx, tx, owner, id)
 	if err != nil {
 		return Order{}, Charge{}, err
 	}

@@ -42,22 +42,22 @@ func TestStoreFence(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.close()
-			o, err := st.createOrder(ctx, "alice", 500, "EUR")
+			o, err := st.createOrder(ctx, "shop-1", "alice", 500, "EUR")
 			if err != nil {
 				t.Fatal(err)
 			}
 			for i, s := range tt.steps {
 				switch s.op {
 				case "claim":
-					_, err = st.claim(ctx, o.ID, s.fence)
+					_, err = st.claim(ctx, "shop-1", o.ID, s.fence)
 				case "pay":
-					_, _, err = st.pay(ctx, o.ID, s.fence)
+					_, _, err = st.pay(ctx, "shop-1", o.ID, s.fence)
 				}
 				if !errors.Is(err, s.wantErr) {
 					t.Fatalf("step %d (%s with fence %d): got %v, want %v", i+1, s.op, s.fence, err, s.wantErr)
 				}
 			}
-			got, err := st.order(ctx, o.ID)
+			got, err := st.order(ctx, "shop-1", o.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,10 +79,10 @@ func TestStoreNotFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.close()
-	if _, err := st.claim(ctx, 7, 10); !errors.Is(err, errNotFound) {
+	if _, err := st.claim(ctx, "shop-1", 7, 10); !errors.Is(err, errNotFound) {
 		t.Fatalf("claim: got %v, want errNotFound", err)
 	}
-	if _, err := st.order(ctx, 7); !errors.Is(err, errNotFound) {
+	if _, err := st.order(ctx, "shop-1", 7); !errors.Is(err, errNotFound) {
 		t.Fatalf("order: got %v, want errNotFound", err)
 	}
 }
