@@ -155,8 +155,8 @@ func TestFairLostReplyQueuesOnce(t *testing.T) {
 		first <- result{lk, err}
 	}()
 	// The lost attempt, then at least one more that asks to be queued.
-	token := lose.awaitJoins(t, 2)
-	if got := entriesOf(rdb.LRange(ctx, queue, 0, -1).Val(), token); got != 1 {
+	place := lose.awaitJoins(t, 2)
+	if got := entriesOf(rdb.LRange(ctx, queue, 0, -1).Val(), place); got != 1 {
 		t.Errorf("queue entries of the waiter whose reply was lost: got %d, want 1", got)
 	}
 
@@ -176,11 +176,12 @@ func TestFairLostReplyQueuesOnce(t *testing.T) {
 	if r1.err != nil {
 		t.Fatalf("first waiter: %v", r1.err)
 	}
-	if r1.lk.Token() != token {
-		t.Fatalf("first waiter's token: got %s, want %s (the one queued)", r1.lk.Token(), token)
+	if lose.mu.Lock(); r1.lk.Token() == lose.lostToken {
+		t.Errorf("first waiter's token %s is the lost attempt's: every attempt is a grant of its own", r1.lk.Token())
 	}
-	if entries := rdb.LRange(ctx, queue, 0, -1).Val(); entriesOf(entries, token) != 0 {
-		t.Errorf("queue once the first waiter was served: %v, want no entry of %s", entries, token)
+	lose.mu.Unlock()
+	if entries := rdb.LRange(ctx, queue, 0, -1).Val(); entriesOf(entries, place) != 0 {
+		t.Errorf("queue once the first waiter was served: %v, want no entry of %s", entries, place)
 	}
 	released := time.Now()
 	if err := r1.lk.Release(ctx); err != nil {
@@ -209,15 +210,17 @@ func entriesOf(entries []string, token string) int {
 }
 
 // fairJoins is a go-redis hook that watches the fair attempts that ask to
-// be queued: it records the waiter's token and counts those that ran. With
-// loseFirst, it lets the first run on the server and then fails it, as a
-// reply lost to a read timeout would.
+// be queued: it records the waiter's place in the queue and the first
+// attempt's grant token, and counts those that ran. With loseFirst, it
+// lets the first run on the server and then fails it, as a reply lost to
+// a read timeout would.
 type fairJoins struct {
 	loseFirst bool
 
-	mu    sync.Mutex
-	token string
-	joins int
+	mu        sync.Mutex
+	place     string
+	lostToken string // the grant token of the first attempt
+	joins     int
 }
 
 func (h *fairJoins) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -230,16 +233,20 @@ func (h *fairJoins) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		// acquire_fair.lua: EVALSHA or EVAL, script, 3 keys, then the
-		// token, the lease and how long to stay queued (0: not queued).
+		// grant token, the lease, how long to stay queued (0: not
+		// queued) and the place.
 		args := cmd.Args()
-		if err != nil || len(args) != 9 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") ||
+		if err != nil || len(args) != 10 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") ||
 			fmt.Sprint(args[2]) != "3" || fmt.Sprint(args[8]) == "0" {
 			return err
 		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.joins++
-		h.token = fmt.Sprint(args[6])
+		h.place = fmt.Sprint(args[9])
+		if h.joins == 1 {
+			h.lostToken = fmt.Sprint(args[6])
+		}
 		if !h.loseFirst || h.joins > 1 {
 			return nil
 		}
@@ -250,13 +257,13 @@ func (h *fairJoins) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 // awaitJoins waits until n attempts asked to be queued and ran, and
-// returns the token they were for.
+// returns the place they queued.
 func (h *fairJoins) awaitJoins(t *testing.T, n int) string {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		h.mu.Lock()
-		joins, token := h.joins, h.token
+		joins, token := h.joins, h.place
 		h.mu.Unlock()
 		if joins >= n {
 			return token

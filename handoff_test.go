@@ -101,7 +101,7 @@ func TestHandOffWithinLocker(t *testing.T) {
 	check := srv.Client(t)
 
 	prev := first.lk
-	if err := extendScript.Load(ctx, rdb).Err(); err != nil { // one EVALSHA per confirmation
+	if err := handoverScript.Load(ctx, rdb).Err(); err != nil { // one EVALSHA per hand-off
 		t.Fatal(err)
 	}
 	before := sent.Load()
@@ -290,7 +290,7 @@ func TestHandOffKeepsRenewing(t *testing.T) {
 		inside atomic.Int32
 		wg     sync.WaitGroup
 		mu     sync.Mutex
-		tokens = map[string]int{} // acquisitions per Redis token
+		runs   = map[*lease]int{} // acquisitions per Redis lock (a hand-off moves its lease on)
 	)
 	stop := time.Now().Add(3200 * time.Millisecond) // eight leases
 	for range workers {
@@ -302,7 +302,7 @@ func TestHandOffKeepsRenewing(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				tokens[lk.Token()]++
+				runs[lk.lease]++
 				mu.Unlock()
 				if inside.Add(1) != 1 {
 					t.Error("two holders at once")
@@ -320,10 +320,10 @@ func TestHandOffKeepsRenewing(t *testing.T) {
 	}
 	wg.Wait()
 	longest := 0
-	for _, n := range tokens {
+	for _, n := range runs {
 		longest = max(longest, n)
 	}
-	// 20ms holds, renewed every 50ms: a token held by 4 or more holders in
+	// 20ms holds, renewed every 50ms: a lock held by 4 or more holders in
 	// a row was renewed while being handed on.
 	if longest < 4 {
 		t.Fatalf("the most holders one Redis lock was handed to was %d; want a run long enough to span renewals", longest)

@@ -196,9 +196,11 @@ func (lk *Lock) unguard(h *Lock) {
 
 // Release lets the lock go. It returns ErrNotHeld when the lock was already
 // lost (its lease ran out and maybe someone else took the key; the error
-// matches ErrLockLost too), and an
-// ErrUnavailable error when Redis could not be reached; either way the lock
-// is no longer renewed. Release is safe on a nil Lock and when called twice
+// matches ErrLockLost too), and an ErrUnavailable error when Redis could
+// not be reached, or when the release was sent again after its connection
+// closed and found the lock gone: behind a proxy or load balancer the copy
+// sent first may have run, so whether it released the lock or found it
+// lost cannot be told. Either way the lock is no longer renewed. Release is safe on a nil Lock and when called twice
 // (later calls return nil). Releasing a reentrant handle (see Context) ends
 // the contexts made from that handle (ErrReleased) and nothing else; the
 // outermost handle releases the lock. When an Acquire of the same Locker

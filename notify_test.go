@@ -86,7 +86,7 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 	// Redis; the other waiters get it handed on within the Locker, each
 	// hand-off after one confirmation, and only the last release goes back
 	// to Redis: one attempt, waiters-1 confirmations and one release.
-	if err := extendScript.Load(ctx, rdb).Err(); err != nil { // one EVALSHA per confirmation
+	if err := handoverScript.Load(ctx, rdb).Err(); err != nil { // one EVALSHA per hand-off
 		t.Fatal(err)
 	}
 	before = calls.Load()

@@ -97,33 +97,45 @@ func (s *script) Load(ctx context.Context, c redis.Scripter) *redis.StringCmd {
 
 // run runs the script through c: EVALSHA, and EVAL if the server lacks it,
 // each sent once by go-redis (onceCmd). A command that could not be sent
-// (no connection could be made), or whose connection the server closed, is
-// tried again after closedRetryBackoff, doubled each time, retries times
-// at most, as go-redis would: a copy sent on a closed connection cannot
-// run later, after the retry, as one that timed out can. So a restarting
-// server is ridden out as with go-redis's own retries.
+// (no connection could be made), or whose connection closed before its
+// reply, is tried again after closedRetryBackoff, doubled each time,
+// retries times at most, so a restarting server is ridden out as with
+// go-redis's own retries. A copy that met a closed connection to Redis
+// itself cannot run later; behind a proxy or load balancer it may have
+// run, or run later still, so every command that is sent again is one
+// whose copies are the same grant's, and the same lease change
+// (lua/grant.lua): a late copy changes nothing that came after it.
 func (s *script) run(ctx context.Context, c processor, retries int, keys []string, args ...any) *redis.Cmd {
-	cmd := s.process(ctx, c, retries, "evalsha", s.sha, keys, args)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd = s.process(ctx, c, retries, "eval", s.src, keys, args)
-	}
+	cmd, _ := s.runCounted(ctx, c, retries, keys, args...)
 	return cmd
 }
 
-func (s *script) process(ctx context.Context, c processor, retries int, verb, body string, keys []string, args []any) *redis.Cmd {
+// runCounted is run, and reports whether a copy was sent again after a
+// closed connection.
+func (s *script) runCounted(ctx context.Context, c processor, retries int, keys []string, args ...any) (*redis.Cmd, bool) {
+	cmd, again := s.process(ctx, c, retries, "evalsha", s.sha, keys, args)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		var again2 bool
+		cmd, again2 = s.process(ctx, c, retries, "eval", s.src, keys, args)
+		again = again || again2
+	}
+	return cmd, again
+}
+
+func (s *script) process(ctx context.Context, c processor, retries int, verb, body string, keys []string, args []any) (*redis.Cmd, bool) {
 	backoff := closedRetryBackoff
 	for try := 0; ; try++ {
 		cmd := s.cmd(ctx, verb, body, keys, args)
 		_ = c.Process(ctx, cmd)
 		if err := cmd.Err(); try >= retries || err == nil || !closedConn(err) {
-			return &cmd.Cmd
+			return &cmd.Cmd, try > 0
 		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return &cmd.Cmd
+			return &cmd.Cmd, try > 0
 		}
 		backoff *= 2
 	}

@@ -42,8 +42,8 @@ func (s single) acquire(ctx context.Context, id *lockID, at *attempt) (grant, er
 
 func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, error) {
 	var (
-		n   int64
-		err error
+		cmd   *redis.Cmd
+		again bool
 	)
 	notify := ""
 	if g.notify {
@@ -53,16 +53,28 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 	case id.kind != holdMutex:
 		return s.releaseHold(ctx, id)
 	case id.fair:
-		n, err = s.scripts.releaseFair.run(ctx, s.client, s.retries, id.keys[:], id.argv[:1]...).Int64()
+		cmd, again = s.scripts.releaseFair.runCounted(ctx, s.client, s.retries, id.keys[:], id.argv[:1]...)
 	case g.window >= time.Millisecond:
-		n, err = s.scripts.release.run(ctx, s.client, s.retries, id.keys[:1], id.argv[0], notify, g.window.Milliseconds(), g.yieldTo).Int64()
+		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.keys[:1], id.argv[0], notify, g.window.Milliseconds(), g.yieldTo)
 	case g.notify:
-		n, err = s.scripts.release.run(ctx, s.client, s.retries, id.keys[:1], id.argv[0], notify).Int64()
+		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.keys[:1], id.argv[0], notify)
 	default: // the token alone: publish only if a waiter marked the lock
-		n, err = s.scripts.release.run(ctx, s.client, s.retries, id.keys[:1], id.argv[:1]...).Int64()
+		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.keys[:1], id.argv[:1]...)
+	}
+	n, err := cmd.Int64()
+	if err == nil && n != 1 && again {
+		// The copy sent first may have run (behind a proxy, a closed
+		// connection does not mean the request died): the lock being gone
+		// may be its doing. Not known to be lost, then; not known to be
+		// released either.
+		return false, errReleaseUnsure
 	}
 	return n == 1, err
 }
+
+// errReleaseUnsure is the error of a release that was sent again after
+// its connection closed and found the lock gone.
+var errReleaseUnsure = errors.New("padlock: the release was sent again after its connection closed and found the lock gone: the first copy may have released it")
 
 func (s single) leaveQueue(ctx context.Context, id *lockID, place string) error {
 	if id.kind != holdMutex {

@@ -328,6 +328,10 @@ func (w *watchdog) renewed(r *renewal, now time.Time) {
 		return
 	}
 	if w.ended(ls) {
+		// Nothing to keep renewing; observers still hear how it went.
+		if r.ok || r.err != nil {
+			observeRenewal(r, now)
+		}
 		return
 	}
 	switch {
