@@ -15,6 +15,14 @@ import (
 // noeviction. CheckDeployment returns it.
 var ErrEvictingRedis = errors.New("padlock: redis may evict lock keys")
 
+// ErrUnchecked reports a Redis node whose eviction settings CheckDeployment
+// could not read: the node refused CONFIG GET (an ACL user without
+// +config|get, a managed Redis that renames or disables CONFIG), or did not
+// say what its maxmemory-policy is. Whether that node may evict lock keys
+// is unknown, which is neither a good deployment nor a bad one: check the
+// node's settings another way, or let the check read them.
+var ErrUnchecked = errors.New("padlock: redis eviction settings could not be read")
+
 // CheckDeployment checks that the Redis nodes behind clients, the clients
 // given to New or NewRedlock, cannot evict lock keys: it reads maxmemory
 // and maxmemory-policy with CONFIG GET on every node (every master of a
@@ -31,10 +39,14 @@ var ErrEvictingRedis = errors.New("padlock: redis may evict lock keys")
 // ErrUnavailable, never as a lock held twice), or with no maxmemory.
 //
 // A node that refuses CONFIG (an ACL without +config, a managed Redis that
-// renames the command) is not an error: it is skipped, as what it runs
-// cannot be known from here. A node that cannot be reached is an error
-// matching ErrUnavailable. Call it at start-up, and log or refuse to start
-// on an error, as the deployment requires; padlock never calls it itself.
+// renames the command) gives an error matching ErrUnchecked, naming the
+// node and what it refused: "could not look" is not "fine", and the caller
+// decides (log it, check the node by hand, or refuse to start). A node
+// that cannot be reached is an error matching ErrUnavailable. Every node
+// is checked whatever the others say, and the errors are joined, so one
+// error may match several of these. Call it at start-up, and log or
+// refuse to start on an error, as the deployment requires; padlock never
+// calls it itself.
 func CheckDeployment(ctx context.Context, clients ...redis.UniversalClient) error {
 	var (
 		mu   sync.Mutex
@@ -76,14 +88,19 @@ func checkEviction(ctx context.Context, c *redis.Client) error {
 	cfg, err := c.ConfigGet(ctx, "maxmemory*").Result()
 	var rerr redis.Error
 	switch {
-	case errors.As(err, &rerr):
-		return nil // refused: NOPERM, or CONFIG renamed or disabled
+	case errors.As(err, &rerr): // NOPERM, or CONFIG renamed or disabled
+		return fmt.Errorf("%w: node %s refused CONFIG GET maxmemory* (%w), so whether it may evict lock keys "+
+			"is unknown; allow the check +config|get, or make sure by hand that maxmemory-policy is noeviction", ErrUnchecked, node, err)
 	case err != nil:
 		return fmt.Errorf("%w: CheckDeployment: node %s: %w", ErrUnavailable, node, err)
 	}
-	policy := cfg["maxmemory-policy"]
-	maxmemory, _ := strconv.ParseInt(cfg["maxmemory"], 10, 64)
-	if maxmemory <= 0 || policy == "" || policy == "noeviction" {
+	policy, hasPolicy := cfg["maxmemory-policy"]
+	maxmemory, merr := strconv.ParseInt(cfg["maxmemory"], 10, 64)
+	if !hasPolicy || policy == "" || merr != nil {
+		return fmt.Errorf("%w: node %s answered CONFIG GET maxmemory* without a maxmemory-policy and a maxmemory "+
+			"(got %d settings), so whether it may evict lock keys is unknown", ErrUnchecked, node, len(cfg))
+	}
+	if maxmemory <= 0 || policy == "noeviction" {
 		return nil
 	}
 	return fmt.Errorf("%w: node %s has maxmemory %d and maxmemory-policy %s, which can drop a held lock "+

@@ -62,8 +62,10 @@ func TestCheckDeployment(t *testing.T) {
 	}
 }
 
-// A node that refuses CONFIG is skipped, not an error; one that cannot be
-// reached is ErrUnavailable; every master of a Cluster is checked.
+// A node that refuses CONFIG (here an ACL user without +config, on a
+// volatile-lru node with maxmemory) is ErrUnchecked, naming the node and
+// what it refused, never nil and never ErrEvictingRedis; one that cannot
+// be reached is ErrUnavailable.
 func TestCheckDeploymentRefusedAndDown(t *testing.T) {
 	redistest.Require(t)
 	ctx := context.Background()
@@ -71,7 +73,7 @@ func TestCheckDeploymentRefusedAndDown(t *testing.T) {
 	admin := srv.Client(t)
 	for _, args := range [][]any{
 		{"config", "set", "maxmemory", "100mb"},
-		{"config", "set", "maxmemory-policy", "allkeys-lru"},
+		{"config", "set", "maxmemory-policy", "volatile-lru"},
 		{"acl", "setuser", "app", "on", ">secret", "~*", "+@all", "-config"},
 	} {
 		if err := admin.Do(ctx, args...).Err(); err != nil {
@@ -79,8 +81,16 @@ func TestCheckDeploymentRefusedAndDown(t *testing.T) {
 		}
 	}
 	app := srv.Client(t, func(o *redis.Options) { o.Username, o.Password = "app", "secret" })
-	if err := padlock.CheckDeployment(ctx, app); err != nil {
-		t.Fatalf("CONFIG refused: got %v, want nil", err)
+	err := padlock.CheckDeployment(ctx, app)
+	if !errors.Is(err, padlock.ErrUnchecked) || errors.Is(err, padlock.ErrEvictingRedis) || errors.Is(err, padlock.ErrUnavailable) {
+		t.Fatalf("CONFIG refused: got %v, want ErrUnchecked alone", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, srv.Addr()) || !strings.Contains(msg, "CONFIG GET maxmemory*") {
+		t.Fatalf("CONFIG refused: got %q, want it to name node %s and CONFIG GET maxmemory*", msg, srv.Addr())
+	}
+	var rerr redis.Error
+	if !errors.As(err, &rerr) || !strings.Contains(rerr.Error(), "NOPERM") {
+		t.Fatalf("CONFIG refused: got %v, want it to wrap the server's NOPERM refusal", err)
 	}
 	if err := padlock.CheckDeployment(ctx, admin); !errors.Is(err, padlock.ErrEvictingRedis) {
 		t.Fatalf("as admin: got %v, want %v", err, padlock.ErrEvictingRedis)

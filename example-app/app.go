@@ -37,7 +37,7 @@ func newApp(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) 
 		a.tempDB = dir
 		path = filepath.Join(dir, "orders.db")
 	}
-	obs, err := newObservability(logger)
+	obs, err := newObservability(logger, cfg.KeyRedactor)
 	if err != nil {
 		a.close()
 		return nil, err

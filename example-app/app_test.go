@@ -19,7 +19,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/padlockgo/padlock"
-	"github.com/padlockgo/padlock/internal/keyattr"
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
@@ -128,7 +127,7 @@ func TestJobs(t *testing.T) {
 	})
 	// Redacted: the namespace and a hash of the key, not the key.
 	lock := held[0].(map[string]any)
-	if lock["key"] != nil || lock["namespace"] != "job" || lock["key_hash"] != keyattr.Hash("job:nightly-report") ||
+	if lock["key"] != nil || lock["namespace"] != "job" || lock["key_hash"] != keyHash("job:nightly-report") ||
 		lock["ttl_ms"].(float64) <= 0 || lock["owner"] != processOwner() {
 		t.Fatalf("got lock view entry %v, want job:nightly-report's namespace and hash, a lease and an owner", lock)
 	}
@@ -428,7 +427,7 @@ func TestRunRedlock(t *testing.T) {
 		view = do(t, c, "GET", adminURL(t, logs)+"/locks", "")
 		locks, _ := view.body["locks"].([]any)
 		for _, l := range locks {
-			if l := l.(map[string]any); l["key_hash"] == keyattr.Hash("job:reindex") && l["nodes"] == float64(3) {
+			if l := l.(map[string]any); l["key_hash"] == keyHash("job:reindex") && l["nodes"] == float64(3) {
 				return true
 			}
 		}
@@ -559,7 +558,7 @@ func TestRunCluster(t *testing.T) {
 	eventually(t, "every job in the lock view", func() bool {
 		view := do(t, c, "GET", adminURL(t, logs)+"/locks", "")
 		for _, n := range names {
-			if !strings.Contains(view.raw, `"key_hash":"`+keyattr.Hash("job:"+n)+`"`) {
+			if !strings.Contains(view.raw, `"key_hash":"`+keyHash("job:"+n)+`"`) {
 				return false
 			}
 		}
@@ -593,7 +592,7 @@ func TestREADMEDocumentsTheApp(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  ([A-Z][A-Z_]+)\s`).FindAllStringSubmatch(usage, -1) {
 		vars = append(vars, m[1])
 	}
-	if len(vars) != 13 {
+	if len(vars) != 16 {
 		t.Fatalf("got variables %v from the usage text, want every one", vars)
 	}
 	for _, v := range vars {

@@ -5,6 +5,9 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/padlockgo/padlock/lockkey"
+	"github.com/padlockgo/padlock/lockview"
 )
 
 // Redis modes, as REDIS_MODE names them.
@@ -56,8 +59,18 @@ Configuration, all optional, from the environment:
               loopback only, unless ADMIN_TOKEN is set)
   ADMIN_TOKEN a token the admin side requires as "Authorization: Bearer ...",
               of 32 characters or more (make one: openssl rand -hex 32)
+  ADMIN_HOSTS the host names operators use to reach the admin side,
+              comma-separated (default: none; it answers to localhost and
+              IP addresses only, and to any other Host with 421, so that no
+              web page can read it through DNS rebinding)
   LOCK_VIEW_KEYS  1 to show lock keys on the admin side (default: each
               key's namespace and a hash only; keys carry client data)
+  LOCK_VIEW_NAMESPACES  namespaces whose keys the admin side and the log
+              show as they are, comma-separated, e.g. job (default: none)
+  LOCK_KEY_SECRET  the secret that keys the hashes of lock keys on the
+              admin side and in the log, 16 bytes or more, the same for
+              every instance (default: random per process, so hashes
+              differ between instances and across restarts)
 
 Try it (KEY is an API key, from API_KEYS or printed in the log at start):
   curl -s -X POST localhost:8080/orders -H "Authorization: Bearer $KEY" \
@@ -98,9 +111,11 @@ type config struct {
 	nodeTimeout     time.Duration // Redlock: how long one node may take to answer (REDIS_NODE_TIMEOUT)
 	persistentNodes bool          // Redlock: the nodes persist every write (REDIS_PERSISTENT_NODES)
 
-	AdminAddr    string // the admin listener: lock page, /locks, /metrics
-	AdminToken   string // required as a bearer token on the admin side, if set
-	LockViewKeys bool   // show lock keys on the admin side, not only their hashes
+	AdminAddr    string            // the admin listener: lock page, /locks, /metrics
+	AdminToken   string            // required as a bearer token on the admin side, if set
+	AdminHosts   []string          // Host names the admin side answers to, beside localhost and IP addresses
+	LockViewKeys bool              // show lock keys on the admin side, not only their hashes
+	KeyRedactor  *lockkey.Redactor // how keys are shown on the admin side and in the log (LOCK_KEY_SECRET, LOCK_VIEW_NAMESPACES); nil: the process's
 
 	lockTTL         time.Duration // lease of every lock the app takes; renewed while held
 	payWait         time.Duration // how long a pay request waits for the order's lock
@@ -258,12 +273,44 @@ func loadAdminConfig(cfg *config, getenv func(string) string) error {
 	if ip := net.ParseIP(host); cfg.AdminToken == "" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return fmt.Errorf("ADMIN_ADDR: %q is not a loopback address; set ADMIN_TOKEN to serve the admin side there", cfg.AdminAddr)
 	}
+	for h := range strings.SplitSeq(getenv("ADMIN_HOSTS"), ",") {
+		if h = strings.TrimSpace(h); h == "" {
+			continue
+		}
+		if err := lockview.CheckAdminHost(h); err != nil {
+			return fmt.Errorf("ADMIN_HOSTS: %v", err)
+		}
+		cfg.AdminHosts = append(cfg.AdminHosts, h)
+	}
 	switch v := getenv("LOCK_VIEW_KEYS"); v {
 	case "", "0":
 	case "1":
 		cfg.LockViewKeys = true
 	default:
 		return fmt.Errorf("LOCK_VIEW_KEYS: %q, want 1 or 0", v)
+	}
+	var redact []lockkey.RedactOption
+	if v := getenv("LOCK_KEY_SECRET"); v != "" {
+		if len(v) < lockkey.MinRedactSecret {
+			return fmt.Errorf("LOCK_KEY_SECRET: %d bytes, want at least %d (e.g. openssl rand -hex 32)", len(v), lockkey.MinRedactSecret)
+		}
+		redact = append(redact, lockkey.WithRedactSecret([]byte(v)))
+	}
+	var readable []string
+	for ns := range strings.SplitSeq(getenv("LOCK_VIEW_NAMESPACES"), ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			readable = append(readable, ns)
+		}
+	}
+	if len(readable) > 0 {
+		redact = append(redact, lockkey.WithReadableNamespaces(readable...))
+	}
+	if len(redact) > 0 {
+		r, err := lockkey.NewRedactor(redact...)
+		if err != nil {
+			return fmt.Errorf("LOCK_KEY_SECRET or LOCK_VIEW_NAMESPACES: %v", err)
+		}
+		cfg.KeyRedactor = r
 	}
 	return nil
 }

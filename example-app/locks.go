@@ -13,15 +13,16 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/padlockgo/padlock"
-	"github.com/padlockgo/padlock/internal/keyattr"
+	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/lockview"
 	"github.com/padlockgo/padlock/padlockotel"
 	"github.com/padlockgo/padlock/padlockslog"
 )
 
 // observability is how the app watches its locks: warnings in its log
-// (keys hashed: logs travel further than the admin side), OpenTelemetry
-// metrics exported for Prometheus, and the recorder behind the lock page.
+// (keys redacted as on the admin side: logs travel further than it),
+// OpenTelemetry metrics exported for Prometheus, and the recorder behind
+// the lock page.
 type observability struct {
 	recorder *lockview.Recorder
 	registry *prometheus.Registry
@@ -29,7 +30,7 @@ type observability struct {
 	observer padlock.Observer // all of the above, for padlock.WithObserver
 }
 
-func newObservability(logger *slog.Logger) (*observability, error) {
+func newObservability(logger *slog.Logger, redactor *lockkey.Redactor) (*observability, error) {
 	o := &observability{recorder: lockview.NewRecorder(), registry: prometheus.NewRegistry()}
 	exp, err := otelprom.New(otelprom.WithRegisterer(o.registry))
 	if err != nil {
@@ -41,7 +42,7 @@ func newObservability(logger *slog.Logger) (*observability, error) {
 		_ = o.meters.Shutdown(context.Background())
 		return nil, err
 	}
-	o.observer = padlock.JoinObservers(o.recorder, metrics, padlockslog.New(logger, padlockslog.WithHashedKeys()))
+	o.observer = padlock.JoinObservers(o.recorder, metrics, padlockslog.New(logger, padlockslog.WithRedactor(redactor)))
 	return o, nil
 }
 
@@ -52,14 +53,19 @@ func (o *observability) close() { _ = o.meters.Shutdown(context.Background()) }
 // locks held in Redis as JSON (/locks) and Prometheus metrics (/metrics).
 // With ADMIN_TOKEN set every request needs "Authorization: Bearer
 // <token>"; without it the listener must be one only operators reach
-// (loadConfig allows only loopback then). Keys are redacted to their
-// namespace and a hash unless LOCK_VIEW_KEYS=1.
+// (loadConfig allows only loopback then). Either way it answers only to
+// localhost, IP addresses and ADMIN_HOSTS (lockview.AdminHosts): any other
+// Host gets 421, as it is a web page reading the admin side through DNS
+// rebinding. Keys are redacted to their namespace and a keyed hash (the
+// same as in the log, with LOCK_KEY_SECRET) unless LOCK_VIEW_KEYS=1 or
+// their namespace is in LOCK_VIEW_NAMESPACES.
 func (s *server) adminHandler(o *observability) (http.Handler, error) {
 	authorize := lockview.AdminListener
 	if s.cfg.AdminToken != "" {
 		authorize = lockview.BearerToken(s.cfg.AdminToken)
 	}
-	page, err := lockview.New(s.backend.locker, lockview.Config{Authorize: authorize, ShowKeys: s.cfg.LockViewKeys, Recorder: o.recorder})
+	page, err := lockview.New(s.backend.locker, lockview.Config{Authorize: authorize, ShowKeys: s.cfg.LockViewKeys,
+		Redactor: s.cfg.KeyRedactor, Recorder: o.recorder})
 	if err != nil {
 		return nil, err
 	}
@@ -68,14 +74,14 @@ func (s *server) adminHandler(o *observability) (http.Handler, error) {
 	mux.HandleFunc("GET /locks", s.locks)
 	mux.HandleFunc("GET /healthz", s.adminHealthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.registry, promhttp.HandlerOpts{}))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return lockview.AdminHosts(s.cfg.AdminHosts...)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !authorize(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="padlock-example admin"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
 		mux.ServeHTTP(w, r)
-	}), nil
+	})), nil
 }
 
 // maxListedLocks bounds the lock view, per node.
@@ -83,9 +89,9 @@ const maxListedLocks = 1000
 
 // heldLock is one entry of /locks.
 type heldLock struct {
-	Key       string `json:"key,omitempty"` // as passed to Acquire; only with LOCK_VIEW_KEYS=1
+	Key       string `json:"key,omitempty"` // as passed to Acquire; only with LOCK_VIEW_KEYS=1 or in LOCK_VIEW_NAMESPACES
 	Namespace string `json:"namespace"`     // the key up to its first ':'
-	KeyHash   string `json:"key_hash"`      // tells keys apart without showing them
+	KeyHash   string `json:"key_hash"`      // a keyed hash: tells keys apart without showing them
 	Owner     string `json:"owner"`         // the holder's Options.Owner, or the start of its token
 	TTLMS     int64  `json:"ttl_ms"`        // remaining lease
 	Nodes     int    `json:"nodes,omitempty"`
@@ -104,7 +110,8 @@ func (s *server) locks(w http.ResponseWriter, r *http.Request) {
 	}
 	list := make([]heldLock, 0, len(in.Locks))
 	for _, l := range in.Locks {
-		h := heldLock{Namespace: keyattr.Namespace(l.Key), KeyHash: keyattr.Hash(l.Key), Owner: l.Owner, TTLMS: l.TTL.Milliseconds()}
+		k := s.cfg.KeyRedactor.Redact(l.Key)
+		h := heldLock{Key: k.Key, Namespace: k.Namespace, KeyHash: k.Hash, Owner: l.Owner, TTLMS: l.TTL.Milliseconds()}
 		if s.cfg.LockViewKeys {
 			h.Key = l.Key
 		}

@@ -70,9 +70,9 @@ func ExampleWithReleaseError() {
 	// 202
 }
 
-// A handler that outlasts WithMaxHold: its context is cancelled and the
-// lock released at the bound, whatever the client does; having written
-// nothing by then, the request gets 503.
+// A handler that outlasts WithMaxHold: its context is cancelled at the
+// bound, whatever the client does, and the lock released when it returns;
+// having written nothing by then, the request gets 503.
 func ExampleWithMaxHold() {
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {

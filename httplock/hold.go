@@ -36,6 +36,12 @@ type Hold struct {
 	over  bool // the bound has passed
 	begun bool // the handler began its response before the bound
 
+	// Set at the bound, when the lock was detached (no longer renewed)
+	// rather than released: the handler may still be running.
+	detached bool
+	own      padlock.Ownership
+	lease    time.Duration // the lease the lock kept until the bound
+
 	once sync.Once
 	err  error // of the release
 }
@@ -65,19 +71,37 @@ func (g *Guard) Hold(r *http.Request, key string) (*Hold, *Problem) {
 }
 
 // expire ends the hold at the bound: later writes are refused, the
-// handler's context is cancelled, and the lock is released now rather than
-// when the handler returns, which a slow client may delay for as long as it
-// likes.
+// handler's context is cancelled, and the lock is no longer renewed. It is
+// not released: the handler, which a slow client (or its own code) may keep
+// running for as long as it likes, has not returned, and until it does
+// nobody else may enter the key's section. Detached, the lock stays in
+// Redis until its lease runs out, at most one lease from now, and whoever
+// takes the key next has a greater fence, which rejects what the handler
+// still writes to a fenced store. A request for the key meanwhile is busy,
+// with a Retry-After up to the lease's end.
 func (h *Hold) expire() {
 	defer close(h.expired)
 	h.mu.Lock()
 	h.over = true
 	h.mu.Unlock()
 	h.cancel(ErrHoldExceeded)
-	_ = h.release()
+	lease := h.lock.Lease()
+	// Measured as held until its lease runs out, so that busy answers in
+	// the namespace meanwhile say to retry then, not after the usual hold.
+	h.g.holds.add(h.ns, time.Since(h.start)+lease)
+	// A reentrant handle cannot be detached (the outer hold bounds the
+	// lock), nor a lock already lost: those are released as usual.
+	own, err := h.lock.Detach()
+	if err != nil {
+		return
+	}
+	h.mu.Lock()
+	h.detached, h.own, h.lease = true, own, lease
+	h.mu.Unlock()
 }
 
-// Lock returns the lock held.
+// Lock returns the lock held (past WithMaxHold's bound, detached: ended,
+// and no longer renewed).
 func (h *Hold) Lock() *padlock.Lock { return h.lock }
 
 // Context returns the context to run the handler with: the request's,
@@ -109,9 +133,12 @@ func (h *Hold) Exceeded() bool {
 
 // Release lets the lock go as Guard.Release does (the request's own
 // context may have ended) and records how long it was held; it stops
-// WithMaxHold's timer, waiting for it if it is running. Only the first
-// release, here or at the bound, lets the lock go; later calls return its
-// error.
+// WithMaxHold's timer, waiting for it if it is running. Call it when the
+// handler has returned: past WithMaxHold's bound the lock is only detached
+// (see WithMaxHold), and Release is what lets it go, if its lease has not
+// run out by then (a lease that did is told to WithReleaseError's func as
+// padlock.ErrNotHeld). Only the first call lets the lock go; later calls
+// return its error.
 func (h *Hold) Release() error {
 	if h.timer != nil {
 		if !h.timer.Stop() {
@@ -124,10 +151,41 @@ func (h *Hold) Release() error {
 
 func (h *Hold) release() error {
 	h.once.Do(func() {
-		h.g.holds.add(h.ns, time.Since(h.start))
+		h.mu.Lock()
+		over, detached, own, lease := h.over, h.detached, h.own, h.lease
+		h.mu.Unlock()
+		if !over { // past the bound, the hold was measured there
+			h.g.holds.add(h.ns, time.Since(h.start))
+		}
+		if detached {
+			h.err = h.releaseDetached(own, lease)
+			return
+		}
 		h.err = h.g.Release(h.r, h.lock)
 	})
 	return h.err
+}
+
+// releaseDetached lets go the lock detached at the bound, now that the
+// handler has returned: it takes it back with the Ownership (on a lease no
+// longer than it had, nor than WithReleaseTimeout, not renewed, so that a
+// release that fails leaves it locked no longer than that) and releases
+// it. When its lease ran out meanwhile, Resume finds it gone: the error is
+// padlock.ErrNotHeld, told to WithReleaseError's func.
+func (h *Hold) releaseDetached(own padlock.Ownership, lease time.Duration) error {
+	o := h.g.lock
+	o.Wait, o.Retry, o.NoRenew = 0, nil, true
+	o.TTL = min(lease, h.g.releaseTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.r.Context()), h.g.releaseTimeout)
+	lk, err := h.g.locker.Resume(ctx, own, o)
+	cancel()
+	if err != nil {
+		if h.g.releaseError != nil {
+			h.g.releaseError(h.r, err)
+		}
+		return err
+	}
+	return h.g.Release(h.r, lk)
 }
 
 // Problem returns the answer to send when WithMaxHold's bound passed

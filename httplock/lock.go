@@ -18,10 +18,11 @@ import (
 // next sees the lock through r.Context() (cancelled if the lock is lost) and
 // padlock.FromContext. The lock is released when next returns or panics; a
 // release error goes to WithReleaseError's func, and is dropped without one.
-// With WithMaxHold it is released at that bound at the latest, and with
-// WithReadBody the body is read before the lock is taken: a client then
-// cannot keep the lock for as long as it likes by sending its body, or
-// reading the answer, slowly.
+// With WithMaxHold it is no longer renewed past that bound, so it ends at
+// most one lease later even if next never returns (it is never released
+// while next runs), and with WithReadBody the body is read before the lock
+// is taken: a client then cannot keep the lock for as long as it likes by
+// sending its body, or reading the answer, slowly.
 //
 // Lock panics if l or key is nil or an option is invalid.
 func Lock(l *padlock.Locker, key KeyFunc, opts ...Option) func(http.Handler) http.Handler {

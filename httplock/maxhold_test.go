@@ -9,10 +9,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/lockkey"
 )
@@ -74,19 +77,23 @@ func post(t *testing.T, url string) int {
 // The attacks of a client that decides how long a lock is held, on a real
 // server: a body sent a byte every 500ms, and a large answer never read.
 // With WithMaxHold (or WithReadBody, for the body) another caller of the
-// same key gets in once the bound has passed, not 409 for as long as the
-// attacker likes.
+// same key gets in once the bound and the lease have passed, not 409 for as
+// long as the attacker likes.
 func TestLockClientCannotHoldLock(t *testing.T) {
 	const bound = time.Second
+	// Past the bound the lock is no longer renewed, and ends with its
+	// lease (500ms) while the attacker's handler still runs; the other
+	// caller waits a little for it, less than the attack lasts.
+	lease := httplock.WithLockOptions(padlock.Options{TTL: 500 * time.Millisecond, Wait: 1500 * time.Millisecond})
 	tests := []struct {
 		name   string
 		opts   []httplock.Option
 		attack string // "body" or "answer"
 		want   string // the attacker's answer
 	}{
-		{"slow body, WithMaxHold", []httplock.Option{httplock.WithMaxHold(bound)}, "body", "503"},
-		{"slow body, WithReadBody", []httplock.Option{httplock.WithReadBody(1 << 10)}, "body", "200"},
-		{"unread answer, WithMaxHold", []httplock.Option{httplock.WithMaxHold(bound)}, "answer", ""},
+		{"slow body, WithMaxHold", []httplock.Option{httplock.WithMaxHold(bound), lease}, "body", "503"},
+		{"slow body, WithReadBody", []httplock.Option{httplock.WithReadBody(1 << 10), lease}, "body", "200"},
+		{"unread answer, WithMaxHold", []httplock.Option{httplock.WithMaxHold(bound), lease}, "answer", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,5 +179,94 @@ func TestLockMaxHoldLateWrite(t *testing.T) {
 	}
 	if !errors.Is(writeErr, httplock.ErrHoldExceeded) {
 		t.Fatalf("got late write error %v, want ErrHoldExceeded", writeErr)
+	}
+}
+
+// A handler that ignores its context past WithMaxHold's bound still holds
+// the key: no other request runs beside it (a second one is refused with
+// 409 and a Retry-After within the lease), the lock, no longer renewed,
+// frees itself within one lease although the handler has not returned,
+// and whoever takes the key then has a greater fence. The late handler's
+// release finds the lock gone.
+func TestLockMaxHoldKeepsExclusion(t *testing.T) {
+	const ttl = 2 * time.Second
+	l, _, _ := newLocker(t)
+	var inside atomic.Int32
+	var overlap atomic.Bool
+	cancelled := make(chan struct{})
+	finish := make(chan struct{})
+	fences := make(chan int64, 2)
+	releaseErrs := make(chan error, 1)
+	h := httplock.Lock(l, httplock.Const("report"),
+		httplock.WithMaxHold(100*time.Millisecond),
+		httplock.WithLockOptions(padlock.Options{TTL: ttl}),
+		httplock.WithReleaseError(func(_ *http.Request, err error) { releaseErrs <- err }))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if inside.Add(1) > 1 {
+				overlap.Store(true)
+			}
+			defer inside.Add(-1)
+			fences <- padlock.FromContext(r.Context()).Fence()
+			if r.URL.Query().Get("slow") != "" {
+				<-r.Context().Done()
+				close(cancelled)
+				<-finish // and goes on, heedless of its context
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- serve(h, "POST", "/reports?slow=1", "") }()
+	<-cancelled // the bound has passed; the handler runs on
+
+	w := serve(h, "POST", "/reports", "")
+	if overlap.Load() {
+		t.Fatal("two handlers ran inside the key's section at once")
+	}
+	checkProblem(t, w, http.StatusConflict)
+	if ra, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || ra < 1 || ra > int(ttl/time.Second) {
+		t.Fatalf("got Retry-After %q, want 1 to %d (the lease's end)", w.Header().Get("Retry-After"), int(ttl/time.Second))
+	}
+	// Not renewed, the lock ends with its lease: a request gets in while
+	// the first handler is still running (with a greater fence, which a
+	// fenced store holds against the first).
+	deadline := time.Now().Add(ttl + 10*time.Second)
+	for {
+		w := serve(h, "POST", "/reports", "")
+		if w.Code == http.StatusNoContent {
+			break
+		}
+		if w.Code != http.StatusConflict {
+			t.Fatalf("got status %d (body %s) while the first hold lasts, want 409", w.Code, w.Body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the key is still locked %v after the bound, want it free within one lease (%v)", ttl+10*time.Second, ttl)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if f1, f2 := <-fences, <-fences; f2 <= f1 {
+		t.Fatalf("got fence %d after the expired hold's %d, want greater", f2, f1)
+	}
+	close(finish)
+	checkProblem(t, <-first, http.StatusServiceUnavailable)
+	if err := <-releaseErrs; !errors.Is(err, padlock.ErrNotHeld) {
+		t.Fatalf("got the late handler's release error %v, want ErrNotHeld", err)
+	}
+}
+
+// A handler that returns after WithMaxHold's bound lets the lock go when
+// it returns: the next request does not wait for the lease to run out.
+func TestLockMaxHoldReleasesOnReturn(t *testing.T) {
+	l, _, _ := newLocker(t)
+	h := httplock.Lock(l, httplock.Const("report"), httplock.WithMaxHold(50*time.Millisecond),
+		httplock.WithReleaseError(func(_ *http.Request, err error) { t.Errorf("got release error %v, want none", err) }))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("slow") != "" {
+				<-r.Context().Done()
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+	checkProblem(t, serve(h, "POST", "/reports?slow=1", ""), http.StatusServiceUnavailable)
+	if w := serve(h, "POST", "/reports", ""); w.Code != http.StatusNoContent {
+		t.Fatalf("got status %d (body %s) after the late handler returned, want 204: its lock released", w.Code, w.Body)
 	}
 }

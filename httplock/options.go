@@ -139,10 +139,24 @@ func WithEchoKey() Option {
 // WithMaxHold bounds how long one request may hold the lock, so that a
 // client cannot decide it: a body sent a byte at a time, or a large
 // response the client never reads, would otherwise keep the handler, and
-// the renewed lock, for as long as the client likes. At the bound the
-// handler's context is cancelled (context.Cause is ErrHoldExceeded) and
-// the lock is released at once, without waiting for the handler to return;
-// what the handler writes after the bound is dropped (its writes return
+// the renewed lock, for as long as the client likes.
+//
+// At the bound the handler's context is cancelled (context.Cause is
+// ErrHoldExceeded) and the lock is no longer renewed, but it is not
+// released while the handler runs: mutual exclusion holds past the bound
+// too. A handler that heeds its context returns, and the lock is released
+// then as usual. One that does not keeps the key locked until the lock's
+// lease runs out, at most one lease (Options.TTL, 30s by default) after
+// the bound, even if it never returns; a request for the key meanwhile is
+// refused as busy (409, or WithBusyStatus's) with a Retry-After up to the
+// lease's end. Whoever takes the key after that has a greater fence
+// (padlock.Lock.Fence), so a store that checks fences rejects what the
+// late handler still writes; and when it returns, its release finds the
+// lock gone (padlock.ErrNotHeld, told to WithReleaseError's func). So a
+// client holds a key for at most d plus one lease, and a short TTL
+// shortens that.
+//
+// What the handler writes after the bound is dropped (its writes return
 // ErrHoldExceeded). If it had written nothing before the bound, the client
 // gets 503 Service Unavailable once the handler returns (a problem, with no
 // Retry-After); if it had, the response goes on as written so far and the

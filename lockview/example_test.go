@@ -11,7 +11,9 @@ import (
 )
 
 // The lock page on an admin listener that only operators reach, beside
-// the service's public one.
+// the service's public one. AdminHosts answers only to localhost, IP
+// addresses and the name operators use, so that no web page can read it
+// through DNS rebinding.
 func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
@@ -25,6 +27,6 @@ func ExampleNew() {
 	}
 	admin := http.NewServeMux()
 	admin.Handle("GET /debug/locks", view)
-	srv := &http.Server{Addr: "127.0.0.1:6060", Handler: admin}
+	srv := &http.Server{Addr: "127.0.0.1:6060", Handler: lockview.AdminHosts("locks.internal.example")(admin)}
 	_ = srv // go srv.ListenAndServe(), and srv.Shutdown at exit
 }

@@ -15,9 +15,17 @@
 //     or AdminListener when the handler is mounted only on a listener that
 //     only operators reach (another port on loopback, a private network).
 //     A request it refuses gets 401 and no data.
+//   - A listener that trusts whoever reaches it must check the Host too,
+//     or a web page in an operator's browser can read it through DNS
+//     rebinding: AdminListener authorizes loopback names and IP literals
+//     only, and AdminHosts, around the whole admin handler (the view,
+//     metrics, the rest), adds the names operators use and answers other
+//     Hosts with 421 Misdirected Request.
 //   - Keys are redacted unless Config.ShowKeys: a view shows each key's
-//     namespace (the part before the first ':') and a short hash, enough to
-//     tell locks apart, not to read them.
+//     namespace (the part before the first ':') and a short keyed hash
+//     (Config.Redactor, an HMAC under a secret), enough to tell locks
+//     apart, not to read them, nor to find them by hashing guesses. Keys of
+//     the namespaces the Redactor makes readable are shown as they are.
 //
 // Mount it on an admin listener:
 //
@@ -26,7 +34,7 @@
 //	view, err := lockview.New(l, lockview.Config{Authorize: lockview.AdminListener, Recorder: rec})
 //	admin := http.NewServeMux()
 //	admin.Handle("/debug/locks", view)
-//	go http.ListenAndServe("127.0.0.1:6060", admin)
+//	go http.ListenAndServe("127.0.0.1:6060", lockview.AdminHosts()(admin))
 package lockview
 
 import (
@@ -40,7 +48,7 @@ import (
 	"time"
 
 	"github.com/padlockgo/padlock"
-	"github.com/padlockgo/padlock/internal/keyattr"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 // Config configures New.
@@ -48,8 +56,14 @@ type Config struct {
 	// Authorize reports whether a request may see the view. Required.
 	Authorize func(r *http.Request) bool
 	// ShowKeys shows lock keys as they are. Default: false, each key is
-	// shown as its namespace and a short hash.
+	// shown as Redactor shows it.
 	ShowKeys bool
+	// Redactor redacts the keys: its secret keys the hashes, and its
+	// readable namespaces are shown as they are. Share one with the
+	// process's logs (padlockslog.WithRedactor) so that a key has one hash
+	// in both. Default: nil, the process's random secret and no readable
+	// namespace (see lockkey.Redactor).
+	Redactor *lockkey.Redactor
 	// Recorder adds the recent losses and renewal lag it kept. Default:
 	// none, and the page leaves those out.
 	Recorder *Recorder
@@ -67,9 +81,15 @@ type Config struct {
 // ErrNoAuthorize is the error of New without Config.Authorize.
 var ErrNoAuthorize = errors.New("lockview: Config.Authorize is required: the view lists lock keys (use BearerToken, your own check, or AdminListener on a listener only operators reach)")
 
-// AdminListener authorizes every request. Use it only for a handler
-// mounted on a listener that only operators can reach.
-func AdminListener(*http.Request) bool { return true }
+// AdminListener authorizes every request that names the listener by a
+// loopback name (localhost, *.localhost) or an IP literal, or that
+// AdminHosts let through: use it only for a handler mounted on a listener
+// that only operators can reach. Other Hosts are refused (401), as a
+// request naming the listener by a name of its own is a page in an
+// operator's browser reading it through DNS rebinding. To reach the
+// listener by a DNS name, and to answer foreign Hosts with a clear 421,
+// wrap the listener's handler in AdminHosts with that name.
+func AdminListener(r *http.Request) bool { return adminHost(r) }
 
 // BearerToken authorizes requests that carry "Authorization: Bearer
 // <token>", compared in constant time. An empty token authorizes nobody.
@@ -126,13 +146,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Key is a lock key as the view shows it.
 type Key struct {
-	Key       string `json:"key,omitempty"` // only with Config.ShowKeys
+	Key       string `json:"key,omitempty"` // only with Config.ShowKeys, or in a readable namespace
 	Namespace string `json:"namespace"`
-	Hash      string `json:"key_hash"`
+	Hash      string `json:"key_hash"` // lockkey.Redacted.Hash
 }
 
 func (h *handler) key(k string) Key {
-	v := Key{Namespace: keyattr.Namespace(k), Hash: keyattr.Hash(k)}
+	r := h.c.Redactor.Redact(k)
+	v := Key{Key: r.Key, Namespace: r.Namespace, Hash: r.Hash}
 	if h.c.ShowKeys {
 		v.Key = k
 	}

@@ -2,6 +2,8 @@ package lockview_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/lockview"
 )
 
@@ -38,10 +41,17 @@ func setup(t *testing.T) (*padlock.Locker, *lockview.Recorder, *redistest.Server
 	return l, rec, srv
 }
 
+// get sends a GET of target to h, as an operator on the admin listener
+// would (Host localhost:6060, unless header has a Host).
 func get(t *testing.T, h http.Handler, target string, header map[string]string) (int, string) {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodGet, target, nil)
+	r.Host = "localhost:6060"
 	for k, v := range header {
+		if k == "Host" {
+			r.Host = v
+			continue
+		}
 		r.Header.Set(k, v)
 	}
 	w := httptest.NewRecorder()
@@ -171,9 +181,76 @@ func TestMethodNotAllowed(t *testing.T) {
 	l, _, _ := setup(t)
 	h, _ := lockview.New(l, lockview.Config{Authorize: lockview.AdminListener})
 	r := httptest.NewRequest(http.MethodPost, "/", nil)
+	r.Host = "localhost"
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	if w.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST: got %d, want 405", w.Code)
+	}
+}
+
+// A redacted view's key_hash cannot be reversed with a dictionary of plain
+// SHA-256 hashes of likely keys (order ids, job names); keys of a namespace
+// the Redactor makes readable are shown, with the same hash.
+func TestRedactedKeysResistDictionary(t *testing.T) {
+	l, _, _ := setup(t)
+	ctx := context.Background()
+	for _, k := range []string{"order:1", "job:nightly-report"} {
+		lk, err := l.Acquire(ctx, k, padlock.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Release(ctx)
+	}
+	dict := make(map[string]string)
+	for _, k := range []string{"order:0", "order:1", "order:2", "job:nightly-report", "job:reindex"} {
+		sum := sha256.Sum256([]byte(k))
+		dict[hex.EncodeToString(sum[:6])] = k
+	}
+	view, err := lockview.New(l, lockview.Config{Authorize: lockview.AdminListener})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s lockview.Snapshot
+	if _, body := get(t, view, "/?format=json", nil); json.Unmarshal([]byte(body), &s) != nil || s.Redis == nil || len(s.Held) != 2 {
+		t.Fatalf("got %s, want two held locks and the locks in Redis", body)
+	}
+	var keys []lockview.Key
+	for _, h := range s.Held {
+		keys = append(keys, h.Key)
+	}
+	for _, e := range s.Redis.Locks {
+		keys = append(keys, e.Key)
+	}
+	for _, k := range keys {
+		if found, ok := dict[k.Hash]; ok {
+			t.Errorf("got key_hash %s (namespace %s), which a plain SHA-256 dictionary reverses to %q", k.Hash, k.Namespace, found)
+		}
+		if k.Key != "" {
+			t.Errorf("got key %q, want it redacted", k.Key)
+		}
+	}
+
+	r, err := lockkey.NewRedactor(lockkey.WithReadableNamespaces("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, err = lockview.New(l, lockview.Config{Authorize: lockview.AdminListener, Redactor: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = lockview.Snapshot{}
+	_, body := get(t, view, "/?format=json", nil)
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range s.Held {
+		want := ""
+		if h.Namespace == "job" {
+			want = "job:nightly-report"
+		}
+		if h.Key.Key != want || h.Hash != r.Hash(map[string]string{"job": "job:nightly-report", "order": "order:1"}[h.Namespace]) {
+			t.Errorf("got %+v, want key %q and the Redactor's hash", h.Key, want)
+		}
 	}
 }

@@ -25,9 +25,13 @@
 //     from request data that may be secret (see httplock.WithEchoKey).
 //   - Redis unreachable: 503 Service Unavailable. The handler never runs
 //     without the lock.
-//   - Held for longer than httplock.WithMaxHold allows: the lock is released at the
-//     bound and the handler's context cancelled; 503 when the handler had
-//     written nothing by then, and what it writes afterwards is dropped.
+//   - Held for longer than httplock.WithMaxHold allows: the handler's context is
+//     cancelled and the lock no longer renewed; it is released when the
+//     handler returns, or ends with its lease if the handler does not
+//     return by then, and never while the handler runs. 503 when the
+//     handler had written nothing by then, and what it writes afterwards
+//     is dropped. Another request for the key meanwhile gets the busy
+//     answer above, its Retry-After up to the lease's end.
 //   - Key part missing, repeated, malformed or not of its kind: 400 Bad
 //     Request; body over the key's limit: 413 Content Too Large.
 //

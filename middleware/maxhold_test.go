@@ -9,12 +9,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/keyfunc"
 	"github.com/padlockgo/padlock/lockkey"
@@ -55,9 +58,13 @@ func slowClient(t *testing.T, addr, path string, n int, gap time.Duration) <-cha
 // The attacks of a client that decides how long a lock is held, on a real
 // server through gin: a body sent a byte every 500ms, and a large answer
 // never read. With WithMaxHold (or WithReadBody, for the body) another
-// caller of the same key gets in once the bound has passed.
+// caller of the same key gets in once the bound and the lease have passed.
 func TestLockClientCannotHoldLock(t *testing.T) {
 	const bound = time.Second
+	// Past the bound the lock is no longer renewed, and ends with its
+	// lease (500ms) while the attacker's handler still runs; the other
+	// caller waits a little for it, less than the attack lasts.
+	lease := httplock.WithLockOptions(padlock.Options{TTL: 500 * time.Millisecond, Wait: 1500 * time.Millisecond})
 	tests := []struct {
 		name   string
 		opt    httplock.Option
@@ -74,7 +81,7 @@ func TestLockClientCannotHoldLock(t *testing.T) {
 			entered := make(chan struct{}, 1)
 			causes := make(chan error, 1)
 			r := gin.New()
-			r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id", lockkey.Int(64)), tt.opt), func(c *gin.Context) {
+			r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id", lockkey.Int(64)), tt.opt, lease), func(c *gin.Context) {
 				if c.Query("attacker") == "" {
 					_, _ = io.ReadAll(c.Request.Body)
 					c.Status(http.StatusOK)
@@ -156,4 +163,65 @@ func TestLockMaxHoldLateWrite(t *testing.T) {
 	if strings.Contains(w.Body.String(), "late") || w.Header().Get("Location") != "" {
 		t.Fatalf("got body %q, Location %q, want the handler's late answer dropped", w.Body, w.Header().Get("Location"))
 	}
+}
+
+// Through gin: a handler that ignores its context past WithMaxHold's bound
+// still holds the key. A second request meanwhile is refused with 409 and
+// never runs beside it; the lock, no longer renewed, frees itself within
+// one lease although the handler has not returned, and the next holder's
+// fence is greater.
+func TestLockMaxHoldKeepsExclusion(t *testing.T) {
+	const ttl = 2 * time.Second
+	l, _, _ := newLocker(t)
+	var inside atomic.Int32
+	var overlap atomic.Bool
+	cancelled := make(chan struct{})
+	finish := make(chan struct{})
+	fences := make(chan int64, 2)
+	r := gin.New()
+	r.POST("/reports", middleware.Lock(l, keyfunc.Const("report"), httplock.WithMaxHold(100*time.Millisecond),
+		httplock.WithLockOptions(padlock.Options{TTL: ttl})), func(c *gin.Context) {
+		if inside.Add(1) > 1 {
+			overlap.Store(true)
+		}
+		defer inside.Add(-1)
+		fences <- middleware.LockFrom(c).Fence()
+		if c.Query("slow") != "" {
+			<-c.Request.Context().Done()
+			close(cancelled)
+			<-finish // and goes on, heedless of its context
+		}
+		c.Status(http.StatusNoContent)
+	})
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- serve(r, "POST", "/reports?slow=1", "") }()
+	<-cancelled // the bound has passed; the handler runs on
+
+	w := serve(r, "POST", "/reports", "")
+	if overlap.Load() {
+		t.Fatal("two handlers ran inside the key's section at once")
+	}
+	checkProblem(t, w, http.StatusConflict)
+	if ra, err := strconv.Atoi(w.Header().Get("Retry-After")); err != nil || ra < 1 || ra > int(ttl/time.Second) {
+		t.Fatalf("got Retry-After %q, want 1 to %d (the lease's end)", w.Header().Get("Retry-After"), int(ttl/time.Second))
+	}
+	deadline := time.Now().Add(ttl + 10*time.Second)
+	for {
+		w := serve(r, "POST", "/reports", "")
+		if w.Code == http.StatusNoContent {
+			break
+		}
+		if w.Code != http.StatusConflict {
+			t.Fatalf("got status %d (body %s) while the first hold lasts, want 409", w.Code, w.Body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the key is still locked %v after the bound, want it free within one lease (%v)", ttl+10*time.Second, ttl)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if f1, f2 := <-fences, <-fences; f2 <= f1 {
+		t.Fatalf("got fence %d after the expired hold's %d, want greater", f2, f1)
+	}
+	close(finish)
+	checkProblem(t, <-first, http.StatusServiceUnavailable)
 }

@@ -2,6 +2,8 @@ package padlockslog_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/padlockslog"
 )
 
@@ -84,6 +87,16 @@ func TestEvents(t *testing.T) {
 		{"hashed", []padlockslog.Option{padlockslog.WithHashedKeys()}, func(o *padlockslog.Observer) {
 			o.LockLost(padlock.LockLostEvent{Key: "idempotency:alice:secret-key", Cause: padlock.LostExpired})
 		}, "WARN padlock: lock lost key_hash=", "secret-key"},
+		// A plain SHA-256 of a likely key would give it away.
+		{"hashed, keyed", []padlockslog.Option{padlockslog.WithHashedKeys()}, func(o *padlockslog.Observer) {
+			o.LockLost(padlock.LockLostEvent{Key: "order:1", Cause: padlock.LostExpired})
+		}, "WARN padlock: lock lost key_hash=", "key_hash=" + plainHash("order:1")},
+		{"redactor, readable namespace", []padlockslog.Option{padlockslog.WithRedactor(readableJobs(t))}, func(o *padlockslog.Observer) {
+			o.LockLost(padlock.LockLostEvent{Key: "job:nightly-report", Cause: padlock.LostExpired})
+		}, "WARN padlock: lock lost key=job:nightly-report key_hash=" + readableJobs(t).Hash("job:nightly-report") + " namespace=job", ""},
+		{"redactor, other namespace", []padlockslog.Option{padlockslog.WithRedactor(readableJobs(t))}, func(o *padlockslog.Observer) {
+			o.LockLost(padlock.LockLostEvent{Key: "order:1", Cause: padlock.LostExpired})
+		}, "WARN padlock: lock lost key_hash=" + readableJobs(t).Hash("order:1") + " namespace=order", "key=order:1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &recording{}
@@ -137,4 +150,22 @@ func TestPausedRedis(t *testing.T) {
 			t.Errorf("got records:\n%s\nwant one starting %q", got, want)
 		}
 	}
+}
+
+// plainHash is how keys were hashed before: the first 12 hex digits of a
+// plain SHA-256, which a dictionary of likely keys reverses.
+func plainHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:6])
+}
+
+// readableJobs is a Redactor with a fixed secret that shows the "job"
+// namespace's keys.
+func readableJobs(t *testing.T) *lockkey.Redactor {
+	t.Helper()
+	r, err := lockkey.NewRedactor(lockkey.WithRedactSecret([]byte("a test's secret, 16+ bytes")), lockkey.WithReadableNamespaces("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

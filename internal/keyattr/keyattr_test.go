@@ -15,10 +15,3 @@ func TestNamespace(t *testing.T) {
 		}
 	}
 }
-
-func TestHash(t *testing.T) {
-	a, b := Hash("order:1"), Hash("order:2")
-	if len(a) != 12 || a == b || a != Hash("order:1") {
-		t.Errorf("got %q and %q, want 12 hex digits, stable, distinct", a, b)
-	}
-}
