@@ -133,8 +133,11 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.O
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	err := padlock.CheckDeployment(cctx, b.nodes...)
 	cancel()
-	if errors.Is(err, padlock.ErrEvictingRedis) {
+	switch {
+	case errors.Is(err, padlock.ErrEvictingRedis):
 		logger.Warn("redis: set maxmemory-policy noeviction (or no maxmemory): an evicted lock key is a lock two callers hold", "err", err)
+	case errors.Is(err, padlock.ErrUnchecked):
+		logger.Warn("redis: could not check maxmemory-policy (grant +config to the app's user, or check that it is noeviction by hand)", "err", err)
 	}
 	return b, nil
 }
