@@ -162,13 +162,21 @@ func TestSemaphoreLostSignal(t *testing.T) {
 	guarded := lk.Context(ctx)
 	srv.Pause(t)
 	defer srv.Resume(t)
+	// The signal is due at ValidUntil, which must come before the lease
+	// can end in Redis; Err says lost from that moment on, whether or not
+	// a loaded machine has let the watchdog run yet.
+	until := lk.ValidUntil()
+	if !until.Before(sent.Add(ttl)) {
+		t.Errorf("ValidUntil %v after the acquire was sent, want before the lease (%v) ends", until.Sub(sent), ttl)
+	}
+	time.Sleep(time.Until(until))
+	if err := lk.Err(); !errors.Is(err, ErrLockLost) {
+		t.Errorf("Err at ValidUntil: got %v, want ErrLockLost", err)
+	}
 	select {
 	case <-lk.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("Done never closed under a paused server")
-	}
-	if at := time.Now(); !at.Before(sent.Add(ttl)) {
-		t.Errorf("lost signal %v after the acquire was sent, want before the lease (%v) ends", at.Sub(sent), ttl)
 	}
 	if err := context.Cause(guarded); !errors.Is(err, ErrLockLost) {
 		t.Errorf("guarded context's cause: got %v, want ErrLockLost", err)

@@ -98,8 +98,9 @@ func (e *Env) LoseLock(ctx context.Context, lk *padlock.Lock) error {
 	}
 	key := e.locker.RedisKey(lk.Key())
 	// Delete only our own lock: once lost, the key may be someone else's.
-	// The stored token may carry a "*" suffix (see padlock.Lock.Token).
-	if v, err := e.m.Get(key); err == nil && strings.TrimSuffix(v, "*") == lk.Token() {
+	// The stored value is the token, "|", the number of the last lease
+	// change, and maybe a "*" (see padlock.Lock.Token).
+	if v, err := e.m.Get(key); err == nil && strings.HasPrefix(v, lk.Token()+"|") {
 		e.m.Del(key)
 	}
 	// TTL finds the token gone and ends the lock as lost.
