@@ -34,7 +34,17 @@ import (
 //     matters, measured from the anchor (lostTTL).
 //
 // So a shorter Extend shortens the trust the moment it is sent, whatever
-// order the replies come back in, and a lost one keeps it short.
+// order the replies come back in.
+//
+// Where Redis orders the changes (ordered: a mutex's or a writer's lease
+// on one deployment, lua/grant.lua), a change numbered below one Redis
+// applied is refused, so once a change is confirmed every change numbered
+// below it is done with: it ran before, or never will. The anchor is then
+// the confirmed change with the highest number, and only changes numbered
+// above it count: a lost shorter Extend stops bounding the trust as soon
+// as a later change is confirmed. Elsewhere (permits and read holds,
+// Redlock) a lost change keeps the trust short for as long as the lock is
+// held.
 type lease struct {
 	id     *lockID
 	holder *Lock // the Lock that holds the lease now
@@ -43,6 +53,7 @@ type lease struct {
 	// renew so that the two share one word: a Lock embeds its lease, and
 	// is allocated once per lock cycle (see TestLockSizeClass).
 	inFlight bool // a renewal is on its way
+	ordered  bool // Redis refuses a change numbered below one it applied
 	ttl      time.Duration
 	margin   func(ttl time.Duration) time.Duration
 
@@ -102,12 +113,20 @@ func (ls *lease) settle(seq uint64, confirmed bool, now time.Time) {
 		return
 	}
 	if !confirmed {
+		if ls.ordered && seq < ls.anchor.seq {
+			ls.drop(seq) // refused if it runs: a later change ran
+			return
+		}
 		ls.open[i].lost = true
 		ls.trust()
 		return
 	}
 	c := ls.open[i]
 	c.answered = now
+	if ls.ordered {
+		ls.settleOrdered(i, c)
+		return
+	}
 	if !c.sent.After(ls.anchor.sent) {
 		// Sent before the anchor, answered after: it may have run last.
 		ls.open[i] = c
@@ -134,6 +153,31 @@ func (ls *lease) settle(seq uint64, confirmed bool, now time.Time) {
 	}
 	clear(ls.open[len(keep):])
 	ls.open = keep
+	ls.trust()
+	ls.renewAt = ls.renewTime()
+}
+
+// settleOrdered records that Redis confirmed c, open[i], on a lease whose
+// changes Redis orders: the change with the highest number confirmed is
+// the anchor, and every change numbered below it is done with.
+func (ls *lease) settleOrdered(i int, c leaseChange) {
+	ls.open = append(ls.open[:i], ls.open[i+1:]...)
+	if c.seq < ls.anchor.seq {
+		// A later change is confirmed already: this one ran before it (or
+		// was refused, as one numbered below a change Redis applied).
+		ls.trust()
+		return
+	}
+	ls.anchor = c
+	keep := ls.open[:0]
+	for _, e := range ls.open {
+		if e.seq > c.seq {
+			keep = append(keep, e)
+		}
+	}
+	clear(ls.open[len(keep):])
+	ls.open = keep
+	ls.lostTTL = 0
 	ls.trust()
 	ls.renewAt = ls.renewTime()
 }

@@ -202,3 +202,35 @@ func TestLeaseConfirmedSince(t *testing.T) {
 		t.Fatal("not confirmed by a change sent after the waiter asked and confirmed")
 	}
 }
+
+// TestLeaseOrderedRetiresLostChanges: where Redis refuses a change numbered
+// below one it applied (lua/grant.lua), a lost shorter change stops
+// bounding the trust once a later change is confirmed; where it does not,
+// the lost change keeps the trust short. A confirmed change numbered below
+// the anchor, answered late, changes nothing.
+func TestLeaseOrderedRetiresLostChanges(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	noMargin := func(time.Duration) time.Duration { return 0 }
+	for _, ordered := range []bool{false, true} {
+		var ls lease
+		ls.init(nil, nil, time.Second, true, t0, at(1), noMargin)
+		ls.ordered = ordered
+		short := ls.begin(50*time.Millisecond, at(10)) // an Extend(50ms)...
+		ls.settle(short, false, at(20))                // ...whose reply was lost
+		if want := at(60); !ls.validUntil.Equal(want) {
+			t.Fatalf("ordered=%v: trust after the lost Extend = %v, want %v", ordered, ls.validUntil.Sub(t0), want.Sub(t0))
+		}
+		renewal := ls.begin(time.Second, at(30))
+		late := ls.begin(2*time.Second, at(31)) // sent after, answered first
+		ls.settle(late, true, at(35))
+		ls.settle(renewal, true, at(40))
+		want := at(31 + 50) // the lost Extend may still run, after the anchor (no order)
+		if ordered {
+			want = at(31 + 2000) // refused if it runs now; the anchor is the latest change
+		}
+		if !ls.validUntil.Equal(want) {
+			t.Errorf("ordered=%v: trust after a later change confirmed = %v, want %v", ordered, ls.validUntil.Sub(t0), want.Sub(t0))
+		}
+	}
+}
