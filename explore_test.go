@@ -168,7 +168,8 @@ type world struct {
 	late    sync.WaitGroup
 
 	keys []string
-	end  time.Time // no new operations after this
+	ttl  time.Duration // the lease most grants ask for: a lock is handed on only to a waiter that asked for the same
+	end  time.Time     // no new operations after this
 }
 
 // rng returns the randomness of one actor of the run: fixed by the seed.
@@ -181,7 +182,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	w := &world{t: t, seed: seed, fam: fam, tr: tr}
 	r := w.rng(-1)
 	rates := []float64{0.03, 0.08, 0.15}
-	w.plan = &explore.Plan{Seed: seed, Rate: rates[r.IntN(len(rates))]}
+	w.plan = &explore.Plan{Seed: seed, Rate: rates[r.IntN(len(rates))], Latency: pick(r, 50*time.Microsecond, 200*time.Microsecond, time.Millisecond)}
 	w.srv = explore.NewServer("redis", tr)
 	w.chk = newChecker(tr, w.srv.Restarts)
 	nLockers := 2 + r.IntN(2)
@@ -192,9 +193,14 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		c, h := explore.NewClient(i, fmt.Sprintf("L%d", i), w.srv, w.plan, tr, &w.late)
 		w.clients = append(w.clients, c)
 		w.hooks = append(w.hooks, h)
-		w.lockers = append(w.lockers, padlock.New(c, padlock.WithClockDrift(drift, fixed)))
+		l := padlock.New(c, padlock.WithClockDrift(drift, fixed))
+		// A hand-off is confirmed by a command sent after the release
+		// began: let the virtual clock move on in between.
+		padlock.SetConfirming(l, func() { time.Sleep(time.Microsecond) })
+		w.lockers = append(w.lockers, l)
 		w.closed = append(w.closed, make(chan struct{}))
 	}
+	w.ttl = pick(r, 300*time.Millisecond, 600*time.Millisecond, time.Second)
 	w.keys = []string{"k0"}
 	if r.IntN(4) == 0 {
 		w.keys = append(w.keys, "k1")
@@ -245,7 +251,9 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		a := actors
 		wg.Go(func() { w.observer(a, 1%nLockers) })
 	default:
-		ng := 4 + r.IntN(4)
+		// Several goroutines per Locker: a Locker hands a lock on to its
+		// own waiters.
+		ng := nLockers * (2 + r.IntN(3))
 		for i := range ng {
 			li := i % nLockers
 			actors++
@@ -308,8 +316,8 @@ func (w *world) locker(actor, li int) {
 	for time.Now().Before(w.end) && !w.isClosed(li) {
 		key := pick(r, w.keys...)
 		o := padlock.Options{
-			TTL:  pick(r, 300*time.Millisecond, 600*time.Millisecond, time.Second, 2*time.Second),
-			Wait: pick(r, 0, 100*time.Millisecond, time.Second, 3*time.Second),
+			TTL:  pick(r, w.ttl, w.ttl, w.ttl, 300*time.Millisecond, 2*time.Second),
+			Wait: pick(r, 0, 100*time.Millisecond, time.Second, 3*time.Second, 3*time.Second),
 			Fair: w.fam == "fair" || w.fam == "semfair",
 		}
 		kind, capacity := "mutex", 1
@@ -346,15 +354,32 @@ func (w *world) locker(actor, li int) {
 	}
 }
 
-// work holds h for a few steps, each checked first; a lock found lost is
-// watched for renewals that must not come.
+// work holds h for a while, checking it before each small step of its
+// work (every 10ms at most); a lock found lost is watched for renewals
+// that must not come.
 func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
-	steps := 1 + r.IntN(6)
-	for range steps {
-		time.Sleep(time.Duration(1+r.IntN(int(ttl/time.Millisecond))) * time.Millisecond)
+	edge := r.IntN(2) == 0
+	for left := time.Duration(1+r.IntN(2*int(ttl/time.Millisecond))) * time.Millisecond; left > 0; {
+		step := min(left, 10*time.Millisecond)
+		if until := time.Until(h.lk.ValidUntil()); edge && until > 0 && until < left {
+			// Check at the very moment the trust runs out, when the
+			// watchdog wakes too: which goes first is up to the scheduler.
+			step = until
+		}
+		time.Sleep(step)
+		left -= step
 		if !w.chk.claim(h) {
 			w.watchLost(h, ttl, li)
 			return
+		}
+		if r.IntN(30) == 0 {
+			// A lease change of the holder's own, maybe shorter, while
+			// renewals come and go.
+			d := pick(r, ttl/3, ttl/2, ttl, 2*ttl)
+			ctx, cancel := opCtx(r)
+			err := h.lk.Extend(ctx, d)
+			cancel()
+			w.tr.Add("%s extended %s#%d to %v: %v", h.g, h.kind, h.id, d, err)
 		}
 	}
 }
@@ -391,7 +416,7 @@ func (w *world) watchLost(h *hold, ttl time.Duration, li int) {
 		}
 	}
 	if e, ok := expiry(); ok && e.After(e0) && !w.srv.PausedIn(t0.Add(-maxInFlight), time.Now()) && !w.isClosed(li) {
-		w.chk.fail(invRenewedLost, w.chk.now(), "%s: Err reported lost at %.3fs with the key to expire at %.3fs; %v later the key is still held, to expire at %.3fs",
+		w.chk.fail(invRenewedLost, t0.Sub(w.tr.Start()), "%s: Err reported lost at %.3fs with the key to expire at %.3fs; %v later the key is still held, to expire at %.3fs",
 			h, t0.Sub(w.tr.Start()).Seconds(), e0.Sub(w.tr.Start()).Seconds(), window, e.Sub(w.tr.Start()).Seconds())
 	}
 }
@@ -430,7 +455,7 @@ func (w *world) candidate(actor, li int) {
 	r := w.rng(actor)
 	g := fmt.Sprintf("c%d@L%d", actor, li)
 	l := w.lockers[li]
-	ttl := pick(r, 300*time.Millisecond, 600*time.Millisecond, time.Second)
+	ttl := pick(r, w.ttl, w.ttl, w.ttl, 2*time.Second)
 	e := l.Election("el", padlock.Options{TTL: ttl})
 	for n := 0; time.Now().Before(w.end) && !w.isClosed(li); n++ {
 		value := fmt.Sprintf("%s.%d", g, n)
@@ -450,9 +475,9 @@ func (w *world) candidate(actor, li int) {
 		h := w.chk.grant(g, "term", "el", tm.Fence(), nil, tm, 1, began)
 		w.chk.publish(value, h)
 		var side sync.WaitGroup
-		steps := 1 + r.IntN(5)
+		steps := 1 + r.IntN(4)
 		for i := range steps {
-			time.Sleep(time.Duration(1+r.IntN(int(ttl/time.Millisecond))) * time.Millisecond)
+			time.Sleep(time.Duration(1+r.IntN(int(ttl/time.Millisecond)/2)) * time.Millisecond)
 			if !w.chk.claim(h) {
 				break
 			}

@@ -225,6 +225,9 @@ func (lk *Lock) Release(ctx context.Context) error {
 		// A local waiter is next: confirm that Redis still holds the lock
 		// before handing it on, so that a lock Redis lost (a restart, a
 		// failover) is never passed on (see handoff.go).
+		if f := lk.locker.confirming; f != nil {
+			f()
+		}
 		switch err := lk.locker.resetLease(ctx, lk, 0, false); {
 		case errors.Is(err, ErrNotHeld):
 			return err // lost, and finished as such

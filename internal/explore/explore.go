@@ -45,10 +45,14 @@ const (
 	// Delay gives the caller a timeout at once and runs the command
 	// later, after commands sent after it.
 	Delay
+	// Slow runs the command at once and delays its reply: the caller
+	// waits for it, past its context's deadline (go-redis reads until its
+	// ReadTimeout), and gives up only at the ReadTimeout.
+	Slow
 )
 
 func (k Kind) String() string {
-	return [...]string{"none", "stall", "lost", "reset", "delay"}[k]
+	return [...]string{"none", "stall", "lost", "reset", "delay", "slow"}[k]
 }
 
 // Fault is one decision: its kind and, for Stall and Delay, how long.
@@ -64,6 +68,11 @@ type Plan struct {
 	Rate float64
 	// Only, when not None, is the one kind of fault used.
 	Only Kind
+	// Latency is how long every command takes to reach the server. Not
+	// zero: inside a bubble time stands still until every goroutine
+	// waits, and padlock orders what it sees by when it sent it, so a
+	// round trip must take some time, as on any network.
+	Latency time.Duration
 }
 
 // burstRate is the chance of a fault for a command that follows a
@@ -85,14 +94,16 @@ func (p *Plan) Decide(client int, idx uint64, after bool) Fault {
 	k := p.Only
 	if k == None {
 		switch x := r.IntN(10); {
-		case x < 4:
+		case x < 3:
 			k = Stall
-		case x < 6:
+		case x < 5:
 			k = Lost
-		case x < 7:
+		case x < 6:
 			k = Reset
-		default:
+		case x < 8:
 			k = Delay
+		default:
+			k = Slow
 		}
 	}
 	var d time.Duration
@@ -105,6 +116,12 @@ func (p *Plan) Decide(client int, idx uint64, after bool) Fault {
 		}
 	case Delay:
 		d = time.Duration(5+r.IntN(1000)) * time.Millisecond
+	case Slow:
+		if r.IntN(2) == 0 {
+			d = time.Duration(5+r.IntN(400)) * time.Millisecond
+		} else {
+			d = time.Duration(400+r.IntN(2200)) * time.Millisecond
+		}
 	}
 	return Fault{Kind: k, D: d}
 }
@@ -257,9 +274,6 @@ type Hook struct {
 	off  atomic.Bool
 }
 
-// Faults counts the faults decided, by kind, across a run.
-type Faults struct{ n [5]atomic.Int64 }
-
 // NewClient returns a client of srv with a fault hook deciding by plan,
 // and the hook. late counts delayed commands still to run: wait for it
 // before the servers close.
@@ -319,7 +333,14 @@ func describe(cmds []redis.Cmder) string {
 // ProcessHook applies the fault decided for each command.
 func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if h.off.Load() || exempt(cmd.Name()) {
+		if exempt(cmd.Name()) {
+			// No sleep here: go-redis sets connections up under locks of
+			// padlock's (a PubSub's), and a goroutine waiting for a
+			// sync.Mutex keeps a bubble's clock from moving.
+			return next(ctx, cmd)
+		}
+		if h.off.Load() {
+			time.Sleep(h.plan.Latency)
 			return next(ctx, cmd)
 		}
 		return h.apply([]redis.Cmder{cmd}, func(ctx context.Context) error { return next(ctx, cmd) }, ctx)
@@ -331,6 +352,7 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if h.off.Load() || len(cmds) == 0 || exempt(cmds[0].Name()) {
+			time.Sleep(h.plan.Latency)
 			return next(ctx, cmds)
 		}
 		return h.apply(cmds, func(ctx context.Context) error { return next(ctx, cmds) }, ctx)
@@ -349,6 +371,7 @@ func (h *Hook) apply(cmds []redis.Cmder, run func(context.Context) error, ctx co
 	f := h.plan.Decide(h.ID, idx, h.prev.Load())
 	h.prev.Store(f.Kind != None)
 	what := describe(cmds)
+	time.Sleep(h.plan.Latency)
 	if until := h.srv.paused(); !until.IsZero() {
 		// The server reads nothing until it resumes; the caller gives up
 		// at its deadline, and the command runs when the server resumes.
@@ -378,6 +401,26 @@ func (h *Hook) apply(cmds []redis.Cmder, run func(context.Context) error, ctx co
 			return setErr(cmds, io.EOF)
 		}
 		return setErr(cmds, Timeout)
+	case Slow:
+		dl, ok := ctx.Deadline()
+		edge := ok && idx%2 == 0 && time.Until(dl) > 0 && time.Until(dl) < readTimeout
+		err := run(ctx)
+		if edge {
+			// The reply arrives at the very moment the caller's deadline
+			// passes, when whatever else waits for that moment wakes too
+			// (padlock's watchdog for a lease's end): the scheduler picks
+			// the order, as a few microseconds of real time would.
+			f.D = time.Until(dl)
+		}
+		if f.D >= readTimeout {
+			time.Sleep(readTimeout)
+			h.tr.Add("%s#%d %s: ran (%s), reply later than the read timeout", h.Name, idx, what, result(cmds, err))
+			return setErr(cmds, Timeout)
+		}
+		h.tr.Add("%s#%d %s: ran (%s), reply in %v", h.Name, idx, what, result(cmds, err), f.D)
+		time.Sleep(f.D)
+		h.tr.Add("%s#%d reply arrives", h.Name, idx)
+		return err
 	case Delay:
 		h.tr.Add("%s#%d %s: caller times out; runs in %v", h.Name, idx, what, f.D)
 		h.later(cmds, f.D)
