@@ -49,6 +49,11 @@ type hold struct {
 	// resignFailed: a Resign of the term returned an error, so another
 	// one's nil (a second Resign returns nil) confirms nothing.
 	resignFailed bool
+	// alive: its holder's first check, as Acquire returned, found it
+	// held. A grant that comes back already lost (a Campaign whose
+	// record took longer than the lease) is nobody's: nothing is done
+	// under it.
+	alive bool
 }
 
 func (h *hold) String() string {
@@ -145,7 +150,10 @@ func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term
 	c.holds = append(c.holds, h)
 	c.mu.Unlock()
 	c.tr.Add("%s granted %s", g, h)
-	c.claim(h)
+	alive := c.claim(h)
+	c.mu.Lock()
+	h.alive = alive
+	c.mu.Unlock()
 	return h
 }
 
@@ -178,7 +186,7 @@ func (c *checker) claim(h *hold) bool {
 				by    *hold
 			}{h.fence, h}
 		case h.fence == r.fence && r.by == h:
-		case !c.restartInLocked(h.start, now):
+		case !c.restartInLocked(h.began, now):
 			stale = fmt.Sprintf("%s wrote fence %d while the store had %d from %s", h, h.fence, r.fence, r.by)
 		}
 	}
@@ -241,17 +249,23 @@ func (c *checker) finish() []violation {
 }
 
 // effLast is the end of h's claims outside the restart window: a holder
-// whose key a restart dropped is not counted from the restart on.
+// whose key a restart dropped (its Acquire began before the restart) is
+// not counted from the restart on, or at all when its Acquire returned
+// after the restart.
 func (c *checker) effLast(h *hold) time.Duration {
 	last := h.last
 	for _, r := range c.restarts() {
 		at := r.Sub(c.startedAt)
-		if at >= h.start && at < last {
-			last = at
+		if at >= h.began && at < last {
+			last = max(at, h.start)
 		}
 	}
 	return last
 }
+
+// inRestart reports whether a restart came between h's Acquire and its
+// return: its fence was drawn from a counter the restart dropped.
+func (c *checker) inRestart(h *hold) bool { return c.restartIn(h.began, h.start) }
 
 func (c *checker) checkHolds() {
 	c.mu.Lock()
@@ -265,11 +279,14 @@ func (c *checker) checkHolds() {
 		// Exclusion: at the moment each hold began, count the others
 		// claimed across it.
 		for _, h := range hs {
+			if !h.alive || c.effLast(h) == h.start && c.inRestart(h) {
+				continue
+			}
 			p := h.start
 			var with []*hold
 			permits := 1
 			for _, o := range hs {
-				if o == h || !(o.start <= p && p < c.effLast(o)) {
+				if o == h || !o.alive || !(o.start <= p && p < c.effLast(o)) {
 					continue
 				}
 				if h.kind == "permit" && o.kind == "permit" {
@@ -297,7 +314,7 @@ func (c *checker) checkHolds() {
 		// so does any grant asked for after another was released.
 		for _, a := range hs {
 			for _, b := range hs {
-				if a == b {
+				if a == b || !a.alive || !b.alive || c.inRestart(a) || c.inRestart(b) {
 					continue
 				}
 				ordered := a.exclusive() && b.exclusive() && (a.start < b.start || a.start == b.start && a.id < b.id)
