@@ -40,8 +40,8 @@ import (
 //	PADLOCK_EXPLORE_STOP=1    stop at the first failing seed
 
 // exploreSeeds is the default number of seeds: about a minute and a half
-// under -race on a quiet 2-CPU machine.
-const exploreSeeds = 600
+// under -race on a 2-CPU machine.
+const exploreSeeds = 250
 
 // The scenario families; a seed's family is seed mod len(families).
 var families = []string{"mutex", "fair", "rw", "election", "sem", "semfair", "keep"}
@@ -495,17 +495,17 @@ func (w *world) candidate(actor, li int) {
 				})
 			}
 		}
-		resign := func() {
-			ctx, cancel := opCtx(r)
+		resign := func(ctx context.Context, cancel context.CancelFunc) {
 			defer cancel()
 			err := tm.Resign(ctx)
 			w.tr.Add("%s resigned term#%d: %v", g, h.id, err)
 			w.chk.resigned(h, err)
 		}
 		if r.IntN(4) == 0 {
-			side.Go(resign)
+			ctx, cancel := opCtx(r)
+			side.Go(func() { resign(ctx, cancel) })
 		}
-		resign()
+		resign(opCtx(r))
 		side.Wait()
 	}
 }
