@@ -42,6 +42,7 @@ type hold struct {
 	cap   int // how many holds of this kind the key admits at once
 
 	began    time.Duration // Acquire called
+	anchor   time.Duration // when the command its trust rests on was sent, as Acquire returned
 	start    time.Duration // Acquire returned
 	last     time.Duration // last moment its holder saw Err()==nil, before ValidUntil
 	released time.Duration // Release returned nil; -1 if not
@@ -109,10 +110,11 @@ type checker struct {
 	after     []releaseAfter
 	restarts  func() []time.Time
 	startedAt time.Time
+	margin    func(ttl time.Duration) time.Duration // the Lockers' drift margin
 }
 
-func newChecker(tr *explore.Trace, restarts func() []time.Time) *checker {
-	return &checker{tr: tr, reg: map[string]struct {
+func newChecker(tr *explore.Trace, restarts func() []time.Time, margin func(time.Duration) time.Duration) *checker {
+	return &checker{margin: margin, tr: tr, reg: map[string]struct {
 		fence int64
 		by    *hold
 	}{}, values: map[string]*hold{}, restarts: restarts, startedAt: tr.Start()}
@@ -144,9 +146,17 @@ func (c *checker) restartIn(from, to time.Duration) bool {
 // now, and claims it once.
 func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term *padlock.Term, capacity int, began time.Duration) *hold {
 	now := c.now()
+	anchor := began
+	if lk != nil {
+		// ValidUntil is the anchor's send plus the lease less the margin.
+		if v := lk.ValidUntil(); !v.IsZero() {
+			ttl := lk.Lease()
+			anchor = v.Add(-(ttl - c.margin(ttl))).Sub(c.startedAt)
+		}
+	}
 	c.mu.Lock()
 	h := &hold{id: len(c.holds) + 1, g: g, kind: kind, key: key, fence: fence, lk: lk, term: term, cap: capacity,
-		began: began, start: now, last: now, released: -1, resigned: -1}
+		began: began, anchor: anchor, start: now, last: now, released: -1, resigned: -1}
 	c.holds = append(c.holds, h)
 	c.mu.Unlock()
 	c.tr.Add("%s granted %s", g, h)
@@ -186,7 +196,7 @@ func (c *checker) claim(h *hold) bool {
 				by    *hold
 			}{h.fence, h}
 		case h.fence == r.fence && r.by == h:
-		case !c.restartInLocked(h.began, now):
+		case !c.restartInLocked(h.anchor, now):
 			stale = fmt.Sprintf("%s wrote fence %d while the store had %d from %s", h, h.fence, r.fence, r.by)
 		}
 	}
@@ -249,23 +259,25 @@ func (c *checker) finish() []violation {
 }
 
 // effLast is the end of h's claims outside the restart window: a holder
-// whose key a restart dropped (its Acquire began before the restart) is
-// not counted from the restart on, or at all when its Acquire returned
-// after the restart.
+// whose trust rests on a command sent before a restart without
+// persistence (its acquire, or the round trip that confirmed a
+// hand-off) is not counted from the restart on, or at all when its
+// Acquire returned after the restart. One whose trust rests on a command
+// sent after the restart is counted: Redis confirmed it then.
 func (c *checker) effLast(h *hold) time.Duration {
 	last := h.last
 	for _, r := range c.restarts() {
 		at := r.Sub(c.startedAt)
-		if at >= h.began && at < last {
+		if at >= h.anchor && at < last {
 			last = max(at, h.start)
 		}
 	}
 	return last
 }
 
-// inRestart reports whether a restart came between h's Acquire and its
-// return: its fence was drawn from a counter the restart dropped.
-func (c *checker) inRestart(h *hold) bool { return c.restartIn(h.began, h.start) }
+// inRestart reports whether a restart came between the command h's trust
+// rests on and its return.
+func (c *checker) inRestart(h *hold) bool { return c.restartIn(h.anchor, h.start) }
 
 func (c *checker) checkHolds() {
 	c.mu.Lock()

@@ -189,11 +189,11 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	rates := []float64{0.03, 0.08, 0.15}
 	w.plan = &explore.Plan{Seed: seed, Rate: rates[r.IntN(len(rates))], Latency: pick(r, 50*time.Microsecond, 200*time.Microsecond, time.Millisecond)}
 	w.srv = explore.NewServer("redis", tr)
-	w.chk = newChecker(tr, w.srv.Restarts)
 	nLockers := 2 + r.IntN(2)
 	// A wider drift margin widens the span between a lock's trust running
 	// out and its lease in Redis.
 	drift, fixed := pick(r, 0.01, 0.1, 0.3), pick(r, 2*time.Millisecond, 20*time.Millisecond)
+	w.chk = newChecker(tr, w.srv.Restarts, func(ttl time.Duration) time.Duration { return time.Duration(float64(ttl)*drift) + fixed })
 	for i := range nLockers {
 		c, h := explore.NewClient(i, fmt.Sprintf("L%d", i), w.srv, w.plan, tr, &w.late)
 		w.clients = append(w.clients, c)
