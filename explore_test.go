@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,6 +39,7 @@ import (
 //	PADLOCK_EXPLORE_REPLAY=k  run each seed k times, and report how often it failed
 //	PADLOCK_EXPLORE_FAMILY=f  only scenarios of family f (mutex, fair, rw, election, sem, semfair, keep)
 //	PADLOCK_EXPLORE_STOP=1    stop at the first failing seed
+//	PADLOCK_EXPLORE_IGNORE=a,b  do not report invariants a and b (to look past a known break)
 
 // exploreSeeds is the default number of seeds: about a minute and a half
 // under -race on a 2-CPU machine.
@@ -67,6 +69,10 @@ func TestExplore(t *testing.T) {
 	replay := envInt(t, "PADLOCK_EXPLORE_REPLAY", 1)
 	only := os.Getenv("PADLOCK_EXPLORE_FAMILY")
 	stop := os.Getenv("PADLOCK_EXPLORE_STOP") != ""
+	ignore := map[string]bool{}
+	for _, inv := range strings.Split(os.Getenv("PADLOCK_EXPLORE_IGNORE"), ",") {
+		ignore[strings.TrimSpace(inv)] = true
+	}
 	verbose := false
 	if s := os.Getenv("PADLOCK_EXPLORE_SEED"); s != "" {
 		first, n, verbose = envInt(t, "PADLOCK_EXPLORE_SEED", 0), 1, true
@@ -92,6 +98,7 @@ func TestExplore(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					vs, trace = exploreSeed(t, seed, fam)
 				})
+				vs = slices.DeleteFunc(vs, func(v violation) bool { return ignore[v.inv] })
 				if os.Getenv("PADLOCK_EXPLORE_TRACE") != "" {
 					t.Logf("trace of seed %d:\n%s", seed, trace.Around(0, 0, time.Hour, 1<<20))
 				}
