@@ -18,16 +18,17 @@ import (
 
 // Invariant names, as failures and the summary report them.
 const (
-	invExclusion    = "exclusion"          // more holders at once than the primitive admits
-	invFenceOrder   = "fence-order"        // a later grant with a fence not above an earlier one's
-	invFencedStore  = "fenced-store"       // a holder whose writes a fenced store refuses, or two with one fence
-	invLeaderFence  = "leader-fence"       // Leader reported a lower fence than it had before
-	invLeaderStale  = "leader-stale"       // Leader reported a resigned term, or a value with another term's fence
-	invLeaderGone   = "leader-gone"        // Leader reported no leader while a term led throughout the call
-	invReleaseAfter = "release-after"      // another holder took the key before ReleaseAfter's d had passed
-	invRenewedLost  = "renewed-after-lost" // a lock Err reported lost was renewed afterwards
-	invKeyLeak      = "key-leak"           // a key without expiry left behind
-	invStuck        = "stuck"              // a waiter did not get a free key within its bound
+	invExclusion    = "exclusion"           // more holders at once than the primitive admits
+	invFenceOrder   = "fence-order"         // a later grant with a fence not above an earlier one's
+	invFencedStore  = "fenced-store"        // a holder whose writes a fenced store refuses, or two with one fence
+	invLeaderFence  = "leader-fence"        // Leader reported a lower fence than it had before
+	invLeaderStale  = "leader-stale"        // Leader reported a resigned term, or a value with another term's fence
+	invLeaderGone   = "leader-gone"         // Leader reported no leader while a term led throughout the call
+	invReleaseAfter = "release-after"       // another holder took the key before ReleaseAfter's d had passed
+	invRenewedLost  = "renewed-after-lost"  // a lock Err reported lost was renewed afterwards
+	invKeyLeak      = "key-leak"            // a key without expiry left behind
+	invDeadGrant    = "dead-grant"          // Acquire returned a lock whose Err was not nil at once
+	invHandOff      = "handoff-unconfirmed" // a lock handed on without a command sent after the release began
 )
 
 // hold is one grant as its holder saw it.
@@ -54,7 +55,9 @@ type hold struct {
 	// held. A grant that comes back already lost (a Campaign whose
 	// record took longer than the lease) is nobody's: nothing is done
 	// under it.
-	alive bool
+	alive         bool
+	token         string
+	releaseCalled time.Duration // Release or ReleaseAfter called; -1 if not
 }
 
 func (h *hold) String() string {
@@ -156,7 +159,10 @@ func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term
 	}
 	c.mu.Lock()
 	h := &hold{id: len(c.holds) + 1, g: g, kind: kind, key: key, fence: fence, lk: lk, term: term, cap: capacity,
-		began: began, anchor: anchor, start: now, last: now, released: -1, resigned: -1}
+		began: began, anchor: anchor, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1}
+	if lk != nil {
+		h.token = lk.Token()
+	}
 	c.holds = append(c.holds, h)
 	c.mu.Unlock()
 	c.tr.Add("%s granted %s", g, h)
@@ -164,6 +170,9 @@ func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term
 	c.mu.Lock()
 	h.alive = alive
 	c.mu.Unlock()
+	if !alive && term == nil {
+		c.fail(invDeadGrant, now, "%s: Acquire returned it with Err %v", h, lk.Err())
+	}
 	return h
 }
 
@@ -208,6 +217,13 @@ func (c *checker) claim(h *hold) bool {
 }
 
 func (c *checker) restartInLocked(from, to time.Duration) bool { return c.restartIn(from, to) }
+
+func (c *checker) releasing(h *hold) {
+	now := c.now()
+	c.mu.Lock()
+	h.releaseCalled = now
+	c.mu.Unlock()
+}
 
 func (c *checker) released(h *hold) {
 	now := c.now()
@@ -320,6 +336,15 @@ func (c *checker) checkHolds() {
 					names = append(names, o.String())
 				}
 				c.fail(invExclusion, p, "%s began while held by: %s", h, strings.Join(names, "; "))
+			}
+		}
+		// Hand-offs: a lock handed on (the same token, a later holder) is
+		// confirmed by a command sent after its release began.
+		for _, a := range hs {
+			for _, b := range hs {
+				if a != b && a.token != "" && a.token == b.token && a.releaseCalled >= 0 && b.start >= a.releaseCalled && b.alive && b.anchor < a.releaseCalled {
+					c.fail(invHandOff, b.start, "%s was handed %s's lock, released at %.3fs, on the strength of a command sent at %.3fs", b.g, a, a.releaseCalled.Seconds(), b.anchor.Seconds())
+				}
 			}
 		}
 		// Fences: an exclusive grant returned later has a higher fence;

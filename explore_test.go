@@ -444,6 +444,7 @@ func (w *world) letGo(r *rand.Rand, h *hold, li int) {
 	ctx, cancel := opCtx(r)
 	defer cancel()
 	from := w.chk.now()
+	w.chk.releasing(h)
 	if (w.fam == "keep" || w.fam == "fair" && r.IntN(4) == 0) && h.lk.Err() == nil {
 		d := pick(r, 200*time.Millisecond, time.Second, 3*time.Second)
 		err := h.lk.ReleaseAfter(ctx, d)
