@@ -27,6 +27,7 @@ const (
 	invReleaseAfter = "release-after"       // another holder took the key before ReleaseAfter's d had passed
 	invRenewedLost  = "renewed-after-lost"  // a lock Err reported lost was renewed afterwards
 	invKeyLeak      = "key-leak"            // a key without expiry left behind
+	invStuck        = "stuck"               // an Acquire went on waiting after its Locker was closed
 	invDeadGrant    = "dead-grant"          // Acquire returned a lock whose Err was not nil at once
 	invHandOff      = "handoff-unconfirmed" // a lock handed on without a command sent after the release began
 )

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -173,11 +174,12 @@ type world struct {
 	plan *explore.Plan
 	chk  *checker
 
-	clients []*redis.Client
-	hooks   []*explore.Hook
-	lockers []*padlock.Locker
-	closed  []chan struct{} // closed when lockers[i] was closed mid-run
-	late    sync.WaitGroup
+	clients  []*redis.Client
+	hooks    []*explore.Hook
+	lockers  []*padlock.Locker
+	closed   []chan struct{} // closed when lockers[i] was closed mid-run
+	closedAt []atomic.Int64  // when Close returned, since the start; 0 if not
+	late     sync.WaitGroup
 
 	keys []string
 	ttl  time.Duration // the lease most grants ask for: a lock is handed on only to a waiter that asked for the same
@@ -212,6 +214,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		w.lockers = append(w.lockers, l)
 		w.closed = append(w.closed, make(chan struct{}))
 	}
+	w.closedAt = make([]atomic.Int64, nLockers)
 	w.ttl = pick(r, 300*time.Millisecond, 600*time.Millisecond, time.Second)
 	w.keys = []string{"k0"}
 	if r.IntN(4) == 0 {
@@ -240,6 +243,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 			tr.Add("L%d closed", i)
 			close(w.closed[i])
 			_ = w.lockers[i].Close()
+			w.closedAt[i].Store(int64(w.chk.now()))
 		})
 	}
 	for _, ev := range events {
@@ -303,6 +307,12 @@ func (w *world) isClosed(li int) bool {
 	}
 }
 
+// closeBound is how long an Acquire may go on after its Locker's Close
+// returned: Close wakes waiters at once, and a fair one leaves its queue
+// in Redis first (a clean-up of at most a second). An attempt in flight
+// on a paused server waits out its read timeout: no bound then.
+const closeBound = 1500 * time.Millisecond
+
 // opCtx returns the context of one operation: usually without deadline;
 // sometimes one that ends mid-operation.
 func opCtx(r *rand.Rand) (context.Context, context.CancelFunc) {
@@ -355,6 +365,9 @@ func (w *world) locker(actor, li int) {
 			lk, err = l.Acquire(ctx, key, o)
 		}
 		cancel()
+		if c := time.Duration(w.closedAt[li].Load()); c > 0 && w.chk.now()-c > closeBound && !w.srv.PausedIn(w.tr.Start().Add(c-maxInFlight), time.Now()) {
+			w.chk.fail(invStuck, w.chk.now(), "%s: %s %s waited on %v after its Locker was closed at %.3fs", g, kind, key, w.chk.now()-c, c.Seconds())
+		}
 		if err != nil {
 			w.tr.Add("%s %s %s (TTL %v, wait %v): %v", g, kind, key, o.TTL, o.Wait, err)
 			time.Sleep(time.Duration(r.IntN(50)) * time.Millisecond)
