@@ -308,10 +308,11 @@ func (w *world) isClosed(li int) bool {
 }
 
 // closeBound is how long an Acquire may go on after its Locker's Close
-// returned: Close wakes waiters at once, and a fair one leaves its queue
-// in Redis first (a clean-up of at most a second). An attempt in flight
-// on a paused server waits out its read timeout: no bound then.
-const closeBound = 1500 * time.Millisecond
+// returned: Close wakes waiters at once, but an attempt already sent
+// waits for its reply (up to the 3 s read timeout), and a fair waiter
+// then leaves its queue in Redis (a clean-up of at most a second). An
+// attempt in flight on a paused server may wait longer: no bound then.
+const closeBound = 4*time.Second + 100*time.Millisecond
 
 // opCtx returns the context of one operation: usually without deadline;
 // sometimes one that ends mid-operation.
@@ -339,7 +340,7 @@ func (w *world) locker(actor, li int) {
 		key := pick(r, w.keys...)
 		o := padlock.Options{
 			TTL:  pick(r, w.ttl, w.ttl, w.ttl, 300*time.Millisecond, 2*time.Second),
-			Wait: pick(r, 0, 100*time.Millisecond, time.Second, 3*time.Second, 3*time.Second),
+			Wait: pick(r, 0, 100*time.Millisecond, time.Second, 3*time.Second, 3*time.Second, 8*time.Second),
 			Fair: w.fam == "fair" || w.fam == "semfair",
 		}
 		kind, capacity := "mutex", 1
