@@ -59,6 +59,7 @@ type hold struct {
 	alive         bool
 	token         string
 	releaseCalled time.Duration // Release or ReleaseAfter called; -1 if not
+	extended      bool          // Extend was called: a shorter change in flight lowers ValidUntil, and the anchor read from it
 }
 
 func (h *hold) String() string {
@@ -219,6 +220,12 @@ func (c *checker) claim(h *hold) bool {
 
 func (c *checker) restartInLocked(from, to time.Duration) bool { return c.restartIn(from, to) }
 
+func (c *checker) extending(h *hold) {
+	c.mu.Lock()
+	h.extended = true
+	c.mu.Unlock()
+}
+
 func (c *checker) releasing(h *hold) {
 	now := c.now()
 	c.mu.Lock()
@@ -341,9 +348,13 @@ func (c *checker) checkHolds() {
 		}
 		// Hand-offs: a lock handed on (the same token, a later holder) is
 		// confirmed by a command sent after its release began.
+		extended := map[string]bool{}
+		for _, h := range hs {
+			extended[h.token] = extended[h.token] || h.extended
+		}
 		for _, a := range hs {
 			for _, b := range hs {
-				if a != b && a.token != "" && a.token == b.token && a.releaseCalled >= 0 && b.start >= a.releaseCalled && b.alive && b.anchor < a.releaseCalled {
+				if a != b && a.token != "" && a.token == b.token && !extended[a.token] && a.releaseCalled >= 0 && b.start >= a.releaseCalled && b.alive && b.anchor < a.releaseCalled {
 					c.fail(invHandOff, b.start, "%s was handed %s's lock, released at %.3fs, on the strength of a command sent at %.3fs", b.g, a, a.releaseCalled.Seconds(), b.anchor.Seconds())
 				}
 			}

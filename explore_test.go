@@ -402,6 +402,7 @@ func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
 			// A lease change of the holder's own, maybe shorter, while
 			// renewals come and go.
 			d := pick(r, ttl/3, ttl/2, ttl, 2*ttl)
+			w.chk.extending(h)
 			ctx, cancel := opCtx(r)
 			err := h.lk.Extend(ctx, d)
 			cancel()
