@@ -197,8 +197,77 @@ func NewServer(name string, tr *Trace) *Server {
 	return &Server{Name: name, M: m, trace: tr}
 }
 
-// Dial is the Dialer of the server's clients.
-func (s *Server) Dial(context.Context, string, string) (net.Conn, error) { return s.M.Dial() }
+// Dial is the Dialer of the server's clients. Its connections buffer
+// what the client writes, as a socket does: on a bare net.Pipe a client
+// writing a command while the server writes it a message would wait for
+// each other for ever (go-redis's PubSub writes under the lock its reader
+// needs).
+func (s *Server) Dial(context.Context, string, string) (net.Conn, error) {
+	c, err := s.M.Dial()
+	if err != nil {
+		return nil, err
+	}
+	b := &bufConn{Conn: c, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go b.drain()
+	return b, nil
+}
+
+// bufConn is a client's end of a net.Pipe whose writes never wait: a
+// goroutine sends them on, in order. (Its mutex is never held across a
+// wait, so that a bubble's clock keeps moving.)
+type bufConn struct {
+	net.Conn
+	mu   sync.Mutex
+	q    [][]byte
+	wake chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func (c *bufConn) Write(p []byte) (int, error) {
+	select {
+	case <-c.done:
+		return 0, net.ErrClosed
+	default:
+	}
+	c.mu.Lock()
+	c.q = append(c.q, append([]byte(nil), p...))
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+func (c *bufConn) drain() {
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		for {
+			c.mu.Lock()
+			if len(c.q) == 0 {
+				c.mu.Unlock()
+				break
+			}
+			b := c.q[0]
+			c.q = c.q[1:]
+			c.mu.Unlock()
+			if _, err := c.Conn.Write(b); err != nil {
+				_ = c.Close()
+				return
+			}
+		}
+	}
+}
+
+func (c *bufConn) Close() error {
+	c.once.Do(func() { close(c.done) })
+	return c.Conn.Close()
+}
 
 // Pause holds every command that arrives in the next d until d has passed.
 func (s *Server) Pause(d time.Duration) {
