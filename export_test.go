@@ -44,3 +44,7 @@ func SetNoticeRecheck(l *Locker, d time.Duration) { l.recheck = d }
 
 // WaitForWaiters waits until n Acquires of l wait for key.
 func WaitForWaiters(t *testing.T, l *Locker, key string, n int) { waitForWaiters(t, l, key, n) }
+
+// SetConfirming makes l call f as a release begins the round trip that
+// confirms a hand-off (the explorer lets its virtual clock move there).
+func SetConfirming(l *Locker, f func()) { l.confirming = f }

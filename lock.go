@@ -239,6 +239,9 @@ func (lk *Lock) Release(ctx context.Context) error {
 		// the lock in Redis to next's token, which also confirms that
 		// Redis still holds it, so that a lock Redis lost (a restart, a
 		// failover) is never passed on (see handoff.go).
+		if f := lk.locker.confirming; f != nil {
+			f()
+		}
 		switch err := lk.locker.rename(ctx, lk, next); {
 		case errors.Is(err, ErrNotHeld):
 			return err // lost, and finished as such

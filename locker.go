@@ -26,6 +26,10 @@ type Locker struct {
 	notifier *notifier
 	recheck  time.Duration // noticeRecheck
 	yield    time.Duration // yieldWindow
+	// confirming, when set (tests only), runs as a release begins the
+	// round trip that confirms a hand-off: the explorer's virtual clock
+	// stands still until it sleeps, where a real one has moved on.
+	confirming func()
 }
 
 // New returns a Locker on client: a *redis.Client, a Sentinel failover client

@@ -1,0 +1,424 @@
+package padlock_test
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/explore"
+)
+
+// The explorer's checker: what every holder, observer and releaser saw,
+// and the invariants it must keep (see "The explorer" in RELIABILITY.md).
+// Times are virtual, measured from the start of the run.
+
+// Invariant names, as failures and the summary report them.
+const (
+	invExclusion    = "exclusion"           // more holders at once than the primitive admits
+	invFenceOrder   = "fence-order"         // a later grant with a fence not above an earlier one's
+	invFencedStore  = "fenced-store"        // a holder whose writes a fenced store refuses, or two with one fence
+	invLeaderFence  = "leader-fence"        // Leader reported a lower fence than it had before
+	invLeaderStale  = "leader-stale"        // Leader reported a resigned term, or a value with another term's fence
+	invLeaderGone   = "leader-gone"         // Leader reported no leader while a term led throughout the call
+	invReleaseAfter = "release-after"       // another holder took the key before ReleaseAfter's d had passed
+	invRenewedLost  = "renewed-after-lost"  // a lock Err reported lost was renewed afterwards
+	invKeyLeak      = "key-leak"            // a key without expiry left behind
+	invStuck        = "stuck"               // an Acquire went on waiting after its Locker was closed
+	invDeadGrant    = "dead-grant"          // Acquire returned a lock whose Err was not nil at once
+	invHandOff      = "handoff-unconfirmed" // a lock handed on without a command sent after the release began
+)
+
+// hold is one grant as its holder saw it.
+type hold struct {
+	id    int
+	g     string // the goroutine that holds it
+	kind  string // mutex, write, read, permit, term
+	key   string
+	fence int64
+	lk    *padlock.Lock
+	term  *padlock.Term
+	cap   int // how many holds of this kind the key admits at once
+
+	began    time.Duration // Acquire called
+	anchor   time.Duration // when the command its trust rests on was sent, as Acquire returned
+	start    time.Duration // Acquire returned
+	last     time.Duration // last moment its holder saw Err()==nil, before ValidUntil
+	released time.Duration // Release returned nil; -1 if not
+	resigned time.Duration // Resign returned nil; -1 if not
+	// resignFailed: a Resign of the term returned an error, so another
+	// one's nil (a second Resign returns nil) confirms nothing.
+	resignFailed bool
+	// alive: its holder's first check, as Acquire returned, found it
+	// held. A grant that comes back already lost (a Campaign whose
+	// record took longer than the lease) is nobody's: nothing is done
+	// under it.
+	alive         bool
+	token         string
+	releaseCalled time.Duration // Release or ReleaseAfter called; -1 if not
+	extended      bool          // Extend was called: a shorter change in flight lowers ValidUntil, and the anchor read from it
+}
+
+func (h *hold) String() string {
+	return fmt.Sprintf("%s %s#%d of %s (fence %d, held %.3fs..%.3fs)", h.g, h.kind, h.id, h.key, h.fence, h.start.Seconds(), h.last.Seconds())
+}
+
+func (h *hold) exclusive() bool { return h.kind == "mutex" || h.kind == "write" || h.kind == "term" }
+
+// conflicts reports whether h and o may not be held at once.
+func (h *hold) conflicts(o *hold) bool {
+	if h.key != o.key {
+		return false
+	}
+	switch {
+	case h.kind == "read" && o.kind == "read":
+		return false
+	case h.kind == "permit" && o.kind == "permit":
+		return false // counted against the permits instead
+	}
+	return true
+}
+
+type violation struct {
+	inv  string
+	at   time.Duration
+	text string
+}
+
+type leaderSeen struct {
+	g        string
+	from, to time.Duration
+	ld       padlock.Leader
+	none     bool // ErrNoLeader
+}
+
+type releaseAfter struct {
+	h        *hold
+	from, to time.Duration // the key stays locked over [from, from+d)
+}
+
+type checker struct {
+	tr *explore.Trace
+
+	mu    sync.Mutex
+	holds []*hold
+	vs    []violation
+	reg   map[string]struct {
+		fence int64
+		by    *hold
+	} // a fenced store per key
+	values    map[string]*hold // a leader's published values, by value
+	leaders   []leaderSeen
+	after     []releaseAfter
+	restarts  func() []time.Time
+	startedAt time.Time
+	margin    func(ttl time.Duration) time.Duration // the Lockers' drift margin
+}
+
+func newChecker(tr *explore.Trace, restarts func() []time.Time, margin func(time.Duration) time.Duration) *checker {
+	return &checker{margin: margin, tr: tr, reg: map[string]struct {
+		fence int64
+		by    *hold
+	}{}, values: map[string]*hold{}, restarts: restarts, startedAt: tr.Start()}
+}
+
+func (c *checker) now() time.Duration { return c.tr.Since() }
+
+func (c *checker) fail(inv string, at time.Duration, format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.vs = append(c.vs, violation{inv: inv, at: at, text: fmt.Sprintf(format, args...)})
+	c.tr.Add("VIOLATION %s: %s", inv, fmt.Sprintf(format, args...))
+}
+
+// restartIn reports whether a server restarted without persistence
+// within (from, to]: the named window in which holders of the keys it
+// dropped still believe they hold them.
+func (c *checker) restartIn(from, to time.Duration) bool {
+	for _, r := range c.restarts() {
+		at := r.Sub(c.startedAt)
+		if at > from && at <= to {
+			return true
+		}
+	}
+	return false
+}
+
+// grant records a grant whose Acquire was called at began and returned
+// now, and claims it once.
+func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term *padlock.Term, capacity int, began time.Duration) *hold {
+	now := c.now()
+	anchor := began
+	if lk != nil {
+		// ValidUntil is the anchor's send plus the lease less the margin.
+		if v := lk.ValidUntil(); !v.IsZero() {
+			ttl := lk.Lease()
+			anchor = v.Add(-(ttl - c.margin(ttl))).Sub(c.startedAt)
+		}
+	}
+	c.mu.Lock()
+	h := &hold{id: len(c.holds) + 1, g: g, kind: kind, key: key, fence: fence, lk: lk, term: term, cap: capacity,
+		began: began, anchor: anchor, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1}
+	if lk != nil {
+		h.token = lk.Token()
+	}
+	c.holds = append(c.holds, h)
+	c.mu.Unlock()
+	c.tr.Add("%s granted %s", g, h)
+	alive := c.claim(h)
+	c.mu.Lock()
+	h.alive = alive
+	c.mu.Unlock()
+	if !alive && term == nil {
+		c.fail(invDeadGrant, now, "%s: Acquire returned it with Err %v", h, lk.Err())
+	}
+	return h
+}
+
+// claim is the holder's check before a step of its work: it holds while
+// Err() is nil and ValidUntil has not passed. It writes its fence to the
+// key's fenced store, as the work would.
+func (c *checker) claim(h *hold) bool {
+	var err error
+	valid := true
+	if h.term != nil {
+		err = h.term.Err()
+	} else {
+		err = h.lk.Err()
+		valid = time.Now().Before(h.lk.ValidUntil())
+	}
+	if err != nil || !valid {
+		c.tr.Add("%s sees %s#%d ended: %v", h.g, h.kind, h.id, err)
+		return false
+	}
+	now := c.now()
+	c.mu.Lock()
+	h.last = now
+	var stale string
+	if h.exclusive() {
+		r := c.reg[h.key]
+		switch {
+		case h.fence > r.fence:
+			c.reg[h.key] = struct {
+				fence int64
+				by    *hold
+			}{h.fence, h}
+		case h.fence == r.fence && r.by == h:
+		case !c.restartInLocked(h.anchor, now):
+			stale = fmt.Sprintf("%s wrote fence %d while the store had %d from %s", h, h.fence, r.fence, r.by)
+		}
+	}
+	c.mu.Unlock()
+	if stale != "" {
+		c.fail(invFencedStore, now, "%s", stale)
+	}
+	return true
+}
+
+func (c *checker) restartInLocked(from, to time.Duration) bool { return c.restartIn(from, to) }
+
+func (c *checker) extending(h *hold) {
+	c.mu.Lock()
+	h.extended = true
+	c.mu.Unlock()
+}
+
+func (c *checker) releasing(h *hold) {
+	now := c.now()
+	c.mu.Lock()
+	h.releaseCalled = now
+	c.mu.Unlock()
+}
+
+func (c *checker) released(h *hold) {
+	now := c.now()
+	c.mu.Lock()
+	h.released = now
+	c.mu.Unlock()
+}
+
+func (c *checker) releasedAfter(h *hold, from time.Duration, d time.Duration) {
+	c.mu.Lock()
+	c.after = append(c.after, releaseAfter{h: h, from: from, to: from + d})
+	c.mu.Unlock()
+}
+
+func (c *checker) resigned(h *hold, err error) {
+	now := c.now()
+	c.mu.Lock()
+	if err == nil {
+		h.resigned = now
+	} else {
+		h.resignFailed = true
+	}
+	c.mu.Unlock()
+}
+
+// publish records that value is the term h's (before it is sent).
+func (c *checker) publish(value string, h *hold) {
+	c.mu.Lock()
+	c.values[value] = h
+	c.mu.Unlock()
+}
+
+func (c *checker) leader(s leaderSeen) {
+	c.mu.Lock()
+	c.leaders = append(c.leaders, s)
+	c.mu.Unlock()
+}
+
+// finish runs the checks that need the whole run, and returns every
+// violation.
+func (c *checker) finish() []violation {
+	c.checkHolds()
+	c.checkLeaders()
+	c.checkReleaseAfter()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sort.SliceStable(c.vs, func(i, j int) bool { return c.vs[i].at < c.vs[j].at })
+	return c.vs
+}
+
+// effLast is the end of h's claims outside the restart window: a holder
+// whose trust rests on a command sent before a restart without
+// persistence (its acquire, or the round trip that confirmed a
+// hand-off) is not counted from the restart on, or at all when its
+// Acquire returned after the restart. One whose trust rests on a command
+// sent after the restart is counted: Redis confirmed it then.
+func (c *checker) effLast(h *hold) time.Duration {
+	last := h.last
+	for _, r := range c.restarts() {
+		at := r.Sub(c.startedAt)
+		if at >= h.anchor && at < last {
+			last = max(at, h.start)
+		}
+	}
+	return last
+}
+
+// inRestart reports whether a restart came between the command h's trust
+// rests on and its return.
+func (c *checker) inRestart(h *hold) bool { return c.restartIn(h.anchor, h.start) }
+
+func (c *checker) checkHolds() {
+	c.mu.Lock()
+	holds := slices.Clone(c.holds)
+	c.mu.Unlock()
+	byKey := map[string][]*hold{}
+	for _, h := range holds {
+		byKey[h.key] = append(byKey[h.key], h)
+	}
+	for _, hs := range byKey {
+		// Exclusion: at the moment each hold began, count the others
+		// claimed across it.
+		for _, h := range hs {
+			if !h.alive || c.effLast(h) == h.start && c.inRestart(h) {
+				continue
+			}
+			p := h.start
+			var with []*hold
+			permits := 1
+			for _, o := range hs {
+				if o == h || !o.alive || !(o.start <= p && p < c.effLast(o)) {
+					continue
+				}
+				if h.kind == "permit" && o.kind == "permit" {
+					permits++
+					with = append(with, o)
+				} else if h.conflicts(o) {
+					with = append(with, o)
+				}
+			}
+			over := false
+			if h.kind == "permit" {
+				over = permits > h.cap
+			} else {
+				over = len(with) > 0
+			}
+			if over && c.effLast(h) >= h.start {
+				var names []string
+				for _, o := range with {
+					names = append(names, o.String())
+				}
+				c.fail(invExclusion, p, "%s began while held by: %s", h, strings.Join(names, "; "))
+			}
+		}
+		// Hand-offs: a lock handed on (the same token, a later holder) is
+		// confirmed by a command sent after its release began.
+		extended := map[string]bool{}
+		for _, h := range hs {
+			extended[h.token] = extended[h.token] || h.extended
+		}
+		for _, a := range hs {
+			for _, b := range hs {
+				if a != b && a.token != "" && a.token == b.token && !extended[a.token] && a.releaseCalled >= 0 && b.start >= a.releaseCalled && b.alive && b.anchor < a.releaseCalled {
+					c.fail(invHandOff, b.start, "%s was handed %s's lock, released at %.3fs, on the strength of a command sent at %.3fs", b.g, a, a.releaseCalled.Seconds(), b.anchor.Seconds())
+				}
+			}
+		}
+		// Fences: an exclusive grant returned later has a higher fence;
+		// so does any grant asked for after another was released.
+		for _, a := range hs {
+			for _, b := range hs {
+				if a == b || !a.alive || !b.alive || c.inRestart(a) || c.inRestart(b) {
+					continue
+				}
+				ordered := a.exclusive() && b.exclusive() && (a.start < b.start || a.start == b.start && a.id < b.id)
+				ordered = ordered || a.released >= 0 && a.released <= b.began
+				if ordered && a.fence >= b.fence && a.kind != "permit" && b.kind != "permit" {
+					c.fail(invFenceOrder, b.start, "%s got fence %d, not above %d of earlier %s", b, b.fence, a.fence, a)
+				}
+			}
+		}
+	}
+}
+
+func (c *checker) checkLeaders() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	maxSeen := map[string]leaderSeen{}
+	for _, s := range c.leaders {
+		if s.none {
+			// No leader reported while a term led across the whole call.
+			for _, h := range c.holds {
+				if h.kind == "term" && h.start < s.from && h.last > s.to && !c.restartIn(h.start, s.to) {
+					c.vs = append(c.vs, violation{invLeaderGone, s.to, fmt.Sprintf("%s: Leader over %.3fs..%.3fs said no leader while %s led", s.g, s.from.Seconds(), s.to.Seconds(), h)})
+				}
+			}
+			continue
+		}
+		if m, ok := maxSeen[s.g]; ok && s.ld.Fence < m.ld.Fence && m.to <= s.from {
+			c.vs = append(c.vs, violation{invLeaderFence, s.to, fmt.Sprintf("%s: Leader at %.3fs reported %q fence %d after %q fence %d at %.3fs", s.g, s.to.Seconds(), s.ld.Value, s.ld.Fence, m.ld.Value, m.ld.Fence, m.to.Seconds())})
+		}
+		if m, ok := maxSeen[s.g]; !ok || s.ld.Fence > m.ld.Fence {
+			maxSeen[s.g] = s
+		}
+		h := c.values[s.ld.Value]
+		switch {
+		case h == nil:
+			c.vs = append(c.vs, violation{invLeaderStale, s.to, fmt.Sprintf("%s: Leader reported %q, which no term published", s.g, s.ld.Value)})
+		case h.fence == -1:
+			// A campaign that failed after its record was written: its
+			// lock may still be held in Redis, by nobody.
+		case h.fence != s.ld.Fence:
+			c.vs = append(c.vs, violation{invLeaderStale, s.to, fmt.Sprintf("%s: Leader at %.3fs reported %q with fence %d, but it is the value of %s", s.g, s.to.Seconds(), s.ld.Value, s.ld.Fence, h)})
+		case h.resigned >= 0 && !h.resignFailed && h.resigned < s.from:
+			c.vs = append(c.vs, violation{invLeaderStale, s.to, fmt.Sprintf("%s: Leader at %.3fs reported %q of %s, which resigned at %.3fs", s.g, s.to.Seconds(), s.ld.Value, h, h.resigned.Seconds())})
+		}
+	}
+}
+
+func (c *checker) checkReleaseAfter() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ra := range c.after {
+		for _, o := range c.holds {
+			if o != ra.h && o.conflicts(ra.h) && o.start >= ra.from && o.start < ra.to && !c.restartIn(ra.from, o.start) {
+				c.vs = append(c.vs, violation{invReleaseAfter, o.start, fmt.Sprintf("%s released with ReleaseAfter(%v) at %.3fs; %s took the key at %.3fs", ra.h, ra.to-ra.from, ra.from.Seconds(), o, o.start.Seconds())})
+			}
+		}
+	}
+}

@@ -1,0 +1,588 @@
+package padlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/explore"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The seeded fault-schedule explorer. Each seed runs one scenario inside
+// a testing/synctest bubble, on virtual time: several goroutines on
+// several Lockers take, hold and let go of one primitive's grants, while
+// the fault layer (internal/explore) decides, from the seed, per client
+// and per command, to stall a command between padlock's checks and its
+// send, lose its reply after the server ran it, reset the connection
+// after it ran, or time the caller out and run the command later, after
+// commands sent after it; and, per run, to pause the server, restart it
+// without persistence, cancel contexts mid-operation and close a Locker
+// mid-operation. The checker (explore_check_test.go) then checks each
+// primitive's invariants. See "The explorer" in RELIABILITY.md.
+//
+//	PADLOCK_EXPLORE_SEEDS=N   how many seeds (default exploreSeeds)
+//	PADLOCK_EXPLORE_FIRST=n   the first seed (default 1)
+//	PADLOCK_EXPLORE_SEED=n    one seed, with its whole trace on failure
+//	PADLOCK_EXPLORE_REPLAY=k  run each seed k times, and report how often it failed
+//	PADLOCK_EXPLORE_FAMILY=f  only scenarios of family f (mutex, fair, rw, election, sem, semfair, keep)
+//	PADLOCK_EXPLORE_STOP=1    stop at the first failing seed
+//	PADLOCK_EXPLORE_IGNORE=a,b  do not report invariants a and b (to look past a known break)
+
+// exploreSeeds is the default number of seeds: about two minutes under
+// -race on a 2-CPU machine (250 seeds took 69 s there).
+const exploreSeeds = 400
+
+// The scenario families; a seed's family is seed mod len(families).
+var families = []string{"mutex", "fair", "rw", "election", "sem", "semfair", "keep"}
+
+func envInt(t *testing.T, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, s, err)
+	}
+	return n
+}
+
+func TestExplore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the explorer runs many seeds")
+	}
+	first := envInt(t, "PADLOCK_EXPLORE_FIRST", 1)
+	n := envInt(t, "PADLOCK_EXPLORE_SEEDS", exploreSeeds)
+	replay := envInt(t, "PADLOCK_EXPLORE_REPLAY", 1)
+	only := os.Getenv("PADLOCK_EXPLORE_FAMILY")
+	stop := os.Getenv("PADLOCK_EXPLORE_STOP") != ""
+	ignore := map[string]bool{}
+	for _, inv := range strings.Split(os.Getenv("PADLOCK_EXPLORE_IGNORE"), ",") {
+		ignore[strings.TrimSpace(inv)] = true
+	}
+	verbose := false
+	if s := os.Getenv("PADLOCK_EXPLORE_SEED"); s != "" {
+		first, n, verbose = envInt(t, "PADLOCK_EXPLORE_SEED", 0), 1, true
+	}
+	var (
+		mu       sync.Mutex
+		failed   = map[string][]uint64{} // invariant -> seeds
+		ran      int
+		firstBad = -1
+	)
+	began := time.Now()
+	for i := 0; i < n; i++ {
+		seed := uint64(first + i)
+		fam := families[seed%uint64(len(families))]
+		if only != "" && fam != only {
+			continue
+		}
+		fails := 0
+		for r := 0; r < replay; r++ {
+			var vs []violation
+			var trace *explore.Trace
+			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					vs, trace = exploreSeed(t, seed, fam)
+				})
+				vs = slices.DeleteFunc(vs, func(v violation) bool { return ignore[v.inv] })
+				if os.Getenv("PADLOCK_EXPLORE_TRACE") != "" {
+					t.Logf("trace of seed %d:\n%s", seed, trace.Around(0, 0, time.Hour, 1<<20))
+				}
+				if len(vs) == 0 {
+					return
+				}
+				var b strings.Builder
+				fmt.Fprintf(&b, "seed %d (%s): %d violation(s); replay with PADLOCK_EXPLORE_SEED=%d\n", seed, fam, len(vs), seed)
+				for i, v := range vs {
+					if i == 3 && !verbose {
+						fmt.Fprintf(&b, "... and %d more\n", len(vs)-3)
+						break
+					}
+					fmt.Fprintf(&b, "%s at %.3fs: %s\n", v.inv, v.at.Seconds(), v.text)
+				}
+				v := vs[0]
+				if verbose {
+					fmt.Fprintf(&b, "trace:\n%s", trace.Around(v.at, time.Hour, time.Hour, 1<<20))
+				} else {
+					fmt.Fprintf(&b, "trace around the first:\n%s", trace.Around(v.at, 1500*time.Millisecond, 100*time.Millisecond, 40))
+				}
+				t.Error(b.String())
+			})
+			mu.Lock()
+			ran++
+			if len(vs) > 0 {
+				fails++
+				if firstBad < 0 {
+					firstBad = ran
+				}
+				seen := map[string]bool{}
+				for _, v := range vs {
+					if !seen[v.inv] {
+						seen[v.inv] = true
+						failed[v.inv] = append(failed[v.inv], seed)
+					}
+				}
+			}
+			mu.Unlock()
+		}
+		if replay > 1 {
+			t.Logf("seed %d (%s) failed %d of %d runs", seed, fam, fails, replay)
+		}
+		if stop && fails > 0 {
+			break
+		}
+	}
+	var invs []string
+	for inv := range failed {
+		invs = append(invs, inv)
+	}
+	sort.Strings(invs)
+	var b strings.Builder
+	fmt.Fprintf(&b, "explored %d runs of seeds %d..%d in %v", ran, first, first+n-1, time.Since(began).Round(time.Millisecond))
+	if firstBad >= 0 {
+		fmt.Fprintf(&b, "; first failure at run %d", firstBad)
+	}
+	for _, inv := range invs {
+		s := failed[inv]
+		fmt.Fprintf(&b, "\n  %-18s failed in %d seed(s), first %v", inv, len(s), s[:min(len(s), 8)])
+	}
+	t.Log(b.String())
+}
+
+// world is one run: its server, Lockers, checker and randomness.
+type world struct {
+	t    *testing.T
+	seed uint64
+	fam  string
+	tr   *explore.Trace
+	srv  *explore.Server
+	plan *explore.Plan
+	chk  *checker
+
+	clients  []*redis.Client
+	hooks    []*explore.Hook
+	lockers  []*padlock.Locker
+	closed   []chan struct{} // closed when lockers[i] was closed mid-run
+	closedAt []atomic.Int64  // when Close returned, since the start; 0 if not
+	late     sync.WaitGroup
+
+	keys []string
+	ttl  time.Duration // the lease most grants ask for: a lock is handed on only to a waiter that asked for the same
+	end  time.Time     // no new operations after this
+}
+
+// rng returns the randomness of one actor of the run: fixed by the seed.
+func (w *world) rng(actor int) *rand.Rand {
+	return rand.New(rand.NewPCG(w.seed, 0x9e3779b97f4a7c15^uint64(actor)))
+}
+
+func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.Trace) {
+	tr := explore.NewTrace()
+	w := &world{t: t, seed: seed, fam: fam, tr: tr}
+	r := w.rng(-1)
+	rates := []float64{0.03, 0.08, 0.15}
+	w.plan = &explore.Plan{Seed: seed, Rate: rates[r.IntN(len(rates))], Latency: pick(r, 50*time.Microsecond, 200*time.Microsecond, time.Millisecond)}
+	w.srv = explore.NewServer("redis", tr)
+	nLockers := 2 + r.IntN(2)
+	// A wider drift margin widens the span between a lock's trust running
+	// out and its lease in Redis.
+	drift, fixed := pick(r, 0.01, 0.1, 0.3), pick(r, 2*time.Millisecond, 20*time.Millisecond)
+	w.chk = newChecker(tr, w.srv.Restarts, func(ttl time.Duration) time.Duration { return time.Duration(float64(ttl)*drift) + fixed })
+	for i := range nLockers {
+		c, h := explore.NewClient(i, fmt.Sprintf("L%d", i), w.srv, w.plan, tr, &w.late)
+		w.clients = append(w.clients, c)
+		w.hooks = append(w.hooks, h)
+		l := padlock.New(c, padlock.WithClockDrift(drift, fixed))
+		// A hand-off is confirmed by a command sent after the release
+		// began: let the virtual clock move on in between.
+		padlock.SetConfirming(l, func() { time.Sleep(time.Microsecond) })
+		w.lockers = append(w.lockers, l)
+		w.closed = append(w.closed, make(chan struct{}))
+	}
+	w.closedAt = make([]atomic.Int64, nLockers)
+	w.ttl = pick(r, 300*time.Millisecond, 600*time.Millisecond, time.Second)
+	w.keys = []string{"k0"}
+	if r.IntN(4) == 0 {
+		w.keys = append(w.keys, "k1")
+	}
+	run := 4*time.Second + time.Duration(r.IntN(4000))*time.Millisecond
+	w.end = time.Now().Add(run)
+	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, drift %v+%v, %v of operations", seed, fam, nLockers, w.keys, w.plan.Rate, drift, fixed, run)
+
+	var wg sync.WaitGroup
+	// Run-wide faults: a pause, a restart without persistence, a Locker
+	// closed mid-operation.
+	var events []func()
+	if r.IntN(3) == 0 {
+		at, d := time.Duration(r.IntN(int(run))), time.Duration(50+r.IntN(4000))*time.Millisecond
+		events = append(events, func() { time.Sleep(at); w.srv.Pause(d) })
+	}
+	if r.IntN(5) == 0 {
+		at := time.Duration(r.IntN(int(run)))
+		events = append(events, func() { time.Sleep(at); w.srv.Restart() })
+	}
+	if r.IntN(6) == 0 {
+		at, i := time.Duration(r.IntN(int(run))), nLockers-1
+		events = append(events, func() {
+			time.Sleep(at)
+			tr.Add("L%d closed", i)
+			close(w.closed[i])
+			_ = w.lockers[i].Close()
+			w.closedAt[i].Store(int64(w.chk.now()))
+		})
+	}
+	for _, ev := range events {
+		wg.Go(ev)
+	}
+
+	actors := 0
+	switch fam {
+	case "election":
+		nc := 4 + r.IntN(2)
+		for i := range nc {
+			li := 0 // three candidates at least share a Locker: hand-offs
+			if i >= 3 {
+				li = i % nLockers
+			}
+			actors++
+			a := actors
+			wg.Go(func() { w.candidate(a, li) })
+		}
+		actors++
+		a := actors
+		wg.Go(func() { w.observer(a, 1%nLockers) })
+	default:
+		// Several goroutines per Locker: a Locker hands a lock on to its
+		// own waiters.
+		ng := nLockers * (2 + r.IntN(3))
+		for i := range ng {
+			li := i % nLockers
+			actors++
+			a := actors
+			wg.Go(func() { w.locker(a, li) })
+		}
+	}
+	wg.Wait()
+
+	// Everything let go: the checks at the end, without faults.
+	for _, h := range w.hooks {
+		h.Off()
+	}
+	for _, l := range w.lockers {
+		_ = l.Close()
+	}
+	w.late.Wait()
+	time.Sleep(5 * time.Second) // every lease has run out
+	w.checkKeys()
+	vs := w.chk.finish()
+	for i, c := range w.clients {
+		w.hooks[i].CloseSide()
+		_ = c.Close()
+	}
+	w.srv.Close()
+	return vs, tr
+}
+
+func (w *world) isClosed(li int) bool {
+	select {
+	case <-w.closed[li]:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeBound is how long an Acquire may go on after its Locker's Close
+// returned: Close wakes waiters at once, but an attempt already sent
+// waits for its reply (up to the 3 s read timeout), and a fair waiter
+// then leaves its queue in Redis (a clean-up of at most a second). An
+// attempt in flight on a paused server may wait longer: no bound then.
+const closeBound = 4*time.Second + 100*time.Millisecond
+
+// opCtx returns the context of one operation: usually without deadline;
+// sometimes one that ends mid-operation.
+func opCtx(r *rand.Rand) (context.Context, context.CancelFunc) {
+	if r.IntN(5) == 0 {
+		return context.WithTimeout(context.Background(), time.Duration(1+r.IntN(300))*time.Millisecond)
+	}
+	return context.WithCancel(context.Background())
+}
+
+func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
+
+// locker is one goroutine taking, holding and letting go of grants of
+// the run's family on Locker li.
+func (w *world) locker(actor, li int) {
+	r := w.rng(actor)
+	g := fmt.Sprintf("g%d@L%d", actor, li)
+	l := w.lockers[li]
+	var sem *padlock.Semaphore
+	permits := 2
+	if w.fam == "sem" || w.fam == "semfair" {
+		sem, _ = l.Semaphore(permits)
+	}
+	for time.Now().Before(w.end) && !w.isClosed(li) {
+		key := pick(r, w.keys...)
+		o := padlock.Options{
+			TTL:  pick(r, w.ttl, w.ttl, w.ttl, 300*time.Millisecond, 2*time.Second),
+			Wait: pick(r, 0, 100*time.Millisecond, time.Second, 3*time.Second, 3*time.Second, 8*time.Second),
+			Fair: w.fam == "fair" || w.fam == "semfair",
+		}
+		kind, capacity := "mutex", 1
+		ctx, cancel := opCtx(r)
+		began := w.chk.now()
+		var (
+			lk  *padlock.Lock
+			err error
+		)
+		switch w.fam {
+		case "rw":
+			if r.IntN(2) == 0 {
+				kind = "write"
+				lk, err = l.AcquireWrite(ctx, key, o)
+			} else {
+				kind = "read"
+				lk, err = l.AcquireRead(ctx, key, o)
+			}
+		case "sem", "semfair":
+			kind, capacity = "permit", permits
+			lk, err = sem.Acquire(ctx, key, o)
+		default:
+			lk, err = l.Acquire(ctx, key, o)
+		}
+		cancel()
+		if c := time.Duration(w.closedAt[li].Load()); c > 0 && w.chk.now()-c > closeBound && !w.srv.PausedIn(w.tr.Start().Add(c-maxInFlight), time.Now()) {
+			w.chk.fail(invStuck, w.chk.now(), "%s: %s %s waited on %v after its Locker was closed at %.3fs", g, kind, key, w.chk.now()-c, c.Seconds())
+		}
+		if err != nil {
+			w.tr.Add("%s %s %s (TTL %v, wait %v): %v", g, kind, key, o.TTL, o.Wait, err)
+			time.Sleep(time.Duration(r.IntN(50)) * time.Millisecond)
+			continue
+		}
+		h := w.chk.grant(g, kind, key, lk.Fence(), lk, nil, capacity, began)
+		w.work(r, h, o.TTL, li)
+		w.letGo(r, h, li)
+	}
+}
+
+// work holds h for a while, checking it before each small step of its
+// work (every 10ms at most); a lock found lost is watched for renewals
+// that must not come.
+func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
+	edge := r.IntN(2) == 0
+	for left := time.Duration(1+r.IntN(2*int(ttl/time.Millisecond))) * time.Millisecond; left > 0; {
+		step := min(left, 10*time.Millisecond)
+		if until := time.Until(h.lk.ValidUntil()); edge && until > 0 && until < left {
+			// Check at the very moment the trust runs out, when the
+			// watchdog wakes too: which goes first is up to the scheduler.
+			step = until
+		}
+		time.Sleep(step)
+		left -= step
+		if !w.chk.claim(h) {
+			w.watchLost(h, ttl, li)
+			return
+		}
+		if r.IntN(30) == 0 {
+			// A lease change of the holder's own, maybe shorter, while
+			// renewals come and go.
+			d := pick(r, ttl/3, ttl/2, ttl, 2*ttl)
+			w.chk.extending(h)
+			ctx, cancel := opCtx(r)
+			err := h.lk.Extend(ctx, d)
+			cancel()
+			w.tr.Add("%s extended %s#%d to %v: %v", h.g, h.kind, h.id, d, err)
+		}
+	}
+}
+
+// watchLost checks, for a mutex whose Err says it was lost while the key
+// still carries its token, that the key is not kept alive afterwards:
+// a lease change already in flight may still land (it was sent before the
+// lock was judged lost), but by the time every such change could have
+// landed and run out (the longest delay of the fault layer, plus the
+// lease) the key must be gone, or at least no longer pushed out.
+func (w *world) watchLost(h *hold, ttl time.Duration, li int) {
+	if h.kind != "mutex" || !errors.Is(h.lk.Err(), padlock.ErrLockLost) || w.isClosed(li) {
+		return
+	}
+	rk := w.lockers[li].RedisKey(h.key)
+	expiry := func() (time.Time, bool) {
+		v, err := w.srv.M.Get(rk)
+		if err != nil || !strings.Contains(v, h.lk.Token()) {
+			return time.Time{}, false
+		}
+		return time.Now().Add(w.srv.M.TTL(rk)), true
+	}
+	t0 := time.Now()
+	e0, ok := expiry()
+	if !ok {
+		return
+	}
+	w.tr.Add("%s watches %s#%d: lost, its key expires at %.3fs", h.g, h.kind, h.id, e0.Sub(w.tr.Start()).Seconds())
+	window := maxInFlight + 2*ttl
+	for end := t0.Add(window); time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+		if _, ok := expiry(); !ok {
+			return
+		}
+	}
+	if e, ok := expiry(); ok && e.After(e0) && !w.srv.PausedIn(t0.Add(-maxInFlight), time.Now()) && !w.isClosed(li) {
+		w.chk.fail(invRenewedLost, t0.Sub(w.tr.Start()), "%s: Err reported lost at %.3fs with the key to expire at %.3fs; %v later the key is still held, to expire at %.3fs",
+			h, t0.Sub(w.tr.Start()).Seconds(), e0.Sub(w.tr.Start()).Seconds(), window, e.Sub(w.tr.Start()).Seconds())
+	}
+}
+
+// maxInFlight bounds how late the fault layer lets a command run after it
+// was sent (explore.Plan: stalls up to 750ms, delays up to 1s), pauses
+// aside.
+const maxInFlight = 2 * time.Second
+
+// letGo ends h: Release, sometimes with a context that ends
+// mid-operation, or (mutex families) ReleaseAfter.
+func (w *world) letGo(r *rand.Rand, h *hold, li int) {
+	ctx, cancel := opCtx(r)
+	defer cancel()
+	from := w.chk.now()
+	w.chk.releasing(h)
+	if (w.fam == "keep" || w.fam == "fair" && r.IntN(4) == 0) && h.lk.Err() == nil {
+		d := pick(r, 200*time.Millisecond, time.Second, 3*time.Second)
+		err := h.lk.ReleaseAfter(ctx, d)
+		w.tr.Add("%s ReleaseAfter(%v) %s#%d: %v", h.g, d, h.kind, h.id, err)
+		if err == nil {
+			w.chk.releasedAfter(h, from, d)
+		}
+		return
+	}
+	err := h.lk.Release(ctx)
+	w.tr.Add("%s released %s#%d: %v", h.g, h.kind, h.id, err)
+	if err == nil {
+		w.chk.released(h)
+	}
+}
+
+// candidate campaigns in the run's election, leads for a while,
+// proclaims new values (sometimes while resigning) and resigns
+// (sometimes twice at once).
+func (w *world) candidate(actor, li int) {
+	r := w.rng(actor)
+	g := fmt.Sprintf("c%d@L%d", actor, li)
+	l := w.lockers[li]
+	ttl := pick(r, w.ttl, w.ttl, w.ttl, 2*time.Second)
+	e := l.Election("el", padlock.Options{TTL: ttl})
+	for n := 0; time.Now().Before(w.end) && !w.isClosed(li); n++ {
+		value := fmt.Sprintf("%s.%d", g, n)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(100+r.IntN(6000))*time.Millisecond)
+		began := w.chk.now()
+		// The value is published inside Campaign: the checker learns whose
+		// it is from the term.
+		pending := &hold{fence: -1, kind: "term", key: "el", g: g, released: -1, resigned: -1}
+		w.chk.publish(value, pending)
+		tm, err := e.Campaign(ctx, value)
+		cancel()
+		if err != nil {
+			w.tr.Add("%s campaign: %v", g, err)
+			time.Sleep(time.Duration(r.IntN(50)) * time.Millisecond)
+			continue
+		}
+		h := w.chk.grant(g, "term", "el", tm.Fence(), nil, tm, 1, began)
+		w.chk.publish(value, h)
+		var side sync.WaitGroup
+		steps := 1 + r.IntN(4)
+		for i := range steps {
+			time.Sleep(time.Duration(1+r.IntN(int(ttl/time.Millisecond)/2)) * time.Millisecond)
+			if !w.chk.claim(h) {
+				break
+			}
+			if r.IntN(2) == 0 {
+				v := fmt.Sprintf("%s.%d.%d", g, n, i)
+				w.chk.publish(v, h)
+				side.Go(func() {
+					err := tm.Proclaim(context.Background(), v)
+					w.tr.Add("%s proclaimed %q: %v", g, v, err)
+				})
+			}
+		}
+		resign := func(ctx context.Context, cancel context.CancelFunc) {
+			defer cancel()
+			err := tm.Resign(ctx)
+			w.tr.Add("%s resigned term#%d: %v", g, h.id, err)
+			w.chk.resigned(h, err)
+		}
+		if r.IntN(4) == 0 {
+			ctx, cancel := opCtx(r)
+			side.Go(func() { resign(ctx, cancel) })
+		}
+		resign(opCtx(r))
+		side.Wait()
+	}
+}
+
+// observer reads the election's leader, and watches Observe, until the
+// run ends.
+func (w *world) observer(actor, li int) {
+	g := fmt.Sprintf("o%d@L%d", actor, li)
+	l := w.lockers[li]
+	e := l.Election("el", padlock.Options{})
+	ctx, cancel := context.WithDeadline(context.Background(), w.end)
+	defer cancel()
+	// Observe reads through a client without faults: while its reader
+	// sleeps in a faulted Leader, notices fill its PubSub's channel, and
+	// miniredis blocks in PUBLISH holding its lock, which on the bubble's
+	// clock never lets the sleep end (real Redis buffers its output).
+	var late sync.WaitGroup
+	oc, oh := explore.NewClient(100, "obs", w.srv, &explore.Plan{Seed: w.seed, Latency: w.plan.Latency}, w.tr, &late)
+	ol := padlock.New(oc)
+	defer func() { _ = ol.Close(); oh.CloseSide(); _ = oc.Close() }()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var last padlock.Leader
+		for ld := range ol.Election("el", padlock.Options{}).Observe(ctx) {
+			if ld.Fence < last.Fence {
+				w.chk.fail(invLeaderFence, w.chk.now(), "%s: Observe sent %q fence %d after %q fence %d", g, ld.Value, ld.Fence, last.Value, last.Fence)
+			}
+			last = ld
+		}
+	})
+	for time.Now().Before(w.end) && !w.isClosed(li) {
+		from := w.chk.now()
+		ld, err := e.Leader(ctx)
+		s := leaderSeen{g: g, from: from, to: w.chk.now(), ld: ld}
+		switch {
+		case errors.Is(err, padlock.ErrNoLeader):
+			s.none = true
+			w.chk.leader(s)
+		case err == nil:
+			w.tr.Add("%s leader %q fence %d", g, ld.Value, ld.Fence)
+			w.chk.leader(s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
+}
+
+// checkKeys finds keys left without expiry once every lease ran out,
+// other than the fence counters (bounded by the hash slots) and the
+// election records (one per election name).
+func (w *world) checkKeys() {
+	for _, k := range w.srv.Keys() {
+		if w.srv.M.TTL(k) == 0 && !strings.Contains(k, "fence") && !strings.HasSuffix(k, ":leader") {
+			w.chk.fail(invKeyLeak, w.chk.now(), "key %q (%s) left without expiry", k, w.srv.M.Type(k))
+		}
+	}
+}

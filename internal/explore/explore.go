@@ -1,0 +1,561 @@
+// Package explore is the fault layer of padlock's seeded fault-schedule
+// explorer (explore_test.go in the root package): in-memory Redis servers
+// on the virtual clock of a testing/synctest bubble, go-redis clients on
+// them whose hook decides, from the seed, what happens to each command,
+// and a trace of what happened.
+//
+// A seed fixes every fault decision: a decision is keyed by the seed, the
+// client and the command's index on that client. It does not fix the
+// order in which goroutines run, even inside a bubble, so a failing seed
+// fails again most of the time, not always.
+package explore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// Kind is what the fault layer does to one command.
+type Kind uint8
+
+const (
+	None Kind = iota
+	// Stall sleeps between the caller's last check and the send: the
+	// command runs late, and the caller waits for it.
+	Stall
+	// Lost runs the command and loses its reply: the caller sees a
+	// timeout.
+	Lost
+	// Reset runs the command and then the connection drops: the caller
+	// sees io.EOF (which padlock sends again).
+	Reset
+	// Delay gives the caller a timeout at once and runs the command
+	// later, after commands sent after it.
+	Delay
+	// Slow runs the command at once and delays its reply: the caller
+	// waits for it, past its context's deadline (go-redis reads until its
+	// ReadTimeout), and gives up only at the ReadTimeout.
+	Slow
+)
+
+func (k Kind) String() string {
+	return [...]string{"none", "stall", "lost", "reset", "delay", "slow"}[k]
+}
+
+// Fault is one decision: its kind and, for Stall and Delay, how long.
+type Fault struct {
+	Kind Kind
+	D    time.Duration
+}
+
+// Plan turns a seed into fault decisions. Rate is the share of commands
+// that meet a fault.
+type Plan struct {
+	Seed uint64
+	Rate float64
+	// Only, when not None, is the one kind of fault used.
+	Only Kind
+	// Latency is how long every command takes to reach the server. Not
+	// zero: inside a bubble time stands still until every goroutine
+	// waits, and padlock orders what it sees by when it sent it, so a
+	// round trip must take some time, as on any network.
+	Latency time.Duration
+}
+
+// burstRate is the chance of a fault for a command that follows a
+// faulted one on the same client: network trouble comes in bursts, and
+// a lost reply's clean-up travels the same troubled network.
+const burstRate = 0.4
+
+// Decide returns the fault for the idx-th command of client; after
+// says whether the command before it on that client met a fault.
+func (p *Plan) Decide(client int, idx uint64, after bool) Fault {
+	r := rand.New(rand.NewPCG(p.Seed, uint64(client)<<40^idx))
+	rate := p.Rate
+	if after {
+		rate = max(rate, burstRate)
+	}
+	if r.Float64() >= rate {
+		return Fault{}
+	}
+	k := p.Only
+	if k == None {
+		switch x := r.IntN(10); {
+		case x < 3:
+			k = Stall
+		case x < 5:
+			k = Lost
+		case x < 6:
+			k = Reset
+		case x < 8:
+			k = Delay
+		default:
+			k = Slow
+		}
+	}
+	var d time.Duration
+	switch k {
+	case Stall:
+		if r.IntN(2) == 0 {
+			d = time.Duration(1+r.IntN(40)) * time.Millisecond
+		} else {
+			d = time.Duration(50+r.IntN(700)) * time.Millisecond
+		}
+	case Delay:
+		d = time.Duration(5+r.IntN(1000)) * time.Millisecond
+	case Slow:
+		if r.IntN(2) == 0 {
+			d = time.Duration(5+r.IntN(400)) * time.Millisecond
+		} else {
+			d = time.Duration(400+r.IntN(2200)) * time.Millisecond
+		}
+	}
+	return Fault{Kind: k, D: d}
+}
+
+// Trace is a log of what happened, stamped with the virtual time since
+// the run began.
+type Trace struct {
+	mu     sync.Mutex
+	start  time.Time
+	events []Event
+}
+
+// Event is one line of a Trace.
+type Event struct {
+	At   time.Duration
+	Text string
+}
+
+// NewTrace starts a trace at the bubble's now.
+func NewTrace() *Trace { return &Trace{start: time.Now()} }
+
+// Since returns the virtual time since the trace began.
+func (t *Trace) Since() time.Duration { return time.Since(t.start) }
+
+// Start returns when the trace began.
+func (t *Trace) Start() time.Time { return t.start }
+
+// Add records an event at the current virtual time.
+func (t *Trace) Add(format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.events = append(t.events, Event{At: time.Since(t.start), Text: fmt.Sprintf(format, args...)})
+}
+
+// Around returns at most n events from before-ago to after-past at,
+// the latest ones when more match.
+func (t *Trace) Around(at, before, after time.Duration, n int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var sel []Event
+	for _, e := range t.events {
+		if e.At >= at-before && e.At <= at+after {
+			sel = append(sel, e)
+		}
+	}
+	if len(sel) > n {
+		sel = sel[len(sel)-n:]
+	}
+	var b strings.Builder
+	for _, e := range sel {
+		fmt.Fprintf(&b, "  %9.3fs %s\n", e.At.Seconds(), e.Text)
+	}
+	return b.String()
+}
+
+// Server is one in-memory Redis server on the bubble's clock, which a run
+// may pause and restart without persistence.
+type Server struct {
+	Name  string
+	M     *miniredis.Miniredis
+	trace *Trace
+
+	mu          sync.Mutex
+	pausedUntil time.Time
+	pauses      [][2]time.Time
+	restarts    []time.Time
+}
+
+// NewServer starts a server whose keys expire on the bubble's clock.
+func NewServer(name string, tr *Trace) *Server {
+	m := miniredis.NewMiniRedis()
+	m.ClockTTL(true)
+	return &Server{Name: name, M: m, trace: tr}
+}
+
+// Dial is the Dialer of the server's clients. Its connections buffer
+// what the client writes, as a socket does: on a bare net.Pipe a client
+// writing a command while the server writes it a message would wait for
+// each other for ever (go-redis's PubSub writes under the lock its reader
+// needs).
+func (s *Server) Dial(context.Context, string, string) (net.Conn, error) {
+	c, err := s.M.Dial()
+	if err != nil {
+		return nil, err
+	}
+	b := &bufConn{Conn: c, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go b.drain()
+	return b, nil
+}
+
+// bufConn is a client's end of a net.Pipe whose writes never wait: a
+// goroutine sends them on, in order. (Its mutex is never held across a
+// wait, so that a bubble's clock keeps moving.)
+type bufConn struct {
+	net.Conn
+	mu   sync.Mutex
+	q    [][]byte
+	wake chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func (c *bufConn) Write(p []byte) (int, error) {
+	select {
+	case <-c.done:
+		return 0, net.ErrClosed
+	default:
+	}
+	c.mu.Lock()
+	c.q = append(c.q, append([]byte(nil), p...))
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+func (c *bufConn) drain() {
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		for {
+			c.mu.Lock()
+			if len(c.q) == 0 {
+				c.mu.Unlock()
+				break
+			}
+			b := c.q[0]
+			c.q = c.q[1:]
+			c.mu.Unlock()
+			if _, err := c.Conn.Write(b); err != nil {
+				_ = c.Close()
+				return
+			}
+		}
+	}
+}
+
+func (c *bufConn) Close() error {
+	c.once.Do(func() { close(c.done) })
+	return c.Conn.Close()
+}
+
+// Pause holds every command that arrives in the next d until d has passed.
+func (s *Server) Pause(d time.Duration) {
+	s.mu.Lock()
+	s.pausedUntil = time.Now().Add(d)
+	s.pauses = append(s.pauses, [2]time.Time{time.Now(), s.pausedUntil})
+	s.mu.Unlock()
+	s.trace.Add("%s paused for %v", s.Name, d)
+}
+
+// Restart drops every connection and every key, as a restart without
+// persistence does.
+func (s *Server) Restart() {
+	s.mu.Lock()
+	s.restarts = append(s.restarts, time.Now())
+	s.mu.Unlock()
+	s.M.Close()
+	s.M.FlushAll()
+	s.trace.Add("%s restarted without persistence", s.Name)
+}
+
+// Restarts returns when the server restarted.
+func (s *Server) Restarts() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.restarts...)
+}
+
+// PausedIn reports whether the server was paused at some time in [from, to].
+func (s *Server) PausedIn(from, to time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pauses {
+		if !p[0].After(to) && !p[1].Before(from) {
+			return true
+		}
+	}
+	return false
+}
+
+// Close stops the server.
+func (s *Server) Close() { s.M.Close() }
+
+// paused returns until when the server is paused, or the zero time.
+func (s *Server) paused() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Now().Before(s.pausedUntil) {
+		return s.pausedUntil
+	}
+	return time.Time{}
+}
+
+// readTimeout is go-redis's default read timeout: a caller waits no
+// longer than this for a paused server.
+const readTimeout = 3 * time.Second
+
+// Timeout is the error a caller sees for a reply that did not come: what
+// go-redis returns on a read deadline.
+var Timeout error = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+
+// Hook is the fault layer of one client (a redis.Hook).
+type Hook struct {
+	ID   int
+	Name string
+	plan *Plan
+	srv  *Server
+	side *redis.Client // runs delayed commands, with no hook
+	tr   *Trace
+	n    atomic.Uint64
+	prev atomic.Bool // the last command decided met a fault
+	late *sync.WaitGroup
+	off  atomic.Bool
+}
+
+// NewClient returns a client of srv with a fault hook deciding by plan,
+// and the hook. late counts delayed commands still to run: wait for it
+// before the servers close.
+func NewClient(id int, name string, srv *Server, plan *Plan, tr *Trace, late *sync.WaitGroup) (*redis.Client, *Hook) {
+	opt := func() *redis.Options {
+		// An IP literal: a name would need a DNS lookup, which breaks a
+		// later bubble.
+		return &redis.Options{Addr: "127.0.0.1:6379", Dialer: srv.Dial, DisableIdentity: true, Protocol: 2}
+	}
+	h := &Hook{ID: id, Name: name, plan: plan, srv: srv, side: redis.NewClient(opt()), tr: tr, late: late}
+	c := redis.NewClient(opt())
+	c.AddHook(h)
+	return c, h
+}
+
+// Off turns the faults of h off (for the checks at the end of a run).
+func (h *Hook) Off() { h.off.Store(true) }
+
+// CloseSide closes the client that runs delayed commands.
+func (h *Hook) CloseSide() { _ = h.side.Close() }
+
+// DialHook is go-redis's: dials pass.
+func (h *Hook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// exempt says which commands meet no fault: connection set-up.
+func exempt(name string) bool {
+	switch name {
+	case "hello", "client", "ping", "select", "auth", "readonly":
+		return true
+	}
+	return false
+}
+
+func describe(cmds []redis.Cmder) string {
+	var b strings.Builder
+	for i, c := range cmds {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		args := c.Args()
+		b.WriteString(c.Name())
+		for j, a := range args[1:] {
+			if j >= 5 {
+				b.WriteString(" …")
+				break
+			}
+			s := fmt.Sprint(a)
+			if len(s) > 16 {
+				s = s[:7] + "…"
+			}
+			b.WriteString(" " + s)
+		}
+	}
+	return b.String()
+}
+
+// ProcessHook applies the fault decided for each command.
+func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if exempt(cmd.Name()) {
+			// No sleep here: go-redis sets connections up under locks of
+			// padlock's (a PubSub's), and a goroutine waiting for a
+			// sync.Mutex keeps a bubble's clock from moving.
+			return next(ctx, cmd)
+		}
+		if h.off.Load() {
+			time.Sleep(h.plan.Latency)
+			return next(ctx, cmd)
+		}
+		return h.apply([]redis.Cmder{cmd}, func(ctx context.Context) error { return next(ctx, cmd) }, ctx)
+	}
+}
+
+// ProcessPipelineHook applies the fault decided for each pipeline, as
+// for one command: a pipeline is one round trip.
+func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.off.Load() || len(cmds) == 0 || exempt(cmds[0].Name()) {
+			time.Sleep(h.plan.Latency)
+			return next(ctx, cmds)
+		}
+		return h.apply(cmds, func(ctx context.Context) error { return next(ctx, cmds) }, ctx)
+	}
+}
+
+func setErr(cmds []redis.Cmder, err error) error {
+	for _, c := range cmds {
+		c.SetErr(err)
+	}
+	return err
+}
+
+func (h *Hook) apply(cmds []redis.Cmder, run func(context.Context) error, ctx context.Context) error {
+	idx := h.n.Add(1)
+	f := h.plan.Decide(h.ID, idx, h.prev.Load())
+	h.prev.Store(f.Kind != None)
+	what := describe(cmds)
+	time.Sleep(h.plan.Latency)
+	if until := h.srv.paused(); !until.IsZero() {
+		// The server reads nothing until it resumes; the caller gives up
+		// at its deadline, and the command runs when the server resumes.
+		give := time.Now().Add(readTimeout)
+		if dl, ok := ctx.Deadline(); ok && dl.Before(give) {
+			give = dl
+		}
+		if give.Before(until) {
+			time.Sleep(time.Until(give))
+			h.tr.Add("%s#%d %s: caller timed out on paused %s; runs at resume", h.Name, idx, what, h.srv.Name)
+			h.later(cmds, time.Until(until))
+			return setErr(cmds, Timeout)
+		}
+		time.Sleep(time.Until(until))
+	}
+	switch f.Kind {
+	case Stall:
+		h.tr.Add("%s#%d %s: stall %v before send", h.Name, idx, what, f.D)
+		time.Sleep(f.D)
+		err := run(ctx)
+		h.tr.Add("%s#%d ran after stall: %s", h.Name, idx, result(cmds, err))
+		return err
+	case Lost, Reset:
+		err := run(ctx)
+		h.tr.Add("%s#%d %s: ran (%s), reply %s", h.Name, idx, what, result(cmds, err), map[Kind]string{Lost: "lost (timeout)", Reset: "lost (connection reset)"}[f.Kind])
+		if f.Kind == Reset {
+			return setErr(cmds, io.EOF)
+		}
+		return setErr(cmds, Timeout)
+	case Slow:
+		dl, ok := ctx.Deadline()
+		edge := ok && idx%2 == 0 && time.Until(dl) > 0 && time.Until(dl) < readTimeout
+		err := run(ctx)
+		if edge {
+			// The reply arrives at the very moment the caller's deadline
+			// passes, when whatever else waits for that moment wakes too
+			// (padlock's watchdog for a lease's end): the scheduler picks
+			// the order, as a few microseconds of real time would.
+			f.D = time.Until(dl)
+		}
+		if f.D >= readTimeout {
+			time.Sleep(readTimeout)
+			h.tr.Add("%s#%d %s: ran (%s), reply later than the read timeout", h.Name, idx, what, result(cmds, err))
+			return setErr(cmds, Timeout)
+		}
+		h.tr.Add("%s#%d %s: ran (%s), reply in %v", h.Name, idx, what, result(cmds, err), f.D)
+		time.Sleep(f.D)
+		h.tr.Add("%s#%d reply arrives", h.Name, idx)
+		return err
+	case Delay:
+		h.tr.Add("%s#%d %s: caller times out; runs in %v", h.Name, idx, what, f.D)
+		h.later(cmds, f.D)
+		return setErr(cmds, Timeout)
+	}
+	return run(ctx)
+}
+
+// later runs copies of cmds on the side client after d.
+func (h *Hook) later(cmds []redis.Cmder, d time.Duration) {
+	copies := make([]redis.Cmder, len(cmds))
+	for i, c := range cmds {
+		copies[i] = redis.NewCmd(context.Background(), c.Args()...)
+	}
+	h.late.Add(1)
+	go func() {
+		defer h.late.Done()
+		time.Sleep(d)
+		if until := h.srv.paused(); !until.IsZero() {
+			time.Sleep(time.Until(until))
+		}
+		ctx := context.Background()
+		var err error
+		if len(copies) == 1 {
+			err = h.side.Process(ctx, copies[0])
+		} else {
+			_, err = h.side.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, c := range copies {
+					_ = p.Process(ctx, c)
+				}
+				return nil
+			})
+		}
+		h.tr.Add("%s late: %s ran: %s", h.Name, describe(copies), result(copies, err))
+	}()
+}
+
+func result(cmds []redis.Cmder, err error) string {
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "err " + err.Error()
+	}
+	var parts []string
+	for _, c := range cmds {
+		if cc, ok := c.(interface{ Val() any }); ok {
+			if e := c.Err(); e != nil {
+				parts = append(parts, e.Error())
+			} else {
+				parts = append(parts, short(fmt.Sprint(cc.Val())))
+			}
+		} else {
+			parts = append(parts, short(c.String()))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func short(s string) string {
+	if len(s) > 60 {
+		return s[:57] + "..."
+	}
+	return s
+}
+
+// Keys lists the server's keys, sorted.
+func (s *Server) Keys() []string {
+	k := s.M.Keys()
+	sort.Strings(k)
+	return k
+}
