@@ -57,7 +57,7 @@ type hold struct {
 	// record took longer than the lease) is nobody's: nothing is done
 	// under it.
 	alive         bool
-	token         string
+	run           any           // the lock in Redis it holds, which a hand-off passes on (padlock.LockRun)
 	releaseCalled time.Duration // Release or ReleaseAfter called; -1 if not
 	extended      bool          // Extend was called: a shorter change in flight lowers ValidUntil, and the anchor read from it
 }
@@ -163,7 +163,7 @@ func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term
 	h := &hold{id: len(c.holds) + 1, g: g, kind: kind, key: key, fence: fence, lk: lk, term: term, cap: capacity,
 		began: began, anchor: anchor, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1}
 	if lk != nil {
-		h.token = lk.Token()
+		h.run = padlock.LockRun(lk)
 	}
 	c.holds = append(c.holds, h)
 	c.mu.Unlock()
@@ -346,15 +346,18 @@ func (c *checker) checkHolds() {
 				c.fail(invExclusion, p, "%s began while held by: %s", h, strings.Join(names, "; "))
 			}
 		}
-		// Hand-offs: a lock handed on (the same token, a later holder) is
-		// confirmed by a command sent after its release began.
-		extended := map[string]bool{}
+		// Hand-offs: a lock handed on (the same lock in Redis, under a
+		// token of its own, a later holder) is confirmed by a command sent
+		// after its release began.
+		extended := map[any]bool{}
 		for _, h := range hs {
-			extended[h.token] = extended[h.token] || h.extended
+			if h.run != nil {
+				extended[h.run] = extended[h.run] || h.extended
+			}
 		}
 		for _, a := range hs {
 			for _, b := range hs {
-				if a != b && a.token != "" && a.token == b.token && !extended[a.token] && a.releaseCalled >= 0 && b.start >= a.releaseCalled && b.alive && b.anchor < a.releaseCalled {
+				if a != b && a.run != nil && a.run == b.run && !extended[a.run] && a.releaseCalled >= 0 && b.start >= a.releaseCalled && b.alive && b.anchor < a.releaseCalled {
 					c.fail(invHandOff, b.start, "%s was handed %s's lock, released at %.3fs, on the strength of a command sent at %.3fs", b.g, a, a.releaseCalled.Seconds(), b.anchor.Seconds())
 				}
 			}

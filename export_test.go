@@ -45,6 +45,11 @@ func SetNoticeRecheck(l *Locker, d time.Duration) { l.recheck = d }
 // WaitForWaiters waits until n Acquires of l wait for key.
 func WaitForWaiters(t *testing.T, l *Locker, key string, n int) { waitForWaiters(t, l, key, n) }
 
+// LockRun identifies the lock in Redis that lk holds: the same for every
+// holder a hand-off within a Locker passed it to (each under a token of
+// its own), different for every lock taken from Redis.
+func LockRun(lk *Lock) any { return lk.root().lease }
+
 // SetConfirming makes l call f as a release begins the round trip that
 // confirms a hand-off (the explorer lets its virtual clock move there).
 func SetConfirming(l *Locker, f func()) { l.confirming = f }
