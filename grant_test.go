@@ -555,6 +555,29 @@ func TestElectionLateResignKeepsSuccessorRecord(t *testing.T) {
 // everyone (a renewal in flight does not cut it to the lock's lease), and
 // is free after that.
 func TestReleaseAfterOutlastsRenewalInFlight(t *testing.T) {
+	mutex := func(ctx context.Context, l *padlock.Locker, key string, o padlock.Options) (*padlock.Lock, error) {
+		return l.Acquire(ctx, key, o)
+	}
+	permit := func(ctx context.Context, l *padlock.Locker, key string, o padlock.Options) (*padlock.Lock, error) {
+		sem, err := l.Semaphore(1)
+		if err != nil {
+			return nil, err
+		}
+		return sem.Acquire(ctx, key, o)
+	}
+	t.Run("lock", func(t *testing.T) {
+		releaseAfterOutlastsRenewal(t, mutex, func(l *padlock.Locker, key string) string { return l.RedisKey(key) })
+	})
+	// A permit's lease lives in a sorted set, its change numbers beside
+	// it (lua/hold_extend.lua).
+	t.Run("permit", func(t *testing.T) {
+		releaseAfterOutlastsRenewal(t, permit, func(l *padlock.Locker, key string) string { return l.RedisKey(key) + ":sem" })
+	})
+}
+
+func releaseAfterOutlastsRenewal(t *testing.T,
+	take func(ctx context.Context, l *padlock.Locker, key string, o padlock.Options) (*padlock.Lock, error),
+	watch func(l *padlock.Locker, key string) string) {
 	l, srv, rdb := newLocker(t)
 	hook := hookOn(rdb)
 	rivals := padlock.New(srv.Client(t))
@@ -565,14 +588,17 @@ func TestReleaseAfterOutlastsRenewalInFlight(t *testing.T) {
 		ttl  = 900 * time.Millisecond
 		keep = 3 * time.Second
 	)
-	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: ttl})
+	lk, err := take(ctx, l, key, padlock.Options{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer lk.Release(ctx)
 	// Loads the lease script, so the renewal needs no second round.
 	if err := lk.Extend(ctx, ttl); err != nil {
 		t.Fatalf("Extend: %v", err)
 	}
 
-	lockKey := l.RedisKey(key)
+	lockKey := watch(l, key)
 	entered, resume, sent := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	release := sync.OnceFunc(func() { close(resume) })
 	defer release()
@@ -604,7 +630,7 @@ func TestReleaseAfterOutlastsRenewalInFlight(t *testing.T) {
 	awaitSignal(t, sent, "the held renewal landing")
 
 	time.Sleep(time.Until(began.Add(keep * 2 / 3)))
-	other, err := rivals.Acquire(ctx, key, padlock.Options{})
+	other, err := take(ctx, rivals, key, padlock.Options{})
 	if err == nil {
 		defer other.Release(ctx)
 		if at := time.Since(began); at < keep-100*time.Millisecond {
@@ -617,7 +643,7 @@ func TestReleaseAfterOutlastsRenewalInFlight(t *testing.T) {
 		t.Fatalf("Acquire %v after ReleaseAfter(%v): %v, want ErrNotAcquired", time.Since(began).Round(time.Millisecond), keep, err)
 	}
 
-	other, err = rivals.Acquire(ctx, key, padlock.Options{Wait: 10 * time.Second})
+	other, err = take(ctx, rivals, key, padlock.Options{Wait: 10 * time.Second})
 	if err != nil {
 		t.Fatalf("Acquire after the kept %v: %v", keep, err)
 	}

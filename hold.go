@@ -60,7 +60,7 @@ func newHoldID(kind holdKind, keys [3]string, o Options, rel0, rel1 any) *lockID
 		token += ownerSep + o.Owner // see Options.Owner
 	}
 	id := newLockIDKeys(keys, token, o)
-	id.kind, id.rel = kind, &[2]any{rel0, rel1}
+	id.kind, id.rel = kind, &holdRel{args: [2]any{rel0, rel1}, leaseKeys: [2]string{keys[0], keys[0] + ":n"}}
 	return id
 }
 
@@ -116,9 +116,9 @@ func (a acked) evalHold(ctx context.Context, which func(*holdScripts) *script, k
 
 // releaseHold gives back the hold id names.
 func (s single) releaseHold(ctx context.Context, id *lockID) (bool, error) {
-	args := make([]any, 0, 1+len(id.rel))
+	args := make([]any, 0, 1+len(id.rel.args))
 	args = append(args, id.token)
-	args = append(args, id.rel[:]...)
+	args = append(args, id.rel.args[:]...)
 	sc := s.holds().rwRelease
 	if id.kind == holdPermit {
 		sc = s.holds().semRelease
@@ -131,10 +131,10 @@ func (s single) releaseHold(ctx context.Context, id *lockID) (bool, error) {
 // its hold's queue.
 func (s single) leaveHold(ctx context.Context, id *lockID, place string) error {
 	if id.kind == holdPermit { // rel: N, fair
-		return s.holds().semRelease.run(ctx, s.client, s.retries, id.keys[:], place, id.rel[0], id.rel[1], "1").Err()
+		return s.holds().semRelease.run(ctx, s.client, s.retries, id.keys[:], place, id.rel.args[0], id.rel.args[1], "1").Err()
 	}
 	// rel: kind, channel
-	return s.holds().rwRelease.run(ctx, s.client, s.retries, id.keys[:], place, "q", id.rel[1]).Err()
+	return s.holds().rwRelease.run(ctx, s.client, s.retries, id.keys[:], place, "q", id.rel.args[1]).Err()
 }
 
 // loadExtenders loads on node the lease scripts of the renewals of batch

@@ -36,15 +36,15 @@ import (
 // So a shorter Extend shortens the trust the moment it is sent, whatever
 // order the replies come back in.
 //
-// Where Redis orders the changes (ordered: a mutex's or a writer's lease
-// on one deployment, lua/grant.lua), a change numbered below one Redis
+// Where Redis orders the changes (ordered: every grant on one deployment,
+// lua/grant.lua and lua/hold_extend.lua), a change numbered below one Redis
 // applied is refused, so once a change is confirmed every change numbered
 // below it is done with: it ran before, or never will. The anchor is then
 // the confirmed change with the highest number, and only changes numbered
 // above it count: a lost shorter Extend stops bounding the trust as soon
-// as a later change is confirmed. Elsewhere (permits and read holds,
-// Redlock) a lost change keeps the trust short for as long as the lock is
-// held.
+// as a later change is confirmed. On Redlock, whose changes are judged
+// across nodes, a lost change keeps the trust short for as long as the
+// lock is held.
 type lease struct {
 	id     *lockID
 	holder *Lock // the Lock that holds the lease now

@@ -50,10 +50,9 @@ type Lock struct {
 func newLock(l *Locker, key string, id *lockID, fence int64, o Options, sent, answered time.Time) *Lock {
 	lk := &Lock{locker: l, key: key, id: id, fence: fence, since: answered}
 	lk.own.init(id, lk, o.TTL, !o.NoRenew, sent, answered, l.watchdog.margin)
-	// Redis orders the lease changes of a lock key (lua/grant.lua); a
-	// permit's or a reader's, in a sorted set, and a Redlock's, judged
-	// across nodes, are not.
-	lk.own.ordered = !l.cfg.redlock && (id.kind == holdMutex || id.kind == holdWrite)
+	// Redis orders the lease changes of every grant (lua/grant.lua,
+	// lua/hold_extend.lua); a Redlock's, judged across nodes, are not.
+	lk.own.ordered = !l.cfg.redlock
 	lk.lease = &lk.own
 	return lk
 }

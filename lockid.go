@@ -18,7 +18,25 @@ type lockID struct {
 	// argv is what the scripts of one deployment (single.go) send for this
 	// lock; only that store reads it.
 	argv scriptArgs
-	rel  *[2]any // a hold's release ARGV after the token; nil for a mutex
+	rel  *holdRel // what only a hold needs; nil for a mutex
+}
+
+// holdRel is what a hold's identity needs beyond a mutex's: its release
+// ARGV after the token, and the keys its lease changes name.
+type holdRel struct {
+	args [2]any
+	// leaseKeys: a permit's or a reader's sorted set of holders, and the
+	// hash of the numbers of their last lease changes (lua/hold_extend.lua).
+	leaseKeys [2]string
+}
+
+// leaseKeys returns the keys the script that changes id's lease names:
+// the lock key, or a permit's or a reader's two.
+func (id *lockID) leaseKeys() []string {
+	if id.kind == holdPermit || id.kind == holdRead {
+		return id.rel.leaseKeys[:]
+	}
+	return id.keys[:1]
 }
 
 func newLockID(ks keyspace, key, token string, o Options) *lockID {

@@ -129,7 +129,7 @@ func (a acked) extend(ctx context.Context, id *lockID, ttl time.Duration, seq ui
 	if err != nil {
 		return false, err
 	}
-	cmd, wait := a.evalAcked(ctx, c, id.extender(), id.keys[:1], id.token, ttl.Milliseconds(), seq)
+	cmd, wait := a.evalAcked(ctx, c, id.extender(), id.leaseKeys(), id.token, ttl.Milliseconds(), seq)
 	n, err := cmd.Int64()
 	if err != nil || n < 1 {
 		return false, err
@@ -215,7 +215,7 @@ func (a acked) renewOn(ctx context.Context, c redis.UniversalClient, batch []ren
 		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j, i := range idx {
 				r := &batch[i]
-				cmds[j] = r.id.extender().queue(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds(), r.seq)
+				cmds[j] = r.id.extender().queue(ctx, p, r.id.leaseKeys(), r.id.token, r.ttl.Milliseconds(), r.seq)
 			}
 			wait = p.Do(ctx, "WAIT", a.replicas, a.timeout.Milliseconds())
 			return nil

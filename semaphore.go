@@ -134,5 +134,5 @@ func pickSemAcquire(hs *holdScripts) *script { return hs.semAcquire }
 
 func (s *Semaphore) attempt(ctx context.Context, h *holdAcquisition, queueFor time.Duration) (grant, error) {
 	id := h.id
-	return holdGrant(s.hs.evalHold(ctx, pickSemAcquire, id.keys[:], id.token, id.argv[1], s.permits.Load(), id.rel[1], queueFor.Milliseconds(), h.place()))
+	return holdGrant(s.hs.evalHold(ctx, pickSemAcquire, id.keys[:], id.token, id.argv[1], s.permits.Load(), id.rel.args[1], queueFor.Milliseconds(), h.place()))
 }

@@ -84,7 +84,7 @@ func (s single) leaveQueue(ctx context.Context, id *lockID, place string) error 
 }
 
 func (s single) extend(ctx context.Context, id *lockID, ttl time.Duration, seq uint64) (bool, error) {
-	n, err := id.extender().run(ctx, s.client, s.retries, id.keys[:1], id.token, ttl.Milliseconds(), seq).Int64()
+	n, err := id.extender().run(ctx, s.client, s.retries, id.leaseKeys(), id.token, ttl.Milliseconds(), seq).Int64()
 	return n >= 1, err
 }
 
@@ -209,7 +209,7 @@ func (s single) renewOnce(ctx context.Context, batch []renewal, idx []int) (miss
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for j, i := range idx {
 			r := &batch[i]
-			cmds[j] = r.id.extender().queue(ctx, p, r.id.keys[:1], r.id.token, r.ttl.Milliseconds(), r.seq)
+			cmds[j] = r.id.extender().queue(ctx, p, r.id.leaseKeys(), r.id.token, r.ttl.Milliseconds(), r.seq)
 		}
 		return nil
 	})
