@@ -224,9 +224,10 @@ func (lk *Lock) Release(ctx context.Context) error {
 		return nil
 	}
 	var (
-		handed bool
-		g      giveBack
-		next   *lockID
+		handed    bool
+		g         giveBack
+		next      *lockID
+		renameErr error // the rename's reply was lost: it may have run
 	)
 	id := lk.id // the grant the release names
 	releasing := time.Now()
@@ -247,6 +248,10 @@ func (lk *Lock) Release(ctx context.Context) error {
 		case err == nil:
 			id = next // Redis holds the lock under next's token now
 			handed, g, _ = lk.locker.handOff(lk, releasing, next)
+		default:
+			// next's token, if the rename ran, was let go (rename); the
+			// lock may still be under lk's.
+			renameErr = err
 		}
 	}
 	if handed { // and lk finished
@@ -265,6 +270,13 @@ func (lk *Lock) Release(ctx context.Context) error {
 			lk.observeReleased(false, err)
 		}
 		return err
+	case !ok && renameErr != nil:
+		// Gone from lk's token: the rename may have moved it, and its
+		// clean-up let it go; not known to be lost.
+		if lk.finish(ErrReleased) {
+			lk.observeReleased(false, renameErr)
+		}
+		return renameErr
 	case !ok:
 		lk.lost(LostTokenGone)
 		return errLost
