@@ -255,6 +255,54 @@ func (s *SentinelSetup) WaitMaster(t testing.TB, addr string) {
 	}
 }
 
+// WaitSettled waits until every sentinel that answers has named addr as a
+// healthy master (flags exactly "master": not down, no failover under way)
+// for a whole second, twice down-after, and fails t if that does not happen
+// within 20 s.
+//
+// WaitMaster returns as soon as the sentinels agree on a new master; on a
+// loaded machine one of them may still call that master down a moment
+// later and fail over again, to whichever replica it sees, even an old
+// master just restarted empty. A test that restarts the old master waits
+// here first.
+func (s *SentinelSetup) WaitSettled(t testing.TB, addr string) {
+	t.Helper()
+	clients := s.sentinelClients()
+	defer closeAll(clients)
+	ctx, cancel := context.WithTimeout(context.Background(), sentinelTimeout)
+	defer cancel()
+	var last string
+	var since time.Time
+	err := poll(ctx, func() bool {
+		answered := 0
+		for _, sc := range clients {
+			m, err := sc.Master(ctx, MasterName).Result()
+			if err != nil {
+				continue // a killed or paused sentinel has no say
+			}
+			answered++
+			if net.JoinHostPort(m["ip"], m["port"]) != addr || m["flags"] != "master" {
+				last = fmt.Sprintf("%s reports %s:%s with flags %q", sc, m["ip"], m["port"], m["flags"])
+				since = time.Time{}
+				return false
+			}
+		}
+		if answered == 0 {
+			last = "no sentinel answers"
+			since = time.Time{}
+			return false
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		last = "settled for " + time.Since(since).String()
+		return time.Since(since) >= 2*sentinelDownAfter
+	}, func() string { return "master " + addr + " not settled within " + sentinelTimeout.String() + "; " + last })
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+}
+
 // FailoverOptions returns a new copy of the go-redis options Client uses:
 // MasterName, every sentinel, and the timeouts of Server.Options (1 s
 // dial, read and write, 2 s pool, one dial attempt, no retries).
