@@ -12,39 +12,28 @@ import (
 // watchdog.mu.
 //
 // The lease in force in Redis is the one the last lease change that Redis
-// ran set: the acquire, a renewal or an Extend, each "ttl from when it ran".
-// The client cannot always tell which ran last. Two changes in flight at
-// once (a renewal and an Extend, or two Extends) may run in either order,
-// and a change whose reply was lost may have run, or may still run later
-// (a server stopped with the command unread in its socket runs it when it
-// resumes). So the trusted end is the earliest end that any change which
-// may have run last could have set, less the drift margin:
+// applied set: the acquire, a renewal, an Extend or a ReleaseAfter, each
+// "ttl from when it ran". Redis orders them: every change carries a number
+// (seq, assigned here when it begins), and a change numbered below one
+// Redis applied is refused (lua/grant.lua, lua/hold_extend.lua; on Redlock,
+// on every node). What the client cannot always tell is whether a change
+// whose reply was lost ran, or may still run later (a server stopped with
+// the command unread in its socket runs it when it resumes). So:
 //
-//   - The anchor is the confirmed change (Redis answered that the token held
-//     the lock and the lease was reset) that was sent last. It ran after it
-//     was sent, so if it ran last the lease ends after anchor.sent + its ttl.
-//   - A change that may have run after the anchor ran no earlier than the
-//     anchor was sent, nor than it was itself sent: it sets an end after
-//     max(its send, anchor.sent) + its ttl. Such are changes still
-//     unanswered, lost ones, and confirmed ones answered after the anchor
-//     was sent (open).
-//   - A change answered before the anchor was sent ran before the anchor,
-//     and counts no longer. A lost change sent before the anchor never
-//     stops counting (it may still run), but from then on only its ttl
-//     matters, measured from the anchor (lostTTL).
+//   - The anchor is the confirmed change with the highest number. Redis
+//     applied it (or refused it for a later one), so the lease runs at
+//     least until anchor.sent + its ttl, unless a later change shortened it.
+//   - Every change numbered above the anchor, unanswered or lost, may have
+//     run last: it sets an end after its send + its ttl (open).
+//   - Every change numbered below the anchor is done with: it ran before
+//     the anchor, or Redis refuses it if it runs now.
 //
-// So a shorter Extend shortens the trust the moment it is sent, whatever
-// order the replies come back in.
-//
-// Where Redis orders the changes (ordered: every grant on one deployment,
-// lua/grant.lua and lua/hold_extend.lua), a change numbered below one Redis
-// applied is refused, so once a change is confirmed every change numbered
-// below it is done with: it ran before, or never will. The anchor is then
-// the confirmed change with the highest number, and only changes numbered
-// above it count: a lost shorter Extend stops bounding the trust as soon
-// as a later change is confirmed. On Redlock, whose changes are judged
-// across nodes, a lost change keeps the trust short for as long as the
-// lock is held.
+// So the trusted end is the earliest end the anchor or an open change
+// could have set, less the drift margin: a shorter Extend shortens the
+// trust the moment it is sent, and stops bounding it once a later change
+// is confirmed. On Redlock a change is confirmed by a majority: every node
+// of that majority has applied it or a later change, and refuses anything
+// older, so the majority holds at least the trusted lease.
 type lease struct {
 	id     *lockID
 	holder *Lock // the Lock that holds the lease now
@@ -53,14 +42,12 @@ type lease struct {
 	// renew so that the two share one word: a Lock embeds its lease, and
 	// is allocated once per lock cycle (see TestLockSizeClass).
 	inFlight bool // a renewal is on its way
-	ordered  bool // Redis refuses a change numbered below one it applied
 	ttl      time.Duration
 	margin   func(ttl time.Duration) time.Duration
 
-	anchor  leaseChange
-	open    []leaseChange // changes that may have run after the anchor
-	lostTTL time.Duration // shortest lost change sent before the anchor; 0: none
-	seq     uint64        // numbers the changes begun so far
+	anchor leaseChange
+	open   []leaseChange // changes numbered above the anchor: they may have run after it
+	seq    uint64        // numbers the changes begun so far
 
 	validUntil time.Time // monotonic: the lease surely runs until then
 	// ends is validUntil on the monotonic clock (since monoBase), for
@@ -113,7 +100,7 @@ func (ls *lease) settle(seq uint64, confirmed bool, now time.Time) {
 		return
 	}
 	if !confirmed {
-		if ls.ordered && seq < ls.anchor.seq {
+		if seq < ls.anchor.seq {
 			ls.drop(seq) // refused if it runs: a later change ran
 			return
 		}
@@ -123,44 +110,6 @@ func (ls *lease) settle(seq uint64, confirmed bool, now time.Time) {
 	}
 	c := ls.open[i]
 	c.answered = now
-	if ls.ordered {
-		ls.settleOrdered(i, c)
-		return
-	}
-	if !c.sent.After(ls.anchor.sent) {
-		// Sent before the anchor, answered after: it may have run last.
-		ls.open[i] = c
-		ls.trust()
-		return
-	}
-	ls.open = append(ls.open[:i], ls.open[i+1:]...)
-	if old := ls.anchor; old.answered.After(c.sent) {
-		ls.open = append(ls.open, old) // it may have run after c
-	}
-	ls.anchor = c
-	keep := ls.open[:0]
-	for _, e := range ls.open {
-		switch {
-		case e.lost && e.sent.Before(c.sent):
-			if ls.lostTTL == 0 || e.ttl < ls.lostTTL {
-				ls.lostTTL = e.ttl
-			}
-		case !e.answered.IsZero() && e.answered.Before(c.sent):
-			// It ran before the anchor was sent.
-		default:
-			keep = append(keep, e)
-		}
-	}
-	clear(ls.open[len(keep):])
-	ls.open = keep
-	ls.trust()
-	ls.renewAt = ls.renewTime()
-}
-
-// settleOrdered records that Redis confirmed c, open[i], on a lease whose
-// changes Redis orders: the change with the highest number confirmed is
-// the anchor, and every change numbered below it is done with.
-func (ls *lease) settleOrdered(i int, c leaseChange) {
 	ls.open = append(ls.open[:i], ls.open[i+1:]...)
 	if c.seq < ls.anchor.seq {
 		// A later change is confirmed already: this one ran before it (or
@@ -177,7 +126,6 @@ func (ls *lease) settleOrdered(i int, c leaseChange) {
 	}
 	clear(ls.open[len(keep):])
 	ls.open = keep
-	ls.lostTTL = 0
 	ls.trust()
 	ls.renewAt = ls.renewTime()
 }
@@ -205,9 +153,6 @@ func (ls *lease) find(seq uint64) int {
 func (ls *lease) trust() {
 	a := ls.anchor
 	v := a.sent.Add(a.ttl - ls.margin(a.ttl))
-	if ls.lostTTL > 0 {
-		v = minTime(v, a.sent.Add(ls.lostTTL-ls.margin(ls.lostTTL)))
-	}
 	for _, e := range ls.open {
 		from := e.sent
 		if from.Before(a.sent) {

@@ -15,7 +15,8 @@ import (
 // that agree with what the client saw (a confirmed change ran after it was
 // sent and before its answer, while the token still held the key; an
 // unanswered or lost one ran after it was sent, or never), and takes the
-// first expiry of the key. After every step of random sequences of begin
+// first expiry of the key. Redis applies a change only if it is numbered
+// above the last one it applied (lua/grant.lua). After every step of random sequences of begin
 // and settle, the trusted end must not be later than that.
 func TestLeaseTrustBruteForce(t *testing.T) {
 	const (
@@ -33,6 +34,7 @@ func TestLeaseTrustBruteForce(t *testing.T) {
 	type change struct {
 		ttl, sent, answered int // ms; answered -1: not (yet)
 		lost                bool
+		seq                 uint64 // the number begin gave it; 0: the acquire
 	}
 	type event struct {
 		at     int
@@ -87,10 +89,14 @@ func TestLeaseTrustBruteForce(t *testing.T) {
 			if len(order) == 0 || order[0] != 0 {
 				return // the acquire ran first: nothing else could find the token
 			}
-			end, gone := runs[0]+chg[0].ttl*q, false
+			end, gone, applied := runs[0]+chg[0].ttl*q, false, 0
 			for _, j := range order[1:] {
 				if !gone && runs[j] < end {
-					end = runs[j] + chg[j].ttl*q
+					// Redis applies a change numbered above the last it
+					// applied, and refuses (but answers held to) an older one.
+					if chg[j].seq > chg[applied].seq {
+						end, applied = runs[j]+chg[j].ttl*q, j
+					}
 					continue
 				}
 				if chg[j].answered >= 0 && !chg[j].lost {
@@ -143,7 +149,7 @@ func TestLeaseTrustBruteForce(t *testing.T) {
 				for len(seen) <= e.idx {
 					seen = append(seen, change{answered: -1})
 				}
-				seen[e.idx] = change{ttl: chg[e.idx].ttl, sent: e.at, answered: -1}
+				seen[e.idx] = change{ttl: chg[e.idx].ttl, sent: e.at, answered: -1, seq: seqs[e.idx]}
 				fmt.Fprintf(&log, "at %d begin c%d ttl %d\n", e.at, e.idx, chg[e.idx].ttl)
 			} else {
 				lost := lostOf[e.idx]

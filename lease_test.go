@@ -64,7 +64,7 @@ func TestLeaseTrust(t *testing.T) {
 				{at: 9, settle: "ext"},
 				{at: 12, settle: "r"},
 			},
-			want: 38, // the renewal may have run after the Extend: from 8, 30
+			want: 3008, // the renewal, numbered below the Extend, is refused if it runs after it
 		},
 		{
 			name: "two Extends, the longer answered last",
@@ -86,7 +86,7 @@ func TestLeaseTrust(t *testing.T) {
 				{at: 51, settle: "long"},
 				{at: 300, settle: "short"},
 			},
-			want: 2050, // the shorter may have run after the longer: from 50
+			want: 30050, // the shorter ran before the longer, or was refused after it
 		},
 		{
 			name: "shorter Extend lost",
@@ -98,8 +98,8 @@ func TestLeaseTrust(t *testing.T) {
 			want: 1100,
 		},
 		{
-			// A lost change may still run: a later renewal does not make
-			// its lease count from before that renewal.
+			// A lost change may still run, but Redis refuses it once a
+			// later change ran: the confirmed renewal alone decides.
 			name: "shorter Extend lost, then renewed",
 			ttl:  10000,
 			steps: []step{
@@ -108,7 +108,7 @@ func TestLeaseTrust(t *testing.T) {
 				{at: 400, begin: "r", ttl: 10000},
 				{at: 401, settle: "r"},
 			},
-			want: 1400,
+			want: 10400,
 		},
 		{
 			name: "longer Extend lost",
@@ -203,34 +203,27 @@ func TestLeaseConfirmedSince(t *testing.T) {
 	}
 }
 
-// TestLeaseOrderedRetiresLostChanges: where Redis refuses a change numbered
-// below one it applied (lua/grant.lua), a lost shorter change stops
-// bounding the trust once a later change is confirmed; where it does not,
-// the lost change keeps the trust short. A confirmed change numbered below
-// the anchor, answered late, changes nothing.
+// TestLeaseOrderedRetiresLostChanges: Redis refuses a change numbered
+// below one it applied (lua/grant.lua), so a lost shorter change bounds
+// the trust only until a later change is confirmed. A confirmed change
+// numbered below the anchor, answered late, changes nothing.
 func TestLeaseOrderedRetiresLostChanges(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	noMargin := func(time.Duration) time.Duration { return 0 }
-	for _, ordered := range []bool{false, true} {
-		var ls lease
-		ls.init(nil, nil, time.Second, true, t0, at(1), noMargin)
-		ls.ordered = ordered
-		short := ls.begin(50*time.Millisecond, at(10)) // an Extend(50ms)...
-		ls.settle(short, false, at(20))                // ...whose reply was lost
-		if want := at(60); !ls.validUntil.Equal(want) {
-			t.Fatalf("ordered=%v: trust after the lost Extend = %v, want %v", ordered, ls.validUntil.Sub(t0), want.Sub(t0))
-		}
-		renewal := ls.begin(time.Second, at(30))
-		late := ls.begin(2*time.Second, at(31)) // sent after, answered first
-		ls.settle(late, true, at(35))
-		ls.settle(renewal, true, at(40))
-		want := at(31 + 50) // the lost Extend may still run, after the anchor (no order)
-		if ordered {
-			want = at(31 + 2000) // refused if it runs now; the anchor is the latest change
-		}
-		if !ls.validUntil.Equal(want) {
-			t.Errorf("ordered=%v: trust after a later change confirmed = %v, want %v", ordered, ls.validUntil.Sub(t0), want.Sub(t0))
-		}
+	var ls lease
+	ls.init(nil, nil, time.Second, true, t0, at(1), noMargin)
+	short := ls.begin(50*time.Millisecond, at(10)) // an Extend(50ms)...
+	ls.settle(short, false, at(20))                // ...whose reply was lost
+	if want := at(60); !ls.validUntil.Equal(want) {
+		t.Fatalf("trust after the lost Extend = %v, want %v", ls.validUntil.Sub(t0), want.Sub(t0))
+	}
+	renewal := ls.begin(time.Second, at(30))
+	late := ls.begin(2*time.Second, at(31)) // sent after, answered first
+	ls.settle(late, true, at(35))
+	ls.settle(renewal, true, at(40))
+	// Refused if it runs now; the anchor is the latest change.
+	if want := at(31 + 2000); !ls.validUntil.Equal(want) {
+		t.Errorf("trust after a later change confirmed = %v, want %v", ls.validUntil.Sub(t0), want.Sub(t0))
 	}
 }

@@ -50,9 +50,6 @@ type Lock struct {
 func newLock(l *Locker, key string, id *lockID, fence int64, o Options, sent, answered time.Time) *Lock {
 	lk := &Lock{locker: l, key: key, id: id, fence: fence, since: answered}
 	lk.own.init(id, lk, o.TTL, !o.NoRenew, sent, answered, l.watchdog.margin)
-	// Redis orders the lease changes of every grant (lua/grant.lua,
-	// lua/hold_extend.lua); a Redlock's, judged across nodes, are not.
-	lk.own.ordered = !l.cfg.redlock
 	lk.lease = &lk.own
 	return lk
 }

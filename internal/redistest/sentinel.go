@@ -297,7 +297,9 @@ func (s *SentinelSetup) WaitSettled(t testing.TB, addr string) {
 		}
 		last = "settled for " + time.Since(since).String()
 		return time.Since(since) >= 2*sentinelDownAfter
-	}, func() string { return "master " + addr + " not settled within " + sentinelTimeout.String() + "; " + last })
+	}, func() string {
+		return "master " + addr + " not settled within " + sentinelTimeout.String() + "; " + last
+	})
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
