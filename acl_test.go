@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The ACL rules the README documents, by the comment line above each.
+// The ACL rules docs/acl.md documents, by the comment line above each.
 const (
 	aclEvery      = "# Every deployment"
 	aclNotices    = "# Release notices on a single node"
@@ -28,11 +28,11 @@ const (
 	aclInspect    = "# Locker.Inspect"
 )
 
-// readmeACL returns the ACL SETUSER lines of the README's permissions
-// section, as command arguments, by the comment line above each.
+// readmeACL returns the ACL SETUSER lines of docs/acl.md, the permissions
+// guide, as command arguments, by the comment line above each.
 func readmeACL(t *testing.T) map[string][]string {
 	t.Helper()
-	f, err := os.Open("README.md")
+	f, err := os.Open("docs/acl.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func readmeACL(t *testing.T) map[string][]string {
 	for sc := bufio.NewScanner(f); sc.Scan(); {
 		line := sc.Text()
 		switch {
-		case strings.HasPrefix(line, "### Redis permissions"):
+		case strings.HasPrefix(line, "# Redis permissions"):
 			section = true
 		case !section:
 		case strings.HasPrefix(line, "```"):
@@ -61,7 +61,7 @@ func readmeACL(t *testing.T) map[string][]string {
 			}
 		}
 	}
-	t.Fatal("README.md: no ACL block under \"### Redis permissions\"")
+	t.Fatal("docs/acl.md: no ACL block under \"# Redis permissions\"")
 	return nil
 }
 

@@ -590,10 +590,10 @@ func ExampleNewRedlock() {
 	// ... the work, under lk.Context(ctx); lk.Fence() is 0 here.
 }
 
-// TestReadmeRedlockSnippet keeps the README's Redlock snippet the body of
+// TestReadmeRedlockSnippet keeps the Redlock guide's snippet the body of
 // ExampleNewRedlock, which the compiler checks.
 func TestReadmeRedlockSnippet(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("docs/redlock.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,7 +601,7 @@ func TestReadmeRedlockSnippet(t *testing.T) {
 	_, block, ok := strings.Cut(string(readme), marker)
 	block, _, closed := strings.Cut(block, "```\n")
 	if !ok || !closed {
-		t.Fatalf("README.md has no Go block after %q", marker)
+		t.Fatalf("docs/redlock.md has no Go block after %q", marker)
 	}
 	src, err := os.ReadFile("redlock_test.go")
 	if err != nil {
@@ -614,6 +614,6 @@ func TestReadmeRedlockSnippet(t *testing.T) {
 		want.WriteString(strings.TrimPrefix(line, "\t"))
 	}
 	if block != want.String() {
-		t.Errorf("README's Redlock snippet differs from ExampleNewRedlock's body:\ngot:\n%s\nwant:\n%s", block, want.String())
+		t.Errorf("docs/redlock.md's snippet differs from ExampleNewRedlock's body:\ngot:\n%s\nwant:\n%s", block, want.String())
 	}
 }

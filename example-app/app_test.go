@@ -580,11 +580,15 @@ func TestRunCluster(t *testing.T) {
 	}
 }
 
-// The README's configuration table names every variable the app reads
-// (the usage text lists them), and its Security section is there for
-// SECURITY.md to point at.
-func TestREADMEDocumentsTheApp(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// The example app's guide has a configuration table naming every variable
+// the app reads (the usage text lists them), and the guide on deploying
+// securely is there for SECURITY.md to point at.
+func TestDocsDescribeTheApp(t *testing.T) {
+	guide, err := os.ReadFile("../docs/example-app.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy, err := os.ReadFile("../docs/security-deployment.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,20 +600,23 @@ func TestREADMEDocumentsTheApp(t *testing.T) {
 		t.Fatalf("got variables %v from the usage text, want every one", vars)
 	}
 	for _, v := range vars {
-		if !strings.Contains(string(readme), "| `"+v+"`") {
-			t.Errorf("README's configuration table lacks %s", v)
+		if !strings.Contains(string(guide), "| `"+v+"`") {
+			t.Errorf("docs/example-app.md's configuration table lacks %s", v)
 		}
 	}
-	for _, want := range []string{"## Security", "maxmemory-policy noeviction", "SetTrustedProxies", "WriteTimeout", `"title":"Content Too Large"`} {
-		if !strings.Contains(string(readme), want) {
-			t.Errorf("README lacks %q", want)
+	if want := `"title":"Content Too Large"`; !strings.Contains(string(guide), want) {
+		t.Errorf("docs/example-app.md lacks %q", want)
+	}
+	for _, want := range []string{"# Deploying securely", "maxmemory-policy noeviction", "SetTrustedProxies", "WriteTimeout"} {
+		if !strings.Contains(string(deploy), want) {
+			t.Errorf("docs/security-deployment.md lacks %q", want)
 		}
 	}
 	sec, err := os.ReadFile("../SECURITY.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(sec), "(README.md#security)") {
-		t.Error("SECURITY.md does not point at the README's Security section")
+	if !strings.Contains(string(sec), "(docs/security-deployment.md)") {
+		t.Error("SECURITY.md does not point at docs/security-deployment.md")
 	}
 }
