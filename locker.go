@@ -127,7 +127,7 @@ func newToken() string {
 
 // RedisKey returns the Redis key that holds the lock on key, as Acquire
 // names it: the Locker's prefix and key as a Cluster hash tag (see "What
-// lives in Redis" in the README). Release notices for the lock go to the
+// lives in Redis" in docs/locks.md). Release notices for the lock go to the
 // channel of the same name. For tools and tests that look at Redis
 // directly; padlock's own calls need no such key.
 func (l *Locker) RedisKey(key string) string { return l.keys.lock(key) }

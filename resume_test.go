@@ -134,7 +134,7 @@ func TestLockAccessors(t *testing.T) {
 	}
 }
 
-// TestAPINotes holds the answers the README's API notes give for locks that
+// TestAPINotes holds the answers docs/locks.md's API notes give for locks that
 // are not, or no longer, held.
 func TestAPINotes(t *testing.T) {
 	l, _, rdb := newLocker(t)

@@ -15,7 +15,7 @@ import (
 // starve it: the readers inside finish, the writer goes in, then the
 // readers that waited. Writers are served in the order they queued.
 //
-// In Redis (the README's "What lives in Redis"): the readers are a sorted
+// In Redis (docs/locks.md, "What lives in Redis"): the readers are a sorted
 // set of tokens scored by lease end, P{K}:rw; the writer a string key
 // P{K}:rw:w whose expiry is its lease; the waiting writers a list
 // P{K}:rw:queue. Each expires with the last of its leases or entries, so

@@ -23,7 +23,7 @@ import (
 //
 // In Redis a key's permits are one sorted set of holder tokens, scored by
 // lease end, which expires with its last holder; fair waiters queue in a
-// list beside it (see "What lives in Redis" in the README).
+// list beside it (see "What lives in Redis" in docs/locks.md).
 type Semaphore struct {
 	l       *Locker
 	hs      holdStore

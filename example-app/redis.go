@@ -128,7 +128,7 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.O
 	}
 	// A Redis that evicts keys under memory pressure may drop a lock key
 	// while its holder still works, and give the lock to another: say so
-	// at start (README, "Eviction: run Redis with noeviction"). The app
+	// at start (docs/cluster-sentinel.md, "Eviction"). The app
 	// still starts, as a demo; a service may rather refuse to.
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	err := padlock.CheckDeployment(cctx, b.nodes...)

@@ -14,7 +14,7 @@ import (
 )
 
 // requirePass makes srv refuse every client that does not log in as user
-// with password: a server that requires AUTH, as the README asks of a
+// with password: a server that requires AUTH, as docs/security-deployment.md asks of a
 // deployment. user "default" is requirepass.
 func requirePass(t *testing.T, srv *redistest.Server, user, password string) {
 	t.Helper()

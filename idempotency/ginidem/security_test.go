@@ -17,7 +17,7 @@ import (
 	"github.com/padlockgo/padlock/idempotency/ginidem"
 )
 
-// shop is POST /orders as the README sets it up: an authentication step
+// shop is POST /orders as docs/idempotency.md sets it up: an authentication step
 // (a bearer token names the user), then the middleware, scoped by the
 // authenticated user. The handler sets, besides the order, the kind of
 // header fields an app's session handling adds to a response.
@@ -141,7 +141,7 @@ func TestAttackTextPlainReplay(t *testing.T) {
 // credentials is scoped to Mallory: Bob's request runs.
 func TestAttackKeySquatting(t *testing.T) {
 	s := newShop(t)
-	const key = "order-bob-1" // guessable, as the README no longer shows
+	const key = "order-bob-1" // guessable, as docs/idempotency.md no longer shows
 	checkProblem(t, s.post(key, "application/json", `{"item":"nothing"}`, "X-Client-ID", "bob"), http.StatusUnauthorized)
 	squat := s.post(key, "application/json", `{"item":"nothing"}`, "Authorization", "Bearer mallory-token", "X-Client-ID", "bob")
 	if squat.Code != http.StatusCreated {
