@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -588,32 +587,4 @@ func ExampleNewRedlock() {
 	}
 	defer lk.Release(ctx)
 	// ... the work, under lk.Context(ctx); lk.Fence() is 0 here.
-}
-
-// TestReadmeRedlockSnippet keeps the Redlock guide's snippet the body of
-// ExampleNewRedlock, which the compiler checks.
-func TestReadmeRedlockSnippet(t *testing.T) {
-	readme, err := os.ReadFile("docs/redlock.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const marker = "<!-- the body of ExampleNewRedlock in redlock_test.go -->\n```go\n"
-	_, block, ok := strings.Cut(string(readme), marker)
-	block, _, closed := strings.Cut(block, "```\n")
-	if !ok || !closed {
-		t.Fatalf("docs/redlock.md has no Go block after %q", marker)
-	}
-	src, err := os.ReadFile("redlock_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, body, _ := strings.Cut(string(src), "func ExampleNewRedlock() {\n")
-	body, _, _ = strings.Cut(body, "\n}\n")
-	var want strings.Builder
-	for line := range strings.Lines(body + "\n") {
-		want.WriteString(strings.TrimPrefix(line, "\t"))
-	}
-	if block != want.String() {
-		t.Errorf("docs/redlock.md's snippet differs from ExampleNewRedlock's body:\ngot:\n%s\nwant:\n%s", block, want.String())
-	}
 }
