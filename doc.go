@@ -4,7 +4,7 @@
 //
 // Build one [Locker] per Redis deployment with [New] (a node, a Sentinel
 // failover client or a Cluster client); it is safe for concurrent use.
-// Four calls on it do most of the work: [Locker.Acquire] takes a lock on a
+// Then four calls do most of the work: [Locker.Acquire] takes a lock on a
 // key, waiting up to Options.Wait while another owner holds it;
 // [Lock.Release] lets it go; [Lock.Context] returns a context that is
 // cancelled if the lock is lost; [Lock.Fence] returns a number that grows
