@@ -48,15 +48,24 @@ type Responder func(w http.ResponseWriter, r *http.Request, p *Problem)
 
 // WriteProblem writes p as an application/problem+json response, with a
 // Retry-After header when p.RetryAfter is set (whole seconds, rounded up,
-// at least 1) and for 409 and 423 unless p.RetryAfter is negative.
+// at least 1) and for 409 and 423 unless p.RetryAfter is negative. An
+// empty Type is sent as "about:blank" and an empty Title as the status
+// text (http.StatusText), as RFC 9457 asks; p itself is left as it is.
 func WriteProblem(w http.ResponseWriter, _ *http.Request, p *Problem) {
+	sent := *p
+	if sent.Type == "" {
+		sent.Type = "about:blank"
+	}
+	if sent.Title == "" {
+		sent.Title = http.StatusText(sent.Status)
+	}
 	h := w.Header()
 	h.Set("Content-Type", ProblemContentType)
 	h.Set("Cache-Control", "no-store")
 	if p.RetryAfter > 0 || (p.RetryAfter == 0 && (p.Status == http.StatusConflict || p.Status == http.StatusLocked)) {
 		h.Set("Retry-After", strconv.FormatInt(retryAfterSeconds(p.RetryAfter), 10))
 	}
-	body, err := json.Marshal(p)
+	body, err := json.Marshal(&sent)
 	if err != nil { // only strings and an int: cannot happen
 		body = []byte(`{"type":"about:blank","status":500}`)
 	}
