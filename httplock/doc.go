@@ -48,7 +48,12 @@
 // WithNamespace says otherwise, so POST /orders/{id}/pay and
 // POST /orders/{id}/refund do not share a lock on the same id. The final
 // key is lockkey.Shorten(lockkey.EscapeRoute(namespace) + ":" + key), for
-// example "POST /orders/<id>/pay:42".
+// example "POST /orders/<id>/pay:42". The route template is the router's:
+// with a method on http.ServeMux ("POST /orders/<id>/pay:42"), without on
+// chi ("/orders/<id>/pay:42"), none on gorilla/mux or before routing
+// (WithNamespace's then). KeyFor asks the router for the key a request
+// would lock, so that tests (padlocktest's BusyFor and LoseFor) and
+// operators need not spell it.
 //
 // Guard is the same sequence as a type, for adapters to other routers.
 //

@@ -97,3 +97,33 @@ func ExampleWithMaxHold() {
 	// cause: httplock: request held the lock past WithMaxHold
 	// 503
 }
+
+// KeyFor asks the router which key a request would lock: the route
+// template (with its method on http.ServeMux) and the canonical id. No
+// lock is taken and the handler does not run.
+func ExampleKeyFor() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	locker := padlock.New(rdb)
+	defer locker.Close()
+
+	lock := httplock.Lock(locker, httplock.PathValue("id", lockkey.Int(64)))
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders/{id}/pay", lock(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		fmt.Println("never runs")
+	})))
+	mux.Handle("GET /orders/{id}", http.NotFoundHandler())
+
+	key, err := httplock.KeyFor(mux, httptest.NewRequest("POST", "/orders/042/pay", nil))
+	fmt.Printf("%q %v\n", key, err)
+	_, err = httplock.KeyFor(mux, httptest.NewRequest("GET", "/orders/42", nil))
+	fmt.Println(err)
+	// Output:
+	// "POST /orders/<id>/pay:42" <nil>
+	// httplock: the request takes no lock: GET /orders/42 met no Lock or Limit on its way, and was answered 404 Not Found
+}

@@ -3,6 +3,7 @@ package httplock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/keyprobe"
 	"github.com/padlockgo/padlock/lockkey"
 )
 
@@ -57,8 +59,17 @@ func newGuard(fn string, l *padlock.Locker, opts []Option) *Guard {
 const acquireGrace = time.Second
 
 // Skip reports whether WithSkip's func lets r through without a lock.
+// For a request of KeyFor it reports false, after answering KeyFor that r
+// takes no lock, so that no handler runs.
 func (g *Guard) Skip(r *http.Request) bool {
-	return g.skip != nil && g.skip(r)
+	if g.skip == nil || !g.skip(r) {
+		return false
+	}
+	if pr := keyprobe.From(r.Context()); pr != nil {
+		pr.Answer("", fmt.Errorf("%w: WithSkip lets the request through without a lock", ErrNoLock))
+		return false
+	}
+	return true
 }
 
 // Key returns the lock key for key, the result of a KeyFunc, on the route
@@ -114,6 +125,9 @@ func KeyProblem(err error) *Problem {
 // when no hold was measured yet; never 0 (one second when nothing is
 // known). A Redis that cannot be reached is 503, never a busy answer.
 func (g *Guard) Acquire(ctx context.Context, key string) (*padlock.Lock, *Problem) {
+	if p := probed(ctx, key); p != nil {
+		return nil, p
+	}
 	actx := ctx
 	if g.lock.Wait > 0 {
 		// The engine keeps to the wait between attempts, but an attempt
@@ -231,8 +245,13 @@ func (g *Guard) ReadBody(r *http.Request) *Problem {
 func (g *Guard) MaxHold() time.Duration { return g.maxHold }
 
 // Refuse writes p for r with WithResponder's func, its Instance set to the
-// request path.
+// request path. A request of KeyFor gets no answer: KeyFor is told of p
+// instead.
 func (g *Guard) Refuse(w http.ResponseWriter, r *http.Request, p *Problem) {
+	if pr := keyprobe.From(r.Context()); pr != nil {
+		pr.Answer("", refusedProbe(p))
+		return
+	}
 	p.Instance = r.URL.Path
 	g.respond(w, r, p)
 }

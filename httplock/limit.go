@@ -54,6 +54,9 @@ func newLimiter(fn string, s *padlock.Semaphore, full int, opts []Option) *Limit
 // taken, 503 when Redis cannot be reached or ctx ends first, 500
 // otherwise.
 func (lm *Limiter) Acquire(ctx context.Context, key string) (*padlock.Lock, *Problem) {
+	if p := probed(ctx, key); p != nil {
+		return nil, p
+	}
 	lk, err := lm.sem.Acquire(ctx, key, lm.lock)
 	if err == nil {
 		return lk, nil

@@ -77,7 +77,8 @@ func WithResponder(fn Responder) Option {
 // so give two routes the same namespace to make them exclude each other, or
 // "" for no namespace at all. Default: the route template, c.FullPath() in
 // Gin and r.Pattern in net/http (empty when the router does not set it, as
-// with chi: set a namespace there).
+// with gorilla/mux or a chi middleware mounted with Use: set a namespace
+// there). KeyFor shows the key a request gets.
 func WithNamespace(ns string) Option {
 	return func(c *config) { c.namespace, c.namespaceSet = ns, true }
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/httplock"
+	"github.com/padlockgo/padlock/internal/keyprobe"
 	"github.com/padlockgo/padlock/lockkey"
 )
 
@@ -97,6 +98,12 @@ func KeyFrom(ctx context.Context) string {
 // It reports whether ch.Next ran; when it did not, Serve wrote the
 // response.
 func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool) {
+	if keyprobe.From(r.Context()) != nil {
+		// httplock.KeyFor asks for the lock the request takes further on:
+		// not the Idempotency-Key's in-flight lock, and nothing is stored.
+		ch.Next(w, r)
+		return true
+	}
 	vals := r.Header[KeyHeader]
 	switch {
 	case len(vals) == 0 && m.cfg.optional:

@@ -50,7 +50,8 @@
 // httplock.WithNamespace says otherwise, so POST /orders/:id/pay and
 // POST /orders/:id/refund do not share a lock on the same id. The final key
 // is lockkey.Shorten(lockkey.EscapeRoute(namespace) + ":" + key), for
-// example "/orders/$id/pay:42".
+// example "/orders/$id/pay:42". KeyFor asks the engine for the key a
+// request would lock, for tests (padlocktest's BusyFor and LoseFor).
 //
 // httplock.Lock is the same middleware for net/http routers (http.ServeMux,
 // chi), sharing the same core, httplock.Guard.

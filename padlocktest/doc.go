@@ -14,6 +14,14 @@
 //	env.Up()
 //	env.Lose("order:42")                   // the holder's Done closes at its next renewal
 //
+// For a lock a middleware takes (httplock.Lock, the Gin middleware.Lock),
+// BusyFor and LoseFor take the request instead of the key: they ask the
+// app's router which key the request locks (httplock.KeyFor), so the test
+// never guesses how a route spells it:
+//
+//	env.BusyFor(ctx, mux, httptest.NewRequest("POST", "/orders/42/pay", nil), time.Minute)
+//	env.LoseFor(mux, httptest.NewRequest("POST", "/orders/42/pay", nil))
+//
 // Leases expire in real time: miniredis expires keys only when told that
 // time has passed, and the Env tells it every 10ms. With WithManualClock the
 // test moves Redis's clock itself (Advance), so a busy key stays busy until
@@ -24,7 +32,8 @@
 // A lock is lost when Redis forgets it before its holder lets go. LoseLock
 // does that to a Lock the test holds and makes the Lock notice at once.
 // Lose does it to whatever lock holds a key, for a lock the test cannot
-// reach, such as one a middleware took for a request in flight. Its holder
+// reach, and LoseFor to the lock a request takes, such as the one a
+// middleware took for a request in flight. Its holder
 // notices at its next renewal, a third into its lease, so give the Env's
 // Locker a short default lease for such tests. A second makes that a third
 // of a second, and still leaves a loaded test machine most of a second to

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/httplock"
+	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/padlocktest"
 )
 
@@ -185,4 +187,42 @@ func ExampleWithManualClock() {
 	// Output:
 	// before: true
 	// after Advance: <nil>
+}
+
+// BusyFor and LoseFor find the lock a request takes by asking the app's
+// router (httplock.KeyFor), so the test never spells the key.
+func ExampleEnv_LoseFor() {
+	env, err := padlocktest.Start(padlocktest.WithLockerOptions(
+		padlock.WithDefaults(padlock.Options{TTL: time.Second})))
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+
+	paying := make(chan struct{})
+	mux := http.NewServeMux()
+	pay := httplock.Lock(env.Locker(), httplock.PathValue("id", lockkey.Int(64)))
+	mux.Handle("POST /orders/{id}/pay", pay(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(paying)
+		<-r.Context().Done() // the payment would go on here; the loss cancels it
+		fmt.Println("handler:", context.Cause(r.Context()))
+	})))
+	req := func() *http.Request { return httptest.NewRequest("POST", "/orders/042/pay", nil) }
+
+	key, _ := httplock.KeyFor(mux, req())
+	fmt.Println("key:", key)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mux.ServeHTTP(httptest.NewRecorder(), req())
+	}()
+	<-paying
+	lost, err := env.LoseFor(mux, req())
+	fmt.Println("lost:", lost, err)
+	<-done
+	// Output:
+	// key: POST /orders/<id>/pay:42
+	// lost: true <nil>
+	// handler: padlock: lock lost
 }
