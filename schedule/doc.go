@@ -16,7 +16,13 @@
 //     is left of the minimum, in one owner-checked script
 //     (padlock.Lock.ReleaseAfter), on the Redis server's clock.
 //
-// Run is the whole cycle for a hand-written loop or any scheduler. For
+// Every is the loop: once per interval across the fleet, on the multiples
+// of the interval, until its context ends.
+//
+//	go schedule.Every(ctx, locker, "report:hourly", time.Hour,
+//		schedule.Options{AtMostFor: 10 * time.Minute}, sendReport)
+//
+// Run is one tick, for a hand-written loop or any scheduler. For
 // go-co-op/gocron v2, the gocronlock module adapts Lock to its
 // WithDistributedLocker, so the engine's users never compile gocron.
 package schedule

@@ -21,8 +21,17 @@ type Options struct {
 	// AtLeastFor is the minimum time the lock is held from the moment it
 	// was taken, however soon the job returns. It must not exceed
 	// AtMostFor when both are set. Default: 0, released when the job
-	// returns.
+	// returns; half the interval for Every, where it must be shorter than
+	// the interval.
 	AtLeastFor time.Duration
+
+	// OnError is told, for Every, of what went wrong in one tick: the
+	// job's error, Redis unreachable, a lock lost during the run
+	// (padlock.ErrNotHeld). Every goes on to the next tick. It is called
+	// on Every's goroutine, so a slow one delays the next tick. Lock and
+	// Run return their errors and ignore it. Default: nil, logged with
+	// slog.Default at level Error.
+	OnError func(err error)
 }
 
 // Validate reports the first invalid field, naming it.
