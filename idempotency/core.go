@@ -331,7 +331,7 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFligh
 		if m.cfg.storeStatus(out.status) {
 			m.putMarker(r, ch, st, fp, recKey, out.status)
 		}
-	case out.late || !m.cfg.storeStatus(out.status):
+	case out.late || !m.cfg.storeStatus(out.status) || retryLater(w.Header(), before):
 		w.Header().Set(ReplayableHeader, "false")
 		send(w, out.status, out.body)
 	default:
@@ -342,6 +342,14 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFligh
 		send(w, out.status, out.body)
 	}
 	st.keep = !st.stored && !out.hijacked && unfinished(out.status)
+}
+
+// retryLater reports whether the chain answered with a Retry-After of its
+// own: the answer asks the client to try again (a lock behind this
+// middleware was busy: httplock's 409 or 423), so the retry must run, not
+// get this answer back.
+func retryLater(h, before http.Header) bool {
+	return h.Get("Retry-After") != "" && before.Get("Retry-After") == ""
 }
 
 // unfinished reports whether an answer with status, not stored, may have

@@ -158,8 +158,11 @@ func WithStoreTimeout(d time.Duration) Option {
 
 // WithStoreStatus sets which response statuses are stored and replayed. A
 // status it rejects is sent with "Idempotent-Replayable: false" and not
-// stored, so a retry runs the handler again. A nil fn panics at
-// construction. Default: DefaultStoreStatus.
+// stored, so a retry runs the handler again. Whatever it says, an answer
+// that sets a Retry-After header is not stored either: it asks the client
+// to try again (a busy lock behind this middleware, httplock.Lock's 409),
+// and the retry must run. A nil fn panics at construction. Default:
+// DefaultStoreStatus.
 func WithStoreStatus(fn func(status int) bool) Option {
 	return func(c *config) {
 		if fn == nil {
