@@ -2,9 +2,12 @@ package lockview_test
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/lockview"
 )
 
@@ -48,14 +52,20 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
-// TestPageInBrowser loads the page in a real headless browser: it shows a
-// lock taken here with its key and owner, and drops it after its release
-// without being reloaded. With PADLOCK_SCREENSHOT set it saves a PNG of
-// the page there.
+// TestPageInBrowser loads the page in a real headless browser, as an
+// operator who made the "job" namespace readable sees it: held locks,
+// readable and redacted, in one order in both tables; refusals and losses
+// with their date and zone; the picture of the last minutes per
+// namespace; the word on fences. It drops a released lock without being
+// reloaded. With PADLOCK_SCREENSHOT set it saves a PNG of the page there.
 func TestPageInBrowser(t *testing.T) {
 	ctx := browser(t)
-	l, rec, _ := setup(t)
-	h, err := lockview.New(l, lockview.Config{Authorize: lockview.AdminListener, ShowKeys: true, Recorder: rec, Refresh: 200 * time.Millisecond})
+	l, rec, srv := setup(t)
+	redactor, err := lockkey.NewRedactor(lockkey.WithReadableNamespaces("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := lockview.New(l, lockview.Config{Authorize: lockview.AdminListener, Redactor: redactor, Recorder: rec, Refresh: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +73,8 @@ func TestPageInBrowser(t *testing.T) {
 	defer ts.Close()
 
 	bg := context.Background()
-	lk, err := l.Acquire(bg, "order:1042", padlock.Options{Owner: "host=web-1 pid=4121 req=7f3a"})
+	const owner = "host=web-1 pid=4121 req=7f3a"
+	lk, err := l.Acquire(bg, "order:1042", padlock.Options{Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,21 +83,86 @@ func TestPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer job.Release(bg)
-	const owner = "host=web-1 pid=4121 req=7f3a"
-
-	if err := chromedp.Do(ctx, chromedp.Navigate(ts.URL+"/debug/locks")); err != nil {
-		t.Fatal(err)
+	for _, k := range []string{"cart:77", "order:2001"} {
+		x, err := l.Acquire(bg, k, padlock.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Release(bg)
 	}
-	// The held table lists the lock with its owner.
-	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](`[...document.querySelectorAll("#held tbody tr")].some(r => r.cells[0].textContent === "order:1042" && r.cells[1].textContent.startsWith(`+"'"+owner+"'"+`))`)); err != nil {
-		t.Fatalf("page never showed order:1042 held by %s: %v", owner, err)
+	// Two refusals: one at once, one after a wait.
+	if _, err := l.Acquire(bg, "order:1042", padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("Acquire of a held key: got %v, want ErrNotAcquired", err)
 	}
-	redis, err := chromedp.Run(ctx, chromedp.Text("#redis tbody"))
+	if _, err := l.Acquire(bg, "job:nightly-report", padlock.Options{Wait: 150 * time.Millisecond}); !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("Acquire of a held key: got %v, want ErrNotAcquired", err)
+	}
+	// A loss: the key goes from Redis, the next renewal finds it gone.
+	lost, err := l.Acquire(bg, "job:export", padlock.Options{TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(redis, "order:1042") || !strings.Contains(redis, owner) {
-		t.Errorf("Redis table: got %q, want order:1042 and owner %s", redis, owner)
+	if err := srv.Client(t).Del(bg, l.RedisKey("job:export")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	<-lost.Done()
+
+	order := "order:… #" + redactor.Hash("order:1042")
+	if err := chromedp.Do(ctx, chromedp.Navigate(ts.URL+"/debug/locks")); err != nil {
+		t.Fatal(err)
+	}
+	poll := func(what, js string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](js)); err != nil {
+			t.Fatalf("page never showed %s: %v", what, err)
+		}
+	}
+	q := strconv.Quote
+	// Held: the redacted order with its owner, the readable job.
+	poll("order:1042 redacted, held by "+owner, `[...document.querySelectorAll("#held tbody tr")].some(r => r.cells[0].textContent === `+q(order)+` && r.cells[1].textContent === `+q(owner)+`)`)
+	poll("job:nightly-report readable", `[...document.querySelectorAll("#held tbody tr")].some(r => r.cells[0].textContent === "job:nightly-report")`)
+	// One order in both tables.
+	held, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#held tbody tr")].map(r => r.cells[0].textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inRedis, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#redis tbody tr")].map(r => r.cells[0].textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 4 || !slices.Equal(held, inRedis) || held[0] != "cart:… #"+redactor.Hash("cart:77") {
+		t.Errorf("tables: got held %q and Redis %q, want the same 4 locks in one order, cart first", held, inRedis)
+	}
+	// Times carry their date and zone.
+	const date = `/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC[+-]\d{2}:\d{2}$/`
+	poll("the update time with date and zone", date+`.test(document.getElementById("generated").textContent)`)
+	// Refusals, newest first, and the loss, with their time.
+	poll("two refusals", `document.querySelectorAll("#refusals tbody tr").length === 2`)
+	refused, err := chromedp.Run(ctx, chromedp.Evaluate[[][]string](`[...document.querySelectorAll("#refusals tbody tr")].map(r => [...r.cells].map(c => c.textContent))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refused) != 2 || refused[0][1] != "job:nightly-report" || refused[1][1] != order {
+		t.Errorf("refusals: got %q, want job:nightly-report then %s", refused, order)
+	}
+	poll("the loss of job:export with its time", `[...document.querySelectorAll("#losses tbody tr")].some(r => r.cells[1].textContent === "job:export" && `+date+`.test(r.cells[0].textContent))`)
+	poll("refusal times with date and zone", `[...document.querySelectorAll("#refusals tbody tr")].every(r => `+date+`.test(r.cells[0].textContent))`)
+	// The picture: per namespace, bars of what happened.
+	poll("bars of taken and refused order locks", `["acquired", "refused"].every(k => document.querySelector('svg.spark[data-namespace="order"] rect.' + k))`)
+	poll("bars of the job's waits and loss", `["acquired", "waited", "refused", "lost"].every(k => document.querySelector('svg.spark[data-namespace="job"] rect.' + k))`)
+	totals, err := chromedp.Run(ctx, chromedp.Text(`#activity tbody`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(totals, "2 taken · 1 waited · 1 refused · 1 lost") || !strings.Contains(totals, "2 taken · 0 waited · 1 refused · 0 lost") {
+		t.Errorf("activity totals: got %q, want job 2 taken, 1 waited, 1 refused, 1 lost; order 2 taken, 1 refused", totals)
+	}
+	note, err := chromedp.Run(ctx, chromedp.Text("#fence-note"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(note, "larger than that of every earlier holder") {
+		t.Errorf("fence note: got %q, want a word on what a fence is", note)
 	}
 	if path := os.Getenv("PADLOCK_SCREENSHOT"); path != "" {
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -101,7 +177,5 @@ func TestPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The page refreshes by itself: the released lock goes away.
-	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](`![...document.querySelectorAll("#held tbody tr, #redis tbody tr")].some(r => r.cells[0].textContent === "order:1042") && document.querySelector("#held tbody").textContent.includes("job:nightly-report")`)); err != nil {
-		t.Fatalf("page still showed order:1042 after its release: %v", err)
-	}
+	poll("order:1042 gone after its release", `![...document.querySelectorAll("#held tbody tr, #redis tbody tr")].some(r => r.cells[0].textContent === `+q(order)+`) && document.querySelector("#held tbody").textContent.includes("job:nightly-report")`)
 }

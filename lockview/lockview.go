@@ -4,8 +4,13 @@
 // Accept: application/json). It shows the locks this process holds (key,
 // fence, since, lease left, renewals, waiters), the keys it waits for, the
 // locks every process holds in Redis (Locker.Inspect: owner, lease left,
-// on Redlock the nodes holding each), the last locks lost and the lag of
-// renewals (with a Recorder).
+// on Redlock the nodes holding each), both in one order (namespace, then
+// key), and with a Recorder what this process saw: the last acquisitions
+// refused because their key was busy (the middlewares' 409s) and the last
+// locks lost, each with its date and time zone, the lag of renewals, and
+// a picture of the last 5 minutes per namespace (locks taken, waited for,
+// refused, lost, in bars of 10 seconds). A note says what a fence is: a
+// number larger than every earlier holder's, for a store to compare.
 //
 // The view is not public. Lock keys carry request data (client ids,
 // idempotency keys), so:
@@ -25,7 +30,11 @@
 //     namespace (the part before the first ':') and a short keyed hash
 //     (Config.Redactor, an HMAC under a secret), enough to tell locks
 //     apart, not to read them, nor to find them by hashing guesses. Keys of
-//     the namespaces the Redactor makes readable are shown as they are.
+//     the namespaces the operator allowlists are shown as they are:
+//     Config.Redactor from lockkey.NewRedactor with
+//     lockkey.WithReadableNamespaces("job") tells "job:nightly-report"
+//     from "job:export", and still shows an order as "order:… #<hash>".
+//     None is readable by default.
 //
 // Mount it on an admin listener:
 //
@@ -44,6 +53,7 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -160,7 +170,9 @@ func (h *handler) key(k string) Key {
 	return v
 }
 
-// Snapshot is the view's JSON.
+// Snapshot is the view's JSON. Held, Waiting and Redis.Locks are in one
+// order, by namespace, then key (or its hash when redacted); Losses and
+// Refusals newest first.
 type Snapshot struct {
 	Generated time.Time `json:"generated"`
 	Locker    string    `json:"locker"`
@@ -168,7 +180,13 @@ type Snapshot struct {
 	Waiting   []Waiting `json:"waiting"`
 	Redis     *Redis    `json:"redis,omitempty"`
 	Losses    []Lost    `json:"losses"`
+	Refusals  []Refused `json:"refusals"`
 	Renewals  *Renewals `json:"renewals,omitempty"`
+	// Activity is the picture of the last minutes, per namespace, with a
+	// Recorder: ActivityBuckets counts each, oldest first, the last one
+	// the bucket in progress.
+	Activity       []Activity `json:"activity"`
+	ActivityBucket int64      `json:"activity_bucket_ms"`
 }
 
 // Held is one lock this process holds.
@@ -219,6 +237,13 @@ type Lost struct {
 	HeldMS int64     `json:"held_ms"`
 }
 
+// Refused is one recent acquisition refused because its key stayed busy.
+type Refused struct {
+	Key
+	At       time.Time `json:"at"`
+	WaitedMS int64     `json:"waited_ms"`
+}
+
 // Renewals sums up the renewals a Recorder saw.
 type Renewals struct {
 	Confirmed int   `json:"confirmed"`
@@ -242,7 +267,8 @@ func owner(set, token string) string {
 
 func (h *handler) snapshot(r *http.Request) Snapshot {
 	now := time.Now()
-	s := Snapshot{Generated: now, Locker: h.l.String(), Held: []Held{}, Waiting: []Waiting{}, Losses: []Lost{}}
+	s := Snapshot{Generated: now, Locker: h.l.String(), Held: []Held{}, Waiting: []Waiting{}, Losses: []Lost{},
+		Refusals: []Refused{}, Activity: []Activity{}, ActivityBucket: ActivityBucket.Milliseconds()}
 	for _, x := range h.l.Held() {
 		s.Held = append(s.Held, Held{Key: h.key(x.Key), Owner: owner(x.Owner, x.Token), Fence: x.Fence, HeldMS: now.Sub(x.Since).Milliseconds(),
 			LeaseLeftMS: x.LeaseLeft.Milliseconds(), Renew: x.Renew, Renewals: x.Renewals, Waiters: x.Waiters})
@@ -265,13 +291,35 @@ func (h *handler) snapshot(r *http.Request) Snapshot {
 		s.Redis = rs
 	}
 	if h.c.Recorder != nil {
-		st := h.c.Recorder.stats()
+		st := h.c.Recorder.stats(now)
 		for _, x := range st.losses {
 			s.Losses = append(s.Losses, Lost{Key: h.key(x.Key), At: x.At, Cause: x.Cause, HeldMS: x.Held.Milliseconds()})
 		}
+		for _, x := range st.refusals {
+			s.Refusals = append(s.Refusals, Refused{Key: h.key(x.Key), At: x.At, WaitedMS: x.Waited.Milliseconds()})
+		}
+		s.Activity = st.activity
+		slices.SortFunc(s.Activity, func(a, b Activity) int { return strings.Compare(a.Namespace, b.Namespace) })
 		s.Renewals = &Renewals{Confirmed: st.renewed, Failed: st.failures, LastLagMS: st.lagLast.Milliseconds(), MaxLagMS: st.lagMax.Milliseconds()}
 	}
+	slices.SortStableFunc(s.Held, func(a, b Held) int { return a.Key.compare(b.Key) })
+	slices.SortStableFunc(s.Waiting, func(a, b Waiting) int { return a.Key.compare(b.Key) })
+	if s.Redis != nil {
+		slices.SortStableFunc(s.Redis.Locks, func(a, b RedisEntry) int { return a.Key.compare(b.Key) })
+	}
 	return s
+}
+
+// compare orders keys as every table shows them: by namespace, then key,
+// then hash (the order of redacted keys, which show no key).
+func (k Key) compare(o Key) int {
+	if c := strings.Compare(k.Namespace, o.Namespace); c != 0 {
+		return c
+	}
+	if c := strings.Compare(k.Key, o.Key); c != 0 {
+		return c
+	}
+	return strings.Compare(k.Hash, o.Hash)
 }
 
 //go:embed page.html

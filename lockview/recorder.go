@@ -1,29 +1,83 @@
 package lockview
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	"github.com/padlockgo/padlock"
 )
 
-// recentLosses is how many lost locks a Recorder keeps.
-const recentLosses = 50
+// recentLosses is how many lost locks a Recorder keeps, and
+// recentRefusals how many refused acquisitions.
+const (
+	recentLosses   = 50
+	recentRefusals = 50
+)
 
 // Recorder is a padlock.Observer that keeps what the page shows beyond
-// what a Locker and Redis can tell: the last locks lost, and the lag of
-// renewals. Pass it to padlock.WithObserver (with padlock.JoinObservers
-// beside other observers) and to Config.Recorder. Its memory is bounded.
+// what a Locker and Redis can tell: the last locks lost, the last
+// acquisitions refused because the key stayed busy (what the middlewares
+// answer 409), the lag of renewals, and per namespace, the locks taken,
+// refused, waited for and lost in the last minutes (see ActivityBucket).
+// It sees this process's Locker only. Pass it to padlock.WithObserver
+// (with padlock.JoinObservers beside other observers) and to
+// Config.Recorder. Its memory is bounded.
 type Recorder struct {
 	padlock.NopObserver
 
 	mu       sync.Mutex
 	losses   []Loss // ring, newest at next-1
 	next     int
+	refusals []Refusal // ring, newest at nextRefusal-1
+	nextRef  int
 	lagLast  time.Duration
 	lagMax   time.Duration
 	renewed  int
 	failures int
+	activity map[string]*series // by namespace
+}
+
+// Refusal is an Acquire that found its key busy for its whole wait, as a
+// Recorder keeps it: the middlewares answer such a request 409 (or 423,
+// 429 for a semaphore).
+type Refusal struct {
+	At  time.Time
+	Key string
+	// Waited is how long the Acquire took before it gave up: 0 for one
+	// attempt, up to Options.Wait.
+	Waited time.Duration
+}
+
+// AcquireEnd counts the acquisition in its namespace's activity, and
+// keeps it when it was refused.
+func (r *Recorder) AcquireEnd(_ context.Context, e padlock.AcquireEndEvent) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case e.Outcome.Held():
+		r.add(e.Key, now, func(c *counts) {
+			c.acquired++
+			if e.Waited {
+				c.waited++
+			}
+		})
+	case e.Outcome == padlock.OutcomeBusy:
+		r.add(e.Key, now, func(c *counts) {
+			c.refused++
+			if e.Waited {
+				c.waited++
+			}
+		})
+		f := Refusal{At: now, Key: e.Key, Waited: e.Wait}
+		if len(r.refusals) < recentRefusals {
+			r.refusals = append(r.refusals, f)
+		} else {
+			r.refusals[r.nextRef] = f
+		}
+		r.nextRef = (r.nextRef + 1) % recentRefusals
+	}
 }
 
 // Loss is a lost lock as a Recorder keeps it.
@@ -42,6 +96,7 @@ func (r *Recorder) LockLost(e padlock.LockLostEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	l := Loss{At: time.Now(), Key: e.Key, Cause: e.Cause.String(), Held: e.Held}
+	r.add(e.Key, l.At, func(c *counts) { c.lost++ })
 	if len(r.losses) < recentLosses {
 		r.losses = append(r.losses, l)
 	} else {
@@ -64,20 +119,26 @@ func (r *Recorder) LeaseRenewed(e padlock.LeaseRenewedEvent) {
 	r.lagMax = max(r.lagMax, lag)
 }
 
-// stats is a Recorder's state, newest loss first.
+// stats is a Recorder's state, newest loss and refusal first.
 type stats struct {
 	losses            []Loss
+	refusals          []Refusal
 	lagLast, lagMax   time.Duration
 	renewed, failures int
+	activity          []Activity
 }
 
-func (r *Recorder) stats() stats {
+func (r *Recorder) stats(now time.Time) stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := stats{lagLast: r.lagLast, lagMax: r.lagMax, renewed: r.renewed, failures: r.failures}
+	s := stats{lagLast: r.lagLast, lagMax: r.lagMax, renewed: r.renewed, failures: r.failures, activity: r.activityUntil(now)}
 	for i := range r.losses {
 		j := (r.next - 1 - i + 2*len(r.losses)) % len(r.losses)
 		s.losses = append(s.losses, r.losses[j])
+	}
+	for i := range r.refusals {
+		j := (r.nextRef - 1 - i + 2*len(r.refusals)) % len(r.refusals)
+		s.refusals = append(s.refusals, r.refusals[j])
 	}
 	return s
 }
