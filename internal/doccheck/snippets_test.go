@@ -28,6 +28,7 @@ var packages = map[string]struct{ path, module string }{
 	"errors":      {"errors", "."},
 	"fmt":         {"fmt", "."},
 	"http":        {"net/http", "."},
+	"httptest":    {"net/http/httptest", "."},
 	"log":         {"log", "."},
 	"slog":        {"log/slog", "."},
 	"strconv":     {"strconv", "."},
