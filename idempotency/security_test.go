@@ -256,20 +256,43 @@ func TestTimeoutOutside(t *testing.T) {
 		fmt.Fprint(w, "created")
 		close(done)
 	}))
-	if w := send(http.TimeoutHandler(idem, 50*time.Millisecond, "timed out"), "POST", "/orders", "{}", "k1"); w.Code != http.StatusServiceUnavailable {
-		t.Fatalf("got %d %s, want the timeout's 503", w.Code, w.Body)
+	// The timeout must fire while the handler runs. On a loaded machine it
+	// may fire before the middleware got that far (then the handler never
+	// starts): try again, under a new key, with a longer timeout.
+	key := ""
+	for i, d := range []time.Duration{50 * time.Millisecond, 250 * time.Millisecond, time.Second, 5 * time.Second} {
+		key = fmt.Sprintf("k%d", i+1)
+		served := make(chan struct{})
+		outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer close(served)
+			idem.ServeHTTP(w, r)
+		})
+		if w := send(http.TimeoutHandler(outer, d, "timed out"), "POST", "/orders", "{}", key); w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("got %d %s, want the timeout's 503", w.Code, w.Body)
+		}
+		select {
+		case <-entered:
+		case <-served:
+			if runs.Load() == 0 {
+				continue // the timeout came before the handler started
+			}
+			<-entered
+		}
+		break
 	}
-	<-entered
+	if runs.Load() != 1 {
+		t.Fatalf("the handler never ran under a timeout (or ran %d times)", runs.Load())
+	}
 	// The retries, without the timeout's own clock in the way.
 	h := idem
-	checkProblem(t, send(h, "POST", "/orders", "{}", "k1"), http.StatusConflict)
+	checkProblem(t, send(h, "POST", "/orders", "{}", key), http.StatusConflict)
 	close(finish)
 	<-done
 	// The middleware stores the response after the handler returns: wait
 	// for the replay.
 	var w *httptest.ResponseRecorder
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		w = send(h, "POST", "/orders", "{}", "k1")
+		w = send(h, "POST", "/orders", "{}", key)
 		if w.Code != http.StatusConflict || time.Now().After(deadline) {
 			break
 		}
