@@ -24,6 +24,8 @@ type config struct {
 	settle         time.Duration // before each row, wait up to this long for an idle machine
 	redlockRTT     time.Duration // simulated network for the second Redlock block; 0: none
 
+	hotKeys string // KEYSxWORKERS,...
+
 	locks         int
 	renewTTL      time.Duration
 	renewWindow   time.Duration
@@ -160,6 +162,9 @@ func uncontendedCases(cfg *config) []rowSpec {
 		rowSpec{libRedislock, "Obtain 30s, no retry", true, 1, func(cl []*redis.Client) contender {
 			return &redislockLib{clients: redislockClients(cl), ttl: peerTTL}
 		}},
+		rowSpec{libRueidislock, rueidislockSetup + ", TryWithContext", true, 1, func(cl []*redis.Client) contender {
+			return newRueidislock(cl, 0, nil)
+		}},
 	))
 }
 
@@ -196,6 +201,9 @@ func contendedCases(cfg *config) []rowSpec {
 		rowSpec{libRedislock, fmt.Sprintf("LinearBackoff(%v), deadline %v", cfg.poll, cfg.wait), true, 1, func(cl []*redis.Client) contender {
 			return &redislockLib{clients: redislockClients(cl), ttl: peerTTL, wait: cfg.wait,
 				retry: func() redislock.RetryStrategy { return redislock.LinearBackoff(cfg.poll) }}
+		}},
+		rowSpec{libRueidislock, fmt.Sprintf("%s, WithContext, wait %v", rueidislockSetup, cfg.wait), true, 1, func(cl []*redis.Client) contender {
+			return newRueidislock(cl, cfg.wait, nil)
 		}},
 	))
 }
