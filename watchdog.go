@@ -11,13 +11,13 @@ import (
 // is one goroutine per Locker, started with the first lock that needs it,
 // not a goroutine or timer per lock: it sleeps until the earliest event
 // among its leases, then sends every renewal that is due as one batch (one
-// pipelined round trip per Redis node) and fires the lost signal of every
-// lock whose trusted lease has run out.
+// pipelined round trip per Redis node; batches of at most maxRenewBatch)
+// and fires the lost signal of every lock whose trusted lease has run out.
 //
 // Each renewing lock is extended a third into the span its lease is
 // trusted for (TTL/3 when nothing else shortens it). A lock whose renewal is
 // due within the next TTL/6 rides along with a batch that goes out anyway,
-// so many locks settle into few round trips. A lock is lost when renewal
+// while the batch has room, so many locks settle into few round trips. A lock is lost when renewal
 // finds its token gone, or when its trusted lease (lease.go: the earliest end
 // any change that may have run last could have set, less the clock drift
 // margin) runs out with no renewal confirmed, which is how an unreachable
@@ -41,6 +41,17 @@ type watchdog struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // the loop and the renewal batches in flight
 }
+
+// maxRenewBatch bounds the renewals one batch carries, so that no
+// pipeline holds Redis for long (about 5ms of its time for 1000 on a
+// quiet machine) and the early riders of a tick are bounded: with many
+// locks, each tick sends the renewals that are due and fills the batch
+// with the next ones, and the next tick comes when the next lease is due.
+// Renewals then go out in step with the times the locks were taken,
+// spread over the renewal interval, rather than as one pipeline of every
+// lease due within TTL/6. Renewals due at the same moment beyond this go
+// in further batches at once: none waits behind another.
+const maxRenewBatch = 1000
 
 // Leases whose renewals fail for want of an answer are tried again after
 // this fraction of the TTL (and no sooner than retryFloor), until the lease
@@ -269,7 +280,10 @@ func (w *watchdog) tick(now time.Time) {
 	var batch []renewal
 	for len(w.leases) > 0 {
 		ls := w.leases[0]
-		early := ls.renew && !ls.inFlight && ls.due.Sub(now) <= ls.ttl/6
+		// A lease due within TTL/6 rides along while the batch has room;
+		// one that is due goes whatever the batch holds, in a new batch
+		// once this one is full.
+		early := ls.renew && !ls.inFlight && ls.due.Sub(now) <= ls.ttl/6 && len(batch) < maxRenewBatch
 		if ls.due.After(now) && !early {
 			break
 		}
@@ -279,6 +293,11 @@ func (w *watchdog) tick(now time.Time) {
 		}
 		if w.ended(ls) {
 			continue
+		}
+		if len(batch) == maxRenewBatch {
+			w.wg.Add(1)
+			go w.renew(batch)
+			batch = nil
 		}
 		ls.inFlight = true
 		planned := ls.renewAt
