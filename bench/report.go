@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// renewBatch is the most renewals padlock's watchdog sends in one
+// pipeline (maxRenewBatch in the engine).
+const renewBatch = 1000
+
 // target is one of the issue's goals, checked against the measured rows.
 type target struct {
 	Goal     string `json:"goal"`
@@ -175,11 +179,28 @@ func checkTargets(rs []result, workers int) []target {
 		}
 	}
 	ts = append(ts, hotKeyTargets(rs)...)
-	if r, ok := find(rs, scRenewal, libPadlock, ""); ok {
-		add(fmt.Sprintf("renewal of %d locks: <= 1 pipelined round trip per node per tick (TTL/3)", r.Workers),
-			r.PipelinesPerTick <= 1.0 && r.OtherRoundTrips == 0,
-			"%.2f pipelines per tick, %d other round trips in the window, %.5f round trips per renewal",
-			r.PipelinesPerTick, r.OtherRoundTrips, r.RoundTripsOp)
+	for _, r := range rs {
+		if r.Scenario != scRenewal || r.Library != libPadlock {
+			continue
+		}
+		full := float64(min(r.Workers, renewBatch))
+		perPipe := 0.0 // renewals per round trip
+		if r.RoundTripsOp > 0 {
+			perPipe = 1 / r.RoundTripsOp
+		}
+		add(fmt.Sprintf("renewal of %d locks: pipelined in batches (>= %.0f renewals per pipeline, at most %d), no other round trips", r.Workers, full/2, renewBatch),
+			perPipe >= full/2 && r.OtherRoundTrips == 0,
+			"%.0f renewals per pipeline, %.2f pipelines per tick, %d other round trips in the window",
+			perPipe, r.PipelinesPerTick, r.OtherRoundTrips)
+		if !r.atScale {
+			continue
+		}
+		add(fmt.Sprintf("renewal of %d locks: no command batch longer than 50ms", r.Workers), r.SlowestBatch > 0 && r.SlowestBatch <= 50*time.Millisecond,
+			"slowest pipeline %v", r.SlowestBatch.Round(100*time.Microsecond))
+		add(fmt.Sprintf("renewal of %d locks: another client's p99 <= idle + 1ms", r.Workers), r.ProbeP99 <= r.ProbeIdleP99+time.Millisecond,
+			"PING p99 %v during renewal, %v idle", us(r.ProbeP99), us(r.ProbeIdleP99))
+		add(fmt.Sprintf("renewal of %d locks: client memory <= 1 KB per held lock", r.Workers), r.BytesPerLock <= 1024,
+			"%.0f B (heap in use after GC, the benchmark's slice of handles included)", r.BytesPerLock)
 	}
 	for _, q := range rs {
 		if q.Scenario != scRedlock || q.Library != libPadlock || !strings.HasPrefix(q.Setup, "NewRedlock") {

@@ -49,11 +49,16 @@ type result struct {
 	OtherLoad   float64       `json:"other_load"`              // share of the machine's CPU other processes used in the window
 
 	// Renewal only.
-	PipelinesPerTick float64 `json:"pipelines_per_tick,omitempty"`
-	OtherRoundTrips  int64   `json:"other_round_trips,omitempty"` // not pipelined
+	PipelinesPerTick float64       `json:"pipelines_per_tick,omitempty"`
+	OtherRoundTrips  int64         `json:"other_round_trips,omitempty"`     // not pipelined
+	SlowestBatch     time.Duration `json:"slowest_batch_ns,omitempty"`      // the longest pipeline round trip
+	ProbeIdleP99     time.Duration `json:"probe_idle_p99_ns,omitempty"`     // another client's PING p99, nothing else running
+	ProbeP99         time.Duration `json:"probe_p99_ns,omitempty"`          // the same, while the locks were renewed
+	BytesPerLock     float64       `json:"client_bytes_per_lock,omitempty"` // client heap in use per held lock, after GC
 
 	Extra     []string `json:"notes,omitempty"` // scenario-specific figures
 	breakdown string
+	atScale   bool // renewal: the -renew-scale row, checked against issue 25's targets
 }
 
 // workload says what the workers of one measured run do.

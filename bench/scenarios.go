@@ -30,6 +30,8 @@ type config struct {
 	renewTTL      time.Duration
 	renewWindow   time.Duration
 	renewPeers    bool
+	renewScale    int           // renewal: also hold this many locks with padlock (0: no)
+	renewScaleTTL time.Duration // their lease
 	nodes         int
 	redlockTTL    time.Duration
 	skipPeers     bool
