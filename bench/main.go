@@ -184,6 +184,9 @@ func describe(cfg *config, took time.Duration, loadBefore, loadAfter string) []s
 			"to holding the lock, across give-ups; wait budget %v for every library. Peers use one go-redis client; "+
 			"padlock rows say how many Lockers (each with its own client) share the workers. go-redis PoolSize = workers+2.",
 			cfg.workers, cfg.hold, cfg.wait),
+		fmt.Sprintf("Hotkeys: KEYSxWORKERS %s: that many workers per key, each holding it %v per acquisition, every library on one "+
+			"client (one Locker) shared by all its workers; same wait budget. Limit: keys / mean held time. CPU ceiling: CPUs / "+
+			"(client + Redis CPU per acquisition).", cfg.hotKeys, cfg.hold),
 		fmt.Sprintf("Renewal: %d locks on distinct keys, TTL %v. padlock: one Locker, whose watchdog renews them; "+
 			"peers: one goroutine per lock, started when it was taken, calling redsync Mutex.ExtendContext or redislock "+
 			"Lock.Refresh every TTL/3. One go-redis client, PoolSize 64. CPU: getrusage of this process and INFO used_cpu of the server, "+
