@@ -31,27 +31,38 @@ type watchdog struct {
 	store  store
 	margin func(time.Duration) time.Duration
 
-	mu      sync.Mutex
-	leases  leaseHeap   // by due time
-	timer   *time.Timer // wakes the loop at the earliest due time
-	next    time.Time   // when timer fires (zero: stopped)
-	started bool
-	closed  bool
-	ctx     context.Context // cancelled by close, ending renewals in flight
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // the loop and the renewal batches in flight
+	mu     sync.Mutex
+	leases leaseHeap   // by due time
+	timer  *time.Timer // wakes the loop at the earliest due time
+	next   time.Time   // when timer fires (zero: stopped)
+	// pace is how long a full batch takes to renew (a moving average);
+	// after one goes out, no other that is not short of trust follows
+	// before paceUntil.
+	pace      time.Duration
+	paceUntil time.Time
+	started   bool
+	closed    bool
+	ctx       context.Context // cancelled by close, ending renewals in flight
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // the loop and the renewal batches in flight
 }
 
 // maxRenewBatch bounds the renewals one batch carries, so that no
 // pipeline holds Redis for long (about 5ms of its time for 1000 on a
-// quiet machine) and the early riders of a tick are bounded: with many
-// locks, each tick sends the renewals that are due and fills the batch
-// with the next ones, and the next tick comes when the next lease is due.
-// Renewals then go out in step with the times the locks were taken,
-// spread over the renewal interval, rather than as one pipeline of every
-// lease due within TTL/6. Renewals due at the same moment beyond this go
-// in further batches at once: none waits behind another.
-const maxRenewBatch = 1000
+// quiet machine). With many locks, each tick sends the renewals that are
+// due, the next ones riding along while the batch has room; renewals due
+// beyond a full batch wait for the next one, which goes out once the last
+// full batch has had the time such a batch takes (pace, between minPace
+// and maxPace), so batches follow each other instead of queueing in Redis
+// together. A renewal whose lease has less than TTL/3 of trust left
+// waits for nothing: it goes at once, in a batch of its own if need be.
+// Renewals thus go out in step with the times the locks were taken,
+// spread over the renewal interval.
+const (
+	maxRenewBatch = 1000
+	minPace       = time.Millisecond
+	maxPace       = 50 * time.Millisecond
+)
 
 // Leases whose renewals fail for want of an answer are tried again after
 // this fraction of the TTL (and no sooner than retryFloor), until the lease
@@ -65,7 +76,7 @@ func newWatchdog(s store, margin func(time.Duration) time.Duration) *watchdog {
 	ctx, cancel := context.WithCancel(context.Background())
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	return &watchdog{store: s, margin: margin, ctx: ctx, cancel: cancel, timer: timer}
+	return &watchdog{store: s, margin: margin, ctx: ctx, cancel: cancel, timer: timer, pace: minPace}
 }
 
 // add starts watching ls. It returns false when the watchdog is closed.
@@ -278,12 +289,12 @@ func (w *watchdog) tick(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var batch []renewal
+	paced := now.Before(w.paceUntil) // a full batch went out just now
 	for len(w.leases) > 0 {
 		ls := w.leases[0]
-		// A lease due within TTL/6 rides along while the batch has room;
-		// one that is due goes whatever the batch holds, in a new batch
-		// once this one is full.
-		early := ls.renew && !ls.inFlight && ls.due.Sub(now) <= ls.ttl/6 && len(batch) < maxRenewBatch
+		// A lease due within TTL/6 rides along while the batch has room.
+		room := len(batch) < maxRenewBatch && !paced
+		early := ls.renew && !ls.inFlight && ls.due.Sub(now) <= ls.ttl/6 && room
 		if ls.due.After(now) && !early {
 			break
 		}
@@ -294,10 +305,24 @@ func (w *watchdog) tick(now time.Time) {
 		if w.ended(ls) {
 			continue
 		}
-		if len(batch) == maxRenewBatch {
-			w.wg.Add(1)
-			go w.renew(batch)
-			batch = nil
+		if !room {
+			if ls.validUntil.Sub(now) >= ls.ttl/3 {
+				// Due, with time to spare: it goes in the next batch,
+				// once Redis has had time for this one.
+				if !paced {
+					w.paceUntil, paced = now.Add(w.pace), true
+				}
+				ls.renewAt = w.paceUntil
+				w.schedule(ls)
+				continue
+			}
+			// Running short of trust: it goes now, in a batch of its own
+			// if this one is full.
+			if len(batch) == maxRenewBatch {
+				w.wg.Add(1)
+				go w.renew(batch)
+				batch = nil
+			}
 		}
 		ls.inFlight = true
 		planned := ls.renewAt
@@ -324,6 +349,7 @@ func (w *watchdog) tick(now time.Time) {
 // the loop fires its lost signal.
 func (w *watchdog) renew(batch []renewal) {
 	defer w.wg.Done()
+	start := time.Now()
 	w.store.renew(w.ctx, batch, func(idx []int) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -332,6 +358,11 @@ func (w *watchdog) renew(batch []renewal) {
 			w.renewed(&batch[i], now)
 		}
 	})
+	if len(batch) == maxRenewBatch {
+		w.mu.Lock()
+		w.pace = min(max((3*w.pace+time.Since(start))/4, minPace), maxPace)
+		w.mu.Unlock()
+	}
 }
 
 // renewed applies the result of r, known at now, to its lease. mu is held.
