@@ -18,9 +18,6 @@ type target struct {
 	Pass     bool   `json:"pass"`
 }
 
-// bestPeer returns the highest ops/s among the peers of scenario.
-func bestPeer(rs []result, scenario string) (result, bool) { return bestPeerOn(rs, "", scenario) }
-
 func bestPeerOn(rs []result, variant, scenario string) (result, bool) {
 	return bestPeerOf(rs, variant, scenario, 0)
 }

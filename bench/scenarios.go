@@ -89,14 +89,6 @@ func onFreshServer(ctx context.Context, cfg *config, scenario string, c rowSpec,
 	return r, nil
 }
 
-func universal(cs []*redis.Client) []redis.UniversalClient {
-	out := make([]redis.UniversalClient, len(cs))
-	for i, c := range cs {
-		out[i] = c
-	}
-	return out
-}
-
 func newLockers(clients []*redis.Client) []*padlock.Locker {
 	ls := make([]*padlock.Locker, len(clients))
 	for i, c := range clients {
