@@ -19,9 +19,9 @@ import (
 // due within the next TTL/6 rides along with a batch that goes out anyway,
 // while the batch has room, so many locks settle into few round trips
 // (maxRenewBatch says how batches beyond one follow). A lock is lost when
-// renewal finds its token gone, or when its trusted lease (lease.go: the earliest end
-// any change that may have run last could have set, less the clock drift
-// margin) runs out with no renewal confirmed, which is how an unreachable
+// renewal finds its token gone, or when its trusted lease (lease.go: the
+// earliest end any change that may have run last could have set, less the
+// clock drift margin) runs out with no renewal confirmed, which is how an unreachable
 // Redis shows. Every lock is watched, fixed-lease ones (Options.NoRenew)
 // too, but those only for their lease's end.
 //
