@@ -11,16 +11,17 @@ import (
 // is one goroutine per Locker, started with the first lock that needs it,
 // not a goroutine or timer per lock: it sleeps until the earliest event
 // among its leases, then sends every renewal that is due as one batch (one
-// pipelined round trip per Redis node) and fires the lost signal of every
-// lock whose trusted lease has run out.
+// pipelined round trip per Redis node; batches of at most maxRenewBatch)
+// and fires the lost signal of every lock whose trusted lease has run out.
 //
 // Each renewing lock is extended a third into the span its lease is
 // trusted for (TTL/3 when nothing else shortens it). A lock whose renewal is
 // due within the next TTL/6 rides along with a batch that goes out anyway,
-// so many locks settle into few round trips. A lock is lost when renewal
-// finds its token gone, or when its trusted lease (lease.go: the earliest end
-// any change that may have run last could have set, less the clock drift
-// margin) runs out with no renewal confirmed, which is how an unreachable
+// while the batch has room, so many locks settle into few round trips
+// (maxRenewBatch says how batches beyond one follow). A lock is lost when
+// renewal finds its token gone, or when its trusted lease (lease.go: the
+// earliest end any change that may have run last could have set, less the
+// clock drift margin) runs out with no renewal confirmed, which is how an unreachable
 // Redis shows. Every lock is watched, fixed-lease ones (Options.NoRenew)
 // too, but those only for their lease's end.
 //
@@ -31,16 +32,38 @@ type watchdog struct {
 	store  store
 	margin func(time.Duration) time.Duration
 
-	mu      sync.Mutex
-	leases  leaseHeap   // by due time
-	timer   *time.Timer // wakes the loop at the earliest due time
-	next    time.Time   // when timer fires (zero: stopped)
-	started bool
-	closed  bool
-	ctx     context.Context // cancelled by close, ending renewals in flight
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // the loop and the renewal batches in flight
+	mu     sync.Mutex
+	leases leaseHeap   // by due time
+	timer  *time.Timer // wakes the loop at the earliest due time
+	next   time.Time   // when timer fires (zero: stopped)
+	// pace is how long a full batch takes to renew (a moving average);
+	// after one goes out, no other that is not short of trust follows
+	// before paceUntil.
+	pace      time.Duration
+	paceUntil time.Time
+	started   bool
+	closed    bool
+	ctx       context.Context // cancelled by close, ending renewals in flight
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // the loop and the renewal batches in flight
 }
+
+// maxRenewBatch bounds the renewals one batch carries, so that no
+// pipeline holds Redis for long (about 5ms of its time for 1000 on a
+// quiet machine). With many locks, each tick sends the renewals that are
+// due, the next ones riding along while the batch has room; renewals due
+// beyond a full batch wait for the next one, which goes out once the last
+// full batch has had the time such a batch takes (pace, between minPace
+// and maxPace), so batches follow each other instead of queueing in Redis
+// together. A renewal whose lease has less than TTL/3 of trust left
+// waits for nothing: it goes at once, in a batch of its own if need be.
+// Renewals thus go out in step with the times the locks were taken,
+// spread over the renewal interval.
+const (
+	maxRenewBatch = 1000
+	minPace       = time.Millisecond
+	maxPace       = 50 * time.Millisecond
+)
 
 // Leases whose renewals fail for want of an answer are tried again after
 // this fraction of the TTL (and no sooner than retryFloor), until the lease
@@ -54,7 +77,7 @@ func newWatchdog(s store, margin func(time.Duration) time.Duration) *watchdog {
 	ctx, cancel := context.WithCancel(context.Background())
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	return &watchdog{store: s, margin: margin, ctx: ctx, cancel: cancel, timer: timer}
+	return &watchdog{store: s, margin: margin, ctx: ctx, cancel: cancel, timer: timer, pace: minPace}
 }
 
 // add starts watching ls. It returns false when the watchdog is closed.
@@ -267,9 +290,12 @@ func (w *watchdog) tick(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var batch []renewal
+	paced := now.Before(w.paceUntil) // a full batch went out just now
 	for len(w.leases) > 0 {
 		ls := w.leases[0]
-		early := ls.renew && !ls.inFlight && ls.due.Sub(now) <= ls.ttl/6
+		// A lease due within TTL/6 rides along while the batch has room.
+		room := len(batch) < maxRenewBatch && !paced
+		early := ls.renew && !ls.inFlight && ls.due.Sub(now) <= ls.ttl/6 && room
 		if ls.due.After(now) && !early {
 			break
 		}
@@ -279,6 +305,25 @@ func (w *watchdog) tick(now time.Time) {
 		}
 		if w.ended(ls) {
 			continue
+		}
+		if !room {
+			if ls.validUntil.Sub(now) >= ls.ttl/3 {
+				// Due, with time to spare: it goes in the next batch,
+				// once Redis has had time for this one.
+				if !paced {
+					w.paceUntil, paced = now.Add(w.pace), true
+				}
+				ls.renewAt = w.paceUntil
+				w.schedule(ls)
+				continue
+			}
+			// Running short of trust: it goes now, in a batch of its own
+			// if this one is full.
+			if len(batch) == maxRenewBatch {
+				w.wg.Add(1)
+				go w.renew(batch)
+				batch = nil
+			}
 		}
 		ls.inFlight = true
 		planned := ls.renewAt
@@ -305,6 +350,7 @@ func (w *watchdog) tick(now time.Time) {
 // the loop fires its lost signal.
 func (w *watchdog) renew(batch []renewal) {
 	defer w.wg.Done()
+	start := time.Now()
 	w.store.renew(w.ctx, batch, func(idx []int) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -313,6 +359,11 @@ func (w *watchdog) renew(batch []renewal) {
 			w.renewed(&batch[i], now)
 		}
 	})
+	if len(batch) == maxRenewBatch {
+		w.mu.Lock()
+		w.pace = min(max((3*w.pace+time.Since(start))/4, minPace), maxPace)
+		w.mu.Unlock()
+	}
 }
 
 // renewed applies the result of r, known at now, to its lease. mu is held.

@@ -7,6 +7,7 @@ require (
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/padlockgo/padlock v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 )
 
 require (

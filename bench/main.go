@@ -1,6 +1,7 @@
-// Command bench compares padlock with go-redsync/redsync, bsm/redislock and
-// the raw go-redis floor in one run, on redis-server processes it starts on
-// loopback, and prints one Markdown table. See README.md.
+// Command bench compares padlock with go-redsync/redsync, bsm/redislock,
+// redis/rueidis's rueidislock and the raw go-redis floor in one run, on
+// redis-server processes it starts on loopback, and prints one Markdown
+// table. See README.md.
 package main
 
 import (
@@ -31,7 +32,7 @@ func run() int {
 		timeout   time.Duration
 		quiet     bool
 	)
-	flag.StringVar(&scenarios, "scenarios", "uncontended,contended,renewal,redlock,multikey", "comma-separated scenarios to run (also: semaphore, rwlock)")
+	flag.StringVar(&scenarios, "scenarios", "uncontended,contended,hotkeys,renewal,redlock,multikey", "comma-separated scenarios to run (also: semaphore, rwlock)")
 	flag.DurationVar(&cfg.window, "duration", 2*time.Second, "measured window of each uncontended, contended and Redlock run")
 	flag.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each window (contended: at least 1s)")
 	flag.IntVar(&cfg.parallel, "parallel", 8, "uncontended: also measure this many goroutines, each cycling its own key (0: one goroutine only)")
@@ -41,17 +42,20 @@ func run() int {
 	flag.DurationVar(&cfg.think, "think", 0, "contended: time.Sleep between Release and the worker's next Acquire (0: straight back)")
 	flag.DurationVar(&cfg.wait, "wait", 5*time.Second, "contended: each library's wait budget for one Acquire")
 	flag.DurationVar(&cfg.poll, "poll", 5*time.Millisecond, "contended: retry delay of the tuned peer rows")
+	flag.StringVar(&cfg.hotKeys, "hotkeys", "16x8,64x4", "hotkeys: comma-separated KEYSxWORKERS: workers per key on that many keys, one client per library")
 	flag.IntVar(&cfg.locks, "locks", 10000, "renewal: locks held at once")
 	flag.DurationVar(&cfg.renewTTL, "renew-ttl", 3*time.Second, "renewal: lease of the held locks (renewed every TTL/3)")
 	flag.DurationVar(&cfg.renewWindow, "renew-duration", 5*time.Second, "renewal: measured window of each library")
 	flag.BoolVar(&cfg.renewPeers, "renew-peers", true, "renewal: also hold the locks with redsync and redislock, one goroutine per lock")
+	flag.IntVar(&cfg.renewScale, "renew-scale", 0, "renewal: also hold this many locks with padlock alone (e.g. 1000000; takes minutes; 0: no)")
+	flag.DurationVar(&cfg.renewScaleTTL, "renew-scale-ttl", time.Minute, "renewal: lease of the -renew-scale locks")
 	flag.IntVar(&cfg.nodes, "nodes", 5, "redlock: independent redis-servers")
 	flag.DurationVar(&cfg.redlockTTL, "redlock-ttl", 5*time.Second, "redlock: lock TTL, and padlock's WithMaxLease")
 	flag.DurationVar(&cfg.redlockRTT, "redlock-rtt", time.Millisecond, "redlock: also measure with this round-trip time added to every node (simulated in the client; 0: loopback only)")
 	flag.IntVar(&cfg.rounds, "rounds", 1, "uncontended, contended and Redlock: measure each row this many times, interleaved, and show the median")
 	flag.DurationVar(&cfg.settle, "settle", 0, "before each row, wait up to this long for the machine to be nearly idle (for shared machines; 0: don't wait)")
 	noPeers := flag.Bool("no-peers", false, "measure padlock (and the floor) only")
-	libs := flag.String("libs", "", "comma-separated libraries to measure: floor, padlock, redsync, redislock (default all)")
+	libs := flag.String("libs", "", "comma-separated libraries to measure: floor, padlock, redsync, redislock, rueidislock (default all)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the clients' side) to this file")
 	flag.StringVar(&jsonPath, "json", "", "also write the results as JSON to this file")
 	flag.StringVar(&bin, "redis-server", "redis-server", "redis-server binary")
@@ -63,7 +67,7 @@ func run() int {
 	want := map[string]bool{}
 	for s := range strings.SplitSeq(scenarios, ",") {
 		s = strings.TrimSpace(s)
-		if !slices.Contains([]string{scUncontended, scContended, scRenewal, scRedlock, scMultiKey, scSemaphore, scRWLock}, s) {
+		if !slices.Contains([]string{scUncontended, scContended, scHotKeys, scRenewal, scRedlock, scMultiKey, scSemaphore, scRWLock}, s) {
 			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q\n", s)
 			return 2
 		}
@@ -74,7 +78,7 @@ func run() int {
 		return 2
 	}
 	if *libs != "" {
-		names := map[string]string{"floor": libFloor, "padlock": libPadlock, "redsync": libRedsync, "redislock": libRedislock}
+		names := map[string]string{"floor": libFloor, "padlock": libPadlock, "redsync": libRedsync, "redislock": libRedislock, "rueidislock": libRueidislock}
 		cfg.libs = map[string]bool{}
 		for s := range strings.SplitSeq(*libs, ",") {
 			name, ok := names[strings.TrimSpace(s)]
@@ -131,6 +135,7 @@ func run() int {
 		}{
 			{scUncontended, runUncontended},
 			{scContended, runContended},
+			{scHotKeys, runHotKeys},
 			{scRenewal, runRenewal},
 			{scRedlock, runRedlock},
 			{scMultiKey, runMultiKey},
@@ -179,6 +184,9 @@ func describe(cfg *config, took time.Duration, loadBefore, loadAfter string) []s
 			"to holding the lock, across give-ups; wait budget %v for every library. Peers use one go-redis client; "+
 			"padlock rows say how many Lockers (each with its own client) share the workers. go-redis PoolSize = workers+2.",
 			cfg.workers, cfg.hold, cfg.wait),
+		fmt.Sprintf("Hotkeys: KEYSxWORKERS %s: that many workers per key, each holding it %v per acquisition, every library on one "+
+			"client (one Locker) shared by all its workers; same wait budget. Limit: keys / mean held time. CPU ceiling: CPUs / "+
+			"(client + Redis CPU per acquisition).", cfg.hotKeys, cfg.hold),
 		fmt.Sprintf("Renewal: %d locks on distinct keys, TTL %v. padlock: one Locker, whose watchdog renews them; "+
 			"peers: one goroutine per lock, started when it was taken, calling redsync Mutex.ExtendContext or redislock "+
 			"Lock.Refresh every TTL/3. One go-redis client, PoolSize 64. CPU: getrusage of this process and INFO used_cpu of the server, "+

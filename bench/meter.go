@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -211,6 +212,20 @@ func newClient(addr string, h *roundTrips, poolSize int) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
 	if h != nil {
 		c.AddHook(h)
+		clientHooks.Store(c, h)
 	}
 	return c
+}
+
+// clientHooks maps each client newClient made to its counting hook, so a
+// library that brings its own client (rueidislock) counts into the same
+// one.
+var clientHooks sync.Map // *redis.Client -> *roundTrips
+
+// hookOf returns c's counting hook, or a fresh one nobody reads.
+func hookOf(c *redis.Client) *roundTrips {
+	if h, ok := clientHooks.Load(c); ok {
+		return h.(*roundTrips)
+	}
+	return &roundTrips{}
 }

@@ -71,17 +71,25 @@ func runRenewal(ctx context.Context, cfg *config) ([]result, error) {
 		library, setup string
 		peer           bool
 		window         time.Duration
+		locks          int
+		ttl            time.Duration
+		atScale        bool
 		build          func(c *redis.Client) holder
 	}
-	all := []rcase{{libPadlock, fmt.Sprintf("TTL %v, watchdog renews every TTL/3, 1 Locker", cfg.renewTTL), false, cfg.renewWindow,
-		func(c *redis.Client) holder { return newPadlockHolder(c, cfg) }}}
+	all := []rcase{{libPadlock, fmt.Sprintf("%d locks, TTL %v, watchdog renews every TTL/3, 1 Locker", cfg.locks, cfg.renewTTL), false, cfg.renewWindow,
+		cfg.locks, cfg.renewTTL, false, func(c *redis.Client) holder { return newPadlockHolder(c, cfg.locks, cfg.renewTTL) }}}
 	if cfg.renewPeers && !cfg.skipPeers {
 		all = append(all,
 			rcase{libRedsync, fmt.Sprintf("expiry %v, ExtendContext every TTL/3, goroutine per lock", cfg.renewTTL), true, cfg.renewWindow,
-				func(c *redis.Client) holder { return newRedsyncHolder(c, cfg) }},
+				cfg.locks, cfg.renewTTL, false, func(c *redis.Client) holder { return newRedsyncHolder(c, cfg) }},
 			rcase{libRedislock, fmt.Sprintf("TTL %v, Refresh every TTL/3, goroutine per lock", cfg.renewTTL), true, cfg.renewWindow,
-				func(c *redis.Client) holder { return newRedislockHolder(c, cfg) }},
+				cfg.locks, cfg.renewTTL, false, func(c *redis.Client) holder { return newRedislockHolder(c, cfg) }},
 		)
+	}
+	if n := cfg.renewScale; n > 0 {
+		ttl := cfg.renewScaleTTL
+		all = append(all, rcase{libPadlock, fmt.Sprintf("%d locks, TTL %v, watchdog renews every TTL/3, 1 Locker", n, ttl), false, max(cfg.renewWindow, ttl/3+5*time.Second),
+			n, ttl, true, func(c *redis.Client) holder { return newPadlockHolder(c, n, ttl) }})
 	}
 	var cases []rcase
 	for _, c := range all {
@@ -91,18 +99,18 @@ func runRenewal(ctx context.Context, cfg *config) ([]result, error) {
 	}
 	var out []result
 	for _, c := range cases {
-		cfg.progress("renewal: %s holds %d locks (%s)", c.library, cfg.locks, c.setup)
-		r, err := renewOnFreshServer(ctx, cfg, c.build, c.window)
+		cfg.progress("renewal: %s holds %d locks (%s)", c.library, c.locks, c.setup)
+		r, err := renewOnFreshServer(ctx, cfg, c.build, c.locks, c.ttl, c.window)
 		if err != nil {
 			return out, fmt.Errorf("renewal %s: %w", c.library, err)
 		}
-		r.Scenario, r.Library, r.Setup, r.Peer = scRenewal, c.library, c.setup, c.peer
+		r.Scenario, r.Library, r.Setup, r.Peer, r.atScale = scRenewal, c.library, c.setup, c.peer, c.atScale
 		out = append(out, r)
 	}
 	return out, nil
 }
 
-func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Client) holder, window time.Duration) (result, error) {
+func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Client) holder, locks int, ttl time.Duration, window time.Duration) (result, error) {
 	settleBeforeRow(ctx, cfg)
 	servers, err := cfg.launcher.start(ctx, 1)
 	if err != nil {
@@ -115,12 +123,19 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Clie
 	client := newClient(servers[0].addr, hook, 64)
 	defer client.Close()
 
+	// Another client's latency, with nothing but the probe running and
+	// then while the locks are renewed.
+	probe := newProbe(servers[0].addr)
+	defer probe.close()
+	idle := probe.run(ctx, probeIdle)
+	heap0 := heapInUse()
+
 	h := build(client)
 	var renewals atomic.Int64
 	defer h.release(context.WithoutCancel(ctx))
 	h.start(ctx, &renewals)
 	takeStart := time.Now()
-	if err := forEach(cfg.locks, func(i int) error {
+	if err := forEach(locks, func(i int) error {
 		// A loaded machine can fail a take (redsync gives SET NX 5% of
 		// the expiry): try again, a few times, before giving up the row.
 		var err error
@@ -134,8 +149,9 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Clie
 		return result{}, err
 	}
 	took := time.Since(takeStart)
+	perLock := float64(heapInUse()-heap0) / float64(locks)
 	// Let the first renewals go out, so the window sees the steady state.
-	if !sleepCtx(ctx, cfg.renewTTL*2/3) {
+	if !sleepCtx(ctx, ttl*2/3) {
 		return result{}, ctx.Err()
 	}
 	before, err := smp.sample(ctx)
@@ -143,6 +159,7 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Clie
 		return result{}, err
 	}
 	hook.slowest.Store(0)
+	busy := probe.start(ctx)
 	h0, m0, n0, t0 := hook.load(), markCPU(), renewals.Load(), time.Now()
 	// Watch for lost locks while the window runs, to say when they went.
 	var firstLoss time.Duration
@@ -160,12 +177,13 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Clie
 	}
 	watch.Stop()
 	h1, m1, n1, t1 := hook.load(), markCPU(), renewals.Load(), time.Now()
+	during := busy()
 	after, err := smp.sample(ctx)
 	if err != nil {
 		return result{}, err
 	}
 	hc := h1.sub(h0)
-	r := result{Workers: cfg.locks, Seconds: t1.Sub(t0).Seconds(), Ops: n1 - n0, Violations: int64(h.lost())}
+	r := result{Workers: locks, Seconds: t1.Sub(t0).Seconds(), Ops: n1 - n0, Violations: int64(h.lost())}
 	if r.Ops == 0 {
 		r.Ops = hc.piped
 	}
@@ -174,7 +192,7 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Clie
 	fillCounts(&r, hc, d, cpu)
 	r.OtherLoad, _ = otherLoad(m0, m1, d.cpu)
 	secs := r.Seconds
-	tick := cfg.renewTTL / 3
+	tick := ttl / 3
 	r.PipelinesPerTick = float64(hc.pipelines) / secs * tick.Seconds()
 	r.OtherRoundTrips = hc.commands + d.pubsub
 	r.Extra = append(r.Extra,
@@ -183,11 +201,15 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Clie
 		fmt.Sprintf("%.0f commands/s", float64(d.commands)/secs),
 		fmt.Sprintf("client CPU %.1f%%", 100*cpu.Seconds()/secs),
 		fmt.Sprintf("redis CPU %.1f%%", 100*d.cpu.Seconds()/secs),
-		fmt.Sprintf("%d locks taken in %v", cfg.locks, took.Round(time.Millisecond)),
+		fmt.Sprintf("%d locks taken in %v", locks, took.Round(time.Millisecond)),
 	)
+	r.ProbeIdleP99, r.ProbeP99, r.BytesPerLock = idle, during, perLock
+	r.Extra = append(r.Extra, fmt.Sprintf("another client's PING p99 %v during renewal, %v idle", us(during), us(idle)),
+		fmt.Sprintf("client heap %.0f B per held lock", perLock))
 	if hc.pipelines > 0 {
+		r.SlowestBatch = time.Duration(hook.slowest.Load())
 		r.Extra = append(r.Extra, fmt.Sprintf("%.0f renewals per pipeline, slowest pipeline %v", float64(hc.piped)/float64(hc.pipelines),
-			time.Duration(hook.slowest.Load()).Round(100*time.Microsecond)))
+			r.SlowestBatch.Round(100*time.Microsecond)))
 	}
 	if r.Violations > 0 {
 		r.Extra = append(r.Extra, fmt.Sprintf("%d locks lost, the first %v into the window", r.Violations, firstLoss.Round(100*time.Millisecond)))
@@ -203,8 +225,8 @@ type padlockHolder struct {
 	locks  []*padlock.Lock
 }
 
-func newPadlockHolder(c *redis.Client, cfg *config) *padlockHolder {
-	return &padlockHolder{locker: padlock.New(c), ttl: cfg.renewTTL, locks: make([]*padlock.Lock, cfg.locks)}
+func newPadlockHolder(c *redis.Client, locks int, ttl time.Duration) *padlockHolder {
+	return &padlockHolder{locker: padlock.New(c), ttl: ttl, locks: make([]*padlock.Lock, locks)}
 }
 
 func (p *padlockHolder) take(ctx context.Context, i int, key string) error {

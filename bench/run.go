@@ -19,6 +19,7 @@ type result struct {
 	Variant  string `json:"variant,omitempty"` // rows compare within a variant: goroutines (uncontended), simulated RTT (Redlock)
 	Rounds   int    `json:"rounds,omitempty"`  // rounds measured; the row is the median one
 	Nodes    int    `json:"nodes,omitempty"`   // Redlock scenario: nodes the lock lives on
+	Keys     int    `json:"keys,omitempty"`    // hotkeys scenario: keys the workers are spread over
 
 	Workers int     `json:"workers"`
 	Seconds float64 `json:"seconds"` // measured window
@@ -48,11 +49,16 @@ type result struct {
 	OtherLoad   float64       `json:"other_load"`              // share of the machine's CPU other processes used in the window
 
 	// Renewal only.
-	PipelinesPerTick float64 `json:"pipelines_per_tick,omitempty"`
-	OtherRoundTrips  int64   `json:"other_round_trips,omitempty"` // not pipelined
+	PipelinesPerTick float64       `json:"pipelines_per_tick,omitempty"`
+	OtherRoundTrips  int64         `json:"other_round_trips,omitempty"`     // not pipelined
+	SlowestBatch     time.Duration `json:"slowest_batch_ns,omitempty"`      // the longest pipeline round trip
+	ProbeIdleP99     time.Duration `json:"probe_idle_p99_ns,omitempty"`     // another client's PING p99, nothing else running
+	ProbeP99         time.Duration `json:"probe_p99_ns,omitempty"`          // the same, while the locks were renewed
+	BytesPerLock     float64       `json:"client_bytes_per_lock,omitempty"` // client heap in use per held lock, after GC
 
 	Extra     []string `json:"notes,omitempty"` // scenario-specific figures
 	breakdown string
+	atScale   bool // renewal: the -renew-scale row, checked against issue 25's targets
 }
 
 // workload says what the workers of one measured run do.

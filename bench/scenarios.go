@@ -24,10 +24,14 @@ type config struct {
 	settle         time.Duration // before each row, wait up to this long for an idle machine
 	redlockRTT     time.Duration // simulated network for the second Redlock block; 0: none
 
+	hotKeys string // KEYSxWORKERS,...
+
 	locks         int
 	renewTTL      time.Duration
 	renewWindow   time.Duration
 	renewPeers    bool
+	renewScale    int           // renewal: also hold this many locks with padlock (0: no)
+	renewScaleTTL time.Duration // their lease
 	nodes         int
 	redlockTTL    time.Duration
 	skipPeers     bool
@@ -83,14 +87,6 @@ func onFreshServer(ctx context.Context, cfg *config, scenario string, c rowSpec,
 	}
 	r.Scenario, r.Library, r.Setup, r.Peer = scenario, c.library, c.setup, c.peer
 	return r, nil
-}
-
-func universal(cs []*redis.Client) []redis.UniversalClient {
-	out := make([]redis.UniversalClient, len(cs))
-	for i, c := range cs {
-		out[i] = c
-	}
-	return out
 }
 
 func newLockers(clients []*redis.Client) []*padlock.Locker {
@@ -160,6 +156,9 @@ func uncontendedCases(cfg *config) []rowSpec {
 		rowSpec{libRedislock, "Obtain 30s, no retry", true, 1, func(cl []*redis.Client) contender {
 			return &redislockLib{clients: redislockClients(cl), ttl: peerTTL}
 		}},
+		rowSpec{libRueidislock, rueidislockSetup + ", TryWithContext", true, 1, func(cl []*redis.Client) contender {
+			return newRueidislock(cl, 0, nil)
+		}},
 	))
 }
 
@@ -196,6 +195,9 @@ func contendedCases(cfg *config) []rowSpec {
 		rowSpec{libRedislock, fmt.Sprintf("LinearBackoff(%v), deadline %v", cfg.poll, cfg.wait), true, 1, func(cl []*redis.Client) contender {
 			return &redislockLib{clients: redislockClients(cl), ttl: peerTTL, wait: cfg.wait,
 				retry: func() redislock.RetryStrategy { return redislock.LinearBackoff(cfg.poll) }}
+		}},
+		rowSpec{libRueidislock, fmt.Sprintf("%s, WithContext, wait %v", rueidislockSetup, cfg.wait), true, 1, func(cl []*redis.Client) contender {
+			return newRueidislock(cl, cfg.wait, nil)
 		}},
 	))
 }
