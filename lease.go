@@ -54,6 +54,7 @@ type lease struct {
 	// is allocated once per lock cycle (see TestLockSizeClass).
 	inFlight bool // a renewal is on its way
 	ordered  bool // Redis refuses a change numbered below one it applied
+	stopped  bool // let go for good (watchdog.stop): no change begins on it any more
 	ttl      time.Duration
 	margin   func(ttl time.Duration) time.Duration
 
