@@ -61,3 +61,10 @@ func SetWatchdogLate(l *Locker, f func() time.Duration) { l.watchdog.late = f }
 // SetExtending makes l call f in Extend, between its check that the lock
 // is held and the lease change it begins (the explorer stalls there).
 func SetExtending(l *Locker, f func()) { l.extending = f }
+
+// The SHA1s of the hand-off and Resume scripts, for tests that fault
+// their commands.
+var (
+	HandoverSHA = handoverScript.Hash()
+	ResumeSHA   = resumeScript.Hash()
+)
