@@ -65,6 +65,5 @@ func SetExtending(l *Locker, f func()) { l.extending = f }
 // The SHA1s of the hand-off and Resume scripts, for tests that fault
 // their commands.
 var (
-	HandoverSHA = handoverScript.Hash()
-	ResumeSHA   = resumeScript.Hash()
+	ResumeSHA = resumeScript.Hash()
 )
