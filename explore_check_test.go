@@ -46,7 +46,8 @@ type hold struct {
 	fence int64
 	lk    *padlock.Lock
 	term  *padlock.Term
-	cap   int // how many holds of this kind the key admits at once
+	multi *padlock.MultiLock // one of the keys of a set taken with AcquireAll
+	cap   int                // how many holds of this kind the key admits at once
 
 	began    time.Duration // Acquire called
 	anchor   time.Duration // when the command its trust rests on was sent, as Acquire returned
@@ -194,15 +195,46 @@ func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term
 	return h
 }
 
+// grantMulti records the grant of key as one of a MultiLock's, and
+// claims it once.
+func (c *checker) grantMulti(g, key string, fence int64, m *padlock.MultiLock, began time.Duration) *hold {
+	now := c.now()
+	c.mu.Lock()
+	h := &hold{id: len(c.holds) + 1, g: g, kind: "mutex", key: key, fence: fence, multi: m, cap: 1,
+		began: began, anchor: began, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1}
+	h.root = h
+	c.holds = append(c.holds, h)
+	c.mu.Unlock()
+	c.tr.Add("%s granted %s (AcquireAll)", g, h)
+	alive := c.claim(h)
+	c.mu.Lock()
+	h.alive = alive
+	c.mu.Unlock()
+	if !alive {
+		c.fail(invDeadGrant, now, "%s: AcquireAll returned it with Err %v", h, m.Err())
+	}
+	return h
+}
+
 // claim is the holder's check before a step of its work: it holds while
 // Err() is nil and ValidUntil has not passed. It writes its fence to the
 // key's fenced store, as the work would.
 func (c *checker) claim(h *hold) bool {
 	var err error
 	valid := true
-	if h.term != nil {
+	switch {
+	case h.term != nil:
 		err = h.term.Err()
-	} else {
+	case h.multi != nil:
+		v1 := h.multi.ValidUntil()
+		err = h.multi.Err()
+		v2 := h.multi.ValidUntil()
+		now := time.Now()
+		valid = now.Before(v2)
+		if err == nil && !now.Before(v1) && !valid {
+			c.fail(invErrLate, c.now(), "%s: Err nil %v after its trust ran out at %.3fs", h, now.Sub(v2), v2.Sub(c.startedAt).Seconds())
+		}
+	default:
 		// Err reports a lock lost the moment its trust runs out: read
 		// ValidUntil on both sides of it, so that a renewal confirmed
 		// in between does not count.
