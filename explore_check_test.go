@@ -18,18 +18,23 @@ import (
 
 // Invariant names, as failures and the summary report them.
 const (
-	invExclusion    = "exclusion"           // more holders at once than the primitive admits
-	invFenceOrder   = "fence-order"         // a later grant with a fence not above an earlier one's
-	invFencedStore  = "fenced-store"        // a holder whose writes a fenced store refuses, or two with one fence
-	invLeaderFence  = "leader-fence"        // Leader reported a lower fence than it had before
-	invLeaderStale  = "leader-stale"        // Leader reported a resigned term, or a value with another term's fence
-	invLeaderGone   = "leader-gone"         // Leader reported no leader while a term led throughout the call
-	invReleaseAfter = "release-after"       // another holder took the key before ReleaseAfter's d had passed
-	invRenewedLost  = "renewed-after-lost"  // a lock Err reported lost was renewed afterwards
-	invKeyLeak      = "key-leak"            // a key without expiry left behind
-	invStuck        = "stuck"               // an Acquire went on waiting after its Locker was closed
-	invDeadGrant    = "dead-grant"          // Acquire returned a lock whose Err was not nil at once
-	invHandOff      = "handoff-unconfirmed" // a lock handed on without a command sent after the release began
+	invExclusion      = "exclusion"           // more holders at once than the primitive admits
+	invFenceOrder     = "fence-order"         // a later grant with a fence not above an earlier one's
+	invFencedStore    = "fenced-store"        // a holder whose writes a fenced store refuses, or two with one fence
+	invLeaderFence    = "leader-fence"        // Leader reported a lower fence than it had before
+	invLeaderStale    = "leader-stale"        // Leader reported a resigned term, or a value with another term's fence
+	invLeaderGone     = "leader-gone"         // Leader reported no leader while a term led throughout the call
+	invReleaseAfter   = "release-after"       // another holder took the key before ReleaseAfter's d had passed
+	invRenewedLost    = "renewed-after-lost"  // a lock Err reported lost was renewed afterwards
+	invKeyLeak        = "key-leak"            // a key without expiry left behind
+	invStuck          = "stuck"               // an Acquire went on waiting after its Locker was closed
+	invDeadGrant      = "dead-grant"          // Acquire returned a lock whose Err was not nil at once
+	invHandOff        = "handoff-unconfirmed" // a lock handed on without a command sent after the release began
+	invErrLate        = "err-late"            // Err said nil after the trust (ValidUntil) had run out
+	invLeaseForeign   = "lease-foreign"       // a holder's lease changed to one it never asked for
+	invReleasedHandle = "released-handle"     // Extend of a handle already let go returned nil
+	invReleaseNotHeld = "release-not-held"    // Release of a held lock said the lock was gone
+	invQueuedTwice    = "queued-twice"        // a fair queue held one waiter's place twice
 )
 
 // hold is one grant as its holder saw it.
@@ -41,7 +46,8 @@ type hold struct {
 	fence int64
 	lk    *padlock.Lock
 	term  *padlock.Term
-	cap   int // how many holds of this kind the key admits at once
+	multi *padlock.MultiLock // one of the keys of a set taken with AcquireAll
+	cap   int                // how many holds of this kind the key admits at once
 
 	began    time.Duration // Acquire called
 	anchor   time.Duration // when the command its trust rests on was sent, as Acquire returned
@@ -60,6 +66,13 @@ type hold struct {
 	run           any           // the lock in Redis it holds, which a hand-off passes on (padlock.LockRun)
 	releaseCalled time.Duration // Release or ReleaseAfter called; -1 if not
 	extended      bool          // Extend was called: a shorter change in flight lowers ValidUntil, and the anchor read from it
+	// root is the grant a Resume took over (through any number of
+	// Detach and Resume), itself if none: the same fence, the same grant
+	// to a fenced store.
+	root *hold
+	// leases are those its holder asked for: Options.TTL, Resume's, and
+	// every Extend's. Its Lease is one of them.
+	leases []time.Duration
 }
 
 func (h *hold) String() string {
@@ -149,7 +162,7 @@ func (c *checker) restartIn(from, to time.Duration) bool {
 
 // grant records a grant whose Acquire was called at began and returned
 // now, and claims it once.
-func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term *padlock.Term, capacity int, began time.Duration) *hold {
+func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term *padlock.Term, capacity int, began time.Duration, of *hold) *hold {
 	now := c.now()
 	anchor := began
 	if lk != nil {
@@ -162,6 +175,10 @@ func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term
 	c.mu.Lock()
 	h := &hold{id: len(c.holds) + 1, g: g, kind: kind, key: key, fence: fence, lk: lk, term: term, cap: capacity,
 		began: began, anchor: anchor, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1}
+	h.root = h
+	if of != nil {
+		h.root = of.root
+	}
 	if lk != nil {
 		h.run = padlock.LockRun(lk)
 	}
@@ -178,17 +195,60 @@ func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term
 	return h
 }
 
+// grantMulti records the grant of key as one of a MultiLock's, and
+// claims it once.
+func (c *checker) grantMulti(g, key string, fence int64, m *padlock.MultiLock, began time.Duration) *hold {
+	now := c.now()
+	c.mu.Lock()
+	h := &hold{id: len(c.holds) + 1, g: g, kind: "mutex", key: key, fence: fence, multi: m, cap: 1,
+		began: began, anchor: began, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1}
+	h.root = h
+	c.holds = append(c.holds, h)
+	c.mu.Unlock()
+	c.tr.Add("%s granted %s (AcquireAll)", g, h)
+	alive := c.claim(h)
+	c.mu.Lock()
+	h.alive = alive
+	c.mu.Unlock()
+	if !alive {
+		c.fail(invDeadGrant, now, "%s: AcquireAll returned it with Err %v", h, m.Err())
+	}
+	return h
+}
+
 // claim is the holder's check before a step of its work: it holds while
 // Err() is nil and ValidUntil has not passed. It writes its fence to the
 // key's fenced store, as the work would.
 func (c *checker) claim(h *hold) bool {
 	var err error
 	valid := true
-	if h.term != nil {
+	switch {
+	case h.term != nil:
 		err = h.term.Err()
-	} else {
+	case h.multi != nil:
+		v1 := h.multi.ValidUntil()
+		err = h.multi.Err()
+		v2 := h.multi.ValidUntil()
+		now := time.Now()
+		valid = now.Before(v2)
+		if err == nil && !now.Before(v1) && !valid {
+			c.fail(invErrLate, c.now(), "%s: Err nil %v after its trust ran out at %.3fs", h, now.Sub(v2), v2.Sub(c.startedAt).Seconds())
+		}
+	default:
+		// Err reports a lock lost the moment its trust runs out: read
+		// ValidUntil on both sides of it, so that a renewal confirmed
+		// in between does not count.
+		v1 := h.lk.ValidUntil()
 		err = h.lk.Err()
-		valid = time.Now().Before(h.lk.ValidUntil())
+		v2 := h.lk.ValidUntil()
+		now := time.Now()
+		valid = now.Before(v2)
+		if err == nil && !now.Before(v1) && !valid {
+			c.fail(invErrLate, c.now(), "%s: Err nil %v after its trust ran out at %.3fs", h, now.Sub(v2), v2.Sub(c.startedAt).Seconds())
+		}
+		if ls := h.lk.Lease(); err == nil && len(h.asked()) > 0 && !slices.Contains(h.asked(), ls) {
+			c.fail(invLeaseForeign, c.now(), "%s: its lease is %v; its holder asked for %v", h, ls, h.asked())
+		}
 	}
 	if err != nil || !valid {
 		c.tr.Add("%s sees %s#%d ended: %v", h.g, h.kind, h.id, err)
@@ -206,7 +266,7 @@ func (c *checker) claim(h *hold) bool {
 				fence int64
 				by    *hold
 			}{h.fence, h}
-		case h.fence == r.fence && r.by == h:
+		case h.fence == r.fence && r.by != nil && r.by.root == h.root:
 		case !c.restartInLocked(h.anchor, now):
 			stale = fmt.Sprintf("%s wrote fence %d while the store had %d from %s", h, h.fence, r.fence, r.by)
 		}
@@ -220,10 +280,22 @@ func (c *checker) claim(h *hold) bool {
 
 func (c *checker) restartInLocked(from, to time.Duration) bool { return c.restartIn(from, to) }
 
-func (c *checker) extending(h *hold) {
+func (c *checker) extending(h *hold, ds ...time.Duration) {
 	c.mu.Lock()
 	h.extended = true
+	h.leases = append(h.leases, ds...)
 	c.mu.Unlock()
+}
+
+// asked records the lease h's holder asked for when it took it.
+func (c *checker) asked(h *hold, ttl time.Duration) {
+	c.mu.Lock()
+	h.leases = append(h.leases, ttl)
+	c.mu.Unlock()
+}
+
+func (h *hold) asked() []time.Duration {
+	return h.leases
 }
 
 func (c *checker) releasing(h *hold) {
@@ -366,11 +438,13 @@ func (c *checker) checkHolds() {
 		// so does any grant asked for after another was released.
 		for _, a := range hs {
 			for _, b := range hs {
-				if a == b || !a.alive || !b.alive || c.inRestart(a) || c.inRestart(b) {
+				if a == b || !a.alive || !b.alive || c.inRestart(a) || c.inRestart(b) || a.root == b.root {
 					continue
 				}
-				ordered := a.exclusive() && b.exclusive() && (a.start < b.start || a.start == b.start && a.id < b.id)
-				ordered = ordered || a.released >= 0 && a.released <= b.began
+				// A resumed grant goes on with the grant it resumed.
+				ra, rb := a.root, b.root
+				ordered := a.exclusive() && b.exclusive() && (ra.start < rb.start || ra.start == rb.start && ra.id < rb.id)
+				ordered = ordered || a.released >= 0 && a.released <= rb.began
 				if ordered && a.fence >= b.fence && a.kind != "permit" && b.kind != "permit" {
 					c.fail(invFenceOrder, b.start, "%s got fence %d, not above %d of earlier %s", b, b.fence, a.fence, a)
 				}
@@ -406,6 +480,10 @@ func (c *checker) checkLeaders() {
 		case h.fence == -1:
 			// A campaign that failed after its record was written: its
 			// lock may still be held in Redis, by nobody.
+		case s.to < h.start:
+			// Read while the value's Campaign was still in flight: an
+			// attempt of it whose reply was lost (a term nobody holds,
+			// until its clean-up) may have written the record.
 		case h.fence != s.ld.Fence:
 			c.vs = append(c.vs, violation{invLeaderStale, s.to, fmt.Sprintf("%s: Leader at %.3fs reported %q with fence %d, but it is the value of %s", s.g, s.to.Seconds(), s.ld.Value, s.ld.Fence, h)})
 		case h.resigned >= 0 && !h.resignFailed && h.resigned < s.from:

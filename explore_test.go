@@ -38,16 +38,17 @@ import (
 //	PADLOCK_EXPLORE_FIRST=n   the first seed (default 1)
 //	PADLOCK_EXPLORE_SEED=n    one seed, with its whole trace on failure
 //	PADLOCK_EXPLORE_REPLAY=k  run each seed k times, and report how often it failed
-//	PADLOCK_EXPLORE_FAMILY=f  only scenarios of family f (mutex, fair, rw, election, sem, semfair, keep)
+//	PADLOCK_EXPLORE_FAMILY=f  only scenarios of family f (mutex, fair, rw, election, sem, semfair, keep, extend, resume, multi)
 //	PADLOCK_EXPLORE_STOP=1    stop at the first failing seed
 //	PADLOCK_EXPLORE_IGNORE=a,b  do not report invariants a and b (to look past a known break)
 
-// exploreSeeds is the default number of seeds: about two minutes under
-// -race on a 2-CPU machine (250 seeds took 69 s there).
+// exploreSeeds is the default number of seeds: every reverted fix of
+// RELIABILITY.md's table fails within them. Under -race on a shared 2-CPU
+// machine they took 3 min 51 s (43 s without -race); see "The explorer".
 const exploreSeeds = 400
 
 // The scenario families; a seed's family is seed mod len(families).
-var families = []string{"mutex", "fair", "rw", "election", "sem", "semfair", "keep"}
+var families = []string{"mutex", "fair", "rw", "election", "sem", "semfair", "keep", "extend", "resume", "multi"}
 
 func envInt(t *testing.T, name string, def int) int {
 	s := os.Getenv(name)
@@ -180,6 +181,8 @@ type world struct {
 	closed   []chan struct{} // closed when lockers[i] was closed mid-run
 	closedAt []atomic.Int64  // when Close returned, since the start; 0 if not
 	late     sync.WaitGroup
+	wg       sync.WaitGroup // every goroutine of the run's operations
+	actors   atomic.Int64   // numbers the goroutines, for their randomness
 
 	keys []string
 	ttl  time.Duration // the lease most grants ask for: a lock is handed on only to a waiter that asked for the same
@@ -196,7 +199,17 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	w := &world{t: t, seed: seed, fam: fam, tr: tr}
 	r := w.rng(-1)
 	rates := []float64{0.03, 0.08, 0.15}
-	w.plan = &explore.Plan{Seed: seed, Rate: rates[r.IntN(len(rates))], Latency: pick(r, 50*time.Microsecond, 200*time.Microsecond, time.Millisecond)}
+	rate := rates[r.IntN(len(rates))]
+	if fam == "extend" {
+		rate = 0.25 // lease changes lost, late and reordered
+	}
+	w.plan = &explore.Plan{Seed: seed, Rate: rate, Latency: pick(r, 50*time.Microsecond, 200*time.Microsecond, time.Millisecond)}
+	if r.IntN(3) == 0 {
+		// Replies lost below go-redis, which would send the command again.
+		w.plan.ConnRate = 0.03
+	}
+	// A starved runtime: the watchdogs wake late.
+	lateWatchdog := r.IntN(4) == 0
 	w.srv = explore.NewServer("redis", tr)
 	nLockers := 2 + r.IntN(2)
 	// A wider drift margin widens the span between a lock's trust running
@@ -211,6 +224,27 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		// A hand-off is confirmed by a command sent after the release
 		// began: let the virtual clock move on in between.
 		padlock.SetConfirming(l, func() { time.Sleep(time.Microsecond) })
+		// A stall between Extend's check and its send, now and then.
+		var smu sync.Mutex
+		sr := w.rng(-100 - i)
+		padlock.SetExtending(l, func() {
+			smu.Lock()
+			d := time.Duration(0)
+			if sr.IntN(3) == 0 {
+				d = time.Duration(1+sr.IntN(20)) * time.Millisecond
+			}
+			smu.Unlock()
+			time.Sleep(d)
+		})
+		if lateWatchdog {
+			lr := w.rng(-200 - i) // used by the watchdog's goroutine alone
+			padlock.SetWatchdogLate(l, func() time.Duration {
+				if lr.IntN(3) == 0 {
+					return time.Duration(1+lr.IntN(60)) * time.Millisecond
+				}
+				return 0
+			})
+		}
 		w.lockers = append(w.lockers, l)
 		w.closed = append(w.closed, make(chan struct{}))
 	}
@@ -220,11 +254,14 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	if r.IntN(4) == 0 {
 		w.keys = append(w.keys, "k1")
 	}
+	if fam == "multi" {
+		w.keys = []string{"k0", "k1", "k2"}
+	}
 	run := 4*time.Second + time.Duration(r.IntN(4000))*time.Millisecond
 	w.end = time.Now().Add(run)
-	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, drift %v+%v, %v of operations", seed, fam, nLockers, w.keys, w.plan.Rate, drift, fixed, run)
+	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run)
 
-	var wg sync.WaitGroup
+	wg := &w.wg
 	// Run-wide faults: a pause, a restart without persistence, a Locker
 	// closed mid-operation.
 	var events []func()
@@ -250,6 +287,10 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		wg.Go(ev)
 	}
 
+	w.actors.Store(1000) // goroutines started later (resumers) number from here
+	if fam == "fair" || fam == "semfair" || fam == "rw" {
+		wg.Go(w.watchQueues)
+	}
 	actors := 0
 	switch fam {
 	case "election":
@@ -307,13 +348,6 @@ func (w *world) isClosed(li int) bool {
 	}
 }
 
-// closeBound is how long an Acquire may go on after its Locker's Close
-// returned: Close wakes waiters at once, but an attempt already sent
-// waits for its reply (up to the 3 s read timeout), and a fair waiter
-// then leaves its queue in Redis (a clean-up of at most a second). An
-// attempt in flight on a paused server may wait longer: no bound then.
-const closeBound = 4*time.Second + 100*time.Millisecond
-
 // opCtx returns the context of one operation: usually without deadline;
 // sometimes one that ends mid-operation.
 func opCtx(r *rand.Rand) (context.Context, context.CancelFunc) {
@@ -342,6 +376,13 @@ func (w *world) locker(actor, li int) {
 			TTL:  pick(r, w.ttl, w.ttl, w.ttl, 300*time.Millisecond, 2*time.Second),
 			Wait: pick(r, 0, 100*time.Millisecond, time.Second, 3*time.Second, 3*time.Second, 8*time.Second),
 			Fair: w.fam == "fair" || w.fam == "semfair",
+			// A fixed lease now and then (most of the extend family's):
+			// nothing renews it, so the trust runs out while it is held.
+			NoRenew: r.IntN(8) == 0 || w.fam == "extend" && r.IntN(3) != 0,
+		}
+		if w.fam == "multi" && r.IntN(3) != 0 {
+			w.multi(r, g, li, o)
+			continue
 		}
 		kind, capacity := "mutex", 1
 		ctx, cancel := opCtx(r)
@@ -366,19 +407,102 @@ func (w *world) locker(actor, li int) {
 			lk, err = l.Acquire(ctx, key, o)
 		}
 		cancel()
-		if c := time.Duration(w.closedAt[li].Load()); c > 0 && w.chk.now()-c > closeBound && !w.srv.PausedIn(w.tr.Start().Add(c-maxInFlight), time.Now()) {
-			w.chk.fail(invStuck, w.chk.now(), "%s: %s %s waited on %v after its Locker was closed at %.3fs", g, kind, key, w.chk.now()-c, c.Seconds())
-		}
+		w.checkClosed(li, g, kind+" "+key)
 		if err != nil {
 			w.tr.Add("%s %s %s (TTL %v, wait %v): %v", g, kind, key, o.TTL, o.Wait, err)
 			time.Sleep(time.Duration(r.IntN(50)) * time.Millisecond)
 			continue
 		}
-		h := w.chk.grant(g, kind, key, lk.Fence(), lk, nil, capacity, began)
+		h := w.chk.grant(g, kind, key, lk.Fence(), lk, nil, capacity, began, nil)
+		w.chk.asked(h, o.TTL)
 		w.work(r, h, o.TTL, li)
-		w.letGo(r, h, li)
+		w.letGo(r, h, li, o)
 	}
 }
+
+// multi takes a set of keys with AcquireAll (every key of it held at
+// once, each with its own fence), holds it for a while, checking it
+// before each small step, sometimes extends it, and releases it.
+func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
+	keys := slices.Clone(w.keys)
+	r.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	keys = keys[:1+r.IntN(len(keys))]
+	o.Fair, o.NoRenew = false, false
+	l := w.lockers[li]
+	ctx, cancel := opCtx(r)
+	began := w.chk.now()
+	m, err := l.AcquireAll(ctx, keys, o)
+	cancel()
+	w.checkClosed(li, g, fmt.Sprintf("AcquireAll %v", keys))
+	if err != nil {
+		w.tr.Add("%s AcquireAll %v (TTL %v, wait %v): %v", g, keys, o.TTL, o.Wait, err)
+		time.Sleep(time.Duration(r.IntN(50)) * time.Millisecond)
+		return
+	}
+	var hs []*hold
+	for _, k := range m.Keys() {
+		hs = append(hs, w.chk.grantMulti(g, k, m.Fence(k), m, began))
+	}
+	claim := func() bool {
+		for _, h := range hs {
+			if !w.chk.claim(h) {
+				return false
+			}
+		}
+		return true
+	}
+	for left := time.Duration(1+r.IntN(2*int(o.TTL/time.Millisecond))) * time.Millisecond; left > 0; {
+		step := min(left, 10*time.Millisecond)
+		time.Sleep(step)
+		left -= step
+		if !claim() {
+			break
+		}
+		if r.IntN(30) == 0 {
+			d := pick(r, o.TTL/2, o.TTL, 2*o.TTL)
+			ctx, cancel := opCtx(r)
+			err := m.Extend(ctx, d)
+			cancel()
+			w.tr.Add("%s extended %v to %v: %v", g, keys, d, err)
+		}
+	}
+	for _, h := range hs {
+		w.chk.releasing(h)
+	}
+	ctx, cancel = opCtx(r)
+	err = m.Release(ctx)
+	cancel()
+	w.tr.Add("%s released %v: %v", g, keys, err)
+	if err == nil {
+		for _, h := range hs {
+			w.chk.released(h)
+		}
+	}
+}
+
+// checkClosed checks, as an operation of Locker li ends, that it did not
+// go on after the Locker was closed: once Close returned, an operation
+// may still wait for the replies of commands it sent (the fault layer
+// says when the client's last command returned), then ends at once.
+func (w *world) checkClosed(li int, g, what string) {
+	c := time.Duration(w.closedAt[li].Load())
+	if c == 0 {
+		return
+	}
+	now := w.chk.now()
+	from := c
+	if d := w.hooks[li].LastDone(); !d.IsZero() {
+		from = max(from, d.Sub(w.tr.Start()))
+	}
+	if now-from > closeSlack {
+		w.chk.fail(invStuck, now, "%s: %s went on %v after its Locker was closed at %.3fs and its client's last reply at %.3fs", g, what, now-from, c.Seconds(), from.Seconds())
+	}
+}
+
+// closeSlack is how long an operation of a closed Locker may go on after
+// the later of Close's return and its client's last reply: on the
+// bubble's clock nothing else takes time.
+const closeSlack = time.Millisecond
 
 // work holds h for a while, checking it before each small step of its
 // work (every 10ms at most); a lock found lost is watched for renewals
@@ -398,11 +522,36 @@ func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
 			w.watchLost(h, ttl, li)
 			return
 		}
-		if r.IntN(30) == 0 {
+		switch {
+		case w.fam == "extend" && r.IntN(2) == 0:
+			// Two lease changes of the holder's own at once, a short
+			// and a long one, racing each other and the renewals.
+			// Mostly the long one first, so that the short one is the
+			// later change, which Redis keeps if it runs.
+			ds := []time.Duration{pick(r, 2*ttl, 3*ttl), pick(r, ttl/4, ttl/3, ttl/2)}
+			if r.IntN(4) == 0 {
+				ds[0], ds[1] = ds[1], ds[0]
+			}
+			w.chk.extending(h, ds...)
+			var eg sync.WaitGroup
+			for i, d := range ds {
+				ctx, cancel := opCtx(r)
+				eg.Go(func() {
+					defer cancel()
+					time.Sleep(time.Duration(i) * time.Microsecond)
+					err := h.lk.Extend(ctx, d)
+					w.tr.Add("%s extended %s#%d to %v: %v", h.g, h.kind, h.id, d, err)
+				})
+			}
+			eg.Wait()
+			// Work on under the longer lease: a holder that trusts it
+			// while Redis keeps the shorter one is caught by the next.
+			left += ds[0] + ds[1]
+		case r.IntN(30) == 0:
 			// A lease change of the holder's own, maybe shorter, while
 			// renewals come and go.
 			d := pick(r, ttl/3, ttl/2, ttl, 2*ttl)
-			w.chk.extending(h)
+			w.chk.extending(h, d)
 			ctx, cancel := opCtx(r)
 			err := h.lk.Extend(ctx, d)
 			cancel()
@@ -454,12 +603,53 @@ func (w *world) watchLost(h *hold, ttl time.Duration, li int) {
 const maxInFlight = 2 * time.Second
 
 // letGo ends h: Release, sometimes with a context that ends
-// mid-operation, or (mutex families) ReleaseAfter.
-func (w *world) letGo(r *rand.Rand, h *hold, li int) {
+// mid-operation, or (mutex families) ReleaseAfter, or (resume) Detach,
+// the Ownership resumed by one goroutine or two (a job delivered twice).
+// Now and then its holder calls Extend at once (it may pass its check
+// before the release and send after it), or after: a released handle
+// changes nothing.
+func (w *world) letGo(r *rand.Rand, h *hold, li int, o padlock.Options) {
 	ctx, cancel := opCtx(r)
 	defer cancel()
 	from := w.chk.now()
 	w.chk.releasing(h)
+	var racing sync.WaitGroup
+	defer racing.Wait()
+	raced := r.IntN(5) == 0
+	if raced {
+		d := pick(r, o.TTL/2, 2*o.TTL)
+		w.chk.extending(h, d)
+		ectx, ecancel := opCtx(r)
+		racing.Go(func() {
+			defer ecancel()
+			err := h.lk.Extend(ectx, d)
+			w.tr.Add("%s extended %s#%d to %v as it let go: %v", h.g, h.kind, h.id, d, err)
+		})
+	}
+	defer func() {
+		if r.IntN(4) != 0 {
+			return
+		}
+		racing.Wait()
+		d := pick(r, o.TTL/2, 2*o.TTL)
+		if err := h.lk.Extend(ctx, d); err == nil {
+			w.chk.fail(invReleasedHandle, w.chk.now(), "%s: Extend(%v) of the handle let go returned nil", h, d)
+		}
+	}()
+	if w.fam == "resume" && h.kind == "mutex" && r.IntN(2) == 0 {
+		own, err := h.lk.Detach()
+		w.tr.Add("%s detached %s#%d: %v", h.g, h.kind, h.id, err)
+		if err != nil {
+			return
+		}
+		w.chk.released(h)
+		for range 1 + r.IntN(3)/2 {
+			a := int(w.actors.Add(1))
+			lj, wait := r.IntN(len(w.lockers)), time.Duration(r.IntN(int(o.TTL/2)))
+			w.wg.Go(func() { w.resumer(a, lj, own, h, wait) })
+		}
+		return
+	}
 	if (w.fam == "keep" || w.fam == "fair" && r.IntN(4) == 0) && h.lk.Err() == nil {
 		d := pick(r, 200*time.Millisecond, time.Second, 3*time.Second)
 		err := h.lk.ReleaseAfter(ctx, d)
@@ -469,11 +659,47 @@ func (w *world) letGo(r *rand.Rand, h *hold, li int) {
 		}
 		return
 	}
+	valid, held := h.lk.ValidUntil(), h.lk.Err() == nil
 	err := h.lk.Release(ctx)
 	w.tr.Add("%s released %s#%d: %v", h.g, h.kind, h.id, err)
 	if err == nil {
 		w.chk.released(h)
 	}
+	// A release that returned before the lock's trust ran out ran every
+	// copy of its commands while the token held the lock (the lease in
+	// Redis outlasts the trust; only copies whose reply was lost run
+	// later, and those end in an error): it must not report that it
+	// found the lock gone. (Not when an Extend raced it: a shorter one
+	// lowers the trust after it was read.)
+	now := w.chk.now()
+	if errors.Is(err, padlock.ErrNotHeld) && held && !raced && time.Now().Before(valid) && !w.chk.restartIn(from-maxInFlight, now) {
+		w.chk.fail(invReleaseNotHeld, now, "%s: Release called at %.3fs, trusted until %.3fs, returned %v", h, from.Seconds(), valid.Sub(w.tr.Start()).Seconds(), err)
+	}
+}
+
+// resumer resumes own, which h's holder detached, on Locker li after
+// wait, then holds it and lets it go as any holder does.
+func (w *world) resumer(actor, li int, own padlock.Ownership, h *hold, wait time.Duration) {
+	r := w.rng(actor)
+	g := fmt.Sprintf("r%d@L%d", actor, li)
+	time.Sleep(wait)
+	if w.isClosed(li) || !time.Now().Before(w.end) {
+		return
+	}
+	o := padlock.Options{TTL: pick(r, w.ttl, w.ttl, 300*time.Millisecond, 2*time.Second), NoRenew: r.IntN(8) == 0}
+	ctx, cancel := opCtx(r)
+	began := w.chk.now()
+	lk, err := w.lockers[li].Resume(ctx, own, o)
+	cancel()
+	w.checkClosed(li, g, "Resume of "+h.String())
+	w.tr.Add("%s resumed %s: %v", g, h, err)
+	if err != nil {
+		return
+	}
+	rh := w.chk.grant(g, "mutex", h.key, lk.Fence(), lk, nil, 1, began, h)
+	w.chk.asked(rh, o.TTL)
+	w.work(r, rh, o.TTL, li)
+	w.letGo(r, rh, li, o)
 }
 
 // candidate campaigns in the run's election, leads for a while,
@@ -500,7 +726,7 @@ func (w *world) candidate(actor, li int) {
 			time.Sleep(time.Duration(r.IntN(50)) * time.Millisecond)
 			continue
 		}
-		h := w.chk.grant(g, "term", "el", tm.Fence(), nil, tm, 1, began)
+		h := w.chk.grant(g, "term", "el", tm.Fence(), nil, tm, 1, began, nil)
 		w.chk.publish(value, h)
 		var side sync.WaitGroup
 		steps := 1 + r.IntN(4)
@@ -574,6 +800,40 @@ func (w *world) observer(actor, li int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	wg.Wait()
+}
+
+// watchQueues checks, every few milliseconds until the run ends, that
+// no fair queue holds one waiter's place twice: a place queued twice
+// stays behind when its waiter is served, and holds the key for a
+// waiter that is gone.
+func (w *world) watchQueues() {
+	// Through a client of its own, without faults (miniredis hands out
+	// its lists themselves, not copies).
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", Dialer: w.srv.Dial, DisableIdentity: true, Protocol: 2})
+	defer c.Close()
+	ctx := context.Background()
+	seen := map[string]bool{}
+	for time.Now().Before(w.end) {
+		time.Sleep(5 * time.Millisecond)
+		keys, _ := c.Keys(ctx, "*:queue").Result()
+		for _, k := range keys {
+			entries, err := c.LRange(ctx, k, 0, -1).Result()
+			if err != nil {
+				continue
+			}
+			n := map[string]int{}
+			for _, e := range entries {
+				_, place, _ := strings.Cut(e, ":")
+				n[place]++
+			}
+			for place, cnt := range n {
+				if cnt > 1 && !seen[k+place] {
+					seen[k+place] = true
+					w.chk.fail(invQueuedTwice, w.chk.now(), "queue %q holds place %q %d times: %v", k, place, cnt, entries)
+				}
+			}
+		}
+	}
 }
 
 // checkKeys finds keys left without expiry once every lease ran out,

@@ -53,3 +53,17 @@ func LockRun(lk *Lock) any { return lk.root().lease }
 // SetConfirming makes l call f as a release begins the round trip that
 // confirms a hand-off (the explorer lets its virtual clock move there).
 func SetConfirming(l *Locker, f func()) { l.confirming = f }
+
+// SetWatchdogLate makes l's watchdog wake f() late each time it wakes, as
+// a starved runtime's would.
+func SetWatchdogLate(l *Locker, f func() time.Duration) { l.watchdog.late = f }
+
+// SetExtending makes l call f in Extend, between its check that the lock
+// is held and the lease change it begins (the explorer stalls there).
+func SetExtending(l *Locker, f func()) { l.extending = f }
+
+// The SHA1s of the hand-off and Resume scripts, for tests that fault
+// their commands.
+var (
+	ResumeSHA = resumeScript.Hash()
+)

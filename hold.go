@@ -123,7 +123,11 @@ func (s single) releaseHold(ctx context.Context, id *lockID) (bool, error) {
 	if id.kind == holdPermit {
 		sc = s.holds().semRelease
 	}
-	n, err := sc.run(ctx, s.client, s.retries, id.keys[:], args...).Int64()
+	cmd, again := sc.runCounted(ctx, s.client, s.retries, id.keys[:], args...)
+	n, err := cmd.Int64()
+	if err == nil && n != 1 && again {
+		return false, errReleaseUnsure // as for a mutex (single.release)
+	}
 	return n == 1, err
 }
 

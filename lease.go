@@ -42,6 +42,7 @@ type lease struct {
 	// renew so that the two share one word: a Lock embeds its lease, and
 	// is allocated once per lock cycle (see TestLockSizeClass).
 	inFlight bool // a renewal is on its way
+	stopped  bool // let go for good (watchdog.stop): no change begins on it any more
 	ttl      time.Duration
 	margin   func(ttl time.Duration) time.Duration
 

@@ -305,6 +305,9 @@ func (lk *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := r.locker.cfg.checkLease("ttl", ttl); err != nil {
 		return err
 	}
+	if f := r.locker.extending; f != nil {
+		f()
+	}
 	return r.locker.resetLease(ctx, r, ttl, true)
 }
 
@@ -319,7 +322,7 @@ func (l *Locker) resetLease(ctx context.Context, lk *Lock, ttl time.Duration, se
 	ls := lk.lease
 	seq, ttl, ok := l.watchdog.begin(ls, lk, ttl, setTTL)
 	if !ok {
-		return ErrNotHeld // handed on: the next holder's lease is not ours to change
+		return ErrNotHeld // handed on (the next holder's lease is not ours to change), or let go
 	}
 	ok, err := l.store.extend(ctx, lk.id, ttl, seq)
 	switch {

@@ -30,6 +30,10 @@ type Locker struct {
 	// round trip that confirms a hand-off: the explorer's virtual clock
 	// stands still until it sleeps, where a real one has moved on.
 	confirming func()
+	// extending, when set (tests only), runs in Extend between its check
+	// that the lock is held and the change it begins: the explorer's
+	// stall between a check and the send that follows.
+	extending func()
 }
 
 // New returns a Locker on client: a *redis.Client, a Sentinel failover client

@@ -68,7 +68,8 @@ func (lk *Lock) Detach() (Ownership, error) {
 // its way to Redis. Resume returns ErrNotHeld too when the token no longer
 // holds the key (its lease ran out, or it was released); an ErrUnavailable
 // error when Redis could not be reached (the hand-over may then have
-// happened, and the lock expires with its lease); and an ErrInvalid error
+// happened, and the lock expires with its lease) or answered only after
+// the new lease had run out (the lock is let go); and an ErrInvalid error
 // for an empty key or token or invalid Options.
 func (l *Locker) Resume(ctx context.Context, own Ownership, o Options) (*Lock, error) {
 	switch {
@@ -99,7 +100,15 @@ func (l *Locker) Resume(ctx context.Context, own Ownership, o Options) (*Lock, e
 	case !ok:
 		return nil, ErrNotHeld
 	}
-	lk := newLock(l, own.Key, id, own.Fence, o, sent, time.Now())
+	replied := time.Now()
+	if !replied.Before(sent.Add(o.TTL - l.cfg.margin(o.TTL))) {
+		// Taken over, but the reply came after the lease it trusts had
+		// run out (as acquisition.try): let it go rather than return a
+		// lock that is lost already.
+		l.cleanup(ctx, id)
+		return nil, unavailable("resume", errLateGrant)
+	}
+	lk := newLock(l, own.Key, id, own.Fence, o, sent, replied)
 	lk.fenceEnd = own.Fence // no fences reserved: never handed on
 	if !l.watchdog.add(lk.lease) {
 		return nil, ErrClosed

@@ -46,6 +46,9 @@ type watchdog struct {
 	ctx       context.Context // cancelled by close, ending renewals in flight
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // the loop and the renewal batches in flight
+	// late, when set (tests only), says how long the loop oversleeps each
+	// wake-up: the explorer's stand-in for a starved runtime.
+	late func() time.Duration
 }
 
 // maxRenewBatch bounds the renewals one batch carries, so that no
@@ -124,6 +127,7 @@ func (w *watchdog) stop(ls *lease) uint64 {
 	if ls.wdIndex >= 0 {
 		heap.Remove(&w.leases, ls.wdIndex)
 	}
+	ls.stopped = true // an Extend that passed its check now finds it let go
 	ls.seq++
 	return ls.seq
 }
@@ -165,11 +169,12 @@ func (w *watchdog) lose(ls *lease, why LostCause) {
 // that holder is about to send (see lease.go); setTTL makes ttl the lease
 // later renewals ask for, as Extend does. It returns the change's number
 // for settle, and its ttl; ok is false, and nothing is recorded, when
-// holder no longer holds the lease (it was handed on meanwhile).
+// holder no longer holds the lease (it was handed on meanwhile, or let go
+// with ReleaseAfter, whose change must be the last).
 func (w *watchdog) begin(ls *lease, holder *Lock, ttl time.Duration, setTTL bool) (seq uint64, _ time.Duration, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ls.holder != holder {
+	if ls.holder != holder || ls.stopped {
 		return 0, 0, false
 	}
 	if ttl <= 0 {
@@ -277,6 +282,9 @@ func (w *watchdog) run() {
 	for {
 		select {
 		case <-w.timer.C:
+			if w.late != nil {
+				time.Sleep(w.late())
+			}
 			w.tick(time.Now())
 		case <-w.ctx.Done():
 			return

@@ -11,6 +11,7 @@
 package explore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -73,6 +74,39 @@ type Plan struct {
 	// waits, and padlock orders what it sees by when it sent it, so a
 	// round trip must take some time, as on any network.
 	Latency time.Duration
+	// ConnRate is the share of script commands whose reply a client's
+	// connection loses below go-redis (ConnLost, ConnReset): go-redis
+	// itself sends such a command again unless told not to.
+	ConnRate float64
+}
+
+// ConnFault is what a client's connection does to the reply of one
+// script command, below go-redis.
+type ConnFault uint8
+
+const (
+	ConnNone ConnFault = iota
+	// ConnLost: the server runs the command; its reply never comes, and
+	// go-redis's read ends at its deadline (a timeout).
+	ConnLost
+	// ConnReset: the server runs the command; the connection closes as
+	// its reply arrives (io.EOF).
+	ConnReset
+)
+
+func (k ConnFault) String() string { return [...]string{"none", "lost", "reset"}[k] }
+
+// DecideConn returns the connection fault for the idx-th script command
+// written on connection conn of client.
+func (p *Plan) DecideConn(client int, conn, idx uint64) ConnFault {
+	if p.ConnRate == 0 {
+		return ConnNone
+	}
+	r := rand.New(rand.NewPCG(p.Seed^0x5bd1e995, uint64(client)<<48^conn<<24^idx))
+	if r.Float64() >= p.ConnRate {
+		return ConnNone
+	}
+	return ConnLost + ConnFault(r.IntN(2))
 }
 
 // burstRate is the chance of a fault for a command that follows a
@@ -269,6 +303,73 @@ func (c *bufConn) Close() error {
 	return c.Conn.Close()
 }
 
+// faultConn is a client's connection that loses the replies of some
+// script commands (EVALSHA, EVAL) after the server ran them, as a proxy
+// or a broken network does: below go-redis, which sees a read timeout or
+// a closed connection, and sends the command again unless it is told not
+// to (padlock's scripts are sent once: scripts.go, onceCmd).
+type faultConn struct {
+	net.Conn
+	h    *Hook
+	conn uint64
+	n    atomic.Uint64
+	drop atomic.Uint32 // the ConnFault of the reply being read
+}
+
+// script reports whether a request (RESP, as go-redis writes it) begins
+// with a script command.
+func script(p []byte) bool {
+	head := p[:min(len(p), 32)]
+	return bytes.Contains(head, []byte("\r\nevalsha\r\n")) || bytes.Contains(head, []byte("\r\neval\r\n"))
+}
+
+func (c *faultConn) Write(p []byte) (int, error) {
+	if script(p) && !c.h.off.Load() {
+		idx := c.n.Add(1)
+		if f := c.h.plan.DecideConn(c.h.ID, c.conn, idx); f != ConnNone {
+			c.drop.Store(uint32(f))
+			c.h.tr.Add("%s conn%d#%d: %s: reply will be %s below go-redis", c.h.Name, c.conn, idx, describeRESP(p), f)
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *faultConn) Read(p []byte) (int, error) {
+	switch ConnFault(c.drop.Load()) {
+	case ConnReset:
+		// The reply arrives: the server ran the command. Then the
+		// connection closes.
+		if _, err := c.Conn.Read(p); err != nil {
+			return 0, err
+		}
+		_ = c.Conn.Close()
+		return 0, io.EOF
+	case ConnLost:
+		// Every byte from now on is lost, until go-redis's read deadline
+		// passes and it gives the connection up.
+		for {
+			if _, err := c.Conn.Read(p); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return c.Conn.Read(p)
+}
+
+// describeRESP names the command a request carries, and its first key.
+func describeRESP(p []byte) string {
+	parts := strings.Split(string(p[:min(len(p), 200)]), "\r\n")
+	var out []string
+	for i := 2; i < len(parts) && len(out) < 3; i += 2 {
+		a := parts[i]
+		if len(a) > 16 {
+			a = a[:7] + "…"
+		}
+		out = append(out, a)
+	}
+	return strings.Join(out, " ")
+}
+
 // Pause holds every command that arrives in the next d until d has passed.
 func (s *Server) Pause(d time.Duration) {
 	s.mu.Lock()
@@ -341,6 +442,29 @@ type Hook struct {
 	prev atomic.Bool // the last command decided met a fault
 	late *sync.WaitGroup
 	off  atomic.Bool
+
+	conns    atomic.Uint64 // connections dialed
+	lastDone atomic.Int64  // when a command last returned to its caller (UnixNano)
+}
+
+// LastDone returns when a command of h's client last returned to its
+// caller (the zero time if none did).
+func (h *Hook) LastDone() time.Time {
+	if n := h.lastDone.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+func (h *Hook) done() { h.lastDone.Store(time.Now().UnixNano()) }
+
+// dial is the client's Dialer: the server's, with connection faults.
+func (h *Hook) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := h.srv.Dial(ctx, network, addr)
+	if err != nil || h.plan.ConnRate == 0 {
+		return c, err
+	}
+	return &faultConn{Conn: c, h: h, conn: h.conns.Add(1)}, nil
 }
 
 // NewClient returns a client of srv with a fault hook deciding by plan,
@@ -353,7 +477,9 @@ func NewClient(id int, name string, srv *Server, plan *Plan, tr *Trace, late *sy
 		return &redis.Options{Addr: "127.0.0.1:6379", Dialer: srv.Dial, DisableIdentity: true, Protocol: 2}
 	}
 	h := &Hook{ID: id, Name: name, plan: plan, srv: srv, side: redis.NewClient(opt()), tr: tr, late: late}
-	c := redis.NewClient(opt())
+	o := opt()
+	o.Dialer = h.dial
+	c := redis.NewClient(o)
 	c.AddHook(h)
 	return c, h
 }
@@ -402,6 +528,7 @@ func describe(cmds []redis.Cmder) string {
 // ProcessHook applies the fault decided for each command.
 func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		defer h.done()
 		if exempt(cmd.Name()) {
 			// No sleep here: go-redis sets connections up under locks of
 			// padlock's (a PubSub's), and a goroutine waiting for a
@@ -420,6 +547,7 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // for one command: a pipeline is one round trip.
 func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		defer h.done()
 		if h.off.Load() || len(cmds) == 0 || exempt(cmds[0].Name()) {
 			time.Sleep(h.plan.Latency)
 			return next(ctx, cmds)
