@@ -17,7 +17,7 @@ type store interface {
 	// single attempt.
 	acquire(ctx context.Context, id *lockID, at *attempt) (grant, error)
 	// release deletes the lock if id.token holds it, as g says (see
-	// handoff.go); ok reports whether it did.
+	// wait_handoff.go); ok reports whether it did.
 	release(ctx context.Context, id *lockID, g giveBack) (ok bool, err error)
 	// extend resets the lease to ttl if id.token holds the lock, as lease
 	// change number seq: Redis refuses it, changing nothing, if a change
@@ -25,7 +25,7 @@ type store interface {
 	// the token holds the lock.
 	extend(ctx context.Context, id *lockID, ttl time.Duration, seq uint64) (ok bool, err error)
 	// handover moves the lock id.token holds to next.token, resetting
-	// its lease to ttl as lease change number seq (see handoff.go); ok
+	// its lease to ttl as lease change number seq (see wait_handoff.go); ok
 	// reports whether id.token held it.
 	handover(ctx context.Context, id, next *lockID, ttl time.Duration, seq uint64) (ok bool, err error)
 	// resume hands the lock that token holds over to id.token, resetting
@@ -49,7 +49,7 @@ type store interface {
 
 // grant is what an acquire attempt got: the lock with the fences reserved
 // for it (first is Lock.Fence; the Locker may hand the lock on with the
-// fences up to last, see handoff.go), or, when first is 0, the holder's
+// fences up to last, see wait_handoff.go), or, when first is 0, the holder's
 // remaining lease (0 when unknown) and its Options.Owner, if it set one.
 type grant struct {
 	first, last int64

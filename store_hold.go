@@ -22,7 +22,7 @@ import (
 //     ended are dropped by whichever script next touches the set, which
 //     expires with its last live member.
 //
-// A hold is never handed on inside its Locker (handoff.go is the mutex's)
+// A hold is never handed on inside its Locker (wait_handoff.go is the mutex's)
 // and cannot be detached.
 type holdKind uint8
 

@@ -128,7 +128,7 @@ func TestHandOffWithinLocker(t *testing.T) {
 		prev = h.lk
 	}
 	// One round trip each: the confirmation that Redis still holds the
-	// lock (handoff.go).
+	// lock (wait_handoff.go).
 	if n := sent.Load() - before; n != waiters {
 		t.Fatalf("%d round trips for %d hand-offs, want one each", n, waiters)
 	}
