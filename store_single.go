@@ -178,29 +178,8 @@ func (s single) renewOn(ctx context.Context, node redis.Scripter, batch []renewa
 		ctx, cancel = context.WithDeadline(ctx, d)
 		defer cancel()
 	}
-	// A server that restarted (or never ran EXTEND) lacks the script: load
-	// it there, once, and send those renewals again, rather than one EVAL
-	// each. Only there: on a Cluster, loading it everywhere would wait on
-	// every node, the slowest included.
-	for try := 0; len(idx) > 0; try++ {
-		missing := s.renewOnce(ctx, batch, idx)
-		if len(missing) == 0 || try == 1 {
-			for _, i := range missing {
-				batch[i].err = errNoScript
-			}
-			return
-		}
-		if err := loadExtenders(ctx, node, batch, missing); err != nil {
-			for _, i := range missing {
-				batch[i].err = err
-			}
-			return
-		}
-		idx = missing
-	}
+	renewLoading(ctx, node, batch, idx, func(idx []int) []int { return s.renewOnce(ctx, batch, idx) })
 }
-
-var errNoScript = errors.New("padlock: extend script not loaded")
 
 // renewOnce pipelines the renewals of batch at idx and returns the ones the
 // server had no script for.
