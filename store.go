@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -120,4 +121,23 @@ type renewal struct {
 	seq   uint64
 
 	planned, sent time.Time // when it was due, and sent: for observers
+}
+
+// renewEach settles the renewals at failed (their node is unknown) at
+// once, then renews each node's group (groups: the indexes of a batch's
+// renewals by the node that serves them) in parallel, settling each group
+// as soon as its node answered: a slow node must not hold up the renewals
+// that other nodes answer.
+func renewEach[N comparable](groups map[N][]int, failed []int, settled func(idx []int), renew func(node N, idx []int)) {
+	if len(failed) > 0 {
+		settled(failed)
+	}
+	var wg sync.WaitGroup
+	for node, idx := range groups {
+		wg.Go(func() {
+			renew(node, idx)
+			settled(idx)
+		})
+	}
+	wg.Wait()
 }

@@ -3,7 +3,6 @@ package padlock
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -187,17 +186,7 @@ func (a acked) renew(ctx context.Context, batch []renewal, settled func(idx []in
 		}
 		groups[c] = append(groups[c], i)
 	}
-	if len(failed) > 0 {
-		settled(failed)
-	}
-	var wg sync.WaitGroup
-	for c, idx := range groups {
-		wg.Go(func() {
-			a.renewOn(ctx, c, batch, idx)
-			settled(idx)
-		})
-	}
-	wg.Wait()
+	renewEach(groups, failed, settled, func(c redis.UniversalClient, idx []int) { a.renewOn(ctx, c, batch, idx) })
 }
 
 // renewOn renews the renewals of batch at idx through c, the master of

@@ -3,7 +3,6 @@ package padlock
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -120,20 +119,9 @@ func (s single) renew(ctx context.Context, batch []renewal, settled func(idx []i
 		settled(all)
 		return
 	}
+	// Each master in parallel, and each under its own deadline.
 	groups, failed := byMaster(ctx, cc, batch)
-	if len(failed) > 0 {
-		settled(failed)
-	}
-	// Each master in parallel, and each under its own deadline: a slow
-	// node must not hold up the renewals that other nodes answer.
-	var wg sync.WaitGroup
-	for node, idx := range groups {
-		wg.Go(func() {
-			s.renewOn(ctx, node, batch, idx)
-			settled(idx)
-		})
-	}
-	wg.Wait()
+	renewEach(groups, failed, settled, func(node *redis.Client, idx []int) { s.renewOn(ctx, node, batch, idx) })
 }
 
 // byMaster groups the renewals of batch by the master that serves each
