@@ -7,7 +7,7 @@ import (
 
 // lease is what a Locker knows of one lock's lease in Redis: when it surely
 // runs until, and when to renew it. It belongs to the lock in Redis, not to
-// a holder: a hand-off (handoff.go) moves it on to the next holder with its
+// a holder: a hand-off (wait_handoff.go) moves it on to the next holder with its
 // schedule and its history. The watchdog owns it: every field is guarded by
 // watchdog.mu.
 //
@@ -178,7 +178,7 @@ func (ls *lease) renewTime() time.Time {
 }
 
 // confirmedSince reports whether Redis confirmed that the token held the
-// lock by a change sent after t (handoff.go).
+// lock by a change sent after t (wait_handoff.go).
 func (ls *lease) confirmedSince(t time.Time) bool { return ls.anchor.sent.After(t) }
 
 func minTime(a, b time.Time) time.Time {

@@ -20,14 +20,14 @@ type Lock struct {
 	// Lock, and a few bytes more would move it up a size class (see
 	// TestLockSizeClass).
 	released atomic.Bool  // this handle's Release ran
-	obsState atomic.Int32 // whether its end is yet to be observed (observer.go)
+	obsState atomic.Int32 // whether its end is yet to be observed (obs_observer.go)
 
 	locker *Locker
 	key    string
 	id     *lockID
 	fence  int64
 	// fenceEnd is the last fence reserved with the Redis lock: the lock may
-	// be handed on locally while fence < fenceEnd (see handoff.go).
+	// be handed on locally while fence < fenceEnd (see wait_handoff.go).
 	fenceEnd int64
 
 	// lease is the lock's lease in Redis, which the watchdog keeps (see
@@ -228,14 +228,14 @@ func (lk *Lock) Release(ctx context.Context) error {
 	)
 	id := lk.id // the grant the release names
 	releasing := time.Now()
-	if id.kind == holdMutex { // holds are never handed on (hold.go)
+	if id.kind == holdMutex { // holds are never handed on (store_hold.go)
 		handed, g, next = lk.locker.handOff(lk, releasing, nil)
 	}
 	if next != nil {
 		// A local waiter is next. The hand-off is a grant of its own: move
 		// the lock in Redis to next's token, which also confirms that
 		// Redis still holds it, so that a lock Redis lost (a restart, a
-		// failover) is never passed on (see handoff.go).
+		// failover) is never passed on (see wait_handoff.go).
 		if f := lk.locker.confirming; f != nil {
 			f()
 		}

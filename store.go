@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -17,7 +18,7 @@ type store interface {
 	// single attempt.
 	acquire(ctx context.Context, id *lockID, at *attempt) (grant, error)
 	// release deletes the lock if id.token holds it, as g says (see
-	// handoff.go); ok reports whether it did.
+	// wait_handoff.go); ok reports whether it did.
 	release(ctx context.Context, id *lockID, g giveBack) (ok bool, err error)
 	// extend resets the lease to ttl if id.token holds the lock, as lease
 	// change number seq: Redis refuses it, changing nothing, if a change
@@ -25,7 +26,7 @@ type store interface {
 	// the token holds the lock.
 	extend(ctx context.Context, id *lockID, ttl time.Duration, seq uint64) (ok bool, err error)
 	// handover moves the lock id.token holds to next.token, resetting
-	// its lease to ttl as lease change number seq (see handoff.go); ok
+	// its lease to ttl as lease change number seq (see wait_handoff.go); ok
 	// reports whether id.token held it.
 	handover(ctx context.Context, id, next *lockID, ttl time.Duration, seq uint64) (ok bool, err error)
 	// resume hands the lock that token holds over to id.token, resetting
@@ -49,7 +50,7 @@ type store interface {
 
 // grant is what an acquire attempt got: the lock with the fences reserved
 // for it (first is Lock.Fence; the Locker may hand the lock on with the
-// fences up to last, see handoff.go), or, when first is 0, the holder's
+// fences up to last, see wait_handoff.go), or, when first is 0, the holder's
 // remaining lease (0 when unknown) and its Options.Owner, if it set one.
 type grant struct {
 	first, last int64
@@ -120,4 +121,23 @@ type renewal struct {
 	seq   uint64
 
 	planned, sent time.Time // when it was due, and sent: for observers
+}
+
+// renewEach settles the renewals at failed (their node is unknown) at
+// once, then renews each node's group (groups: the indexes of a batch's
+// renewals by the node that serves them) in parallel, settling each group
+// as soon as its node answered: a slow node must not hold up the renewals
+// that other nodes answer.
+func renewEach[N comparable](groups map[N][]int, failed []int, settled func(idx []int), renew func(node N, idx []int)) {
+	if len(failed) > 0 {
+		settled(failed)
+	}
+	var wg sync.WaitGroup
+	for node, idx := range groups {
+		wg.Go(func() {
+			renew(node, idx)
+			settled(idx)
+		})
+	}
+	wg.Wait()
 }

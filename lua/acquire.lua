@@ -3,7 +3,7 @@
 -- ARGV[1] owner token, ARGV[2] lease in milliseconds; and for an attempt
 -- of a waiting Acquire, ARGV[3] how many fences to reserve (>= 1: the
 -- Locker may hand the lock on to that many holders in turn, see
--- handoff.go), ARGV[4] the caller's Locker id, ARGV[5] '1'
+-- wait_handoff.go), ARGV[4] the caller's Locker id, ARGV[5] '1'
 -- Returns the fence when the lock was taken with one, {first, last}
 -- reserved fence when with more, or
 -- -1 - (the holder's remaining lease in ms) when someone else holds it,
@@ -23,7 +23,7 @@ if not redis.call('set', KEYS[1], ARGV[1] .. '|0', 'nx', 'px', ARGV[2]) then
     if seq == 0 then redis.call('set', KEYS[1], v, 'px', ARGV[2]) end
   elseif ARGV[5] == '1' and v == 'y:' .. ARGV[4] then
     -- Another Locker let the lock go to make way for this one's waiters
-    -- (handoff.go), because it had heard them, and maybe others, ask.
+    -- (wait_handoff.go), because it had heard them, and maybe others, ask.
     redis.call('set', KEYS[1], ARGV[1] .. '|0*', 'px', ARGV[2])
   else
     if ARGV[5] == '1' then

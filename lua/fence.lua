@@ -1,5 +1,5 @@
 -- Shared by the scripts that hand out permits and read-write holds, which
--- Go prepends it to (hold_scripts.go).
+-- Go prepends it to (store_hold_scripts.go).
 
 -- nowMs returns the server clock in ms, and the raw TIME reply.
 local function nowMs()

@@ -1,5 +1,5 @@
 -- Shared by every script that reads a lock key's value, which Go prepends
--- it to (scripts.go).
+-- it to (store_scripts.go).
 --
 -- A lock key holds "<token>|<n>": the token of the grant that holds it
 -- (one per acquiring attempt, hand-off and resume: a grant's token is
@@ -8,7 +8,7 @@
 -- it. A change numbered below n is refused: a late one never overrides a
 -- later one. '*' is appended once a waiter asked for a release notice
 -- (acquire.lua). A yielding release leaves "y:<Locker id>" instead
--- (handoff.go).
+-- (wait_handoff.go).
 --
 -- A value that is a bare token (22 base64url characters, then nothing, '*'
 -- or '~' and an owner) was written by an older padlock sharing the key

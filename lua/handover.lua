@@ -5,7 +5,7 @@
 -- the next token with the lease reset (or the next token holds it
 -- already: a copy of this hand-off ran); 0 otherwise, changing nothing.
 --
--- A hand-off within a Locker (handoff.go) is a grant of its own: the next
+-- A hand-off within a Locker (wait_handoff.go) is a grant of its own: the next
 -- holder gets a token of its own, so that whatever is still on its way
 -- from the releasing holder (a renewal, a Proclaim, a Resign) is a
 -- stranger to it. It is also the round trip that confirms Redis still

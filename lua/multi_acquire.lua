@@ -24,7 +24,7 @@ for i = 1, n do
     -- connection closed), maybe marked by a waiter since.
     take[i] = grantValue(tok, seq, marked)
   elseif waiting and v == 'y:' .. ARGV[3] then
-    -- Let go for this Locker's waiters (handoff.go).
+    -- Let go for this Locker's waiters (wait_handoff.go).
     take[i] = tok .. '|0*'
   else
     if waiting then

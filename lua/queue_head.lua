@@ -1,4 +1,4 @@
--- Shared by the fair-mode scripts, which Go prepends it to (scripts.go).
+-- Shared by the fair-mode scripts, which Go prepends it to (store_scripts.go).
 -- Queue entries are "<deadline ms>:<token>", oldest first; now is in ms.
 -- Each token has at most one entry: an attempt whose reply was lost is
 -- sent again and must not queue its waiter twice (isQueued), and a waiter

@@ -1,74 +1,17 @@
 package middleware_test
 
 import (
-	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync/atomic"
-	"testing"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/padlockgo/padlock"
-	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/padlockgo/padlock/internal/handlertest"
 )
 
-// newLocker returns a Locker on a fresh Redis server, closed when t ends.
-func newLocker(t testing.TB, opts ...padlock.LockerOption) (*padlock.Locker, *redistest.Server, *redis.Client) {
-	t.Helper()
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	l := padlock.New(rdb, opts...)
-	t.Cleanup(func() { _ = l.Close() })
-	return l, srv, rdb
-}
-
-func serve(h http.Handler, method, target, body string) *httptest.ResponseRecorder {
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req := httptest.NewRequest(method, target, rd)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, req)
-	return w
-}
-
-// problem is the decoded body of a problem response.
-type problem struct {
-	Type      string `json:"type"`
-	Title     string `json:"title"`
-	Status    int    `json:"status"`
-	Detail    string `json:"detail"`
-	Instance  string `json:"instance"`
-	Namespace string `json:"namespace"`
-	Key       string `json:"key"`
-}
-
-// checkProblem checks that w is a problem response with status and returns
-// its body.
-func checkProblem(t testing.TB, w *httptest.ResponseRecorder, status int) problem {
-	t.Helper()
-	if w.Code != status {
-		t.Fatalf("got status %d (body %s), want %d", w.Code, w.Body, status)
-	}
-	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
-		t.Fatalf("got Content-Type %q, want application/problem+json", ct)
-	}
-	var p problem
-	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
-		t.Fatalf("got body %q: %v", w.Body, err)
-	}
-	if p.Status != status || p.Type != "about:blank" || p.Title != http.StatusText(status) {
-		t.Fatalf("got problem %+v, want status %d, type about:blank, title %q", p, status, http.StatusText(status))
-	}
-	return p
-}
+// What the tests of both HTTP middlewares share (internal/handlertest).
+var (
+	newLocker    = handlertest.NewLocker
+	serve        = handlertest.Serve
+	checkProblem = handlertest.CheckProblem
+)
 
 // exclusive counts handler runs and the most that ran at once.
 type exclusive struct {

@@ -14,8 +14,8 @@ type lockID struct {
 	// pointer: every lock cycle allocates a lockID, and a mutex has no rel
 	// to pay for (see TestLockSizeClass).
 	fair bool     // Options.Fair: acquire through the queue, release to it
-	kind holdKind // a mutex (the zero value), or a hold (hold.go)
-	// argv is what the scripts of one deployment (single.go) send for this
+	kind holdKind // a mutex (the zero value), or a hold (store_hold.go)
+	// argv is what the scripts of one deployment (store_single.go) send for this
 	// lock; only that store reads it.
 	argv scriptArgs
 	rel  *holdRel // what only a hold needs; nil for a mutex
@@ -59,7 +59,7 @@ func lockIDOn(keys [3]string, token string, o Options) *lockID {
 // filling it in for each attempt costs no allocation and touches nothing
 // a holder of the lock shares.
 type attempt struct {
-	// argv is acquire.lua's ARGV (see setArgs in single.go).
+	// argv is acquire.lua's ARGV (see setArgs in store_single.go).
 	argv [5]any
 	// queueFor is how long a fair waiter asks to stay queued; set until
 	// Redis has confirmed it queued the waiter, 0 otherwise.

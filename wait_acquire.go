@@ -334,7 +334,7 @@ func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, e
 }
 
 // receive takes over the lock a holder of this Locker handed to this
-// waiter while it slept (see handoff.go). It returns the lock for Acquire
+// waiter while it slept (see wait_handoff.go). It returns the lock for Acquire
 // to return; the error that ends the wait instead; or neither, and the
 // waiter tries Redis: so when the lock was lost before the waiter woke.
 func (a *acquisition) receive(ctx context.Context, lk *Lock) (*Lock, error) {

@@ -20,7 +20,9 @@ func TestHeldAndWaiting(t *testing.T) {
 	if h := l.Held(); len(h) != 0 {
 		t.Fatalf("fresh Locker: got %+v held, want none", h)
 	}
-	lk := mustAcquire(t, l, ctx, key+":{braced}", padlock.Options{TTL: 300 * time.Millisecond})
+	// A lease renewed soon (TTL/3), long enough that a loaded machine
+	// renews it in time.
+	lk := mustAcquire(t, l, ctx, key+":{braced}", padlock.Options{TTL: 1500 * time.Millisecond})
 	fixed := mustAcquire(t, l, ctx, key+":fixed", padlock.Options{NoRenew: true})
 	done := make(chan error, 1)
 	wctx, cancel := context.WithCancel(ctx)
@@ -28,10 +30,10 @@ func TestHeldAndWaiting(t *testing.T) {
 		_, err := l.Acquire(wctx, key+":fixed", padlock.Options{Wait: time.Minute})
 		done <- err
 	}()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for len(l.Waiting()) == 0 || l.Held()[0].Renewals == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no waiter or no renewal within 20s: held %+v, waiting %+v", l.Held(), l.Waiting())
+			t.Fatalf("no waiter or no renewal within a minute: held %+v, waiting %+v", l.Held(), l.Waiting())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

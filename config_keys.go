@@ -63,7 +63,7 @@ func (ks keyspace) lockKeys(key string) (lock, fence, queue string) {
 	return all[:n], all[n:m], all[m:]
 }
 
-// holdKeys returns the keys of a hold on key (hold.go): the holders'
+// holdKeys returns the keys of a hold on key (store_hold.go): the holders'
 // key P{K}suffix, the fence counter of its slot, and its queue
 // P{K}suffix:queue. Every one of them shares the slot of the lock key
 // P{K}, and none can be a lock key, which always ends with '}'.

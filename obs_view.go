@@ -49,7 +49,7 @@ type WaitingKey struct {
 // holds, see Inspect.
 func (l *Locker) Held() []HeldLock {
 	n, w := l.notifier, l.watchdog
-	// Lock order: notifier.mu, then watchdog.mu (watchdog.go).
+	// Lock order: notifier.mu, then watchdog.mu (lease_watchdog.go).
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	w.mu.Lock()

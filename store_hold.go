@@ -2,8 +2,6 @@ package padlock
 
 import (
 	"context"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Holds: what a semaphore permit and a read-write lock's read and write
@@ -22,7 +20,7 @@ import (
 //     ended are dropped by whichever script next touches the set, which
 //     expires with its last live member.
 //
-// A hold is never handed on inside its Locker (handoff.go is the mutex's)
+// A hold is never handed on inside its Locker (wait_handoff.go is the mutex's)
 // and cannot be detached.
 type holdKind uint8
 
@@ -139,23 +137,6 @@ func (s single) leaveHold(ctx context.Context, id *lockID, place string) error {
 	}
 	// rel: kind, channel
 	return s.holds().rwRelease.run(ctx, s.client, s.retries, id.keys[:], place, "q", id.rel.args[1]).Err()
-}
-
-// loadExtenders loads on node the lease scripts of the renewals of batch
-// at idx, each once.
-func loadExtenders(ctx context.Context, node redis.Scripter, batch []renewal, idx []int) error {
-	loaded := map[*script]bool{}
-	for _, i := range idx {
-		sc := batch[i].id.extender()
-		if loaded[sc] {
-			continue
-		}
-		if err := sc.Load(ctx, node).Err(); err != nil {
-			return err
-		}
-		loaded[sc] = true
-	}
-	return nil
 }
 
 // holdGrant reads the reply of a script that takes a hold: the fence

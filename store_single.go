@@ -3,7 +3,6 @@ package padlock
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -120,20 +119,9 @@ func (s single) renew(ctx context.Context, batch []renewal, settled func(idx []i
 		settled(all)
 		return
 	}
+	// Each master in parallel, and each under its own deadline.
 	groups, failed := byMaster(ctx, cc, batch)
-	if len(failed) > 0 {
-		settled(failed)
-	}
-	// Each master in parallel, and each under its own deadline: a slow
-	// node must not hold up the renewals that other nodes answer.
-	var wg sync.WaitGroup
-	for node, idx := range groups {
-		wg.Go(func() {
-			s.renewOn(ctx, node, batch, idx)
-			settled(idx)
-		})
-	}
-	wg.Wait()
+	renewEach(groups, failed, settled, func(node *redis.Client, idx []int) { s.renewOn(ctx, node, batch, idx) })
 }
 
 // byMaster groups the renewals of batch by the master that serves each
@@ -178,29 +166,8 @@ func (s single) renewOn(ctx context.Context, node redis.Scripter, batch []renewa
 		ctx, cancel = context.WithDeadline(ctx, d)
 		defer cancel()
 	}
-	// A server that restarted (or never ran EXTEND) lacks the script: load
-	// it there, once, and send those renewals again, rather than one EVAL
-	// each. Only there: on a Cluster, loading it everywhere would wait on
-	// every node, the slowest included.
-	for try := 0; len(idx) > 0; try++ {
-		missing := s.renewOnce(ctx, batch, idx)
-		if len(missing) == 0 || try == 1 {
-			for _, i := range missing {
-				batch[i].err = errNoScript
-			}
-			return
-		}
-		if err := loadExtenders(ctx, node, batch, missing); err != nil {
-			for _, i := range missing {
-				batch[i].err = err
-			}
-			return
-		}
-		idx = missing
-	}
+	renewLoading(ctx, node, batch, idx, func(idx []int) []int { return s.renewOnce(ctx, batch, idx) })
 }
-
-var errNoScript = errors.New("padlock: extend script not loaded")
 
 // renewOnce pipelines the renewals of batch at idx and returns the ones the
 // server had no script for.

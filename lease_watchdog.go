@@ -216,7 +216,7 @@ func (w *watchdog) handable(old *Lock, ttl time.Duration) bool {
 }
 
 // handOver moves ls, which old holds, on to the lock mk makes: the next
-// holder of the same Redis lock (see handoff.go), under the grant next
+// holder of the same Redis lock (see wait_handoff.go), under the grant next
 // that Redis moved it to (renamed), which goes on with its lease and
 // renewal schedule. It hands nothing on, and returns nil, when the lease
 // may not be handed on (handable), or when the rename was not sent after

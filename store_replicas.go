@@ -2,9 +2,7 @@ package padlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -188,17 +186,7 @@ func (a acked) renew(ctx context.Context, batch []renewal, settled func(idx []in
 		}
 		groups[c] = append(groups[c], i)
 	}
-	if len(failed) > 0 {
-		settled(failed)
-	}
-	var wg sync.WaitGroup
-	for c, idx := range groups {
-		wg.Go(func() {
-			a.renewOn(ctx, c, batch, idx)
-			settled(idx)
-		})
-	}
-	wg.Wait()
+	renewEach(groups, failed, settled, func(c redis.UniversalClient, idx []int) { a.renewOn(ctx, c, batch, idx) })
 }
 
 // renewOn renews the renewals of batch at idx through c, the master of
@@ -209,7 +197,7 @@ func (a acked) renewOn(ctx context.Context, c redis.UniversalClient, batch []ren
 		ctx, cancel = context.WithDeadline(ctx, d)
 		defer cancel()
 	}
-	for try := 0; len(idx) > 0; try++ {
+	renewLoading(ctx, c, batch, idx, func(idx []int) (missing []int) {
 		cmds := make([]*redis.Cmd, len(idx))
 		var wait *redis.Cmd
 		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -221,7 +209,6 @@ func (a acked) renewOn(ctx context.Context, c redis.UniversalClient, batch []ren
 			return nil
 		})
 		confirmErr := a.confirmed(wait)
-		var missing []int
 		for j, i := range idx {
 			n, err := cmds[j].Int64()
 			switch {
@@ -233,18 +220,6 @@ func (a acked) renewOn(ctx context.Context, c redis.UniversalClient, batch []ren
 				batch[i].ok, batch[i].err = n >= 1, err
 			}
 		}
-		if len(missing) == 0 {
-			return
-		}
-		// A server that restarted lacks the script: load it once and send
-		// those renewals again.
-		loadErr := loadExtenders(ctx, c, batch, missing)
-		if try == 1 || loadErr != nil {
-			for _, i := range missing {
-				batch[i].ok, batch[i].err = false, errors.Join(errNoScript, loadErr)
-			}
-			return
-		}
-		idx = missing
-	}
+		return missing
+	})
 }

@@ -144,19 +144,3 @@ func nextInTurn(self string, wanters map[string]time.Time, fresh time.Time) stri
 	}
 	return lowest
 }
-
-// reserve is how many fences an attempt of a waiting Acquire asks for: one
-// for itself and one for each local waiter queued behind it, to hand the
-// lock on to.
-func (n *notifier) reserve(channel string, self *waiter) int64 {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	behind := 0
-	if kw := n.keys[channel]; kw != nil {
-		behind = len(kw.waiters)
-		if self != nil {
-			behind--
-		}
-	}
-	return int64(min(max(behind, 0), maxHandoffs) + 1)
-}

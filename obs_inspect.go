@@ -219,7 +219,7 @@ func (l *Locker) scanLocks(ctx context.Context, node redis.UniversalClient, limi
 	for i, k := range keys {
 		token, err := gets[i].Result()
 		// Skip keys released between SCAN and GET, and the short-lived
-		// markers a Locker leaves when it yields a key (handoff.go).
+		// markers a Locker leaves when it yields a key (wait_handoff.go).
 		if err != nil || strings.HasPrefix(token, "y:") {
 			continue
 		}
@@ -239,7 +239,7 @@ var (
 	globEscaper  = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 )
 
-// unescapeKey undoes escapeKey (keys.go).
+// unescapeKey undoes escapeKey (config_keys.go).
 func unescapeKey(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s

@@ -128,7 +128,7 @@ func TestHandOffWithinLocker(t *testing.T) {
 		prev = h.lk
 	}
 	// One round trip each: the confirmation that Redis still holds the
-	// lock (handoff.go).
+	// lock (wait_handoff.go).
 	if n := sent.Load() - before; n != waiters {
 		t.Fatalf("%d round trips for %d hand-offs, want one each", n, waiters)
 	}
@@ -285,14 +285,14 @@ func TestHandOffKeepsRenewing(t *testing.T) {
 	const key, workers = "round", 4
 	// Short leases so that hand-offs span renewals, long enough that a
 	// loaded machine renews in time.
-	o := Options{TTL: 400 * time.Millisecond, Wait: 10 * time.Second}
+	o := Options{TTL: 800 * time.Millisecond, Wait: 10 * time.Second}
 	var (
 		inside atomic.Int32
 		wg     sync.WaitGroup
 		mu     sync.Mutex
 		runs   = map[*lease]int{} // acquisitions per Redis lock (a hand-off moves its lease on)
 	)
-	stop := time.Now().Add(3200 * time.Millisecond) // eight leases
+	stop := time.Now().Add(8 * o.TTL) // eight leases
 	for range workers {
 		wg.Go(func() {
 			for time.Now().Before(stop) {

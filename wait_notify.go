@@ -13,7 +13,7 @@ import (
 // notifier delivers release notices to a Locker's waiters, so they wake
 // when a key frees instead of polling. A release that someone waits for
 // publishes on the lock key's channel (sharded pub/sub on Cluster), as does
-// a waiter that wants a key another Locker holds (handoff.go); the notifier
+// a waiter that wants a key another Locker holds (wait_handoff.go); the notifier
 // holds one subscription per Locker (one per node on Cluster) and
 // subscribes to a key's channel while some local Acquire waits for that
 // key.
@@ -40,48 +40,6 @@ type notifier struct {
 	wg     sync.WaitGroup // one reader per PubSub
 }
 
-// keyWaiters are the local waiters for one lock key, oldest first.
-type keyWaiters struct {
-	waiters []*waiter
-	conn    *redis.PubSub // nil when subscribing failed
-	// ready is closed once the SUBSCRIBE was confirmed or failed to send.
-	// A SUBSCRIBE that Redis refuses leaves it open: go-redis drops the
-	// error reply (see live).
-	ready chan struct{}
-	live  bool // confirmed: notices for the key arrive
-	// wanters are the other Lockers whose waiters asked for the key, and
-	// when they last did: a lock held here yields to one of them when it
-	// goes back to Redis (see handoff.go).
-	wanters map[string]time.Time
-	// wake says whom a notice wakes: a mutex's waiters (the zero value)
-	// or a hold's (hold_wait.go).
-	wake wakePolicy
-	// missed are the last hold waiter tokens that notices named while
-	// no such waiter was in line (hold_wait.go).
-	missed []string
-}
-
-// waiter is one waiting Acquire.
-type waiter struct {
-	a    *acquisition  // its token, options and key
-	wake chan struct{} // capacity 1: a wake-up is never lost, never doubled
-	kw   *keyWaiters
-
-	h *holdAcquisition // instead of a: a hold's waiter (hold_wait.go)
-
-	// Guarded by notifier.mu.
-	parked bool  // asleep until woken: a lock may be handed to it
-	handed *Lock // the lock handed to it, until it takes it (unpark)
-	kicked bool  // a hold's waiter: a notice came for it since it last tried
-}
-
-func (w *waiter) signal() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
 // subscribeTimeout bounds a SUBSCRIBE or UNSUBSCRIBE.
 const subscribeTimeout = time.Second
 
@@ -93,95 +51,6 @@ func newNotifier(client redis.UniversalClient, self string) *notifier {
 		self:    self,
 		keys:    make(map[string]*keyWaiters),
 		conns:   make(map[string]*redis.PubSub),
-	}
-}
-
-// state reports whether some local Acquire already waits for channel (a
-// newcomer then queues behind it instead of barging in), and whether
-// notices for channel are known to arrive.
-func (n *notifier) state(channel string) (waiting, live bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	kw := n.keys[channel]
-	if kw == nil {
-		return false, false
-	}
-	return len(kw.waiters) > 0, kw.live
-}
-
-// live reports whether w's notices are known to arrive, and while the
-// outcome of the SUBSCRIBE is not known, returns the channel that is
-// closed when it is (nil once it is known). Redis may never answer: go-redis
-// drops the error reply of a SUBSCRIBE that an ACL refuses (NOPERM), so a
-// waiter must not wait for that outcome, only wake when it comes.
-func (n *notifier) live(w *waiter) (live bool, pending <-chan struct{}) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	select {
-	case <-w.kw.ready:
-	default:
-		pending = w.kw.ready
-	}
-	return w.kw.live, pending
-}
-
-// join queues a waiter for channel, subscribing to it first if nobody local
-// waits for it yet. A failed SUBSCRIBE is not an error: the waiter polls
-// instead. After close, the waiter is alone in a line of its own, and park
-// refuses it.
-func (n *notifier) join(ctx context.Context, channel string, a *acquisition) *waiter {
-	return n.enter(ctx, channel, &waiter{a: a, wake: make(chan struct{}, 1)}, wakeMutex)
-}
-
-// enter queues w for channel, whose notices wake as policy says, as join
-// does.
-func (n *notifier) enter(ctx context.Context, channel string, w *waiter, policy wakePolicy) *waiter {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		w.kw = &keyWaiters{ready: make(chan struct{}), waiters: []*waiter{w}}
-		close(w.kw.ready)
-		return w
-	}
-	kw := n.keys[channel]
-	fresh := kw == nil
-	if fresh {
-		kw = &keyWaiters{ready: make(chan struct{}), wake: policy}
-		n.keys[channel] = kw
-		n.waited.Add(1)
-	}
-	kw.waiters = append(kw.waiters, w)
-	w.kw = kw
-	if w.h != nil {
-		kw.named(w)
-	}
-	n.mu.Unlock()
-	if !fresh {
-		return w
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), subscribeTimeout)
-	conn, err := n.subscribe(sctx, channel)
-	cancel()
-	n.mu.Lock()
-	// go-redis keeps a channel it failed to subscribe to and subscribes on
-	// reconnect: keep the conn either way, so that leave unsubscribes.
-	kw.conn = conn
-	if err != nil {
-		kw.markReady(false) // poll instead
-	}
-	n.mu.Unlock()
-	return w
-}
-
-// markReady records the SUBSCRIBE's outcome. A confirmation may come after
-// a failure was recorded (go-redis subscribes again on reconnect): notices
-// arrive from then on. n.mu is held.
-func (kw *keyWaiters) markReady(live bool) {
-	kw.live = kw.live || live
-	select {
-	case <-kw.ready:
-	default:
-		close(kw.ready)
 	}
 }
 
@@ -324,74 +193,6 @@ func (n *notifier) notify(channel, next string) {
 	}
 }
 
-// leave takes w out of line. When w was first and did not get the lock, the
-// next waiter is woken to try in its place. Leaving again does nothing.
-func (n *notifier) leave(channel string, w *waiter, acquired bool) {
-	n.mu.Lock()
-	kw := n.keys[channel]
-	if kw == nil || kw != w.kw {
-		n.mu.Unlock()
-		return
-	}
-	wasFirst := len(kw.waiters) > 0 && kw.waiters[0] == w
-	for i, x := range kw.waiters {
-		if x == w {
-			kw.waiters = append(kw.waiters[:i], kw.waiters[i+1:]...)
-			break
-		}
-	}
-	if len(kw.waiters) > 0 {
-		switch {
-		case kw.wake != wakeMutex:
-			kw.passOn(w)
-		case wasFirst && !acquired:
-			kw.waiters[0].signal()
-		}
-		n.mu.Unlock()
-		return
-	}
-	delete(n.keys, channel)
-	n.waited.Add(-1)
-	conn := kw.conn
-	n.mu.Unlock()
-	if conn == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
-	defer cancel()
-	_ = n.send(ctx, conn, false, channel)
-}
-
-// park marks w asleep: from now until unpark, a lock may be handed to it.
-// It returns false, leaving w awake, once the notifier is closed: nothing
-// would wake w but its own timer.
-func (n *notifier) park(w *waiter) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed {
-		return false
-	}
-	w.parked = true
-	return true
-}
-
-// unpark marks w awake and returns the lock handed to it meanwhile, if any.
-func (n *notifier) unpark(w *waiter) *Lock {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	w.parked = false
-	lk := w.handed
-	w.handed = nil
-	return lk
-}
-
-// isFirst reports whether w is first in line for its key.
-func (n *notifier) isFirst(w *waiter) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(w.kw.waiters) > 0 && w.kw.waiters[0] == w
-}
-
 // isClosed reports whether close has run.
 func (n *notifier) isClosed() bool {
 	n.mu.Lock()
@@ -419,4 +220,35 @@ func (n *notifier) close() {
 		_ = ps.Close()
 	}
 	n.wg.Wait()
+}
+
+// notifyHolds handles a notice on a hold's channel: one naming a queued
+// waiter's token wakes that waiter, if it is here; an empty one wakes one
+// waiter (wakeOne) or all (wakeAll). A waiter woken while its attempt is
+// on its way tries again at once when it comes back (parkHold). n.mu is
+// held.
+func (kw *keyWaiters) notifyHolds(next string) {
+	if next != "" {
+		for _, w := range kw.waiters {
+			if w.h.named == next {
+				w.kick()
+				return
+			}
+		}
+		// The waiter may be between its first attempt, which queued it
+		// in Redis, and its place in this line: it looks here when it
+		// comes (named).
+		if len(kw.missed) == maxMissed {
+			kw.missed = append(kw.missed[:0], kw.missed[1:]...)
+		}
+		kw.missed = append(kw.missed, next)
+		return
+	}
+	if kw.wake == wakeAll {
+		for _, w := range kw.waiters {
+			w.kick()
+		}
+		return
+	}
+	kw.kickOne()
 }

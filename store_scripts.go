@@ -204,3 +204,54 @@ func closedConn(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
+
+// renewLoading sends the renewals of batch at idx with send, which
+// returns those the server had no script for (NOSCRIPT). A server that
+// restarted (or never ran a lease change) lacks the lease scripts: they
+// are loaded there, on node, once, and those renewals sent again, rather
+// than one EVAL each. Only there: on a Cluster, loading them everywhere
+// would wait on every node, the slowest included. A renewal whose script
+// is still missing fails with errNoScript.
+func renewLoading(ctx context.Context, node redis.Scripter, batch []renewal, idx []int, send func(idx []int) (missing []int)) {
+	for try := 0; len(idx) > 0; try++ {
+		missing := send(idx)
+		if len(missing) == 0 {
+			return
+		}
+		var err error
+		if try == 0 {
+			err = loadExtenders(ctx, node, batch, missing)
+		}
+		if try == 1 || err != nil {
+			if err != nil {
+				err = errors.Join(errNoScript, err)
+			} else {
+				err = errNoScript
+			}
+			for _, i := range missing {
+				batch[i].ok, batch[i].err = false, err
+			}
+			return
+		}
+		idx = missing
+	}
+}
+
+var errNoScript = errors.New("padlock: extend script not loaded")
+
+// loadExtenders loads on node the lease scripts of the renewals of batch
+// at idx, each once.
+func loadExtenders(ctx context.Context, node redis.Scripter, batch []renewal, idx []int) error {
+	loaded := map[*script]bool{}
+	for _, i := range idx {
+		sc := batch[i].id.extender()
+		if loaded[sc] {
+			continue
+		}
+		if err := sc.Load(ctx, node).Err(); err != nil {
+			return err
+		}
+		loaded[sc] = true
+	}
+	return nil
+}

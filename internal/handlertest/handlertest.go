@@ -1,0 +1,87 @@
+// Package handlertest is what the tests of padlock's HTTP middlewares
+// (httplock for net/http, middleware for Gin) share: a Locker on a fresh
+// Redis server, a request served to a handler, and the check of a problem
+// response (RFC 9457), which both answer alike. Only tests import it.
+package handlertest
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
+)
+
+// NewLocker returns a Locker on a fresh Redis server, closed when t ends,
+// with the server and a client of it.
+func NewLocker(t testing.TB, opts ...padlock.LockerOption) (*padlock.Locker, *redistest.Server, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	l := padlock.New(rdb, opts...)
+	t.Cleanup(func() { _ = l.Close() })
+	return l, srv, rdb
+}
+
+// Serve serves a request with body (JSON when not empty) to h and returns
+// the response.
+func Serve(h http.Handler, method, target, body string) *httptest.ResponseRecorder {
+	return ServeRequest(h, NewRequest(method, target, body))
+}
+
+// NewRequest returns a request with body, sent as JSON when not empty.
+func NewRequest(method, target, body string) *http.Request {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, target, rd)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
+}
+
+// ServeRequest serves req to h and returns the response.
+func ServeRequest(h http.Handler, req *http.Request) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+// Problem is the decoded body of a problem response.
+type Problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail"`
+	Instance  string `json:"instance"`
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
+}
+
+// CheckProblem checks that w is a problem response with status and
+// returns its body.
+func CheckProblem(t testing.TB, w *httptest.ResponseRecorder, status int) Problem {
+	t.Helper()
+	if w.Code != status {
+		t.Fatalf("got status %d (body %s), want %d", w.Code, w.Body, status)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("got Content-Type %q, want application/problem+json", ct)
+	}
+	var p Problem
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatalf("got body %q: %v", w.Body, err)
+	}
+	if p.Status != status || p.Type != "about:blank" || p.Title != http.StatusText(status) {
+		t.Fatalf("got problem %+v, want status %d, type about:blank, title %q", p, status, http.StatusText(status))
+	}
+	return p
+}

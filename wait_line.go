@@ -1,0 +1,336 @@
+package padlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The waiters' line: a Locker's waiting Acquires, one line per lock key,
+// oldest first, kept in the notifier (notifier.keys, guarded by
+// notifier.mu). A waiting Acquire joins the line (join, enter), asks it
+// whose turn it is (isFirst, live), sleeps in it (park) and is woken from
+// it, by a notice (wait_notify.go), by a hand-off (wait_handoff.go) or by
+// its own timer, and leaves it (leave). A mutex's line wakes its first
+// waiter; a hold's (wait_hold.go) may let several in at once (wakePolicy).
+
+// keyWaiters are the local waiters for one lock key, oldest first.
+type keyWaiters struct {
+	waiters []*waiter
+	conn    *redis.PubSub // nil when subscribing failed
+	// ready is closed once the SUBSCRIBE was confirmed or failed to send.
+	// A SUBSCRIBE that Redis refuses leaves it open: go-redis drops the
+	// error reply (see live).
+	ready chan struct{}
+	live  bool // confirmed: notices for the key arrive
+	// wanters are the other Lockers whose waiters asked for the key, and
+	// when they last did: a lock held here yields to one of them when it
+	// goes back to Redis (see wait_handoff.go).
+	wanters map[string]time.Time
+	// wake says whom a notice wakes: a mutex's waiters (the zero value)
+	// or a hold's (wait_hold.go).
+	wake wakePolicy
+	// missed are the last hold waiter tokens that notices named while
+	// no such waiter was in line (wait_hold.go).
+	missed []string
+}
+
+// waiter is one waiting Acquire.
+type waiter struct {
+	a    *acquisition  // its token, options and key
+	wake chan struct{} // capacity 1: a wake-up is never lost, never doubled
+	kw   *keyWaiters
+
+	h *holdAcquisition // instead of a: a hold's waiter (wait_hold.go)
+
+	// Guarded by notifier.mu.
+	parked bool  // asleep until woken: a lock may be handed to it
+	handed *Lock // the lock handed to it, until it takes it (unpark)
+	kicked bool  // a hold's waiter: a notice came for it since it last tried
+}
+
+func (w *waiter) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wakePolicy says whom a notice on a channel wakes in a Locker.
+type wakePolicy uint8
+
+const (
+	wakeMutex wakePolicy = iota // the mutex's rules (wait_notify.go)
+	wakeOne                     // a semaphore's: a release frees one permit
+	wakeAll                     // a read-write lock's: a writer's release lets every reader in
+)
+
+// state reports whether some local Acquire already waits for channel (a
+// newcomer then queues behind it instead of barging in), and whether
+// notices for channel are known to arrive.
+func (n *notifier) state(channel string) (waiting, live bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw := n.keys[channel]
+	if kw == nil {
+		return false, false
+	}
+	return len(kw.waiters) > 0, kw.live
+}
+
+// live reports whether w's notices are known to arrive, and while the
+// outcome of the SUBSCRIBE is not known, returns the channel that is
+// closed when it is (nil once it is known). Redis may never answer: go-redis
+// drops the error reply of a SUBSCRIBE that an ACL refuses (NOPERM), so a
+// waiter must not wait for that outcome, only wake when it comes.
+func (n *notifier) live(w *waiter) (live bool, pending <-chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	select {
+	case <-w.kw.ready:
+	default:
+		pending = w.kw.ready
+	}
+	return w.kw.live, pending
+}
+
+// join queues a waiter for channel, subscribing to it first if nobody local
+// waits for it yet. A failed SUBSCRIBE is not an error: the waiter polls
+// instead. After close, the waiter is alone in a line of its own, and park
+// refuses it.
+func (n *notifier) join(ctx context.Context, channel string, a *acquisition) *waiter {
+	return n.enter(ctx, channel, &waiter{a: a, wake: make(chan struct{}, 1)}, wakeMutex)
+}
+
+// enter queues w for channel, whose notices wake as policy says, as join
+// does.
+func (n *notifier) enter(ctx context.Context, channel string, w *waiter, policy wakePolicy) *waiter {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		w.kw = &keyWaiters{ready: make(chan struct{}), waiters: []*waiter{w}}
+		close(w.kw.ready)
+		return w
+	}
+	kw := n.keys[channel]
+	fresh := kw == nil
+	if fresh {
+		kw = &keyWaiters{ready: make(chan struct{}), wake: policy}
+		n.keys[channel] = kw
+		n.waited.Add(1)
+	}
+	kw.waiters = append(kw.waiters, w)
+	w.kw = kw
+	if w.h != nil {
+		kw.named(w)
+	}
+	n.mu.Unlock()
+	if !fresh {
+		return w
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), subscribeTimeout)
+	conn, err := n.subscribe(sctx, channel)
+	cancel()
+	n.mu.Lock()
+	// go-redis keeps a channel it failed to subscribe to and subscribes on
+	// reconnect: keep the conn either way, so that leave unsubscribes.
+	kw.conn = conn
+	if err != nil {
+		kw.markReady(false) // poll instead
+	}
+	n.mu.Unlock()
+	return w
+}
+
+// markReady records the SUBSCRIBE's outcome. A confirmation may come after
+// a failure was recorded (go-redis subscribes again on reconnect): notices
+// arrive from then on. n.mu is held.
+func (kw *keyWaiters) markReady(live bool) {
+	kw.live = kw.live || live
+	select {
+	case <-kw.ready:
+	default:
+		close(kw.ready)
+	}
+}
+
+// reserve is how many fences an attempt of a waiting Acquire asks for: one
+// for itself and one for each local waiter queued behind it, to hand the
+// lock on to.
+func (n *notifier) reserve(channel string, self *waiter) int64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	behind := 0
+	if kw := n.keys[channel]; kw != nil {
+		behind = len(kw.waiters)
+		if self != nil {
+			behind--
+		}
+	}
+	return int64(min(max(behind, 0), maxHandoffs) + 1)
+}
+
+// park marks w asleep: from now until unpark, a lock may be handed to it.
+// It returns false, leaving w awake, once the notifier is closed: nothing
+// would wake w but its own timer.
+func (n *notifier) park(w *waiter) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false
+	}
+	w.parked = true
+	return true
+}
+
+// unpark marks w awake and returns the lock handed to it meanwhile, if any.
+func (n *notifier) unpark(w *waiter) *Lock {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w.parked = false
+	lk := w.handed
+	w.handed = nil
+	return lk
+}
+
+// isFirst reports whether w is first in line for its key.
+func (n *notifier) isFirst(w *waiter) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(w.kw.waiters) > 0 && w.kw.waiters[0] == w
+}
+
+// leave takes w out of line. When w was first and did not get the lock, the
+// next waiter is woken to try in its place. Leaving again does nothing.
+func (n *notifier) leave(channel string, w *waiter, acquired bool) {
+	n.mu.Lock()
+	kw := n.keys[channel]
+	if kw == nil || kw != w.kw {
+		n.mu.Unlock()
+		return
+	}
+	wasFirst := len(kw.waiters) > 0 && kw.waiters[0] == w
+	for i, x := range kw.waiters {
+		if x == w {
+			kw.waiters = append(kw.waiters[:i], kw.waiters[i+1:]...)
+			break
+		}
+	}
+	if len(kw.waiters) > 0 {
+		switch {
+		case kw.wake != wakeMutex:
+			kw.passOn(w)
+		case wasFirst && !acquired:
+			kw.waiters[0].signal()
+		}
+		n.mu.Unlock()
+		return
+	}
+	delete(n.keys, channel)
+	n.waited.Add(-1)
+	conn := kw.conn
+	n.mu.Unlock()
+	if conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+	defer cancel()
+	_ = n.send(ctx, conn, false, channel)
+}
+
+// parkHold marks w asleep, unless a notice woke it since it last slept
+// (sleep false: try now) or the notifier is closed (open false).
+func (n *notifier) parkHold(w *waiter) (sleep, open bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false, false
+	}
+	if w.kicked {
+		w.kicked = false
+		w.drain()
+		return false, true
+	}
+	w.parked = true
+	return true, true
+}
+
+// unparkHold marks w awake; whatever woke it is used up.
+func (n *notifier) unparkHold(w *waiter) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w.parked, w.kicked = false, false
+	w.drain()
+}
+
+func (w *waiter) drain() {
+	select {
+	case <-w.wake:
+	default:
+	}
+}
+
+// kick marks w woken and wakes it. n.mu is held.
+func (w *waiter) kick() {
+	w.kicked = true
+	w.signal()
+}
+
+// named wakes w, just entered, if a notice named it before it was in
+// line. n.mu is held.
+func (kw *keyWaiters) named(w *waiter) {
+	if w.h.named == "" {
+		return
+	}
+	for i, m := range kw.missed {
+		if m == w.h.named {
+			kw.missed = append(kw.missed[:i], kw.missed[i+1:]...)
+			w.kick()
+			return
+		}
+	}
+}
+
+// kickOne wakes one waiter: the oldest asleep, or else the oldest whose
+// attempt is on its way and was not woken yet. n.mu is held.
+func (kw *keyWaiters) kickOne() {
+	for _, w := range kw.waiters {
+		if w.parked && !w.kicked {
+			w.kick()
+			return
+		}
+	}
+	for _, w := range kw.waiters {
+		if !w.kicked {
+			w.kick()
+			return
+		}
+	}
+}
+
+// passOn hands the wake-up that w, leaving the line, did not use to the
+// next waiter: the permit it announced may still be free. n.mu is held.
+func (kw *keyWaiters) passOn(w *waiter) {
+	if w.kicked && kw.wake == wakeOne {
+		kw.kickOne()
+	}
+}
+
+// maxMissed bounds keyWaiters.missed: a waiter enters the line right
+// after its first attempt, so only the latest few notices can be for it.
+const maxMissed = 8
+
+// kickHolds wakes every hold waiter for which match holds: their hold
+// may be free for them now (Semaphore.SetPermits).
+func (n *notifier) kickHolds(match func(*holdAcquisition) bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, kw := range n.keys {
+		for _, w := range kw.waiters {
+			if w.h != nil && match(w.h) {
+				w.kick()
+			}
+		}
+	}
+}
