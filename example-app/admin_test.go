@@ -10,7 +10,8 @@ import (
 // TestAdminSide checks who sees the locks: the public listener serves no
 // lock view; on the admin side an anonymous request (when a token is set)
 // gets 401 and no keys, the operator gets keys redacted unless
-// LOCK_VIEW_KEYS opted in, and Prometheus metrics of the locks taken.
+// LOCK_VIEW_KEYS opted in, and Prometheus metrics of the locks taken (in a
+// build with the prometheus tag; without it /metrics is 404 naming the tag).
 func TestAdminSide(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -78,6 +79,13 @@ func TestAdminSide(t *testing.T) {
 				t.Errorf("the job: got %d %s, want 200", r.status, r.raw)
 			}
 			m := authed("/metrics")
+			if !metricsBuilt {
+				// Without the prometheus tag: 404, saying how to get them.
+				if m.status != http.StatusNotFound || !strings.Contains(m.raw, "-tags prometheus") {
+					t.Errorf("operator GET /metrics without the prometheus tag: got %d %q, want 404 naming the tag", m.status, m.raw)
+				}
+				return
+			}
 			for _, want := range []string{`padlock_acquire_outcomes_total{`, `padlock_namespace="job"`, `padlock_outcome="acquired"`, `padlock_lock_hold_duration_seconds_bucket{`} {
 				if !strings.Contains(m.raw, want) {
 					t.Errorf("/metrics lacks %s:\n%s", want, m.raw)

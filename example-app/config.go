@@ -54,9 +54,10 @@ Configuration, all optional, from the environment:
               16 characters or more; default: two demo callers with random
               keys, printed in the log at start)
   ADMIN_ADDR  where the admin side listens: the lock page /debug/locks,
-              /locks, Prometheus /metrics and /healthz with the details
-              the public one keeps to itself (default 127.0.0.1:8081;
-              loopback only, unless ADMIN_TOKEN is set)
+              /locks, /healthz with the details the public one keeps to
+              itself, and Prometheus /metrics in a build with
+              -tags prometheus (default 127.0.0.1:8081; loopback only,
+              unless ADMIN_TOKEN is set)
   ADMIN_TOKEN a token the admin side requires as "Authorization: Bearer ...",
               of 32 characters or more (make one: openssl rand -hex 32)
   ADMIN_HOSTS the host names operators use to reach the admin side,

@@ -1,56 +1,42 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/lockview"
-	"github.com/padlockgo/padlock/padlockotel"
 	"github.com/padlockgo/padlock/padlockslog"
 )
 
 // observability is how the app watches its locks: warnings in its log
-// (keys redacted as on the admin side: logs travel further than it),
-// OpenTelemetry metrics exported for Prometheus, and the recorder behind
-// the lock page.
+// (keys redacted as on the admin side: logs travel further than it), the
+// recorder behind the lock page and, in a build with the prometheus tag,
+// OpenTelemetry metrics exported for Prometheus (see metrics.go).
 type observability struct {
 	recorder *lockview.Recorder
-	registry *prometheus.Registry
-	meters   *sdkmetric.MeterProvider
+	metrics  *metrics
 	observer padlock.Observer // all of the above, for padlock.WithObserver
 }
 
 func newObservability(logger *slog.Logger, redactor *lockkey.Redactor) (*observability, error) {
-	o := &observability{recorder: lockview.NewRecorder(), registry: prometheus.NewRegistry()}
-	exp, err := otelprom.New(otelprom.WithRegisterer(o.registry))
+	m, err := newMetrics()
 	if err != nil {
-		return nil, fmt.Errorf("prometheus exporter: %w", err)
-	}
-	o.meters = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-	metrics, err := padlockotel.New(padlockotel.WithMeterProvider(o.meters))
-	if err != nil {
-		_ = o.meters.Shutdown(context.Background())
 		return nil, err
 	}
-	o.observer = padlock.JoinObservers(o.recorder, metrics, padlockslog.New(logger, padlockslog.WithRedactor(redactor)))
+	o := &observability{recorder: lockview.NewRecorder(), metrics: m}
+	o.observer = padlock.JoinObservers(o.recorder, m.observer(), padlockslog.New(logger, padlockslog.WithRedactor(redactor)))
 	return o, nil
 }
 
-func (o *observability) close() { _ = o.meters.Shutdown(context.Background()) }
+func (o *observability) close() { o.metrics.close() }
 
 // adminHandler serves what only operators may see, on the admin listener
 // (ADMIN_ADDR), never on the public one: the lock page (/debug/locks), the
-// locks held in Redis as JSON (/locks) and Prometheus metrics (/metrics).
+// locks held in Redis as JSON (/locks) and Prometheus metrics (/metrics,
+// in a build with the prometheus tag; 404 saying so otherwise).
 // With ADMIN_TOKEN set every request needs "Authorization: Bearer
 // <token>"; without it the listener must be one only operators reach
 // (loadConfig allows only loopback then). Either way it answers only to
@@ -73,7 +59,7 @@ func (s *server) adminHandler(o *observability) (http.Handler, error) {
 	mux.Handle("GET /debug/locks", page)
 	mux.HandleFunc("GET /locks", s.locks)
 	mux.HandleFunc("GET /healthz", s.adminHealthz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(o.registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", o.metrics.handler())
 	return lockview.AdminHosts(s.cfg.AdminHosts...)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !authorize(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="padlock-example admin"`)

@@ -15,7 +15,10 @@
 // what is down and where. See usage in config.go for the environment it
 // reads: REDIS_ADDR switches to real Redis servers, each given as
 // host:port or as a redis:// URL (rediss:// for TLS) with the user and
-// password the server requires.
+// password the server requires. The admin side serves Prometheus metrics
+// at /metrics in a build with the prometheus tag (go run -tags prometheus
+// ./example-app); the default build leaves the OpenTelemetry SDK and the
+// Prometheus client out, so that the first run compiles less.
 package main
 
 import (
