@@ -208,10 +208,12 @@ func TestObserverAcquireOutcomes(t *testing.T) {
 			t.Errorf("LockReleased %+v: want Held and Fence > 0", e)
 		}
 	}
-	// acquired; the holder, the first waiter (handed on), the second; the
-	// cancelled waiter's holder
-	if wantHanded := []bool{false, false, true, false, false}; !slices.Equal(handed, wantHanded) {
-		t.Errorf("got LockReleased HandedOn %v, want %v", handed, wantHanded)
+	// acquired; the holder, the first waiter, the second; the cancelled
+	// waiter's holder. The lock is handed on once in between: by the
+	// holder, or (when the waiters had not parked by its release, as on a
+	// loaded machine) by the first waiter, never by the last one.
+	if len(handed) != 5 || handed[0] || handed[3] || handed[4] || handed[1] == handed[2] {
+		t.Errorf("got LockReleased HandedOn %v, want one hand-off, by the holder or the first waiter: [false true false false false] or [false false true false false]", handed)
 	}
 	if lost := all[padlock.LockLostEvent](rec); len(lost) != 0 {
 		t.Errorf("got LockLost %+v, want none", lost)
