@@ -287,6 +287,18 @@ func (c *checker) extending(h *hold, ds ...time.Duration) {
 	c.mu.Unlock()
 }
 
+// longestLease returns the longest lease h's holder asked for, when it
+// took it or in an Extend since, and at least ttl.
+func (c *checker) longestLease(h *hold, ttl time.Duration) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	longest := ttl
+	for _, d := range h.leases {
+		longest = max(longest, d)
+	}
+	return longest
+}
+
 // asked records the lease h's holder asked for when it took it.
 func (c *checker) asked(h *hold, ttl time.Duration) {
 	c.mu.Lock()

@@ -565,7 +565,8 @@ func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
 // a lease change already in flight may still land (it was sent before the
 // lock was judged lost), but by the time every such change could have
 // landed and run out (the longest delay of the fault layer, plus the
-// lease) the key must be gone, or at least no longer pushed out.
+// longest lease any of them asked for) the key must be gone, or at least
+// no longer pushed out.
 func (w *world) watchLost(h *hold, ttl time.Duration, li int) {
 	if h.kind != "mutex" || !errors.Is(h.lk.Err(), padlock.ErrLockLost) || w.isClosed(li) {
 		return
@@ -584,7 +585,9 @@ func (w *world) watchLost(h *hold, ttl time.Duration, li int) {
 		return
 	}
 	w.tr.Add("%s watches %s#%d: lost, its key expires at %.3fs", h.g, h.kind, h.id, e0.Sub(w.tr.Start()).Seconds())
-	window := maxInFlight + 2*ttl
+	// The longest lease a change in flight may set: the lock's own, or
+	// one an Extend asked for (the extend family asks for up to 3 leases).
+	window := maxInFlight + 2*w.chk.longestLease(h, ttl)
 	for end := t0.Add(window); time.Now().Before(end); {
 		time.Sleep(10 * time.Millisecond)
 		if _, ok := expiry(); !ok {
