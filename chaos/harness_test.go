@@ -85,6 +85,7 @@ type env struct {
 	nextID  int
 	died    map[int]int64             // workers killed, and when
 	faults  int                       // faults that hit a holder inside its critical section
+	caught  []caught                  // the holders those faults hit, where known
 	proxies map[int]*faultproxy.Proxy // each process's path to Redis, with sc.proxy
 	windows []record.Window           // where the faults allow two locks to report held
 }
@@ -435,6 +436,22 @@ func (e *env) window(name string, from, to int64, proc int) {
 func (e *env) hit() {
 	e.mu.Lock()
 	e.faults++
+	e.mu.Unlock()
+}
+
+// caught is a holder a fault hit inside its critical section: worker id,
+// at the moment at.
+type caught struct {
+	id int
+	at int64
+}
+
+// hitHolder counts a fault that caught worker id inside its critical
+// section at the moment at, and remembers whom it caught.
+func (e *env) hitHolder(id int, at int64) {
+	e.mu.Lock()
+	e.faults++
+	e.caught = append(e.caught, caught{id: id, at: at})
 	e.mu.Unlock()
 }
 

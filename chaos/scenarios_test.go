@@ -243,7 +243,7 @@ func pauseHolder(times int, d time.Duration) func(*env) {
 					e.resume(id) // it had just let go; try again
 					continue
 				}
-				e.hit()
+				e.hitHolder(id, at)
 				time.Sleep(d)
 				e.resume(id)
 				e.window("frozen process", at, record.Now()+int64(wakeSlack), id%record.GoroutineStride)
@@ -301,7 +301,7 @@ func restartRedisJoin(times int, join bool) func(*env) {
 					e.start()
 				}
 				if e.stillHolding(id, at) {
-					e.hit()
+					e.hitHolder(id, at)
 					break
 				}
 			}
