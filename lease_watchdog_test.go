@@ -11,56 +11,67 @@ import (
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
+// TestRenewalKeepsLockPastTTL: the watchdog renews a lock through three
+// of its leases, in Redis too (on virtual time: a late renewal on a
+// loaded machine is not what this checks).
 func TestRenewalKeepsLockPastTTL(t *testing.T) {
-	l, _, _ := newLocker(t)
-	ctx := ctxFor(t)
-	key := testKey(t)
-	const ttl = 600 * time.Millisecond
-	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: ttl})
-	defer lk.Release(ctx)
+	inBubble(t, func(t *testing.T, b *bubble) {
+		l, _ := b.locker()
+		ctx := context.Background()
+		const key, ttl = "k", 600 * time.Millisecond
+		lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: ttl})
+		defer lk.Release(ctx)
 
-	time.Sleep(3 * ttl)
-	select {
-	case <-lk.Done():
-		t.Fatalf("Done closed while renewing: %v", lk.Err())
-	default:
-	}
-	if d, err := lk.TTL(ctx); err != nil || d <= 0 || d > ttl {
-		t.Fatalf("TTL after 3 leases = %v, %v; want a renewed lease in (0, %v]", d, err, ttl)
-	}
-	if _, err := l.Acquire(ctx, key, padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
-		t.Fatalf("second Acquire while renewed: got %v, want ErrNotAcquired", err)
-	}
+		time.Sleep(3 * ttl)
+		select {
+		case <-lk.Done():
+			t.Fatalf("Done closed while renewing: %v", lk.Err())
+		default:
+		}
+		if d, err := lk.TTL(ctx); err != nil || d <= 0 || d > ttl {
+			t.Fatalf("TTL after 3 leases = %v, %v; want a renewed lease in (0, %v]", d, err, ttl)
+		}
+		if _, err := l.Acquire(ctx, key, padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
+			t.Fatalf("second Acquire while renewed: got %v, want ErrNotAcquired", err)
+		}
+	})
 }
 
+// TestNoRenewFixedLease: a lock with NoRenew reports itself lost when its
+// trust runs out, the drift margin before its lease ends in Redis, and
+// another Acquire then gets the key (on virtual time, where the timer
+// fires when it is due).
 func TestNoRenewFixedLease(t *testing.T) {
-	// A wide drift margin (10% + 20ms) so a test machine that delays the
-	// watchdog's timer by a few milliseconds does not fail the "before
-	// the lease ends" check.
-	l, _, _ := newLocker(t, padlock.WithClockDrift(0.1, 20*time.Millisecond))
-	ctx := ctxFor(t)
-	key := testKey(t)
-	const ttl = 200 * time.Millisecond
-	start := time.Now()
-	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: ttl, NoRenew: true})
-	guarded := lk.Context(ctx)
+	inBubble(t, func(t *testing.T, b *bubble) {
+		const rate, fixed = 0.1, 20 * time.Millisecond
+		l, _ := b.locker(padlock.WithClockDrift(rate, fixed))
+		ctx := context.Background()
+		const key, ttl = "k", 200 * time.Millisecond
+		margin := time.Duration(float64(ttl)*rate) + fixed
+		start := time.Now()
+		lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: ttl, NoRenew: true})
+		guarded := lk.Context(ctx)
 
-	select {
-	case <-lk.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("Done not closed after a fixed lease ran out")
-	}
-	if lost := time.Since(start); lost >= ttl {
-		t.Errorf("lost signal after %v, want before the %v lease ends", lost, ttl)
-	}
-	if !errors.Is(lk.Err(), padlock.ErrLockLost) || !errors.Is(context.Cause(guarded), padlock.ErrLockLost) {
-		t.Fatalf("Err = %v, cause = %v; want ErrLockLost", lk.Err(), context.Cause(guarded))
-	}
-	other, err := l.Acquire(ctx, key, padlock.Options{Wait: 5 * time.Second})
-	if err != nil {
-		t.Fatalf("Acquire after the fixed lease: %v", err)
-	}
-	other.Release(ctx)
+		select {
+		case <-lk.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("Done not closed after a fixed lease ran out")
+		}
+		if lost := time.Since(start); lost >= ttl || lost < ttl-margin {
+			t.Errorf("lost signal after %v, want when the trust ends: from %v (the lease less the drift margin) to before the %v lease ends", lost, ttl-margin, ttl)
+		}
+		if !errors.Is(lk.Err(), padlock.ErrLockLost) || !errors.Is(context.Cause(guarded), padlock.ErrLockLost) {
+			t.Fatalf("Err = %v, cause = %v; want ErrLockLost", lk.Err(), context.Cause(guarded))
+		}
+		other, err := l.Acquire(ctx, key, padlock.Options{Wait: 5 * time.Second})
+		if err != nil {
+			t.Fatalf("Acquire after the fixed lease: %v", err)
+		}
+		if waited := time.Since(start); waited < ttl {
+			t.Errorf("another Acquire got the key %v in, before the %v lease ended", waited, ttl)
+		}
+		other.Release(ctx)
+	})
 }
 
 func TestLostWhenKeyDeleted(t *testing.T) {

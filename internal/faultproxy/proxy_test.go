@@ -18,9 +18,17 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, redistest.DialProbe)
 }
 
+// readTimeout is the read timeout of the client through the proxy: long
+// enough for a loaded machine to answer a command that meets no fault,
+// and shorter by seconds than the delays the tests put in its way.
+const readTimeout = 2 * time.Second
+
+// delay is how long the delay tests hold requests and replies back.
+const delay = 3 * readTimeout
+
 // setup starts a real redis-server, a proxy in front of it, a client
-// through the proxy (short read timeout, no retries) and one straight to
-// the server, to see what the server really did.
+// through the proxy (read timeout readTimeout, no retries) and one
+// straight to the server, to see what the server really did.
 func setup(t *testing.T) (p *faultproxy.Proxy, via, direct *redis.Client) {
 	t.Helper()
 	srv := redistest.Start(t)
@@ -35,7 +43,7 @@ func setup(t *testing.T) (p *faultproxy.Proxy, via, direct *redis.Client) {
 	direct = srv.Client(t)
 	via = srv.Client(t, func(o *redis.Options) {
 		o.Addr = p.Addr()
-		o.ReadTimeout = 300 * time.Millisecond
+		o.ReadTimeout = readTimeout
 		o.PoolSize = 1
 	})
 	return p, via, direct
@@ -120,7 +128,7 @@ func TestDelayReplies(t *testing.T) {
 	if err := via.Ping(ctx).Err(); err != nil { // the handshake undelayed
 		t.Fatal(err)
 	}
-	p.DelayReplies(time.Second)
+	p.DelayReplies(delay)
 	if err := via.Incr(ctx, "n").Err(); err == nil {
 		t.Fatalf("INCR with its reply delayed past the read timeout: got nil error, want a timeout")
 	}
@@ -141,7 +149,7 @@ func TestDelayRequests(t *testing.T) {
 	if err := via.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	p.DelayRequests(time.Second)
+	p.DelayRequests(delay)
 	if err := via.Incr(ctx, "n").Err(); err == nil {
 		t.Fatalf("INCR delayed past the read timeout: got nil error, want a timeout")
 	}

@@ -1,0 +1,71 @@
+package padlock_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/explore"
+)
+
+// bubble is an in-memory Redis on the virtual clock of a testing/synctest
+// bubble (internal/explore's server, with no faults): a test of the
+// watchdog's timing, leases and renewals, runs there exactly as written,
+// whatever the machine's load, and a 3-second scenario takes a few
+// milliseconds. What only a real redis-server shows stays on one.
+type bubble struct {
+	t       *testing.T
+	srv     *explore.Server
+	tr      *explore.Trace
+	late    sync.WaitGroup
+	clients []*redis.Client
+	hooks   []*explore.Hook
+	lockers []*padlock.Locker
+}
+
+// inBubble runs f in a synctest bubble with a fresh in-memory Redis, and
+// closes every Locker and client f made when it returns.
+func inBubble(t *testing.T, f func(t *testing.T, b *bubble)) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		b := &bubble{t: t, tr: explore.NewTrace()}
+		b.srv = explore.NewServer("redis", b.tr)
+		defer b.close() // on t.Fatal too, or the bubble's goroutines outlive it
+		f(t, b)
+	})
+}
+
+// close closes what the bubble's test made.
+func (b *bubble) close() {
+	for _, l := range b.lockers {
+		_ = l.Close()
+	}
+	b.late.Wait()
+	for i, c := range b.clients {
+		b.hooks[i].CloseSide()
+		_ = c.Close()
+	}
+	b.srv.Close()
+}
+
+// client returns a new client of the bubble's Redis, with no faults.
+func (b *bubble) client() *redis.Client {
+	i := len(b.clients)
+	c, h := explore.NewClient(i, fmt.Sprintf("C%d", i), b.srv, &explore.Plan{}, b.tr, &b.late)
+	h.Off()
+	b.clients, b.hooks = append(b.clients, c), append(b.hooks, h)
+	return c
+}
+
+// locker returns a Locker on a new client of the bubble's Redis, and the
+// client.
+func (b *bubble) locker(opts ...padlock.LockerOption) (*padlock.Locker, *redis.Client) {
+	c := b.client()
+	l := padlock.New(c, opts...)
+	b.lockers = append(b.lockers, l)
+	return l, c
+}
