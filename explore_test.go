@@ -187,6 +187,9 @@ type world struct {
 	keys []string
 	ttl  time.Duration // the lease most grants ask for: a lock is handed on only to a waiter that asked for the same
 	end  time.Time     // no new operations after this
+	// maxWait, when not zero, caps how long an Acquire waits (runs on the
+	// wall clock keep their seconds few).
+	maxWait time.Duration
 }
 
 // rng returns the randomness of one actor of the run: fixed by the seed.
@@ -380,7 +383,10 @@ func (w *world) locker(actor, li int) {
 			// nothing renews it, so the trust runs out while it is held.
 			NoRenew: r.IntN(8) == 0 || w.fam == "extend" && r.IntN(3) != 0,
 		}
-		if w.fam == "multi" && r.IntN(3) != 0 {
+		if w.maxWait != 0 {
+			o.Wait = min(o.Wait, w.maxWait)
+		}
+		if w.fam == "multi" && r.IntN(3) != 0 || w.fam == "cluster" && r.IntN(2) == 0 {
 			w.multi(r, g, li, o)
 			continue
 		}
@@ -415,6 +421,9 @@ func (w *world) locker(actor, li int) {
 		}
 		h := w.chk.grant(g, kind, key, lk.Fence(), lk, nil, capacity, began, nil)
 		w.chk.asked(h, o.TTL)
+		if o.NoRenew {
+			w.chk.fixedLease(h)
+		}
 		w.work(r, h, o.TTL, li)
 		w.letGo(r, h, li, o)
 	}
@@ -441,7 +450,9 @@ func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
 	}
 	var hs []*hold
 	for _, k := range m.Keys() {
-		hs = append(hs, w.chk.grantMulti(g, k, m.Fence(k), m, began))
+		h := w.chk.grantMulti(g, k, m.Fence(k), m, began)
+		w.chk.asked(h, o.TTL)
+		hs = append(hs, h)
 	}
 	claim := func() bool {
 		for _, h := range hs {
@@ -460,6 +471,9 @@ func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
 		}
 		if r.IntN(30) == 0 {
 			d := pick(r, o.TTL/2, o.TTL, 2*o.TTL)
+			for _, h := range hs {
+				w.chk.extending(h, d)
+			}
 			ctx, cancel := opCtx(r)
 			err := m.Extend(ctx, d)
 			cancel()
@@ -568,7 +582,7 @@ func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
 // longest lease any of them asked for) the key must be gone, or at least
 // no longer pushed out.
 func (w *world) watchLost(h *hold, ttl time.Duration, li int) {
-	if h.kind != "mutex" || !errors.Is(h.lk.Err(), padlock.ErrLockLost) || w.isClosed(li) {
+	if w.srv == nil || h.kind != "mutex" || !errors.Is(h.lk.Err(), padlock.ErrLockLost) || w.isClosed(li) {
 		return
 	}
 	rk := w.lockers[li].RedisKey(h.key)
@@ -653,7 +667,7 @@ func (w *world) letGo(r *rand.Rand, h *hold, li int, o padlock.Options) {
 		}
 		return
 	}
-	if (w.fam == "keep" || w.fam == "fair" && r.IntN(4) == 0) && h.lk.Err() == nil {
+	if (w.fam == "keep" || (w.fam == "fair" || w.fam == "cluster") && r.IntN(4) == 0) && h.lk.Err() == nil {
 		d := pick(r, 200*time.Millisecond, time.Second, 3*time.Second)
 		err := h.lk.ReleaseAfter(ctx, d)
 		w.tr.Add("%s ReleaseAfter(%v) %s#%d: %v", h.g, d, h.kind, h.id, err)
@@ -720,7 +734,7 @@ func (w *world) candidate(actor, li int) {
 		began := w.chk.now()
 		// The value is published inside Campaign: the checker learns whose
 		// it is from the term.
-		pending := &hold{fence: -1, kind: "term", key: "el", g: g, released: -1, resigned: -1}
+		pending := &hold{fence: -1, kind: "term", key: "el", g: g, released: -1, resigned: -1, ended: -1}
 		w.chk.publish(value, pending)
 		tm, err := e.Campaign(ctx, value)
 		cancel()
