@@ -190,6 +190,19 @@ type world struct {
 	// maxWait, when not zero, caps how long an Acquire waits (runs on the
 	// wall clock keep their seconds few).
 	maxWait time.Duration
+	// maxSet, when not zero, caps the keys of one AcquireAll.
+	maxSet int
+	// extendOdds: a holder calls Extend before one step of its work in
+	// extendOdds (0: 30).
+	extendOdds int
+}
+
+// extendNow reports whether a holder calls Extend before this step.
+func (w *world) extendNow(r *rand.Rand) bool {
+	if w.extendOdds == 0 {
+		return r.IntN(30) == 0
+	}
+	return r.IntN(w.extendOdds) == 0
 }
 
 // rng returns the randomness of one actor of the run: fixed by the seed.
@@ -435,7 +448,11 @@ func (w *world) locker(actor, li int) {
 func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
 	keys := slices.Clone(w.keys)
 	r.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
-	keys = keys[:1+r.IntN(len(keys))]
+	n := len(keys)
+	if w.maxSet != 0 {
+		n = min(n, w.maxSet)
+	}
+	keys = keys[:1+r.IntN(n)]
 	o.Fair, o.NoRenew = false, false
 	l := w.lockers[li]
 	ctx, cancel := opCtx(r)
@@ -469,7 +486,7 @@ func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
 		if !claim() {
 			break
 		}
-		if r.IntN(30) == 0 {
+		if w.extendNow(r) {
 			d := pick(r, o.TTL/2, o.TTL, 2*o.TTL)
 			for _, h := range hs {
 				w.chk.extending(h, d)
@@ -561,7 +578,7 @@ func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
 			// Work on under the longer lease: a holder that trusts it
 			// while Redis keeps the shorter one is caught by the next.
 			left += ds[0] + ds[1]
-		case r.IntN(30) == 0:
+		case w.extendNow(r):
 			// A lease change of the holder's own, maybe shorter, while
 			// renewals come and go.
 			d := pick(r, ttl/3, ttl/2, ttl, 2*ttl)
