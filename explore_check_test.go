@@ -146,11 +146,13 @@ type checker struct {
 	startedAt time.Time
 	margin    func(ttl time.Duration) time.Duration // the Lockers' drift margin
 	// wall, when not zero, says the run is on the wall clock, where a
-	// goroutine may be descheduled between any two steps: a grant is
-	// dead only if its trust ran out more than wall before its holder
-	// saw Acquire return, and grants are ordered by one's return before
-	// the other's call (see checkHolds).
-	wall time.Duration
+	// goroutine may be descheduled between any two steps: grants are
+	// ordered by one's return before the other's call (see checkHolds),
+	// and a grant is dead only if its trust ran out more than wall
+	// before its holder saw Acquire return, or ran out before it while
+	// stalled (when set) says the process's timers kept time.
+	wall    time.Duration
+	stalled func(from, to time.Duration) bool
 }
 
 func newChecker(tr *explore.Trace, restarts func() []time.Time, margin func(time.Duration) time.Duration) *checker {
@@ -186,6 +188,10 @@ func (c *checker) restartIn(from, to time.Duration) bool {
 // now, and claims it once.
 func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term *padlock.Term, capacity int, began time.Duration, of *hold) *hold {
 	now := c.now()
+	var trust time.Time
+	if lk != nil {
+		trust = padlock.TrustedUntil(lk)
+	}
 	anchor := began
 	if lk != nil {
 		// ValidUntil is the anchor's send plus the lease less the margin.
@@ -211,7 +217,7 @@ func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term
 	c.mu.Lock()
 	h.alive = alive
 	c.mu.Unlock()
-	if !alive && term == nil && c.deadAt(h.validUntil(), now) {
+	if !alive && term == nil && c.deadAt(trust, now) {
 		c.fail(invDeadGrant, now, "%s: Acquire returned it with Err %v", h, lk.Err())
 	}
 	return h
@@ -221,6 +227,7 @@ func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term
 // claims it once.
 func (c *checker) grantMulti(g, key string, fence int64, m *padlock.MultiLock, began time.Duration) *hold {
 	now := c.now()
+	trust := padlock.SetTrustedUntil(m)
 	c.mu.Lock()
 	h := &hold{id: len(c.holds) + 1, g: g, kind: "mutex", key: key, fence: fence, multi: m, cap: 1,
 		began: began, anchor: began, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1, ended: -1}
@@ -232,19 +239,25 @@ func (c *checker) grantMulti(g, key string, fence int64, m *padlock.MultiLock, b
 	c.mu.Lock()
 	h.alive = alive
 	c.mu.Unlock()
-	if !alive && c.deadAt(h.validUntil(), now) {
+	if !alive && c.deadAt(trust, now) {
 		c.fail(invDeadGrant, now, "%s: AcquireAll returned it with Err %v", h, m.Err())
 	}
 	return h
 }
 
-// deadAt reports whether a grant trusted until valid, whose Acquire was
-// seen to return at now, and found ended by its holder's first check,
-// was dead when it was returned: on virtual time, always; on the wall
-// clock, when its trust had run out more than c.wall before now (the
-// holder may have been descheduled in between).
-func (c *checker) deadAt(valid time.Time, now time.Duration) bool {
-	return c.wall == 0 || valid.Sub(c.startedAt) < now-c.wall
+// deadAt reports whether a grant trusted until trust (as the watchdog
+// last set it), whose Acquire was seen to return at now, and found ended
+// by its holder's first check, was dead when it was returned: on virtual
+// time, always; on the wall clock, when its trust had run out more than
+// c.wall before now, or before now with no stall of the process's
+// timers from then on (the holder may have been descheduled between
+// the return and now).
+func (c *checker) deadAt(trust time.Time, now time.Duration) bool {
+	if c.wall == 0 {
+		return true
+	}
+	end := trust.Sub(c.startedAt)
+	return end < now-c.wall || end < now && c.stalled != nil && !c.stalled(end, now)
 }
 
 // claim is the holder's check before a step of its work: it holds while

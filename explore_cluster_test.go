@@ -250,7 +250,7 @@ type clusterRun struct {
 
 // lagFloor: lateness of the test's 10 ms timer below this is not
 // recorded.
-const lagFloor = 50 * time.Millisecond
+const lagFloor = 25 * time.Millisecond
 
 // run explores one seed on the Cluster.
 func (cl *exploreCluster) run(t *testing.T, seed uint64) ([]violation, *explore.Trace) {
@@ -271,6 +271,7 @@ func (cl *exploreCluster) run(t *testing.T, seed uint64) ([]violation, *explore.
 	drift, fixed := pick(r, 0.01, 0.1, 0.3), pick(r, 2*time.Millisecond, 20*time.Millisecond)
 	w.chk = newChecker(tr, func() []time.Time { return nil }, func(ttl time.Duration) time.Duration { return time.Duration(float64(ttl)*drift) + fixed })
 	w.chk.wall = wallSlack
+	w.chk.stalled = cr.stalledIn
 	nLockers := 2 + r.IntN(2)
 	var clients, sides []*redis.ClusterClient
 	for i := range nLockers {
@@ -389,7 +390,9 @@ func (cr *clusterRun) watchLag(done <-chan struct{}) {
 			cr.mu.Lock()
 			cr.stalls = append(cr.stalls, span{from, from + tick + late})
 			cr.mu.Unlock()
-			cr.tr.Add("the test's timer woke %v late", late)
+			if late >= 4*lagFloor {
+				cr.tr.Add("the test's timer woke %v late", late)
+			}
 		}
 		prev = now
 	}
@@ -439,6 +442,19 @@ func (cr *clusterRun) checkSlowMaster() {
 		slices.Sort(ms)
 		c.fail(invSlowMaster, ended, "%s: reported lost (%v) while its masters %v answered: none paused, no fault on them, no stall over %v, over %.3fs..%.3fs", h, endErr, ms, shortest/5, window.from.Seconds(), window.to.Seconds())
 	}
+}
+
+// stalledIn reports whether the test's timers ran late by lagFloor or
+// more at some time in [from, to].
+func (cr *clusterRun) stalledIn(from, to time.Duration) bool {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	for _, s := range cr.stalls {
+		if s.overlaps(span{from, to}) {
+			return true
+		}
+	}
+	return false
 }
 
 // excused reports whether, in window, one of masters was paused, a
