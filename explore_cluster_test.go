@@ -54,10 +54,11 @@ import (
 // holder descheduled in between never makes a false failure; the two
 // that cannot be so ordered have a margin: dead-grant flags a lock only
 // if its trust had run out wallSlack before Acquire was seen to return,
+// or before it with no stall of lagFloor in the test's own timers since,
 // and slow-master judges only leases of a second or more, and excuses a
-// loss after any stall of the test's own timers over a fifth of the
-// lease (the lag it measures), besides any fault or pause on the lock's
-// masters.
+// loss after any stall over a fifth of the lease of the test's own
+// timers or of a master's answer to a PING (it measures both every
+// 10 ms), besides any fault or pause on the lock's masters.
 //
 //	PADLOCK_EXPLORE_CLUSTER=N  run N seeds (default exploreClusterSeeds; 0 skips)
 //	PADLOCK_EXPLORE_FIRST=n    the first seed (default 1)
@@ -246,6 +247,7 @@ type clusterRun struct {
 	pauses map[int][]span    // by master
 	faults map[[2]int][]span // by Locker and master: the command faulted, until its effect is over
 	stalls []span            // the test's timers late by more than lagFloor
+	slow   map[int][]span    // by master: a PING that took lagFloor or more
 }
 
 // lagFloor: lateness of the test's 10 ms timer below this is not
@@ -265,7 +267,7 @@ func (cl *exploreCluster) run(t *testing.T, seed uint64) ([]violation, *explore.
 	// Fewer Extends than in memory: a lease changed to a short one is
 	// not judged by slow-master.
 	w := &world{t: t, seed: seed, fam: "cluster", tr: tr, maxWait: 2 * time.Second, maxSet: 3, extendOdds: 150}
-	cr := &clusterRun{world: w, cl: cl, pauses: map[int][]span{}, faults: map[[2]int][]span{}}
+	cr := &clusterRun{world: w, cl: cl, pauses: map[int][]span{}, faults: map[[2]int][]span{}, slow: map[int][]span{}}
 	r := w.rng(-1)
 	w.plan = &explore.Plan{Seed: seed, Rate: pick(r, 0.03, 0.08, 0.15)}
 	drift, fixed := pick(r, 0.01, 0.1, 0.3), pick(r, 2*time.Millisecond, 20*time.Millisecond)
@@ -342,6 +344,9 @@ func (cl *exploreCluster) run(t *testing.T, seed uint64) ([]violation, *explore.
 	lagDone := make(chan struct{})
 	var lag sync.WaitGroup
 	lag.Go(func() { cr.watchLag(lagDone) })
+	for m, a := range cl.admins {
+		lag.Go(func() { cr.probe(m, a, lagDone) })
+	}
 
 	actors := 0
 	for i := range nLockers * (2 + r.IntN(2)) {
@@ -398,14 +403,36 @@ func (cr *clusterRun) watchLag(done <-chan struct{}) {
 	}
 }
 
+// probe PINGs master m every 10 ms, until done, and records the PINGs
+// that took lagFloor or more: when the master (or the machine) was slow
+// to answer.
+func (cr *clusterRun) probe(m int, a *redis.Client, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		t0 := time.Now()
+		_ = a.Ping(context.Background()).Err() // a paused master's ends at the read timeout
+		if d := time.Since(t0); d >= lagFloor {
+			from := t0.Sub(cr.tr.Start())
+			cr.mu.Lock()
+			cr.slow[m] = append(cr.slow[m], span{from, from + d})
+			cr.mu.Unlock()
+		}
+	}
+}
+
 // checkSlowMaster checks that no renewing lock whose every lease (asked
 // for by Acquire or an Extend) was a second or more was reported lost
 // while every master of its keys answered: over the longest lease its
 // holder asked for, and a second more (a stall before a command's
 // send), before its holder saw it lost, none of them was paused, no
 // command of its Locker that named a key on one of them met a fault,
-// and the test's timers never ran a fifth of the shortest lease late. A
-// grant being let go is not judged.
+// none of them took a fifth of the shortest lease to answer a PING, and
+// the test's timers never ran that late. A grant being let go is not
+// judged.
 func (cr *clusterRun) checkSlowMaster() {
 	c := cr.chk
 	c.mu.Lock()
@@ -440,7 +467,7 @@ func (cr *clusterRun) checkSlowMaster() {
 			ms = append(ms, m)
 		}
 		slices.Sort(ms)
-		c.fail(invSlowMaster, ended, "%s: reported lost (%v) while its masters %v answered: none paused, no fault on them, no stall over %v, over %.3fs..%.3fs", h, endErr, ms, shortest/5, window.from.Seconds(), window.to.Seconds())
+		c.fail(invSlowMaster, ended, "%s: reported lost (%v) while its masters %v answered: none paused, no fault on them, no PING or timer late over %v, over %.3fs..%.3fs", h, endErr, ms, shortest/5, window.from.Seconds(), window.to.Seconds())
 	}
 }
 
@@ -457,9 +484,9 @@ func (cr *clusterRun) stalledIn(from, to time.Duration) bool {
 	return false
 }
 
-// excused reports whether, in window, one of masters was paused, a
-// command of Locker li on one of them met a fault, or the test's timers
-// ran more than maxLag late.
+// excused reports whether, in window, one of masters was paused or took
+// more than maxLag to answer a PING, a command of Locker li on one of
+// them met a fault, or the test's timers ran more than maxLag late.
 func (cr *clusterRun) excused(li int, masters map[int]bool, window span, maxLag time.Duration) bool {
 	cr.mu.Lock()
 	defer cr.mu.Unlock()
@@ -471,6 +498,11 @@ func (cr *clusterRun) excused(li int, masters map[int]bool, window span, maxLag 
 		}
 		for _, f := range cr.faults[[2]int{li, m}] {
 			if f.overlaps(window) {
+				return true
+			}
+		}
+		for _, p := range cr.slow[m] {
+			if p.to-p.from > maxLag && p.overlaps(window) {
 				return true
 			}
 		}
