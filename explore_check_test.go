@@ -73,6 +73,22 @@ type hold struct {
 	// leases are those its holder asked for: Options.TTL, Resume's, and
 	// every Extend's. Its Lease is one of them.
 	leases []time.Duration
+	fixed  bool // a fixed lease (Options.NoRenew): its trust runs out while held
+	// ended is when its holder first saw it ended (-1: never), and
+	// endErr what Err said then.
+	ended  time.Duration
+	endErr error
+}
+
+// validUntil is the end of h's trust (zero for a term).
+func (h *hold) validUntil() time.Time {
+	switch {
+	case h.multi != nil:
+		return h.multi.ValidUntil()
+	case h.lk != nil:
+		return h.lk.ValidUntil()
+	}
+	return time.Time{}
 }
 
 func (h *hold) String() string {
@@ -129,6 +145,14 @@ type checker struct {
 	restarts  func() []time.Time
 	startedAt time.Time
 	margin    func(ttl time.Duration) time.Duration // the Lockers' drift margin
+	// wall, when not zero, says the run is on the wall clock, where a
+	// goroutine may be descheduled between any two steps: grants are
+	// ordered by one's return before the other's call (see checkHolds),
+	// and a grant is dead only if its trust ran out more than wall
+	// before its holder saw Acquire return, or ran out before it while
+	// stalled (when set) says the process's timers kept time.
+	wall    time.Duration
+	stalled func(from, to time.Duration) bool
 }
 
 func newChecker(tr *explore.Trace, restarts func() []time.Time, margin func(time.Duration) time.Duration) *checker {
@@ -164,6 +188,10 @@ func (c *checker) restartIn(from, to time.Duration) bool {
 // now, and claims it once.
 func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term *padlock.Term, capacity int, began time.Duration, of *hold) *hold {
 	now := c.now()
+	var trust time.Time
+	if lk != nil {
+		trust = padlock.TrustedUntil(lk)
+	}
 	anchor := began
 	if lk != nil {
 		// ValidUntil is the anchor's send plus the lease less the margin.
@@ -174,7 +202,7 @@ func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term
 	}
 	c.mu.Lock()
 	h := &hold{id: len(c.holds) + 1, g: g, kind: kind, key: key, fence: fence, lk: lk, term: term, cap: capacity,
-		began: began, anchor: anchor, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1}
+		began: began, anchor: anchor, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1, ended: -1}
 	h.root = h
 	if of != nil {
 		h.root = of.root
@@ -189,7 +217,7 @@ func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term
 	c.mu.Lock()
 	h.alive = alive
 	c.mu.Unlock()
-	if !alive && term == nil {
+	if !alive && term == nil && c.deadAt(trust, now) {
 		c.fail(invDeadGrant, now, "%s: Acquire returned it with Err %v", h, lk.Err())
 	}
 	return h
@@ -199,9 +227,10 @@ func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term
 // claims it once.
 func (c *checker) grantMulti(g, key string, fence int64, m *padlock.MultiLock, began time.Duration) *hold {
 	now := c.now()
+	trust := padlock.SetTrustedUntil(m)
 	c.mu.Lock()
 	h := &hold{id: len(c.holds) + 1, g: g, kind: "mutex", key: key, fence: fence, multi: m, cap: 1,
-		began: began, anchor: began, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1}
+		began: began, anchor: began, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1, ended: -1}
 	h.root = h
 	c.holds = append(c.holds, h)
 	c.mu.Unlock()
@@ -210,51 +239,70 @@ func (c *checker) grantMulti(g, key string, fence int64, m *padlock.MultiLock, b
 	c.mu.Lock()
 	h.alive = alive
 	c.mu.Unlock()
-	if !alive {
+	if !alive && c.deadAt(trust, now) {
 		c.fail(invDeadGrant, now, "%s: AcquireAll returned it with Err %v", h, m.Err())
 	}
 	return h
 }
 
+// deadAt reports whether a grant trusted until trust (as the watchdog
+// last set it), whose Acquire was seen to return at now, and found ended
+// by its holder's first check, was dead when it was returned: on virtual
+// time, always; on the wall clock, when its trust had run out more than
+// c.wall before now, or before now with no stall of the process's
+// timers from then on (the holder may have been descheduled between
+// the return and now).
+func (c *checker) deadAt(trust time.Time, now time.Duration) bool {
+	if c.wall == 0 {
+		return true
+	}
+	end := trust.Sub(c.startedAt)
+	return end < now-c.wall || end < now && c.stalled != nil && !c.stalled(end, now)
+}
+
 // claim is the holder's check before a step of its work: it holds while
 // Err() is nil and ValidUntil has not passed. It writes its fence to the
-// key's fenced store, as the work would.
+// key's fenced store, as the work would. The moment it claims is read
+// before the check: on the wall clock (explore_cluster_test.go) a holder
+// may be descheduled between any two steps, and a claim must never say
+// it held later than Err said so.
 func (c *checker) claim(h *hold) bool {
 	var err error
-	valid := true
-	switch {
-	case h.term != nil:
+	at := time.Now()
+	v1 := h.validUntil()
+	if h.term != nil {
 		err = h.term.Err()
-	case h.multi != nil:
-		v1 := h.multi.ValidUntil()
+	} else if h.multi != nil {
 		err = h.multi.Err()
-		v2 := h.multi.ValidUntil()
-		now := time.Now()
-		valid = now.Before(v2)
-		if err == nil && !now.Before(v1) && !valid {
-			c.fail(invErrLate, c.now(), "%s: Err nil %v after its trust ran out at %.3fs", h, now.Sub(v2), v2.Sub(c.startedAt).Seconds())
-		}
-	default:
+	} else {
+		err = h.lk.Err()
+	}
+	v2 := h.validUntil()
+	valid := true
+	if h.term == nil {
 		// Err reports a lock lost the moment its trust runs out: read
 		// ValidUntil on both sides of it, so that a renewal confirmed
 		// in between does not count.
-		v1 := h.lk.ValidUntil()
-		err = h.lk.Err()
-		v2 := h.lk.ValidUntil()
-		now := time.Now()
-		valid = now.Before(v2)
-		if err == nil && !now.Before(v1) && !valid {
-			c.fail(invErrLate, c.now(), "%s: Err nil %v after its trust ran out at %.3fs", h, now.Sub(v2), v2.Sub(c.startedAt).Seconds())
+		valid = at.Before(v2)
+		if err == nil && !at.Before(v1) && !valid {
+			c.fail(invErrLate, c.now(), "%s: Err nil %v after its trust ran out at %.3fs", h, at.Sub(v2), v2.Sub(c.startedAt).Seconds())
 		}
+	}
+	if h.lk != nil {
 		if ls := h.lk.Lease(); err == nil && len(h.asked()) > 0 && !slices.Contains(h.asked(), ls) {
 			c.fail(invLeaseForeign, c.now(), "%s: its lease is %v; its holder asked for %v", h, ls, h.asked())
 		}
 	}
+	now := at.Sub(c.startedAt)
 	if err != nil || !valid {
 		c.tr.Add("%s sees %s#%d ended: %v", h.g, h.kind, h.id, err)
+		c.mu.Lock()
+		if h.ended < 0 {
+			h.ended, h.endErr = now, err
+		}
+		c.mu.Unlock()
 		return false
 	}
-	now := c.now()
 	c.mu.Lock()
 	h.last = now
 	var stale string
@@ -284,6 +332,13 @@ func (c *checker) extending(h *hold, ds ...time.Duration) {
 	c.mu.Lock()
 	h.extended = true
 	h.leases = append(h.leases, ds...)
+	c.mu.Unlock()
+}
+
+// fixedLease records that h's lease is fixed (Options.NoRenew).
+func (c *checker) fixedLease(h *hold) {
+	c.mu.Lock()
+	h.fixed = true
 	c.mu.Unlock()
 }
 
@@ -456,6 +511,12 @@ func (c *checker) checkHolds() {
 				// A resumed grant goes on with the grant it resumed.
 				ra, rb := a.root, b.root
 				ordered := a.exclusive() && b.exclusive() && (ra.start < rb.start || ra.start == rb.start && ra.id < rb.id)
+				if c.wall != 0 {
+					// On the wall clock a return is seen late: only a
+					// grant seen returned before the other was asked for
+					// surely came first.
+					ordered = a.exclusive() && b.exclusive() && ra.start < rb.began
+				}
 				ordered = ordered || a.released >= 0 && a.released <= rb.began
 				if ordered && a.fence >= b.fence && a.kind != "permit" && b.kind != "permit" {
 					c.fail(invFenceOrder, b.start, "%s got fence %d, not above %d of earlier %s", b, b.fence, a.fence, a)

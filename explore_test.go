@@ -187,6 +187,22 @@ type world struct {
 	keys []string
 	ttl  time.Duration // the lease most grants ask for: a lock is handed on only to a waiter that asked for the same
 	end  time.Time     // no new operations after this
+	// maxWait, when not zero, caps how long an Acquire waits (runs on the
+	// wall clock keep their seconds few).
+	maxWait time.Duration
+	// maxSet, when not zero, caps the keys of one AcquireAll.
+	maxSet int
+	// extendOdds: a holder calls Extend before one step of its work in
+	// extendOdds (0: 30).
+	extendOdds int
+}
+
+// extendNow reports whether a holder calls Extend before this step.
+func (w *world) extendNow(r *rand.Rand) bool {
+	if w.extendOdds == 0 {
+		return r.IntN(30) == 0
+	}
+	return r.IntN(w.extendOdds) == 0
 }
 
 // rng returns the randomness of one actor of the run: fixed by the seed.
@@ -380,7 +396,10 @@ func (w *world) locker(actor, li int) {
 			// nothing renews it, so the trust runs out while it is held.
 			NoRenew: r.IntN(8) == 0 || w.fam == "extend" && r.IntN(3) != 0,
 		}
-		if w.fam == "multi" && r.IntN(3) != 0 {
+		if w.maxWait != 0 {
+			o.Wait = min(o.Wait, w.maxWait)
+		}
+		if w.fam == "multi" && r.IntN(3) != 0 || w.fam == "cluster" && r.IntN(2) == 0 {
 			w.multi(r, g, li, o)
 			continue
 		}
@@ -415,6 +434,9 @@ func (w *world) locker(actor, li int) {
 		}
 		h := w.chk.grant(g, kind, key, lk.Fence(), lk, nil, capacity, began, nil)
 		w.chk.asked(h, o.TTL)
+		if o.NoRenew {
+			w.chk.fixedLease(h)
+		}
 		w.work(r, h, o.TTL, li)
 		w.letGo(r, h, li, o)
 	}
@@ -426,7 +448,11 @@ func (w *world) locker(actor, li int) {
 func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
 	keys := slices.Clone(w.keys)
 	r.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
-	keys = keys[:1+r.IntN(len(keys))]
+	n := len(keys)
+	if w.maxSet != 0 {
+		n = min(n, w.maxSet)
+	}
+	keys = keys[:1+r.IntN(n)]
 	o.Fair, o.NoRenew = false, false
 	l := w.lockers[li]
 	ctx, cancel := opCtx(r)
@@ -441,7 +467,9 @@ func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
 	}
 	var hs []*hold
 	for _, k := range m.Keys() {
-		hs = append(hs, w.chk.grantMulti(g, k, m.Fence(k), m, began))
+		h := w.chk.grantMulti(g, k, m.Fence(k), m, began)
+		w.chk.asked(h, o.TTL)
+		hs = append(hs, h)
 	}
 	claim := func() bool {
 		for _, h := range hs {
@@ -458,8 +486,11 @@ func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
 		if !claim() {
 			break
 		}
-		if r.IntN(30) == 0 {
+		if w.extendNow(r) {
 			d := pick(r, o.TTL/2, o.TTL, 2*o.TTL)
+			for _, h := range hs {
+				w.chk.extending(h, d)
+			}
 			ctx, cancel := opCtx(r)
 			err := m.Extend(ctx, d)
 			cancel()
@@ -547,7 +578,7 @@ func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
 			// Work on under the longer lease: a holder that trusts it
 			// while Redis keeps the shorter one is caught by the next.
 			left += ds[0] + ds[1]
-		case r.IntN(30) == 0:
+		case w.extendNow(r):
 			// A lease change of the holder's own, maybe shorter, while
 			// renewals come and go.
 			d := pick(r, ttl/3, ttl/2, ttl, 2*ttl)
@@ -568,7 +599,7 @@ func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
 // longest lease any of them asked for) the key must be gone, or at least
 // no longer pushed out.
 func (w *world) watchLost(h *hold, ttl time.Duration, li int) {
-	if h.kind != "mutex" || !errors.Is(h.lk.Err(), padlock.ErrLockLost) || w.isClosed(li) {
+	if w.srv == nil || h.kind != "mutex" || !errors.Is(h.lk.Err(), padlock.ErrLockLost) || w.isClosed(li) {
 		return
 	}
 	rk := w.lockers[li].RedisKey(h.key)
@@ -653,7 +684,7 @@ func (w *world) letGo(r *rand.Rand, h *hold, li int, o padlock.Options) {
 		}
 		return
 	}
-	if (w.fam == "keep" || w.fam == "fair" && r.IntN(4) == 0) && h.lk.Err() == nil {
+	if (w.fam == "keep" || (w.fam == "fair" || w.fam == "cluster") && r.IntN(4) == 0) && h.lk.Err() == nil {
 		d := pick(r, 200*time.Millisecond, time.Second, 3*time.Second)
 		err := h.lk.ReleaseAfter(ctx, d)
 		w.tr.Add("%s ReleaseAfter(%v) %s#%d: %v", h.g, d, h.kind, h.id, err)
@@ -720,7 +751,7 @@ func (w *world) candidate(actor, li int) {
 		began := w.chk.now()
 		// The value is published inside Campaign: the checker learns whose
 		// it is from the term.
-		pending := &hold{fence: -1, kind: "term", key: "el", g: g, released: -1, resigned: -1}
+		pending := &hold{fence: -1, kind: "term", key: "el", g: g, released: -1, resigned: -1, ended: -1}
 		w.chk.publish(value, pending)
 		tm, err := e.Campaign(ctx, value)
 		cancel()

@@ -67,3 +67,25 @@ func SetExtending(l *Locker, f func()) { l.extending = f }
 var (
 	ResumeSHA = resumeScript.Hash()
 )
+
+// TrustedUntil returns the end of lk's trusted lease as the watchdog last
+// set it, even once the lock is lost (ValidUntil then says zero): the
+// explorer on the wall clock asks whether a lock was returned after it.
+func TrustedUntil(lk *Lock) time.Time {
+	r := lk.root()
+	w := r.locker.watchdog
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return r.lease.validUntil
+}
+
+// SetTrustedUntil returns the earliest TrustedUntil of m's keys.
+func SetTrustedUntil(m *MultiLock) time.Time {
+	var v time.Time
+	for _, lk := range m.members {
+		if u := TrustedUntil(lk); v.IsZero() || u.Before(v) {
+			v = u
+		}
+	}
+	return v
+}

@@ -273,8 +273,11 @@ func (a *multiAcquisition) try(ctx context.Context) (*MultiLock, error) {
 		sent[gi] = time.Now()
 		sg, err := a.acquireGroup(ctx, g, waiting)
 		answered[gi] = time.Now()
-		if err == nil && sg.fences != nil && !answered[gi].Before(sent[gi].Add(a.o.TTL-a.l.cfg.margin(a.o.TTL))) {
-			err = errLateGrant // as in acquisition.try
+		// The set is held until the earliest trust of its keys, the first
+		// group's: a reply after it is late for the whole set, though
+		// within its own call's lease (as in acquisition.try).
+		if err == nil && sg.fences != nil && !answered[gi].Before(sent[0].Add(a.o.TTL-a.l.cfg.margin(a.o.TTL))) {
+			err = errLateGrant
 		}
 		switch {
 		case err != nil:

@@ -2,7 +2,9 @@
 // explorer (explore_test.go in the root package): in-memory Redis servers
 // on the virtual clock of a testing/synctest bubble, go-redis clients on
 // them whose hook decides, from the seed, what happens to each command,
-// and a trace of what happened.
+// and a trace of what happened. The same hook faults clients of real
+// servers (NewHook), for the runs miniredis cannot stand in for
+// (explore_cluster_test.go: a Redis Cluster).
 //
 // A seed fixes every fault decision: a decision is keyed by the seed, the
 // client and the command's index on that client. It does not fix the
@@ -412,6 +414,15 @@ func (s *Server) PausedIn(from, to time.Time) bool {
 // Close stops the server.
 func (s *Server) Close() { s.M.Close() }
 
+// paused returns until when h's in-memory server is paused, or the zero
+// time (always, on a real server).
+func (h *Hook) paused() time.Time {
+	if h.srv == nil {
+		return time.Time{}
+	}
+	return h.srv.paused()
+}
+
 // paused returns until when the server is paused, or the zero time.
 func (s *Server) paused() time.Time {
 	s.mu.Lock()
@@ -435,8 +446,8 @@ type Hook struct {
 	ID   int
 	Name string
 	plan *Plan
-	srv  *Server
-	side *redis.Client // runs delayed commands, with no hook
+	srv  *Server               // nil for a real server: pauses are real, not the hook's
+	side redis.UniversalClient // runs delayed commands, with no hook
 	tr   *Trace
 	n    atomic.Uint64
 	prev atomic.Bool // the last command decided met a fault
@@ -445,6 +456,10 @@ type Hook struct {
 
 	conns    atomic.Uint64 // connections dialed
 	lastDone atomic.Int64  // when a command last returned to its caller (UnixNano)
+
+	// Faulted, when set before the first command, is told of every
+	// command (or pipeline) that meets a fault, as the fault begins.
+	Faulted func(cmds []redis.Cmder, f Fault)
 }
 
 // LastDone returns when a command of h's client last returned to its
@@ -482,6 +497,15 @@ func NewClient(id int, name string, srv *Server, plan *Plan, tr *Trace, late *sy
 	c := redis.NewClient(o)
 	c.AddHook(h)
 	return c, h
+}
+
+// NewHook returns the fault layer of a client of real servers, deciding
+// by plan, to add to that client (AddHook): whatever client it is (one
+// node, a Cluster), side runs its delayed commands and must have no
+// hook. Pauses are the servers' own (SIGSTOP), which the hook does not
+// know of, and its connections are the client's own (no ConnRate).
+func NewHook(id int, name string, plan *Plan, tr *Trace, late *sync.WaitGroup, side redis.UniversalClient) *Hook {
+	return &Hook{ID: id, Name: name, plan: plan, side: side, tr: tr, late: late}
 }
 
 // Off turns the faults of h off (for the checks at the end of a run).
@@ -568,8 +592,11 @@ func (h *Hook) apply(cmds []redis.Cmder, run func(context.Context) error, ctx co
 	f := h.plan.Decide(h.ID, idx, h.prev.Load())
 	h.prev.Store(f.Kind != None)
 	what := describe(cmds)
+	if f.Kind != None && h.Faulted != nil {
+		h.Faulted(cmds, f)
+	}
 	time.Sleep(h.plan.Latency)
-	if until := h.srv.paused(); !until.IsZero() {
+	if until := h.paused(); !until.IsZero() {
 		// The server reads nothing until it resumes; the caller gives up
 		// at its deadline, and the command runs when the server resumes.
 		give := time.Now().Add(readTimeout)
@@ -636,7 +663,7 @@ func (h *Hook) later(cmds []redis.Cmder, d time.Duration) {
 	go func() {
 		defer h.late.Done()
 		time.Sleep(d)
-		if until := h.srv.paused(); !until.IsZero() {
+		if until := h.paused(); !until.IsZero() {
 			time.Sleep(time.Until(until))
 		}
 		ctx := context.Background()
