@@ -42,9 +42,11 @@ type Options struct {
 
 	// Fair hands the lock to waiters in the order they arrived, across
 	// processes: a waiter joins a queue in Redis, a release wakes only the
-	// oldest live waiter, and newcomers do not jump the queue. A waiter that
-	// gives up leaves the queue; one that dies is dropped when its wait
-	// runs out. Every user of a key should agree on Fair. Default: false,
+	// oldest live waiter, and newcomers do not jump the queue. When that
+	// waiter is in the releasing Locker, the release hands the lock
+	// straight to it. A waiter that gives up leaves the queue; one that
+	// dies is dropped when its wait runs out. Every user of a key should
+	// agree on Fair. Default: false,
 	// where waiters of one Locker are served in arrival order (a release
 	// hands the lock straight to the next of them), and Lockers that want
 	// the same key take turns, each serving the waiters it had queued; a

@@ -206,7 +206,9 @@ func (lk *Lock) unguard(h *Lock) {
 // outermost handle releases the lock. When an Acquire of the same Locker
 // is waiting for the key, Release may hand the lock straight to it, after
 // one round trip that confirms Redis still holds the lock; the waiter's
-// Lock then has the next fence.
+// Lock then has the next fence. A fair lock (Options.Fair) is handed on
+// so only to the oldest waiter in the key's queue, when that waiter is in
+// the same Locker; otherwise the same round trip releases it.
 func (lk *Lock) Release(ctx context.Context) error {
 	if lk == nil || lk.released.Swap(true) {
 		return nil
@@ -228,6 +230,9 @@ func (lk *Lock) Release(ctx context.Context) error {
 	)
 	id := lk.id // the grant the release names
 	releasing := time.Now()
+	if id.kind == holdMutex && id.fair {
+		return lk.releaseFair(ctx, releasing)
+	}
 	if id.kind == holdMutex { // holds are never handed on (store_hold.go)
 		handed, g, next = lk.locker.handOff(lk, releasing, nil)
 	}
@@ -255,6 +260,13 @@ func (lk *Lock) Release(ctx context.Context) error {
 		lk.observeReleased(true, nil)
 		return nil
 	}
+	return lk.letGo(ctx, id, g, renameErr)
+}
+
+// letGo gives the lock lk held back to Redis, as g says, under the grant
+// id: lk's own, or the one a hand-off that did not complete moved it to.
+// renameErr is the error of such a hand-off whose reply was lost.
+func (lk *Lock) letGo(ctx context.Context, id *lockID, g giveBack, renameErr error) error {
 	// Even a lock already judged lost (its renewals went unanswered, or the
 	// Locker was closed) may still be ours in Redis: ask, so the key does
 	// not stay locked for the rest of its lease.
@@ -366,6 +378,76 @@ func (l *Locker) rename(ctx context.Context, lk *Lock, next *lockID) error {
 	}
 	l.watchdog.renamed(ls, seq, next)
 	return nil
+}
+
+// releaseFair is Release of a fair lock. When the oldest waiter in the
+// key's queue waits in this Locker, the lock is handed on to it as
+// Release hands a lock on to a local waiter, in the one round trip that
+// confirms Redis still holds the lock and checks that it is that
+// waiter's turn (lua/handover_fair.lua); when the head waits elsewhere,
+// that round trip releases the lock (see wait_handoff.go).
+func (lk *Lock) releaseFair(ctx context.Context, releasing time.Time) error {
+	l := lk.locker
+	w, next := l.fairCandidate(lk)
+	if w == nil {
+		return lk.letGo(ctx, lk.id, giveBack{}, nil)
+	}
+	if f := l.confirming; f != nil {
+		f()
+	}
+	fence, released, err := l.renameFair(ctx, lk, next, w.a.at.place)
+	switch {
+	case errors.Is(err, ErrNotHeld):
+		return err // lost, and finished as such
+	case err != nil:
+		// next's token, if the hand-off ran, was let go (renameFair), and
+		// w's place in the queue with it: w asks to be queued again. The
+		// lock may still be under lk's token.
+		l.requeueFair(w)
+		return lk.letGo(ctx, lk.id, giveBack{}, err)
+	case released: // the head of the queue waits elsewhere
+		l.watchdog.remove(lk.lease)
+		if lk.finish(ErrReleased) {
+			lk.observeReleased(false, nil)
+		}
+		return nil
+	}
+	if l.handFair(lk, w, next, fence, releasing) { // and lk finished
+		lk.observeReleased(true, nil)
+		return nil
+	}
+	// Redis holds the lock under next's token, but w cannot take it.
+	return lk.letGo(ctx, next, giveBack{}, nil)
+}
+
+// renameFair moves the lock lk holds in Redis to the grant next of the
+// fair waiter queued as place, if that waiter is the head of the key's
+// queue, as rename does, and returns next's fence; or, when the head is
+// another waiter, releases it (released). Its errors are rename's.
+func (l *Locker) renameFair(ctx context.Context, lk *Lock, next *lockID, place string) (fence int64, released bool, err error) {
+	ls := lk.lease
+	seq, ttl, ok := l.watchdog.begin(ls, lk, 0, false)
+	if !ok {
+		return 0, false, ErrNotHeld
+	}
+	fence, released, err = l.store.handoverFair(ctx, lk.id, next, place, ttl, seq)
+	switch {
+	case err != nil:
+		l.watchdog.settle(ls, seq, false)
+		// If the hand-off ran, next's token holds the lock: let it go.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_, _ = l.store.release(rctx, next, giveBack{})
+		return 0, false, unavailable("release", err)
+	case released:
+		return 0, true, nil
+	case fence == 0:
+		l.watchdog.gone(ls, lk.id)
+		lk.lost(LostTokenGone)
+		return 0, false, errLost
+	}
+	l.watchdog.renamed(ls, seq, next)
+	return fence, false, nil
 }
 
 // TTL returns the lock's remaining lease as Redis sees it, or ErrNotHeld

@@ -29,6 +29,13 @@ type store interface {
 	// its lease to ttl as lease change number seq (see wait_handoff.go); ok
 	// reports whether id.token held it.
 	handover(ctx context.Context, id, next *lockID, ttl time.Duration, seq uint64) (ok bool, err error)
+	// handoverFair hands a fair lock on as handover does, to next, whose
+	// waiter is queued as place, if that waiter is the oldest live one in
+	// the key's queue, taking a fence for it; otherwise it releases the
+	// lock as release does (lua/handover_fair.lua). It returns next's fence
+	// when it handed the lock on, released when it let it go instead, and
+	// neither when id.token did not hold it.
+	handoverFair(ctx context.Context, id, next *lockID, place string, ttl time.Duration, seq uint64) (fence int64, released bool, err error)
 	// resume hands the lock that token holds over to id.token, resetting
 	// its lease to id's TTL; ok reports whether token held it.
 	resume(ctx context.Context, token string, id *lockID) (ok bool, err error)

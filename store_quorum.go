@@ -155,6 +155,11 @@ func (q *quorum) handover(context.Context, *lockID, *lockID, time.Duration, uint
 	return false, errors.New("padlock: a Redlock Locker does not hand locks on")
 }
 
+// handoverFair is never asked for: a Redlock Locker has no fair queues.
+func (q *quorum) handoverFair(context.Context, *lockID, *lockID, string, time.Duration, uint64) (int64, bool, error) {
+	return 0, false, errors.New("padlock: a Redlock Locker does not hand locks on")
+}
+
 // leaveQueue has nothing to do: a Redlock Locker has no fair queues.
 func (q *quorum) leaveQueue(context.Context, *lockID, string) error { return nil }
 

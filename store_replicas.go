@@ -154,6 +154,22 @@ func (a acked) handover(ctx context.Context, id, next *lockID, ttl time.Duration
 	return true, nil
 }
 
+func (a acked) handoverFair(ctx context.Context, id, next *lockID, place string, ttl time.Duration, seq uint64) (int64, bool, error) {
+	c, err := a.master(ctx, id.lockKey())
+	if err != nil {
+		return 0, false, err
+	}
+	cmd, wait := a.evalAcked(ctx, c, a.single.scripts.handoverFair, id.keys[:], id.token, next.token, ttl.Milliseconds(), seq, place)
+	fence, released, err := handedFair(cmd, false)
+	if err != nil || fence == 0 {
+		return fence, released, err
+	}
+	if err := a.confirmed(wait); err != nil {
+		return 0, false, err
+	}
+	return fence, false, nil
+}
+
 func (a acked) resume(ctx context.Context, token string, id *lockID) (bool, error) {
 	c, err := a.master(ctx, id.lockKey())
 	if err != nil {

@@ -19,12 +19,13 @@ import (
 // server when the script is not loaded yet, each sent at most once (see
 // onceCmd). Each script's header says its KEYS, ARGV and reply.
 var (
-	grantLua       = luaFile("grant.lua")
-	acquireLua     = grantLua + luaFile("acquire.lua")
-	queueHeadLua   = luaFile("queue_head.lua")
-	releaseLua     = grantLua + luaFile("release.lua")
-	releaseFairLua = grantLua + luaFile("release_fair.lua")
-	leaveFairLua   = luaFile("leave_fair.lua")
+	grantLua        = luaFile("grant.lua")
+	acquireLua      = grantLua + luaFile("acquire.lua")
+	queueHeadLua    = luaFile("queue_head.lua")
+	releaseLua      = grantLua + luaFile("release.lua")
+	releaseFairLua  = grantLua + luaFile("release_fair.lua")
+	leaveFairLua    = luaFile("leave_fair.lua")
+	handoverFairLua = grantLua + luaFile("handover_fair.lua")
 
 	acquireFairScript = newScript(queueHeadLua + grantLua + luaFile("acquire_fair.lua"))
 	extendScript      = newScript(grantLua + luaFile("extend.lua"))
@@ -53,7 +54,7 @@ func luaFile(name string) string {
 // every node. Every notice is sent with redis.pcall, so that a refused one
 // (no channel permission) never fails the lock operation around it.
 type publishingScripts struct {
-	acquire, release, releaseFair, leaveFair *script
+	acquire, release, releaseFair, leaveFair, handoverFair *script
 }
 
 func newPublishingScripts(sharded bool) *publishingScripts {
@@ -68,6 +69,9 @@ func newPublishingScripts(sharded bool) *publishingScripts {
 		release:     flavour(releaseLua),
 		releaseFair: flavour(queueHeadLua + releaseFairLua),
 		leaveFair:   flavour(queueHeadLua + leaveFairLua),
+		// The fair hand-off releases, with a notice, when the head of
+		// the queue waits elsewhere.
+		handoverFair: flavour(queueHeadLua + handoverFairLua),
 	}
 }
 

@@ -19,6 +19,7 @@ func TestNoticesAreBestEffort(t *testing.T) {
 		{"release.lua", releaseLua, plainScripts.release.Hash(), shardedScripts.release.Hash()},
 		{"release_fair.lua", releaseFairLua, plainScripts.releaseFair.Hash(), shardedScripts.releaseFair.Hash()},
 		{"leave_fair.lua", leaveFairLua, plainScripts.leaveFair.Hash(), shardedScripts.leaveFair.Hash()},
+		{"handover_fair.lua", handoverFairLua, plainScripts.handoverFair.Hash(), shardedScripts.handoverFair.Hash()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			all := strings.Count(tc.src, "publish'")

@@ -92,6 +92,27 @@ func (s single) handover(ctx context.Context, id, next *lockID, ttl time.Duratio
 	return n == 1, err
 }
 
+func (s single) handoverFair(ctx context.Context, id, next *lockID, place string, ttl time.Duration, seq uint64) (int64, bool, error) {
+	cmd, again := s.scripts.handoverFair.runCounted(ctx, s.client, s.retries, id.keys[:], id.token, next.token, ttl.Milliseconds(), seq, place)
+	return handedFair(cmd, again)
+}
+
+// handedFair reads handover_fair.lua's reply. A reply that the releasing
+// token did not hold the lock, to a copy sent again after its connection
+// closed, is errReleaseUnsure: the copy sent first may have let it go.
+func handedFair(cmd *redis.Cmd, again bool) (fence int64, released bool, err error) {
+	n, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return 0, false, err
+	case n == 0 && again:
+		return 0, false, errReleaseUnsure
+	case n < 0:
+		return 0, true, nil
+	}
+	return n, false, nil
+}
+
 func (s single) resume(ctx context.Context, token string, id *lockID) (bool, error) {
 	n, err := resumeScript.run(ctx, s.client, s.retries, id.keys[:1], token, id.argv[1], id.token).Int64()
 	return n == 1, err

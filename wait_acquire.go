@@ -192,7 +192,7 @@ func (a *acquisition) prepare(at *attempt) {
 	if a.o.Fair && !a.queued {
 		at.queueFor = max(time.Until(a.deadline), time.Millisecond)
 	}
-	reserve := int64(1) // fair locks are never handed on
+	reserve := int64(1) // a fair hand-off takes its fence from the counter
 	if !a.o.Fair {
 		reserve = a.l.notifier.reserve(a.id.lockKey(), a.w)
 	}
@@ -261,6 +261,12 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 		}
 		lk, err = a.waitInLine(ctx)
 		n.leave(channel, a.w, lk != nil)
+		if hl := n.unclaimed(a.w); hl != nil {
+			// Handed over as the wait ended: let it go.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			_ = hl.Release(rctx)
+			cancel()
+		}
 	}
 	if a.o.Fair && lk == nil {
 		a.l.leaveQueue(ctx, a.id, a.at.place) // any attempt may have queued it
@@ -316,7 +322,11 @@ func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, e
 		case <-timer.C:
 		case <-ctx.Done():
 		}
-		if lk := n.unpark(w); lk != nil {
+		lk, requeue := n.unpark(w)
+		if requeue {
+			a.queued = false
+		}
+		if lk != nil {
 			if lk, err := a.receive(ctx, lk); lk != nil || err != nil {
 				return lk, err
 			}
@@ -345,6 +355,8 @@ func (a *acquisition) receive(ctx context.Context, lk *Lock) (*Lock, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		_ = lk.Release(rctx)
+		// A fair hand-off took this waiter off the queue.
+		a.queued = false
 		return nil, nil
 	}
 	if ctx.Err() == nil {

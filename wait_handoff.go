@@ -1,6 +1,9 @@
 package padlock
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Hand-off: how a Locker serves its own waiters without giving the lock
 // back to Redis.
@@ -38,8 +41,9 @@ import "time"
 // and renewal (a fixed lease, Options.NoRenew, is the caller's promise that
 // the key stays locked that long from its own Acquire), when its trusted
 // lease has at least half its TTL to run and it is not known to be lost,
-// and never in fair mode, where the queue in Redis decides, nor on a
-// Redlock Locker.
+// and never on a Redlock Locker. In fair mode the queue in Redis decides:
+// a fair lock is handed on only to the waiter at its head (see
+// fairCandidate below).
 const (
 	maxHandoffs = 31
 	yieldWindow = 20 * time.Millisecond
@@ -143,4 +147,93 @@ func nextInTurn(self string, wanters map[string]time.Time, fresh time.Time) stri
 		return above
 	}
 	return lowest
+}
+
+// A fair lock is handed on within its Locker too, but only to the waiter
+// whose turn it is in Redis: the oldest live entry of the key's queue.
+// The Locker cannot know which that is, so the releasing holder names
+// the first of its own fair waiters that may take the lock (fairCandidate)
+// and the one round trip of the hand-off (lua/handover_fair.lua) checks
+// that the head of the queue is that waiter's place. If it is, the key
+// moves to the waiter's grant token, the place leaves the queue and a
+// fence is taken from the counter, as an attempt would; if not, the same
+// round trip releases the lock and its notice wakes the head, wherever it
+// waits. A local waiter further back never jumps the head, and a waiter
+// of another Locker queued earlier goes first.
+//
+// The rules of the default hand-off hold (see handOff): same lease and
+// renewal asked, the holder's lease trusted for half its TTL, the rename
+// sent after the waiter asked. A waiter that the script took off the
+// queue but that cannot take the lock after all (the rename's reply was
+// lost, its lease may no longer be handed on) asks to be queued again.
+
+// fairCandidate returns the waiter a fair lock lk, whose holder is
+// releasing it, may be handed to within the Locker, and the identity of
+// the grant it would get: the first local fair waiter for the key that
+// sleeps and asked for the same lease, with renewal. It returns nil when
+// there is none.
+func (l *Locker) fairCandidate(lk *Lock) (*waiter, *lockID) {
+	n := l.notifier
+	if n.waited.Load() == 0 || l.cfg.redlock || !lk.lease.renew {
+		return nil, nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw := n.keys[lk.id.lockKey()]
+	if kw == nil || kw.wake != wakeMutex || lk.Err() != nil {
+		return nil, nil
+	}
+	for _, w := range kw.waiters {
+		if w.a.o.Fair && !w.a.o.NoRenew && w.parked && w.handed == nil && !w.requeue && l.watchdog.canHandOver(lk, w.a.o.TTL) {
+			return w, lockIDOn(lk.id.keys, newToken(), w.a.o)
+		}
+	}
+	return nil, nil
+}
+
+// handFair gives the lease of lk, which Redis now holds under next with
+// fence (handover_fair.lua ran), to the waiter w as a new Lock, finishing
+// lk, and wakes w. It returns false, handing nothing on, when w has left
+// the line, or when the lease may not be handed on (watchdog.handOver);
+// then w, if still in line, asks to be queued again.
+func (l *Locker) handFair(lk *Lock, w *waiter, next *lockID, fence int64, releasing time.Time) bool {
+	n := l.notifier
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !slices.Contains(w.kw.waiters, w) {
+		return false // it gave up: its place went with the hand-off
+	}
+	// Renamed after the release began, and after the waiter asked.
+	since := releasing
+	if w.a.began.After(since) {
+		since = w.a.began
+	}
+	nl := l.watchdog.handOver(lk, next, w.a.o.TTL, since, func() *Lock {
+		return &Lock{locker: l, key: w.a.key, id: next, fence: fence, fenceEnd: fence, since: time.Now()}
+	})
+	if nl == nil {
+		w.requeue, w.parked = true, false
+		w.signal()
+		return false
+	}
+	// As in handOff: the releasing handle ends before the next holder
+	// wakes. A waiter awake now (its timer fired during the rename) finds
+	// the lock when it sleeps again, or lets it go as it leaves
+	// (notifier.unclaimed).
+	lk.finish(ErrReleased)
+	w.handed, w.parked = nl, false
+	w.signal()
+	return true
+}
+
+// requeueFair tells w, if it is still in line, to ask to be queued again:
+// a hand-off to it whose reply was lost may have taken it off the queue.
+func (l *Locker) requeueFair(w *waiter) {
+	n := l.notifier
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if slices.Contains(w.kw.waiters, w) {
+		w.requeue, w.parked = true, false
+		w.signal()
+	}
 }

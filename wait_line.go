@@ -48,6 +48,10 @@ type waiter struct {
 	parked bool  // asleep until woken: a lock may be handed to it
 	handed *Lock // the lock handed to it, until it takes it (unpark)
 	kicked bool  // a hold's waiter: a notice came for it since it last tried
+	// requeue: a fair waiter that a hand-off took off the queue in Redis
+	// without giving it the lock; its next attempt asks to be queued
+	// again (wait_handoff.go).
+	requeue bool
 }
 
 func (w *waiter) signal() {
@@ -184,11 +188,23 @@ func (n *notifier) park(w *waiter) bool {
 	return true
 }
 
-// unpark marks w awake and returns the lock handed to it meanwhile, if any.
-func (n *notifier) unpark(w *waiter) *Lock {
+// unpark marks w awake and returns the lock handed to it meanwhile, if
+// any, and whether it must ask to be queued again (waiter.requeue).
+func (n *notifier) unpark(w *waiter) (lk *Lock, requeue bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	w.parked = false
+	lk, requeue = w.handed, w.requeue
+	w.handed, w.requeue = nil, false
+	return lk, requeue
+}
+
+// unclaimed returns the lock handed to w, which has left the line, that
+// it did not take: a fair waiter may be handed the lock while it is
+// awake (wait_handoff.go), and leave before it sleeps again.
+func (n *notifier) unclaimed(w *waiter) *Lock {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	lk := w.handed
 	w.handed = nil
 	return lk
