@@ -210,7 +210,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	r := w.rng(-1)
 	rates := []float64{0.03, 0.08, 0.15}
 	rate := rates[r.IntN(len(rates))]
-	if fam == "extend" || fam == "redlock" && r.IntN(2) == 0 {
+	if fam == "extend" || fam == "redlock" {
 		rate = 0.25 // lease changes lost, late and reordered
 	}
 	w.plan = &explore.Plan{Seed: seed, Rate: rate, Latency: pick(r, 50*time.Microsecond, 200*time.Microsecond, time.Millisecond)}
