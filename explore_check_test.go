@@ -35,6 +35,8 @@ const (
 	invReleasedHandle = "released-handle"     // Extend of a handle already let go returned nil
 	invReleaseNotHeld = "release-not-held"    // Release of a held lock said the lock was gone
 	invQueuedTwice    = "queued-twice"        // a fair queue held one waiter's place twice
+	invTickOnce       = "tick-once"           // a scheduled job ran twice for one tick
+	invMajorityLease  = "majority-lease"      // a Redlock holder trusted a lease fewer than a majority of nodes held
 )
 
 // hold is one grant as its holder saw it.
@@ -151,8 +153,25 @@ type checker struct {
 	// and a grant is dead only if its trust ran out more than wall
 	// before its holder saw Acquire return, or ran out before it while
 	// stalled (when set) says the process's timers kept time.
-	wall    time.Duration
-	stalled func(from, to time.Duration) bool
+	wall     time.Duration
+	stalled  func(from, to time.Duration) bool
+	noFences bool // Redlock: every Fence is 0
+	// backing, on Redlock, says why the nodes do not back a holder that
+	// sees its lock held ("" when a majority does).
+	backing func(h *hold) string
+	ticks   []tickRun
+}
+
+// tickRun is one call of a scheduled job's fn.
+type tickRun struct {
+	h    *hold
+	tick time.Duration // the tick it ran for
+	// every: under schedule.Every, which lets a lock taken too late for
+	// the tick go without running fn; else under schedule.Run, called by
+	// a loop of the explorer's own, whose promise holds for a run that
+	// began within AtLeastFor of its tick.
+	every bool
+	least time.Duration // AtLeastFor
 }
 
 func newChecker(tr *explore.Trace, restarts func() []time.Time, margin func(time.Duration) time.Duration) *checker {
@@ -303,10 +322,15 @@ func (c *checker) claim(h *hold) bool {
 		c.mu.Unlock()
 		return false
 	}
+	if c.backing != nil {
+		if why := c.backing(h); why != "" {
+			c.fail(invMajorityLease, now, "%s: %s", h, why)
+		}
+	}
 	c.mu.Lock()
 	h.last = now
 	var stale string
-	if h.exclusive() {
+	if h.exclusive() && !c.noFences {
 		r := c.reg[h.key]
 		switch {
 		case h.fence > r.fence:
@@ -413,6 +437,7 @@ func (c *checker) leader(s leaderSeen) {
 // violation.
 func (c *checker) finish() []violation {
 	c.checkHolds()
+	c.checkTicks()
 	c.checkLeaders()
 	c.checkReleaseAfter()
 	c.mu.Lock()
@@ -505,7 +530,7 @@ func (c *checker) checkHolds() {
 		// so does any grant asked for after another was released.
 		for _, a := range hs {
 			for _, b := range hs {
-				if a == b || !a.alive || !b.alive || c.inRestart(a) || c.inRestart(b) || a.root == b.root {
+				if c.noFences || a == b || !a.alive || !b.alive || c.inRestart(a) || c.inRestart(b) || a.root == b.root {
 					continue
 				}
 				// A resumed grant goes on with the grant it resumed.
@@ -573,6 +598,43 @@ func (c *checker) checkReleaseAfter() {
 			if o != ra.h && o.conflicts(ra.h) && o.start >= ra.from && o.start < ra.to && !c.restartIn(ra.from, o.start) {
 				c.vs = append(c.vs, violation{invReleaseAfter, o.start, fmt.Sprintf("%s released with ReleaseAfter(%v) at %.3fs; %s took the key at %.3fs", ra.h, ra.to-ra.from, ra.from.Seconds(), o, o.start.Seconds())})
 			}
+		}
+	}
+}
+
+// ranTick records that h's holder, a scheduled job's fn, runs for tick.
+func (c *checker) ranTick(h *hold, tick time.Time, every bool, least time.Duration) {
+	c.mu.Lock()
+	c.ticks = append(c.ticks, tickRun{h: h, tick: tick.Sub(c.startedAt), every: every, least: least})
+	c.mu.Unlock()
+}
+
+// checkTicks checks that no tick of the job ran twice, overlapping or
+// not: a run's lock stays held until AtLeastFor after it was taken, so a
+// later instance of the tick finds it held, and an Every that takes it
+// AtLeastFor or more after the tick lets it go without running. Outside
+// that promise: a Run that began AtLeastFor or more after its tick (its
+// loop, not Run, knows the tick), and the named window (a restart without
+// persistence between the first run's lock and the second's start).
+func (c *checker) checkTicks() {
+	c.mu.Lock()
+	ticks := slices.Clone(c.ticks)
+	c.mu.Unlock()
+	byTick := map[time.Duration][]tickRun{}
+	for _, t := range ticks {
+		if !t.every && t.h.start-t.tick >= t.least {
+			continue
+		}
+		byTick[t.tick] = append(byTick[t.tick], t)
+	}
+	for tick, ts := range byTick {
+		sort.Slice(ts, func(i, j int) bool { return ts[i].h.start < ts[j].h.start })
+		for i := 1; i < len(ts); i++ {
+			a, b := ts[0], ts[i]
+			if c.restartIn(a.h.anchor, b.h.start) {
+				continue
+			}
+			c.fail(invTickOnce, b.h.start, "the tick at %.3fs ran twice: %s, then %s (AtLeastFor %v)", tick.Seconds(), a.h, b.h, b.least)
 		}
 	}
 }

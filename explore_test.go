@@ -38,17 +38,17 @@ import (
 //	PADLOCK_EXPLORE_FIRST=n   the first seed (default 1)
 //	PADLOCK_EXPLORE_SEED=n    one seed, with its whole trace on failure
 //	PADLOCK_EXPLORE_REPLAY=k  run each seed k times, and report how often it failed
-//	PADLOCK_EXPLORE_FAMILY=f  only scenarios of family f (mutex, fair, rw, election, sem, semfair, keep, extend, resume, multi)
+//	PADLOCK_EXPLORE_FAMILY=f  only scenarios of family f (mutex, fair, rw, election, sem, semfair, keep, extend, resume, multi, redlock, schedule)
 //	PADLOCK_EXPLORE_STOP=1    stop at the first failing seed
 //	PADLOCK_EXPLORE_IGNORE=a,b  do not report invariants a and b (to look past a known break)
 
 // exploreSeeds is the default number of seeds: every reverted fix of
 // RELIABILITY.md's table fails within them. Under -race on a shared 2-CPU
-// machine they took 3 min 51 s (43 s without -race); see "The explorer".
+// machine they took 4 min 40 s at load average 11-18; see "The explorer".
 const exploreSeeds = 400
 
 // The scenario families; a seed's family is seed mod len(families).
-var families = []string{"mutex", "fair", "rw", "election", "sem", "semfair", "keep", "extend", "resume", "multi"}
+var families = []string{"mutex", "fair", "rw", "election", "sem", "semfair", "keep", "extend", "resume", "multi", "redlock", "schedule"}
 
 func envInt(t *testing.T, name string, def int) int {
 	s := os.Getenv(name)
@@ -171,18 +171,28 @@ type world struct {
 	seed uint64
 	fam  string
 	tr   *explore.Trace
-	srv  *explore.Server
+	srv  *explore.Server   // the one server; a Redlock run's first node
+	srvs []*explore.Server // every server: a Redlock run's nodes
 	plan *explore.Plan
 	chk  *checker
 
+	// A Redlock run (family redlock): its Lockers' nodes, and whether
+	// they are said to persist every write (WithPersistentNodes), which a
+	// restart without persistence then breaks.
+	redlock    bool
+	persistent bool
+
 	clients  []*redis.Client
 	hooks    []*explore.Hook
+	lhooks   [][]*explore.Hook // the hooks of each Locker's clients
 	lockers  []*padlock.Locker
 	closed   []chan struct{} // closed when lockers[i] was closed mid-run
 	closedAt []atomic.Int64  // when Close returned, since the start; 0 if not
 	late     sync.WaitGroup
 	wg       sync.WaitGroup // every goroutine of the run's operations
 	actors   atomic.Int64   // numbers the goroutines, for their randomness
+
+	jobs *jobs // the schedule family's job
 
 	keys []string
 	ttl  time.Duration // the lease most grants ask for: a lock is handed on only to a waiter that asked for the same
@@ -216,7 +226,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	r := w.rng(-1)
 	rates := []float64{0.03, 0.08, 0.15}
 	rate := rates[r.IntN(len(rates))]
-	if fam == "extend" {
+	if fam == "extend" || fam == "redlock" {
 		rate = 0.25 // lease changes lost, late and reordered
 	}
 	w.plan = &explore.Plan{Seed: seed, Rate: rate, Latency: pick(r, 50*time.Microsecond, 200*time.Microsecond, time.Millisecond)}
@@ -226,17 +236,68 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	}
 	// A starved runtime: the watchdogs wake late.
 	lateWatchdog := r.IntN(4) == 0
-	w.srv = explore.NewServer("redis", tr)
+	if fam == "redlock" {
+		// 3 nodes, sometimes 5, each its own server; a Redlock client
+		// bounds its waits by its context's deadline.
+		w.redlock, w.plan.ContextTimeout = true, true
+		w.persistent = r.IntN(4) == 0
+		for j := range pick(r, 3, 3, 5) {
+			s := explore.NewServer(fmt.Sprintf("n%d", j), tr)
+			s.Addr = fmt.Sprintf("127.0.0.1:%d", 6379+j)
+			w.srvs = append(w.srvs, s)
+		}
+	} else {
+		w.srvs = []*explore.Server{explore.NewServer("redis", tr)}
+	}
+	w.srv = w.srvs[0]
 	nLockers := 2 + r.IntN(2)
 	// A wider drift margin widens the span between a lock's trust running
 	// out and its lease in Redis.
 	drift, fixed := pick(r, 0.01, 0.1, 0.3), pick(r, 2*time.Millisecond, 20*time.Millisecond)
-	w.chk = newChecker(tr, w.srv.Restarts, func(ttl time.Duration) time.Duration { return time.Duration(float64(ttl)*drift) + fixed })
+	// The named window: the restarts after which holders of the keys a
+	// server dropped may still believe they hold them. On Redlock there
+	// is none, as a restarted node does not vote for the max lease,
+	// unless the nodes are said to persist every write: then a restart
+	// without persistence breaks that word, and any node's counts.
+	restarts := w.srv.Restarts
+	if w.redlock {
+		restarts = func() []time.Time { return nil }
+		if w.persistent {
+			restarts = w.restarts
+		}
+	}
+	w.chk = newChecker(tr, restarts, func(ttl time.Duration) time.Duration { return time.Duration(float64(ttl)*drift) + fixed })
+	w.chk.noFences = w.redlock
+	if w.redlock {
+		w.chk.backing = w.backing
+	}
 	for i := range nLockers {
-		c, h := explore.NewClient(i, fmt.Sprintf("L%d", i), w.srv, w.plan, tr, &w.late)
-		w.clients = append(w.clients, c)
-		w.hooks = append(w.hooks, h)
-		l := padlock.New(c, padlock.WithClockDrift(drift, fixed))
+		var l *padlock.Locker
+		if w.redlock {
+			var cs []redis.UniversalClient
+			var hs []*explore.Hook
+			for j, s := range w.srvs {
+				c, h := explore.NewClient(8*i+j, fmt.Sprintf("L%d.%s", i, s.Name), s, w.plan, tr, &w.late)
+				w.clients = append(w.clients, c)
+				w.hooks = append(w.hooks, h)
+				cs, hs = append(cs, c), append(hs, h)
+			}
+			opts := []padlock.RedlockOption{padlock.WithClockDrift(drift, fixed), padlock.WithMaxLease(exploreMaxLease), padlock.WithDefaults(padlock.Options{TTL: time.Second})}
+			if w.persistent {
+				opts = append(opts, padlock.WithPersistentNodes())
+			}
+			var err error
+			if l, err = padlock.NewRedlock(cs, opts...); err != nil {
+				t.Fatalf("NewRedlock: %v", err)
+			}
+			w.lhooks = append(w.lhooks, hs)
+		} else {
+			c, h := explore.NewClient(i, fmt.Sprintf("L%d", i), w.srv, w.plan, tr, &w.late)
+			w.clients = append(w.clients, c)
+			w.hooks = append(w.hooks, h)
+			w.lhooks = append(w.lhooks, []*explore.Hook{h})
+			l = padlock.New(c, padlock.WithClockDrift(drift, fixed))
+		}
 		// A hand-off is confirmed by a command sent after the release
 		// began: let the virtual clock move on in between.
 		padlock.SetConfirming(l, func() { time.Sleep(time.Microsecond) })
@@ -276,18 +337,35 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	run := 4*time.Second + time.Duration(r.IntN(4000))*time.Millisecond
 	w.end = time.Now().Add(run)
 	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run)
+	if w.redlock {
+		tr.Add("Redlock over %d nodes, max lease %v, persistent nodes said %v", len(w.srvs), exploreMaxLease, w.persistent)
+	}
 
 	wg := &w.wg
 	// Run-wide faults: a pause, a restart without persistence, a Locker
 	// closed mid-operation.
 	var events []func()
-	if r.IntN(3) == 0 {
-		at, d := time.Duration(r.IntN(int(run))), time.Duration(50+r.IntN(4000))*time.Millisecond
-		events = append(events, func() { time.Sleep(at); w.srv.Pause(d) })
-	}
-	if r.IntN(5) == 0 {
-		at := time.Duration(r.IntN(int(run)))
-		events = append(events, func() { time.Sleep(at); w.srv.Restart() })
+	if w.redlock {
+		// Per node: a pause, a restart without persistence.
+		for _, s := range w.srvs {
+			if r.IntN(3) == 0 {
+				at, d := time.Duration(r.IntN(int(run))), time.Duration(50+r.IntN(4000))*time.Millisecond
+				events = append(events, func() { time.Sleep(at); s.Pause(d) })
+			}
+			if r.IntN(4) == 0 {
+				at := time.Duration(r.IntN(int(run)))
+				events = append(events, func() { time.Sleep(at); s.Restart() })
+			}
+		}
+	} else {
+		if r.IntN(3) == 0 {
+			at, d := time.Duration(r.IntN(int(run))), time.Duration(50+r.IntN(4000))*time.Millisecond
+			events = append(events, func() { time.Sleep(at); w.srv.Pause(d) })
+		}
+		if r.IntN(5) == 0 {
+			at := time.Duration(r.IntN(int(run)))
+			events = append(events, func() { time.Sleep(at); w.srv.Restart() })
+		}
 	}
 	if r.IntN(6) == 0 {
 		at, i := time.Duration(r.IntN(int(run))), nLockers-1
@@ -323,10 +401,25 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		actors++
 		a := actors
 		wg.Go(func() { w.observer(a, 1%nLockers) })
+	case "schedule":
+		w.jobs = newJobs(r)
+		tr.Add("job every %v, AtLeastFor %v, AtMostFor %v", w.jobs.interval, w.jobs.least, w.jobs.most)
+		for li := range nLockers {
+			for range 1 + r.IntN(2) {
+				actors++
+				a := actors
+				wg.Go(func() { w.scheduler(a, li) })
+			}
+		}
 	default:
 		// Several goroutines per Locker: a Locker hands a lock on to its
 		// own waiters.
 		ng := nLockers * (2 + r.IntN(3))
+		if w.redlock {
+			// Every operation goes to every node: fewer goroutines keep
+			// a seed's cost near the others'.
+			ng = nLockers * (2 + r.IntN(2))
+		}
 		for i := range ng {
 			li := i % nLockers
 			actors++
@@ -351,7 +444,9 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		w.hooks[i].CloseSide()
 		_ = c.Close()
 	}
-	w.srv.Close()
+	for _, s := range w.srvs {
+		s.Close()
+	}
 	return vs, tr
 }
 
@@ -522,8 +617,10 @@ func (w *world) checkClosed(li int, g, what string) {
 	}
 	now := w.chk.now()
 	from := c
-	if d := w.hooks[li].LastDone(); !d.IsZero() {
-		from = max(from, d.Sub(w.tr.Start()))
+	for _, h := range w.lhooks[li] {
+		if d := h.LastDone(); !d.IsZero() {
+			from = max(from, d.Sub(w.tr.Start()))
+		}
 	}
 	if now-from > closeSlack {
 		w.chk.fail(invStuck, now, "%s: %s went on %v after its Locker was closed at %.3fs and its client's last reply at %.3fs", g, what, now-from, c.Seconds(), from.Seconds())
@@ -554,13 +651,15 @@ func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
 			return
 		}
 		switch {
-		case w.fam == "extend" && r.IntN(2) == 0:
+		case (w.fam == "extend" || w.redlock) && r.IntN(2) == 0:
 			// Two lease changes of the holder's own at once, a short
 			// and a long one, racing each other and the renewals.
 			// Mostly the long one first, so that the short one is the
 			// later change, which Redis keeps if it runs.
-			ds := []time.Duration{pick(r, 2*ttl, 3*ttl), pick(r, ttl/4, ttl/3, ttl/2)}
-			if r.IntN(4) == 0 {
+			ds := []time.Duration{w.lease(pick(r, 2*ttl, 3*ttl)), pick(r, ttl/4, ttl/3, ttl/2)}
+			if r.IntN(4) == 0 || w.redlock && r.IntN(3) == 0 {
+				// The short one first: on Redlock, its copy reaching a
+				// node after the long one must change nothing there.
 				ds[0], ds[1] = ds[1], ds[0]
 			}
 			w.chk.extending(h, ds...)
@@ -581,7 +680,7 @@ func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
 		case w.extendNow(r):
 			// A lease change of the holder's own, maybe shorter, while
 			// renewals come and go.
-			d := pick(r, ttl/3, ttl/2, ttl, 2*ttl)
+			d := w.lease(pick(r, ttl/3, ttl/2, ttl, 2*ttl))
 			w.chk.extending(h, d)
 			ctx, cancel := opCtx(r)
 			err := h.lk.Extend(ctx, d)
@@ -603,12 +702,17 @@ func (w *world) watchLost(h *hold, ttl time.Duration, li int) {
 		return
 	}
 	rk := w.lockers[li].RedisKey(h.key)
+	// The latest end of the key under the holder's token, on any node.
 	expiry := func() (time.Time, bool) {
-		v, err := w.srv.M.Get(rk)
-		if err != nil || !strings.Contains(v, h.lk.Token()) {
-			return time.Time{}, false
+		var end time.Time
+		for _, s := range w.srvs {
+			v, err := s.M.Get(rk)
+			if err != nil || !strings.Contains(v, h.lk.Token()) {
+				continue
+			}
+			end = latest(end, time.Now().Add(s.M.TTL(rk)))
 		}
-		return time.Now().Add(w.srv.M.TTL(rk)), true
+		return end, !end.IsZero()
 	}
 	t0 := time.Now()
 	e0, ok := expiry()
@@ -625,7 +729,7 @@ func (w *world) watchLost(h *hold, ttl time.Duration, li int) {
 			return
 		}
 	}
-	if e, ok := expiry(); ok && e.After(e0) && !w.srv.PausedIn(t0.Add(-maxInFlight), time.Now()) && !w.isClosed(li) {
+	if e, ok := expiry(); ok && e.After(e0) && !w.pausedIn(t0.Add(-maxInFlight), time.Now()) && !w.isClosed(li) {
 		w.chk.fail(invRenewedLost, t0.Sub(w.tr.Start()), "%s: Err reported lost at %.3fs with the key to expire at %.3fs; %v later the key is still held, to expire at %.3fs",
 			h, t0.Sub(w.tr.Start()).Seconds(), e0.Sub(w.tr.Start()).Seconds(), window, e.Sub(w.tr.Start()).Seconds())
 	}
@@ -651,7 +755,7 @@ func (w *world) letGo(r *rand.Rand, h *hold, li int, o padlock.Options) {
 	defer racing.Wait()
 	raced := r.IntN(5) == 0
 	if raced {
-		d := pick(r, o.TTL/2, 2*o.TTL)
+		d := w.lease(pick(r, o.TTL/2, 2*o.TTL))
 		w.chk.extending(h, d)
 		ectx, ecancel := opCtx(r)
 		racing.Go(func() {
@@ -665,7 +769,7 @@ func (w *world) letGo(r *rand.Rand, h *hold, li int, o padlock.Options) {
 			return
 		}
 		racing.Wait()
-		d := pick(r, o.TTL/2, 2*o.TTL)
+		d := w.lease(pick(r, o.TTL/2, 2*o.TTL))
 		if err := h.lk.Extend(ctx, d); err == nil {
 			w.chk.fail(invReleasedHandle, w.chk.now(), "%s: Extend(%v) of the handle let go returned nil", h, d)
 		}
@@ -684,8 +788,8 @@ func (w *world) letGo(r *rand.Rand, h *hold, li int, o padlock.Options) {
 		}
 		return
 	}
-	if (w.fam == "keep" || (w.fam == "fair" || w.fam == "cluster") && r.IntN(4) == 0) && h.lk.Err() == nil {
-		d := pick(r, 200*time.Millisecond, time.Second, 3*time.Second)
+	if (w.fam == "keep" || (w.fam == "fair" || w.fam == "cluster" || w.redlock) && r.IntN(4) == 0) && h.lk.Err() == nil {
+		d := w.lease(pick(r, 200*time.Millisecond, time.Second, 3*time.Second))
 		err := h.lk.ReleaseAfter(ctx, d)
 		w.tr.Add("%s ReleaseAfter(%v) %s#%d: %v", h.g, d, h.kind, h.id, err)
 		if err == nil {
@@ -705,8 +809,15 @@ func (w *world) letGo(r *rand.Rand, h *hold, li int, o padlock.Options) {
 	// later, and those end in an error): it must not report that it
 	// found the lock gone. (Not when an Extend raced it: a shorter one
 	// lowers the trust after it was read.)
+	// On Redlock, a restart dropped the lock from a node, and renewals
+	// reach only the others: a second restart, up to a max lease later,
+	// leaves too few nodes holding it.
 	now := w.chk.now()
-	if errors.Is(err, padlock.ErrNotHeld) && held && !raced && time.Now().Before(valid) && !w.chk.restartIn(from-maxInFlight, now) {
+	window := from - maxInFlight
+	if w.redlock {
+		window -= exploreMaxLease
+	}
+	if errors.Is(err, padlock.ErrNotHeld) && held && !raced && time.Now().Before(valid) && !w.restartIn(window, now) {
 		w.chk.fail(invReleaseNotHeld, now, "%s: Release called at %.3fs, trusted until %.3fs, returned %v", h, from.Seconds(), valid.Sub(w.tr.Start()).Seconds(), err)
 	}
 }
@@ -874,9 +985,98 @@ func (w *world) watchQueues() {
 // other than the fence counters (bounded by the hash slots) and the
 // election records (one per election name).
 func (w *world) checkKeys() {
-	for _, k := range w.srv.Keys() {
-		if w.srv.M.TTL(k) == 0 && !strings.Contains(k, "fence") && !strings.HasSuffix(k, ":leader") {
-			w.chk.fail(invKeyLeak, w.chk.now(), "key %q (%s) left without expiry", k, w.srv.M.Type(k))
+	for _, s := range w.srvs {
+		for _, k := range s.Keys() {
+			if s.M.TTL(k) == 0 && !strings.Contains(k, "fence") && !strings.HasSuffix(k, ":leader") {
+				w.chk.fail(invKeyLeak, w.chk.now(), "key %q (%s) on %s left without expiry", k, s.M.Type(k), s.Name)
+			}
 		}
 	}
+}
+
+// restarts returns when any of the run's servers restarted.
+func (w *world) restarts() []time.Time {
+	var rs []time.Time
+	for _, s := range w.srvs {
+		rs = append(rs, s.Restarts()...)
+	}
+	return rs
+}
+
+// restartIn reports whether any of the run's servers restarted without
+// persistence within (from, to]: a key may be gone from it since.
+func (w *world) restartIn(from, to time.Duration) bool {
+	for _, r := range w.restarts() {
+		if at := r.Sub(w.tr.Start()); at > from && at <= to {
+			return true
+		}
+	}
+	return false
+}
+
+// pausedIn reports whether any of the run's servers was paused at some
+// time in [from, to].
+func (w *world) pausedIn(from, to time.Time) bool {
+	for _, s := range w.srvs {
+		if s.PausedIn(from, to) {
+			return true
+		}
+	}
+	return false
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// backing says why a majority of the Redlock nodes does not hold h's
+// lock under its token at least until its ValidUntil, which its holder
+// trusts ("" when one does): a change a majority confirmed is in force on
+// each node of that majority, as every node refuses a change older than
+// one it applied. A node that restarted without persistence since the
+// anchor's send (less the longest a command can be in flight) has
+// dropped it, which the restart rule makes safe: it is excused.
+func (w *world) backing(h *hold) string {
+	if h.lk == nil {
+		return ""
+	}
+	rk := w.lockers[0].RedisKey(h.key)
+	valid, now := h.lk.ValidUntil(), time.Now()
+	if w.restartIn(h.anchor-maxInFlight, w.chk.now()) {
+		return ""
+	}
+	var ends []string
+	holding := 0
+	for _, s := range w.srvs {
+		v, err := s.M.Get(rk)
+		if err != nil || !strings.Contains(v, h.lk.Token()) {
+			ends = append(ends, s.Name+": not held")
+			continue
+		}
+		end := now.Add(s.M.TTL(rk))
+		if !end.Before(valid) {
+			holding++
+		}
+		ends = append(ends, fmt.Sprintf("%s: %q to %.3fs", s.Name, v[strings.Index(v, "|"):], end.Sub(w.tr.Start()).Seconds()))
+	}
+	if need := len(w.srvs)/2 + 1; holding < need {
+		return fmt.Sprintf("trusted until %.3fs, but only %d nodes hold it that long, want %d (%s)", valid.Sub(w.tr.Start()).Seconds(), holding, need, strings.Join(ends, "; "))
+	}
+	return ""
+}
+
+// exploreMaxLease is the Redlock runs' max lease (WithMaxLease): the longest
+// TTL they ask for, and how long a restarted node waits before it votes.
+const exploreMaxLease = 2 * time.Second
+
+// lease caps d at the max lease on a Redlock run (Acquire and Extend
+// reject longer ones).
+func (w *world) lease(d time.Duration) time.Duration {
+	if w.redlock {
+		return min(d, exploreMaxLease)
+	}
+	return d
 }

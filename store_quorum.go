@@ -74,7 +74,11 @@ func (q *quorum) acquire(ctx context.Context, id *lockID, _ *attempt) (grant, er
 		e.late = fmt.Sprintf("after %v, beyond the %v the lease of %v leaves", elapsed.Round(time.Millisecond), valid, ttl)
 		return grant{}, withCause(ctx, e)
 	case t.no > len(q.nodes)-q.need:
-		return grant{holderTTL: q.holderTTL(votes, t.no), holder: holderOf(votes)}, nil
+		// Busy, but the attempt may have taken nodes that were free, and
+		// undo sent them a clean-up, either of which may run late: under
+		// the same token, it would take or delete a later attempt's lock
+		// on that node.
+		return grant{holderTTL: q.holderTTL(votes, t.no), holder: holderOf(votes), spent: slices.ContainsFunc(votes, func(v vote) bool { return !v.busy })}, nil
 	}
 	return grant{}, withCause(ctx, q.failure("acquire", votes))
 }

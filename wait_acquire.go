@@ -149,6 +149,11 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 		a.queued = a.queued || at.queueTime() > 0
 		a.lastErr, a.holderTTL, a.seenAt, a.holder = nil, g.holderTTL, time.Now(), g.holder
 		a.failed = 0
+		if g.spent {
+			// Refused, yet it may still change Redis late: the next
+			// attempt is a stranger to it.
+			a.id = newLockID(a.l.keys, a.key, newToken(), a.o)
+		}
 	default:
 		a.lastErr = err
 		if err == errLateGrant {

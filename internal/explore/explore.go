@@ -80,6 +80,10 @@ type Plan struct {
 	// connection loses below go-redis (ConnLost, ConnReset): go-redis
 	// itself sends such a command again unless told not to.
 	ConnRate float64
+	// ContextTimeout makes the clients set ContextTimeoutEnabled (as a
+	// Redlock node's client must): a caller waits for a slow reply only
+	// until its context's deadline, not go-redis's read timeout.
+	ContextTimeout bool
 }
 
 // ConnFault is what a client's connection does to the reply of one
@@ -216,7 +220,11 @@ func (t *Trace) Around(at, before, after time.Duration, n int) string {
 // Server is one in-memory Redis server on the bubble's clock, which a run
 // may pause and restart without persistence.
 type Server struct {
-	Name  string
+	Name string
+	// Addr is the address its clients name (their Dialer reaches it
+	// whatever the address): an IP literal, distinct for each of a run's
+	// servers, as Redlock asks of its nodes.
+	Addr  string
 	M     *miniredis.Miniredis
 	trace *Trace
 
@@ -224,13 +232,51 @@ type Server struct {
 	pausedUntil time.Time
 	pauses      [][2]time.Time
 	restarts    []time.Time
+	runID       string    // INFO server's run_id: new on every restart
+	born        time.Time // when the process started, for uptime_in_seconds
 }
 
-// NewServer starts a server whose keys expire on the bubble's clock.
+// NewServer starts a server whose keys expire on the bubble's clock. Its
+// process has been up for an hour (INFO server, which the fault layer
+// answers: miniredis has no server section).
 func NewServer(name string, tr *Trace) *Server {
 	m := miniredis.NewMiniRedis()
 	m.ClockTTL(true)
-	return &Server{Name: name, M: m, trace: tr}
+	return &Server{Name: name, Addr: "127.0.0.1:6379", M: m, trace: tr, runID: runID(name, 0), born: time.Now().Add(-time.Hour)}
+}
+
+// runID is the run_id of the n-th process of the server called name.
+func runID(name string, n int) string { return fmt.Sprintf("%s-run-%d", name, n) }
+
+// answerInfo gives the INFO server commands among cmds that miniredis
+// refused the reply Redis would give: the process's run_id and uptime (whole
+// seconds, rounded down). It returns the first error left.
+func (s *Server) answerInfo(cmds []redis.Cmder, err error) error {
+	patched := false
+	for _, c := range cmds {
+		sc, ok := c.(*redis.StringCmd)
+		if !ok || c.Name() != "info" || len(c.Args()) != 2 || !strings.EqualFold(fmt.Sprint(c.Args()[1]), "server") {
+			continue
+		}
+		if e := c.Err(); e == nil || !strings.Contains(e.Error(), "not supported") {
+			continue // not miniredis's answer: the command did not reach it
+		}
+		s.mu.Lock()
+		id, up := s.runID, time.Since(s.born)/time.Second
+		s.mu.Unlock()
+		sc.SetErr(nil)
+		sc.SetVal(fmt.Sprintf("# Server\r\nrun_id:%s\r\nuptime_in_seconds:%d\r\n", id, up))
+		patched = true
+	}
+	if !patched {
+		return err
+	}
+	for _, c := range cmds {
+		if e := c.Err(); e != nil {
+			return e
+		}
+	}
+	return nil
 }
 
 // Dial is the Dialer of the server's clients. Its connections buffer
@@ -386,6 +432,7 @@ func (s *Server) Pause(d time.Duration) {
 func (s *Server) Restart() {
 	s.mu.Lock()
 	s.restarts = append(s.restarts, time.Now())
+	s.runID, s.born = runID(s.Name, len(s.restarts)), time.Now()
 	s.mu.Unlock()
 	s.M.Close()
 	s.M.FlushAll()
@@ -489,11 +536,12 @@ func NewClient(id int, name string, srv *Server, plan *Plan, tr *Trace, late *sy
 	opt := func() *redis.Options {
 		// An IP literal: a name would need a DNS lookup, which breaks a
 		// later bubble.
-		return &redis.Options{Addr: "127.0.0.1:6379", Dialer: srv.Dial, DisableIdentity: true, Protocol: 2}
+		return &redis.Options{Addr: srv.Addr, Dialer: srv.Dial, DisableIdentity: true, Protocol: 2}
 	}
 	h := &Hook{ID: id, Name: name, plan: plan, srv: srv, side: redis.NewClient(opt()), tr: tr, late: late}
 	o := opt()
 	o.Dialer = h.dial
+	o.ContextTimeoutEnabled = plan.ContextTimeout
 	c := redis.NewClient(o)
 	c.AddHook(h)
 	return c, h
@@ -559,11 +607,13 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			// sync.Mutex keeps a bubble's clock from moving.
 			return next(ctx, cmd)
 		}
+		cmds := []redis.Cmder{cmd}
+		run := func(ctx context.Context) error { return h.srv.answerInfo(cmds, next(ctx, cmd)) }
 		if h.off.Load() {
 			time.Sleep(h.plan.Latency)
-			return next(ctx, cmd)
+			return run(ctx)
 		}
-		return h.apply([]redis.Cmder{cmd}, func(ctx context.Context) error { return next(ctx, cmd) }, ctx)
+		return h.apply(cmds, run, ctx)
 	}
 }
 
@@ -572,11 +622,12 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		defer h.done()
+		run := func(ctx context.Context) error { return h.srv.answerInfo(cmds, next(ctx, cmds)) }
 		if h.off.Load() || len(cmds) == 0 || exempt(cmds[0].Name()) {
 			time.Sleep(h.plan.Latency)
-			return next(ctx, cmds)
+			return run(ctx)
 		}
-		return h.apply(cmds, func(ctx context.Context) error { return next(ctx, cmds) }, ctx)
+		return h.apply(cmds, run, ctx)
 	}
 }
 
@@ -635,6 +686,12 @@ func (h *Hook) apply(cmds []redis.Cmder, run func(context.Context) error, ctx co
 			// (padlock's watchdog for a lease's end): the scheduler picks
 			// the order, as a few microseconds of real time would.
 			f.D = time.Until(dl)
+		}
+		if h.plan.ContextTimeout && ok && f.D > time.Until(dl) {
+			// go-redis reads until the context's deadline.
+			time.Sleep(max(time.Until(dl), 0))
+			h.tr.Add("%s#%d %s: ran (%s), reply later than the caller's deadline", h.Name, idx, what, result(cmds, err))
+			return setErr(cmds, Timeout)
 		}
 		if f.D >= readTimeout {
 			time.Sleep(readTimeout)
