@@ -301,17 +301,7 @@ func (cl *exploreCluster) run(t *testing.T, seed uint64) ([]violation, *explore.
 		cc := redis.NewClusterClient(opt())
 		cc.AddHook(h)
 		l := padlock.New(cc, padlock.WithClockDrift(drift, fixed))
-		var smu sync.Mutex
-		sr := w.rng(-100 - i)
-		padlock.SetExtending(l, func() {
-			smu.Lock()
-			d := time.Duration(0)
-			if sr.IntN(3) == 0 {
-				d = time.Duration(1+sr.IntN(20)) * time.Millisecond
-			}
-			smu.Unlock()
-			time.Sleep(d)
-		})
+		w.stallExtends(l, i)
 		clients, sides = append(clients, cc), append(sides, side)
 		w.hooks = append(w.hooks, h)
 		w.lockers = append(w.lockers, l)

@@ -302,17 +302,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		// began: let the virtual clock move on in between.
 		padlock.SetConfirming(l, func() { time.Sleep(time.Microsecond) })
 		// A stall between Extend's check and its send, now and then.
-		var smu sync.Mutex
-		sr := w.rng(-100 - i)
-		padlock.SetExtending(l, func() {
-			smu.Lock()
-			d := time.Duration(0)
-			if sr.IntN(3) == 0 {
-				d = time.Duration(1+sr.IntN(20)) * time.Millisecond
-			}
-			smu.Unlock()
-			time.Sleep(d)
-		})
+		w.stallExtends(l, i)
 		if lateWatchdog {
 			lr := w.rng(-200 - i) // used by the watchdog's goroutine alone
 			padlock.SetWatchdogLate(l, func() time.Duration {
@@ -1079,4 +1069,21 @@ func (w *world) lease(d time.Duration) time.Duration {
 		return min(d, exploreMaxLease)
 	}
 	return d
+}
+
+// stallExtends makes Locker i's Extends stall, one time in three, for
+// 1-20 ms between their check that the lock is held and the change they
+// begin, as the seed decides.
+func (w *world) stallExtends(l *padlock.Locker, i int) {
+	var mu sync.Mutex
+	r := w.rng(-100 - i)
+	padlock.SetExtending(l, func() {
+		mu.Lock()
+		d := time.Duration(0)
+		if r.IntN(3) == 0 {
+			d = time.Duration(1+r.IntN(20)) * time.Millisecond
+		}
+		mu.Unlock()
+		time.Sleep(d)
+	})
 }

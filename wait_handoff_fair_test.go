@@ -94,9 +94,7 @@ func TestFairHandOffWithinLocker(t *testing.T) {
 // Locker's waiter have it first. When the local waiter is at the head, it
 // is handed the lock, ahead of a waiter of the other Locker queued later.
 func TestFairHandOffKeepsOrderAcrossLockers(t *testing.T) {
-	l, srv, _ := startLocker(t)
-	other := New(srv.Client(t))
-	defer other.Close()
+	l, other, srv := fairPair(t)
 	ctx := ctxFor(t)
 	key := testKey(t)
 	o := Options{Fair: true, Wait: 30 * time.Second}
@@ -195,9 +193,7 @@ func TestFairHandOffKeepsOrderAcrossLockers(t *testing.T) {
 // another Locker: the release hands the lock on to the local one, the
 // head of the queue, and the other Locker's waiter goes next.
 func TestFairHandOffLocalHeadFirst(t *testing.T) {
-	l, srv, _ := startLocker(t)
-	other := New(srv.Client(t))
-	defer other.Close()
+	l, other, _ := fairPair(t)
 	ctx := ctxFor(t)
 	key := testKey(t)
 	o := Options{Fair: true, Wait: 30 * time.Second}
@@ -352,4 +348,13 @@ func TestFairHandOffReplyLost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fairPair returns two Lockers on one fresh server, closed when t ends,
+// and the server.
+func fairPair(t *testing.T) (l, other *Locker, srv *redistest.Server) {
+	l, srv, _ = startLocker(t)
+	other = New(srv.Client(t))
+	t.Cleanup(func() { _ = other.Close() })
+	return l, other, srv
 }
