@@ -199,7 +199,7 @@ func (a *acquisition) prepare(at *attempt) {
 	}
 	reserve := int64(1) // a fair hand-off takes its fence from the counter
 	if !a.o.Fair {
-		reserve = a.l.notifier.reserve(a.id.lockKey(), a.w)
+		reserve = handoffBlock
 	}
 	at.setArgs(a.id, reserve, a.l.idArg)
 }

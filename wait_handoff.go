@@ -17,11 +17,17 @@ import (
 // where a release and a new acquisition would take two, and the waiter
 // needs no notice. Local waiters are served in arrival order.
 //
-// Fences stay strict. The acquire that takes the lock from Redis reserves a
-// block of fences, one for each local waiter queued behind it (at most
-// maxHandoffs+1), and each hand-off uses the next. When the block is used
-// up the lock goes back to Redis with an ordinary release, and the next
-// holder takes it, and a new block, from there.
+// Fences stay strict. An attempt of a waiting Acquire that takes the lock
+// from Redis reserves a block of handoffBlock fences, and each hand-off
+// uses the next. When the block is used up the lock goes back to Redis
+// with an ordinary release, and the next holder takes it, and a new block,
+// from there. The block is the same size however many waiters are queued
+// when it is taken: the holder that hands the lock on usually queues again
+// behind the others, so a block sized to the line of the moment would send
+// the lock back to Redis every few hand-offs on a key with few waiters.
+// Reserving costs nothing but numbers: the counter follows the server
+// clock in µs, and a block carries it at most handoffBlock-1 µs ahead
+// (lua/acquire.lua). A single attempt (no wait budget) reserves one.
 //
 // Other Lockers are not shut out. A waiter whose attempt finds the key busy
 // publishes a "want" notice naming its Locker; the holder's Locker hears it
@@ -45,8 +51,8 @@ import (
 // a fair lock is handed on only to the waiter at its head (see
 // fairCandidate below).
 const (
-	maxHandoffs = 31
-	yieldWindow = 20 * time.Millisecond
+	handoffBlock = 32
+	yieldWindow  = 20 * time.Millisecond
 )
 
 // giveBack says how a release gives the lock back to Redis. The zero

@@ -187,6 +187,54 @@ func TestHandOffBlockRunsOut(t *testing.T) {
 	}
 }
 
+// TestHandOffBlockOutlastsShortLine has two workers take turns on a key
+// in one Locker, each queueing again behind the other after its release,
+// as workers cycling on a hot key do. The waiter that takes the lock from
+// Redis, alone in line then, must still reserve a block of fences: every
+// turn after it is a hand-off with the next fence, none goes back to Redis
+// while the block lasts.
+func TestHandOffBlockOutlastsShortLine(t *testing.T) {
+	srv := redistest.Start(t)
+	l := New(srv.Client(t))
+	defer l.Close()
+	other := New(srv.Client(t))
+	defer other.Close()
+	ctx := context.Background()
+	const key, turns = "short-line", 2 * handoffBlock / 3
+	o := Options{Wait: 30 * time.Second}
+
+	holder, err := other.Acquire(ctx, key, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := queueWaiters(t, l, key, 1, o) // alone in line
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	prev := <-got
+	if prev.lk == nil {
+		t.Fatal("the waiter did not get the lock")
+	}
+	for i := 1; i <= turns; i++ {
+		got = queueWaiters(t, l, key, 1, o) // the other worker, back in line
+		if err := prev.lk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h := <-got
+		if h.lk == nil {
+			t.Fatalf("turn %d: the waiter did not get the lock", i)
+		}
+		if h.lk.lease != prev.lk.lease || h.lk.Fence() != prev.lk.Fence()+1 {
+			t.Fatalf("turn %d: fence %d after %d, lease handed on: %v; want every turn handed on with the next fence while the block lasts",
+				i, h.lk.Fence(), prev.lk.Fence(), h.lk.lease == prev.lk.lease)
+		}
+		prev = h
+	}
+	if err := prev.lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestHandOffOnlyToLikeWaiters has the next waiter ask for another lease,
 // or a fixed one: the lock must go back through Redis, so that the waiter
 // gets the lease it asked for.

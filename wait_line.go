@@ -159,22 +159,6 @@ func (kw *keyWaiters) markReady(live bool) {
 	}
 }
 
-// reserve is how many fences an attempt of a waiting Acquire asks for: one
-// for itself and one for each local waiter queued behind it, to hand the
-// lock on to.
-func (n *notifier) reserve(channel string, self *waiter) int64 {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	behind := 0
-	if kw := n.keys[channel]; kw != nil {
-		behind = len(kw.waiters)
-		if self != nil {
-			behind--
-		}
-	}
-	return int64(min(max(behind, 0), maxHandoffs) + 1)
-}
-
 // park marks w asleep: from now until unpark, a lock may be handed to it.
 // It returns false, leaving w awake, once the notifier is closed: nothing
 // would wake w but its own timer.
