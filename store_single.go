@@ -15,13 +15,16 @@ type single struct {
 	client  redis.UniversalClient
 	scripts *publishingScripts
 	retries int // how often a command that met a closed connection is sent again
+	// handovers batches the hand-offs (lua/handover.lua) that fall due
+	// together, one round trip for all (store_combine.go).
+	handovers *combiner
 }
 
 func singleOn(client redis.UniversalClient) single {
 	if _, ok := client.(*redis.ClusterClient); ok {
-		return single{client: client, scripts: shardedScripts, retries: closedRetries}
+		return single{client: client, scripts: shardedScripts, retries: closedRetries, handovers: newCombiner(handoverScript)}
 	}
-	return single{client: client, scripts: plainScripts, retries: closedRetries}
+	return single{client: client, scripts: plainScripts, retries: closedRetries, handovers: newCombiner(handoverScript)}
 }
 
 // failingFast returns s sending nothing again after a closed connection:
@@ -88,7 +91,7 @@ func (s single) extend(ctx context.Context, id *lockID, ttl time.Duration, seq u
 }
 
 func (s single) handover(ctx context.Context, id, next *lockID, ttl time.Duration, seq uint64) (bool, error) {
-	n, err := handoverScript.run(ctx, s.client, s.retries, id.keys[:1], id.token, next.token, ttl.Milliseconds(), seq).Int64()
+	n, err := s.handovers.run(ctx, s.client, s.retries, id.keys[:1], id.token, next.token, ttl.Milliseconds(), seq).Int64()
 	return n == 1, err
 }
 
