@@ -350,33 +350,6 @@ func TestAcquireAllOneKeyLostEndsTheSet(t *testing.T) {
 	}
 }
 
-// The watchdog renews every key of the set: held past several leases, no
-// key expires, and Extend resets them all.
-func TestAcquireAllRenewsAndExtendsEveryKey(t *testing.T) {
-	b := multiBackends()[0].start(t)
-	ctx := ctxFor(t)
-	m, err := b.l1.AcquireAll(ctx, b.keys, Options{TTL: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Release(ctx)
-	time.Sleep(time.Second)
-	if m.Err() != nil {
-		t.Fatalf("Err() = %v after three leases, want nil (renewed)", m.Err())
-	}
-	if got := heldKeys(t, b.l1, b.rdb, b.keys); len(got) != len(b.keys) {
-		t.Fatalf("keys held = %q, want all %q", got, b.keys)
-	}
-	if err := m.Extend(ctx, time.Minute); err != nil {
-		t.Fatalf("Extend: %v", err)
-	}
-	for _, k := range b.keys {
-		if d := b.rdb.PTTL(ctx, b.l1.RedisKey(k)).Val(); d < 50*time.Second {
-			t.Errorf("PTTL(%q) = %v after Extend(1m), want about a minute", k, d)
-		}
-	}
-}
-
 // Acquire of one of the keys with the set's context is reentrant.
 func TestAcquireAllContextIsReentrant(t *testing.T) {
 	l, _, _ := startLocker(t)
