@@ -190,7 +190,9 @@ func TestSemaphoreRenewedPastTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	l, s := newSemaphore(t, srv.Client(t), 2)
 	ctx := context.Background()
-	o := Options{TTL: 300 * time.Millisecond}
+	// A lease that a renewal late by most of a second on a loaded machine
+	// does not lose.
+	o := Options{TTL: 1500 * time.Millisecond}
 	a, err := s.Acquire(ctx, "k", o)
 	if err != nil {
 		t.Fatal(err)
@@ -199,10 +201,10 @@ func TestSemaphoreRenewedPastTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(4 * o.TTL)
+	time.Sleep(3 * o.TTL)
 	for i, lk := range []*Lock{a, b} {
 		if err := lk.Err(); err != nil {
-			t.Errorf("permit %d after 4 leases: got %v, want held", i, err)
+			t.Errorf("permit %d after 3 leases: got %v, want held", i, err)
 		}
 		if d, err := lk.TTL(ctx); err != nil || d <= 0 {
 			t.Errorf("permit %d: TTL = %v, %v; want a running lease", i, d, err)
@@ -409,7 +411,7 @@ func TestSemaphoreSetPermits(t *testing.T) {
 	l, s := newSemaphore(t, srv.Client(t), 3)
 	l.recheck = time.Hour
 	ctx := context.Background()
-	o := Options{TTL: 300 * time.Millisecond}
+	o := Options{TTL: time.Second} // renewed in time on a loaded machine too
 	var held []*Lock
 	for range 3 {
 		lk, err := s.Acquire(ctx, "k", o)
