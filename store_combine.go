@@ -48,13 +48,20 @@ func newCombiner(sc *script) *combiner { return &combiner{sc: sc} }
 // run runs the combiner's script through c with keys and args, as
 // script.run does, alone or in a batch.
 func (cb *combiner) run(ctx context.Context, c redis.UniversalClient, retries int, keys []string, args ...any) *redis.Cmd {
+	cmd, _ := cb.runCounted(ctx, c, retries, keys, args...)
+	return cmd
+}
+
+// runCounted is run, and reports whether a copy was sent again after a
+// closed connection (script.runCounted).
+func (cb *combiner) runCounted(ctx context.Context, c redis.UniversalClient, retries int, keys []string, args ...any) (*redis.Cmd, bool) {
 	cb.mu.Lock()
 	if !cb.sending {
 		cb.sending = true
 		cb.mu.Unlock()
-		cmd := cb.sc.run(ctx, c, retries, keys, args...)
+		cmd, again := cb.sc.runCounted(ctx, c, retries, keys, args...)
 		cb.handOn()
-		return cmd
+		return cmd, again
 	}
 	m := &combined{cmd: cb.sc.cmd(ctx, "evalsha", cb.sc.sha, keys, args), done: make(chan struct{})}
 	cb.queue = append(cb.queue, m)
@@ -65,9 +72,10 @@ func (cb *combiner) run(ctx context.Context, c redis.UniversalClient, retries in
 		cb.handOn()
 	}
 	if err := m.cmd.Err(); err != nil && (redis.HasErrorPrefix(err, "NOSCRIPT") || closedConn(err)) {
-		return cb.sc.run(ctx, c, retries, keys, args...)
+		cmd, again := cb.sc.runCounted(ctx, c, retries, keys, args...)
+		return cmd, again || closedConn(err)
 	}
-	return &m.cmd.Cmd
+	return &m.cmd.Cmd, false
 }
 
 // handOn, called by the sender of the script or batch that was on its way

@@ -15,16 +15,19 @@ type single struct {
 	client  redis.UniversalClient
 	scripts *publishingScripts
 	retries int // how often a command that met a closed connection is sent again
-	// handovers batches the hand-offs (lua/handover.lua) that fall due
-	// together, one round trip for all (store_combine.go).
-	handovers *combiner
+	// handovers and fairHandovers batch the hand-offs (lua/handover.lua,
+	// lua/handover_fair.lua) that fall due together, one round trip for
+	// all (store_combine.go).
+	handovers, fairHandovers *combiner
 }
 
 func singleOn(client redis.UniversalClient) single {
+	scripts := plainScripts
 	if _, ok := client.(*redis.ClusterClient); ok {
-		return single{client: client, scripts: shardedScripts, retries: closedRetries, handovers: newCombiner(handoverScript)}
+		scripts = shardedScripts
 	}
-	return single{client: client, scripts: plainScripts, retries: closedRetries, handovers: newCombiner(handoverScript)}
+	return single{client: client, scripts: scripts, retries: closedRetries,
+		handovers: newCombiner(handoverScript), fairHandovers: newCombiner(scripts.handoverFair)}
 }
 
 // failingFast returns s sending nothing again after a closed connection:
@@ -96,7 +99,7 @@ func (s single) handover(ctx context.Context, id, next *lockID, ttl time.Duratio
 }
 
 func (s single) handoverFair(ctx context.Context, id, next *lockID, place string, ttl time.Duration, seq uint64) (int64, bool, error) {
-	cmd, again := s.scripts.handoverFair.runCounted(ctx, s.client, s.retries, id.keys[:], id.token, next.token, ttl.Milliseconds(), seq, place)
+	cmd, again := s.fairHandovers.runCounted(ctx, s.client, s.retries, id.keys[:], id.token, next.token, ttl.Milliseconds(), seq, place)
 	return handedFair(cmd, again)
 }
 
