@@ -205,6 +205,10 @@ type world struct {
 	// extendOdds: a holder calls Extend before one step of its work in
 	// extendOdds (0: 30).
 	extendOdds int
+	// hot: a mutex or fair run on several keys with short holds and more
+	// goroutines, so that the hand-offs of different keys fall due
+	// together and go in one batch (store_combine.go).
+	hot bool
 }
 
 // extendNow reports whether a holder calls Extend before this step.
@@ -324,9 +328,17 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	if fam == "multi" {
 		w.keys = []string{"k0", "k1", "k2"}
 	}
+	// Drawn apart, so that the other runs keep their randomness.
+	if hr := w.rng(-300); (fam == "mutex" || fam == "fair") && hr.IntN(3) == 0 {
+		w.hot = true
+		w.keys = []string{"k0", "k1", "k2", "k3"}[:2+hr.IntN(3)]
+		// Round trips long beside the holds, which are few ms apart
+		// (work): a hand-off is often on its way when another falls due.
+		w.plan.Latency = time.Millisecond
+	}
 	run := 4*time.Second + time.Duration(r.IntN(4000))*time.Millisecond
 	w.end = time.Now().Add(run)
-	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run)
+	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations, hot keys %v", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run, w.hot)
 	if w.redlock {
 		tr.Add("Redlock over %d nodes, max lease %v, persistent nodes said %v", len(w.srvs), exploreMaxLease, w.persistent)
 	}
@@ -405,6 +417,9 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		// Several goroutines per Locker: a Locker hands a lock on to its
 		// own waiters.
 		ng := nLockers * (2 + r.IntN(3))
+		if w.hot {
+			ng = nLockers * 2 * len(w.keys)
+		}
 		if w.redlock {
 			// Every operation goes to every node: fewer goroutines keep
 			// a seed's cost near the others'.
@@ -412,6 +427,9 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		}
 		for i := range ng {
 			li := i % nLockers
+			if w.hot && i%4 != 0 {
+				li = 0 // most in one Locker: its hand-offs meet
+			}
 			actors++
 			a := actors
 			wg.Go(func() { w.locker(a, li) })
@@ -480,6 +498,10 @@ func (w *world) locker(actor, li int) {
 			// A fixed lease now and then (most of the extend family's):
 			// nothing renews it, so the trust runs out while it is held.
 			NoRenew: r.IntN(8) == 0 || w.fam == "extend" && r.IntN(3) != 0,
+		}
+		if w.hot {
+			// Waiters that may be handed the lock: the same lease, a wait.
+			o.TTL, o.Wait = w.ttl, max(o.Wait, time.Second)
 		}
 		if w.maxWait != 0 {
 			o.Wait = min(o.Wait, w.maxWait)
@@ -627,7 +649,11 @@ const closeSlack = time.Millisecond
 // that must not come.
 func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
 	edge := r.IntN(2) == 0
-	for left := time.Duration(1+r.IntN(2*int(ttl/time.Millisecond))) * time.Millisecond; left > 0; {
+	left := time.Duration(1+r.IntN(2*int(ttl/time.Millisecond))) * time.Millisecond
+	if w.hot {
+		left = time.Duration(pick(r, 1, 2, 4)) * time.Millisecond
+	}
+	for left > 0 {
 		step := min(left, 10*time.Millisecond)
 		if until := time.Until(h.lk.ValidUntil()); edge && until > 0 && until < left {
 			// Check at the very moment the trust runs out, when the
