@@ -14,14 +14,22 @@
 -- The queue is a list of "<deadline ms>:<place>", oldest first. The lock
 -- goes to the oldest waiter whose deadline has not passed; waiters that gave
 -- up without saying so, or died, are dropped once their deadline passes
--- (liveHead, from queue_head.lua). A waiter served leaves the queue.
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local head = liveHead(KEYS[3], now)
+-- (serveHead, from queue_head.lua). A waiter served leaves the queue.
+-- The head of the queue is read only when the key is free: while it is
+-- held, nobody's turn has come.
 local v = redis.call('get', KEYS[1])
 local seq, marked = grantOf(v, ARGV[1])
+local t, now, head
+if not v then
+  t = redis.call('time')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  head = serveHead(KEYS[3], now, ARGV[4])
+end
 if seq or (not v and (not head or head == ARGV[4])) then
-  if head then dequeue(KEYS[3], ARGV[4]) end
+  -- A copy that ran already took this waiter out of the queue: so
+  -- does this one, in case something put it back since.
+  if seq then dequeue(KEYS[3], ARGV[4]) end
+  if not t then t = redis.call('time') end
   -- A copy of this attempt that ran already (sent again after its
   -- connection closed) took it: take it anew, unless the holder has
   -- changed the lease since.
@@ -40,11 +48,19 @@ if seq or (not v and (not head or head == ARGV[4])) then
   return first
 end
 local wait = tonumber(ARGV[3])
-if wait > 0 and not isQueued(KEYS[3], ARGV[4]) then
-  if redis.call('rpush', KEYS[3], (now + wait) .. ':' .. ARGV[4]) == 1 then
-    redis.call('pexpire', KEYS[3], wait)
-  else
-    redis.call('pexpire', KEYS[3], wait, 'gt')
+if wait > 0 then
+  local queued, last = scanQueue(KEYS[3], ARGV[4])
+  if not queued then
+    if not t then
+      t = redis.call('time')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+    local deadline = now + wait
+    if redis.call('rpush', KEYS[3], deadline .. ':' .. ARGV[4]) == 1 then
+      redis.call('pexpire', KEYS[3], queueExpiry(deadline) - now)
+    elseif queueExpiry(deadline) > queueExpiry(last) then
+      redis.call('pexpire', KEYS[3], queueExpiry(deadline) - now, 'gt')
+    end
   end
 end
 local pttl = 0

@@ -4,7 +4,7 @@
 -- ARGV[3] lease in ms, ARGV[4] the change's number (grant.lua), ARGV[5]
 -- the place the next grant's waiter is queued under
 -- Returns the next grant's fence (> 0) when the releasing token held the
--- lock and the oldest live waiter (liveHead, from queue_head.lua) is
+-- lock and the oldest live waiter (serveHead, from queue_head.lua) is
 -- queued under that place: the lock now belongs to the next token, its
 -- lease reset, and the place has left the queue (or the next token holds
 -- it already: a copy of this hand-off ran, and this one takes a fresh
@@ -18,11 +18,10 @@
 -- so that arrival order holds across processes.
 local v = redis.call('get', KEYS[1])
 local seq, marked = grantOf(v, ARGV[1])
+if not seq and not grantOf(v, ARGV[2]) then return 0 end
 local t = redis.call('time')
-if not seq then
-  if not grantOf(v, ARGV[2]) then return 0 end
-else
-  local head = liveHead(KEYS[3], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+if seq then
+  local head = serveHead(KEYS[3], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), ARGV[5])
   if head ~= ARGV[5] then
     redis.call('del', KEYS[1])
     if head then
@@ -31,7 +30,6 @@ else
     end
     return -1
   end
-  dequeue(KEYS[3], ARGV[5])
   if tonumber(ARGV[4]) < seq then seq = seq + 1 else seq = ARGV[4] end
   redis.call('set', KEYS[1], grantValue(ARGV[2], seq, marked), 'px', ARGV[3])
 end
