@@ -3,6 +3,7 @@ package padlock
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,7 @@ func TestHandOffsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 			rdb.AddHook(hook)
 			l := New(rdb)
 			defer l.Close()
+			l.recheck = time.Hour // the waiters sleep until handed the lock
 			ctx := context.Background()
 			const n = 5
 
@@ -48,7 +50,7 @@ func TestHandOffsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 			// The first hand-off stalls on its way until the others queue.
 			stalled, resume := make(chan struct{}), make(chan struct{})
 			var once sync.Once
-			hook.proc = (func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+			hook.onProcess(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 				if args := cmd.Args(); len(args) > 1 && args[1] == handoverScript.sha {
 					first := false
 					once.Do(func() { first = true })
@@ -59,11 +61,8 @@ func TestHandOffsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 				}
 				return next(ctx, cmd)
 			})
-			var (
-				mu    sync.Mutex
-				pipes []int
-			)
-			hook.pipe = (func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+			pipes := make(chan int, 100)
+			hook.onPipeline(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
 				handovers := 0
 				for _, c := range cmds {
 					if args := c.Args(); len(args) > 1 && args[1] == handoverScript.sha {
@@ -71,9 +70,7 @@ func TestHandOffsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 					}
 				}
 				if handovers > 0 { // not go-redis's own (a new connection's CLIENT SETINFO)
-					mu.Lock()
-					pipes = append(pipes, handovers)
-					mu.Unlock()
+					pipes <- handovers
 				}
 				return next(ctx, cmds)
 			})
@@ -85,20 +82,7 @@ func TestHandOffsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 			for i := 1; i < n; i++ {
 				go release(i)
 			}
-			cb := l.store.(single).handovers
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				cb.mu.Lock()
-				queued := len(cb.queue)
-				cb.mu.Unlock()
-				if queued == n-1 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%d hand-offs queued behind the one on its way, want %d", queued, n-1)
-				}
-				time.Sleep(time.Millisecond)
-			}
+			awaitCombined(t, l.store.(single).handovers, n-1)
 			if flush {
 				if err := srv.Client(t).ScriptFlush(ctx).Err(); err != nil {
 					t.Fatal(err)
@@ -131,28 +115,34 @@ func TestHandOffsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if len(pipes) != 1 || pipes[0] != n-1 {
-				t.Fatalf("pipelines of %v hand-offs, want one of %d: those that queued go together", pipes, n-1)
+			if handovers := <-pipes; handovers != n-1 {
+				t.Fatalf("the first pipeline carried %d hand-offs, want the %d that queued", handovers, n-1)
 			}
 		})
 	}
 }
 
-// stepHook is a go-redis hook that runs proc and pipe, set before the
-// client is used, around what it sends.
+// stepHook is a go-redis hook that runs proc and pipe, when set, around
+// what the client sends.
 type stepHook struct {
-	proc func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
-	pipe func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error
+	proc atomic.Pointer[func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error]
+	pipe atomic.Pointer[func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error]
+}
+
+func (h *stepHook) onProcess(f func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error) {
+	h.proc.Store(&f)
+}
+
+func (h *stepHook) onPipeline(f func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error) {
+	h.pipe.Store(&f)
 }
 
 func (h *stepHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *stepHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if h.proc != nil {
-			return h.proc(ctx, cmd, next)
+		if f := h.proc.Load(); f != nil {
+			return (*f)(ctx, cmd, next)
 		}
 		return next(ctx, cmd)
 	}
@@ -160,9 +150,134 @@ func (h *stepHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *stepHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if h.pipe != nil {
-			return h.pipe(ctx, cmds, next)
+		if f := h.pipe.Load(); f != nil {
+			return (*f)(ctx, cmds, next)
 		}
 		return next(ctx, cmds)
+	}
+}
+
+// TestFairJoinsFallingDueTogetherShareOneRoundTrip has fair Acquires of
+// several busy keys on one Locker ask at once while the first one's
+// attempt is on its way: the others must go together as one pipeline,
+// and each waiter must be queued once, under its own place, and get its
+// key when its holder lets go.
+func TestFairJoinsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	hook := &stepHook{}
+	rdb.AddHook(hook)
+	l := New(rdb)
+	defer l.Close()
+	l.recheck = time.Hour // the waiters wait for their notices alone
+	other := New(srv.Client(t))
+	defer other.Close()
+	ctx := context.Background()
+	const n = 4
+	keys := make([]string, n)
+	holders := make([]*Lock, n)
+	for i := range n {
+		keys[i] = "fair-together-" + string(rune('a'+i))
+		lk, err := other.Acquire(ctx, keys[i], Options{Fair: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		holders[i] = lk
+	}
+
+	stalled, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	pipes := make(chan int, 100)
+	hook.onProcess(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if args := cmd.Args(); len(args) > 1 && args[1] == acquireFairScript.sha {
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				close(stalled)
+				<-resume
+			}
+		}
+		return next(ctx, cmd)
+	})
+	hook.onPipeline(func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		joins := 0
+		for _, c := range cmds {
+			if args := c.Args(); len(args) > 1 && args[1] == acquireFairScript.sha {
+				joins++
+			}
+		}
+		if joins > 0 {
+			pipes <- joins
+		}
+		return next(ctx, cmds)
+	})
+
+	got := make(chan *Lock, n)
+	acquire := func(i int) {
+		lk, err := l.Acquire(ctx, keys[i], Options{Fair: true, Wait: 30 * time.Second})
+		if err != nil {
+			t.Errorf("key %d: %v", i, err)
+		}
+		got <- lk
+	}
+	go acquire(0)
+	<-stalled
+	for i := 1; i < n; i++ {
+		go acquire(i)
+	}
+	awaitCombined(t, l.store.(single).fairAttempts, n-1)
+	close(resume)
+	if joins := <-pipes; joins != n-1 {
+		t.Fatalf("the first pipeline carried %d fair attempts, want the %d that queued", joins, n-1)
+	}
+	for i := range n {
+		_, _, queue := l.keys.lockKeys(keys[i])
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			entries, err := srv.Client(t).LRange(ctx, queue, 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) == 1 {
+				break
+			}
+			if len(entries) > 1 || time.Now().After(deadline) {
+				t.Fatalf("key %d: queue %q, want the waiter queued once", i, entries)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for i := range n {
+		if err := holders[i].Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		lk := <-got
+		if lk == nil {
+			t.Fatal("a waiter did not get its key")
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// awaitCombined waits until n scripts queue in cb behind the one on its
+// way.
+func awaitCombined(t *testing.T, cb *combiner, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cb.mu.Lock()
+		queued := len(cb.queue)
+		cb.mu.Unlock()
+		if queued == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d scripts queued behind the one on its way, want %d", queued, n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

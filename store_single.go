@@ -17,8 +17,10 @@ type single struct {
 	retries int // how often a command that met a closed connection is sent again
 	// handovers and fairHandovers batch the hand-offs (lua/handover.lua,
 	// lua/handover_fair.lua) that fall due together, one round trip for
-	// all (store_combine.go).
-	handovers, fairHandovers *combiner
+	// all (store_combine.go); fairAttempts the attempts of fair Acquires
+	// (lua/acquire_fair.lua), which on hot keys join the queue as often
+	// as the lock is handed on.
+	handovers, fairHandovers, fairAttempts *combiner
 }
 
 func singleOn(client redis.UniversalClient) single {
@@ -27,7 +29,8 @@ func singleOn(client redis.UniversalClient) single {
 		scripts = shardedScripts
 	}
 	return single{client: client, scripts: scripts, retries: closedRetries,
-		handovers: newCombiner(handoverScript), fairHandovers: newCombiner(scripts.handoverFair)}
+		handovers: newCombiner(handoverScript), fairHandovers: newCombiner(scripts.handoverFair),
+		fairAttempts: newCombiner(acquireFairScript)}
 }
 
 // failingFast returns s sending nothing again after a closed connection:
@@ -40,7 +43,7 @@ func (s single) failingFast() single {
 
 func (s single) acquire(ctx context.Context, id *lockID, at *attempt) (grant, error) {
 	if id.fair {
-		return grantOf(acquireFairScript.run(ctx, s.client, s.retries, id.keys[:], id.token, id.argv[1], at.queueTime(), at.placeOf(id)).Result())
+		return grantOf(s.fairAttempts.run(ctx, s.client, s.retries, id.keys[:], id.token, id.argv[1], at.queueTime(), at.placeOf(id)).Result())
 	}
 	return grantOf(s.scripts.acquire.run(ctx, s.client, s.retries, id.keys[:2], acquireArgs(id, at)...).Result())
 }
