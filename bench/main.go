@@ -20,6 +20,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == probeFlag {
+		os.Exit(runProbe(os.Args[2]))
+	}
 	os.Exit(run())
 }
 
@@ -57,6 +60,7 @@ func run() int {
 	noPeers := flag.Bool("no-peers", false, "measure padlock (and the floor) only")
 	libs := flag.String("libs", "", "comma-separated libraries to measure: floor, padlock, redsync, redislock, rueidislock (default all)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the clients' side) to this file")
+	flag.StringVar(&cfg.memProfile, "memprofile", "", "renewal: write a heap profile of this process to this file once each row's locks are taken (the last row's stays)")
 	flag.StringVar(&jsonPath, "json", "", "also write the results as JSON to this file")
 	flag.StringVar(&bin, "redis-server", "redis-server", "redis-server binary")
 	flag.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")

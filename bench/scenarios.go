@@ -32,6 +32,7 @@ type config struct {
 	renewPeers    bool
 	renewScale    int           // renewal: also hold this many locks with padlock (0: no)
 	renewScaleTTL time.Duration // their lease
+	memProfile    string        // renewal: heap profile once the locks are taken
 	nodes         int
 	redlockTTL    time.Duration
 	skipPeers     bool
