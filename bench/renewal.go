@@ -74,22 +74,31 @@ func runRenewal(ctx context.Context, cfg *config) ([]result, error) {
 		locks          int
 		ttl            time.Duration
 		atScale        bool
-		build          func(c *redis.Client) holder
+		masters        int // on a Cluster of this many masters (0: one server)
+		build          func(c redis.UniversalClient) holder
 	}
 	all := []rcase{{libPadlock, fmt.Sprintf("%d locks, TTL %v, watchdog renews every TTL/3, 1 Locker", cfg.locks, cfg.renewTTL), false, cfg.renewWindow,
-		cfg.locks, cfg.renewTTL, false, func(c *redis.Client) holder { return newPadlockHolder(c, cfg.locks, cfg.renewTTL) }}}
+		cfg.locks, cfg.renewTTL, false, 0, func(c redis.UniversalClient) holder { return newPadlockHolder(c, cfg.locks, cfg.renewTTL) }}}
 	if cfg.renewPeers && !cfg.skipPeers {
 		all = append(all,
 			rcase{libRedsync, fmt.Sprintf("expiry %v, ExtendContext every TTL/3, goroutine per lock", cfg.renewTTL), true, cfg.renewWindow,
-				cfg.locks, cfg.renewTTL, false, func(c *redis.Client) holder { return newRedsyncHolder(c, cfg) }},
+				cfg.locks, cfg.renewTTL, false, 0, func(c redis.UniversalClient) holder { return newRedsyncHolder(c.(*redis.Client), cfg) }},
 			rcase{libRedislock, fmt.Sprintf("TTL %v, Refresh every TTL/3, goroutine per lock", cfg.renewTTL), true, cfg.renewWindow,
-				cfg.locks, cfg.renewTTL, false, func(c *redis.Client) holder { return newRedislockHolder(c, cfg) }},
+				cfg.locks, cfg.renewTTL, false, 0, func(c redis.UniversalClient) holder { return newRedislockHolder(c.(*redis.Client), cfg) }},
 		)
 	}
 	if n := cfg.renewScale; n > 0 {
 		ttl := cfg.renewScaleTTL
 		all = append(all, rcase{libPadlock, fmt.Sprintf("%d locks, TTL %v, watchdog renews every TTL/3, 1 Locker", n, ttl), false, max(cfg.renewWindow, ttl/3+5*time.Second),
-			n, ttl, true, func(c *redis.Client) holder { return newPadlockHolder(c, n, ttl) }})
+			n, ttl, true, 0, func(c redis.UniversalClient) holder { return newPadlockHolder(c, n, ttl) }})
+	}
+	if m := cfg.renewCluster; m > 0 {
+		n, ttl, window := cfg.locks, cfg.renewTTL, cfg.renewWindow
+		if cfg.renewScale > 0 {
+			n, ttl, window = cfg.renewScale, cfg.renewScaleTTL, max(cfg.renewWindow, cfg.renewScaleTTL/3+5*time.Second)
+		}
+		all = append(all, rcase{libPadlock, fmt.Sprintf("%d locks, TTL %v, watchdog renews every TTL/3, 1 Locker, Cluster of %d masters", n, ttl, m), false, window,
+			n, ttl, false, m, func(c redis.UniversalClient) holder { return newPadlockHolder(c, n, ttl) }})
 	}
 	var cases []rcase
 	for _, c := range all {
@@ -100,28 +109,46 @@ func runRenewal(ctx context.Context, cfg *config) ([]result, error) {
 	var out []result
 	for _, c := range cases {
 		cfg.progress("renewal: %s holds %d locks (%s)", c.library, c.locks, c.setup)
-		r, err := renewOnFreshServer(ctx, cfg, c.build, c.locks, c.ttl, c.window)
+		r, err := renewOnFreshServer(ctx, cfg, c.build, c.locks, c.ttl, c.window, c.masters)
 		if err != nil {
 			return out, fmt.Errorf("renewal %s: %w", c.library, err)
 		}
-		r.Scenario, r.Library, r.Setup, r.Peer, r.atScale = scRenewal, c.library, c.setup, c.peer, c.atScale
+		r.Scenario, r.Library, r.Setup, r.Peer, r.atScale, r.Masters = scRenewal, c.library, c.setup, c.peer, c.atScale, c.masters
 		out = append(out, r)
 	}
 	return out, nil
 }
 
-func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Client) holder, locks int, ttl time.Duration, window time.Duration) (result, error) {
+// renewOnFreshServer measures one renewal row on a server started for it,
+// or on a Cluster of masters started for it (masters > 0). On a Cluster
+// the other client pings the first master.
+func renewOnFreshServer(ctx context.Context, cfg *config, build func(redis.UniversalClient) holder, locks int, ttl time.Duration, window time.Duration, masters int) (result, error) {
 	settleBeforeRow(ctx, cfg)
-	servers, err := cfg.launcher.start(ctx, 1)
+	var (
+		servers []*server
+		err     error
+		client  redis.UniversalClient
+	)
+	hook := &roundTrips{}
+	if masters > 0 {
+		servers, err = cfg.launcher.startCluster(ctx, masters)
+	} else {
+		servers, err = cfg.launcher.start(ctx, 1)
+	}
 	if err != nil {
 		return result{}, err
 	}
-	defer cfg.launcher.stop(servers[0])
+	for _, s := range servers {
+		defer cfg.launcher.stop(s)
+	}
+	if masters > 0 {
+		client = newClusterClient(servers, hook, 64)
+	} else {
+		client = newClient(servers[0].addr, hook, 64)
+	}
+	defer client.Close()
 	smp := newSampler(servers)
 	defer smp.close()
-	hook := &roundTrips{}
-	client := newClient(servers[0].addr, hook, 64)
-	defer client.Close()
 
 	// Another client's latency, with nothing but the probe running and
 	// then while the locks are renewed.
@@ -242,7 +269,7 @@ type padlockHolder struct {
 	losses *lossCounter
 }
 
-func newPadlockHolder(c *redis.Client, locks int, ttl time.Duration) *padlockHolder {
+func newPadlockHolder(c redis.UniversalClient, locks int, ttl time.Duration) *padlockHolder {
 	losses := &lossCounter{}
 	return &padlockHolder{locker: padlock.New(c, padlock.WithObserver(losses)), ttl: ttl, locks: make([]*padlock.Lock, locks), losses: losses}
 }
