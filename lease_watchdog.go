@@ -41,11 +41,16 @@ type watchdog struct {
 	// before paceUntil.
 	pace      time.Duration
 	paceUntil time.Time
-	started   bool
-	closed    bool
-	ctx       context.Context // cancelled by close, ending renewals in flight
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup // the loop and the renewal batches in flight
+	// slot is when the renewals put off for pacing last went, and
+	// slotFill how many went there: each one put off waits for the batch
+	// it will go in, not for the next tick (see putOff).
+	slot     time.Time
+	slotFill int
+	started  bool
+	closed   bool
+	ctx      context.Context // cancelled by close, ending renewals in flight
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // the loop and the renewal batches in flight
 	// late, when set (tests only), says how long the loop oversleeps each
 	// wake-up: the explorer's stand-in for a starved runtime.
 	late func() time.Duration
@@ -55,10 +60,10 @@ type watchdog struct {
 // pipeline holds Redis for long (about 5ms of its time for 1000 on a
 // quiet machine). With many locks, each tick sends the renewals that are
 // due, the next ones riding along while the batch has room; renewals due
-// beyond a full batch wait for the next one, which goes out once the last
-// full batch has had the time such a batch takes (pace, between minPace
-// and maxPace), so batches follow each other instead of queueing in Redis
-// together. A renewal whose lease has less than TTL/3 of trust left
+// beyond a full batch wait for a later one: the next goes out once the
+// last full batch has had the time such a batch takes (pace, between
+// minPace and maxPace), and the ones after it follow a pace apart, so
+// batches follow each other instead of queueing in Redis together. A renewal whose lease has less than TTL/3 of trust left
 // waits for nothing: it goes at once, in a batch of its own if need be.
 // Renewals thus go out in step with the times the locks were taken,
 // spread over the renewal interval.
@@ -315,14 +320,13 @@ func (w *watchdog) tick(now time.Time) {
 			continue
 		}
 		if !room {
-			if ls.validUntil.Sub(now) >= ls.ttl/3 {
-				// Due, with time to spare: it goes in the next batch,
+			if ls.validUntil.Sub(now) > ls.ttl/3 {
+				// Due, with time to spare: it goes in a later batch,
 				// once Redis has had time for this one.
 				if !paced {
 					w.paceUntil, paced = now.Add(w.pace), true
 				}
-				ls.renewAt = w.paceUntil
-				w.schedule(ls)
+				w.putOff(ls)
 				continue
 			}
 			// Running short of trust: it goes now, in a batch of its own
@@ -349,6 +353,29 @@ func (w *watchdog) tick(now time.Time) {
 	if len(w.leases) > 0 {
 		w.arm(w.leases[0].due)
 	}
+}
+
+// putOff schedules the renewal of ls, due but with time to spare, in the
+// first batch after paceUntil that has room: the renewals put off fill the
+// batches that follow, one pace apart, in the order they fell due. Each is
+// put off once, not at every tick until its batch goes, so a tick costs
+// in proportion to the renewals it sends, however many wait. A renewal is
+// never put off past the moment its lease runs short of trust (TTL/3
+// left): it then goes at once. mu is held.
+func (w *watchdog) putOff(ls *lease) {
+	if w.slot.Before(w.paceUntil) {
+		w.slot, w.slotFill = w.paceUntil, 0
+	} else if w.slotFill >= maxRenewBatch {
+		w.slot, w.slotFill = w.slot.Add(w.pace), 0
+	}
+	at, short := w.slot, ls.validUntil.Add(-ls.ttl/3)
+	if short.Before(at) {
+		at = short
+	} else {
+		w.slotFill++
+	}
+	ls.renewAt = at
+	w.schedule(ls)
 }
 
 // renew sends one batch and applies the results of each node's renewals
