@@ -1,7 +1,6 @@
 package padlock
 
 import (
-	"container/heap"
 	"context"
 	"sync"
 	"time"
@@ -119,7 +118,7 @@ func (w *watchdog) remove(ls *lease) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ls.wdIndex >= 0 {
-		heap.Remove(&w.leases, ls.wdIndex)
+		w.leases.remove(ls.wdIndex)
 	}
 }
 
@@ -130,7 +129,7 @@ func (w *watchdog) stop(ls *lease) uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ls.wdIndex >= 0 {
-		heap.Remove(&w.leases, ls.wdIndex)
+		w.leases.remove(ls.wdIndex)
 	}
 	ls.stopped = true // an Extend that passed its check now finds it let go
 	ls.seq++
@@ -157,7 +156,7 @@ func (w *watchdog) ended(ls *lease) bool {
 		return false
 	}
 	if ls.wdIndex >= 0 {
-		heap.Remove(&w.leases, ls.wdIndex)
+		w.leases.remove(ls.wdIndex)
 	}
 	return true
 }
@@ -165,7 +164,7 @@ func (w *watchdog) ended(ls *lease) bool {
 // lose ends ls as lost for why. mu is held.
 func (w *watchdog) lose(ls *lease, why LostCause) {
 	if ls.wdIndex >= 0 {
-		heap.Remove(&w.leases, ls.wdIndex)
+		w.leases.remove(ls.wdIndex)
 	}
 	ls.holder.lost(why)
 }
@@ -260,16 +259,12 @@ func (w *watchdog) reschedule(ls *lease) {
 
 // schedule (re)places ls in the heap after its times changed. mu is held.
 func (w *watchdog) schedule(ls *lease) {
-	ls.due = ls.validUntil
-	if ls.renew && !ls.inFlight && ls.renewAt.Before(ls.due) {
-		ls.due = ls.renewAt
+	due := ls.validUntil
+	if ls.renew && !ls.inFlight && ls.renewAt.Before(due) {
+		due = ls.renewAt
 	}
-	if ls.wdIndex >= 0 {
-		heap.Fix(&w.leases, ls.wdIndex)
-	} else {
-		heap.Push(&w.leases, ls)
-	}
-	w.arm(ls.due)
+	w.leases.set(ls, due)
+	w.arm(due)
 }
 
 // arm makes the timer fire by t, resetting it only when t is earlier than
@@ -305,11 +300,11 @@ func (w *watchdog) tick(now time.Time) {
 	var batch []renewal
 	paced := now.Before(w.paceUntil) // a full batch went out just now
 	for len(w.leases) > 0 {
-		ls := w.leases[0]
+		ls, due := w.leases[0].ls, w.leases[0].time()
 		// A lease due within TTL/6 rides along while the batch has room.
 		room := len(batch) < maxRenewBatch && !paced
-		early := ls.renew && !ls.inFlight && ls.due.Sub(now) <= ls.ttl/6 && room
-		if ls.due.After(now) && !early {
+		early := ls.renew && !ls.inFlight && due.Sub(now) <= ls.ttl/6 && room
+		if due.After(now) && !early {
 			break
 		}
 		if !now.Before(ls.validUntil) {
@@ -351,7 +346,7 @@ func (w *watchdog) tick(now time.Time) {
 	}
 	w.next = time.Time{}
 	if len(w.leases) > 0 {
-		w.arm(w.leases[0].due)
+		w.arm(w.leases[0].time())
 	}
 }
 
@@ -455,29 +450,101 @@ func (w *watchdog) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for len(w.leases) > 0 {
-		heap.Pop(&w.leases).(*lease).holder.lost(LostClosed)
+		w.leases.pop().holder.lost(LostClosed)
 	}
 }
 
-// leaseHeap orders leases by due time; each lease knows its index.
-type leaseHeap []*lease
+// leaseHeap orders leases by due time, the earliest first; each lease
+// knows its index. An entry carries its lease's due time, so that ordering
+// reads the heap's own memory only: with a million leases, following each
+// entry to its lease at every comparison took a quarter of the client's
+// CPU in cache misses.
+type leaseHeap []leaseEntry
 
-func (h leaseHeap) Len() int           { return len(h) }
-func (h leaseHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
-func (h leaseHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].wdIndex, h[j].wdIndex = i, j
+type leaseEntry struct {
+	due int64 // the watchdog's next event for ls, on the monotonic clock (since monoBase)
+	ls  *lease
 }
-func (h *leaseHeap) Push(x any) {
-	ls := x.(*lease)
-	ls.wdIndex = len(*h)
-	*h = append(*h, ls)
+
+// time returns the entry's due time.
+func (e leaseEntry) time() time.Time { return monoBase.Add(time.Duration(e.due)) }
+
+// set places ls in the heap, due at t, or moves it there if it is in it.
+func (h *leaseHeap) set(ls *lease, t time.Time) {
+	due := int64(t.Sub(monoBase))
+	i := ls.wdIndex
+	if i < 0 {
+		i = len(*h)
+		*h = append(*h, leaseEntry{due, ls})
+		ls.wdIndex = i
+	} else {
+		(*h)[i].due = due
+	}
+	if !h.up(i) {
+		h.down(i)
+	}
 }
-func (h *leaseHeap) Pop() any {
+
+// remove takes the entry at i out of the heap.
+func (h *leaseHeap) remove(i int) {
 	old := *h
-	ls := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	ls.wdIndex = -1
+	n := len(old) - 1
+	old[i].ls.wdIndex = -1
+	if i != n {
+		old[i] = old[n]
+		old[i].ls.wdIndex = i
+	}
+	old[n] = leaseEntry{}
+	*h = old[:n]
+	if i != n && !h.up(i) {
+		h.down(i)
+	}
+}
+
+// pop takes the earliest lease out of the heap.
+func (h *leaseHeap) pop() *lease {
+	ls := (*h)[0].ls
+	h.remove(0)
 	return ls
+}
+
+// up moves the entry at i towards the root while it is due before its
+// parent, and reports whether it moved.
+func (h leaseHeap) up(i int) bool {
+	e, start := h[i], i
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].due <= e.due {
+			break
+		}
+		h[i] = h[p]
+		h[i].ls.wdIndex = i
+		i = p
+	}
+	h[i] = e
+	e.ls.wdIndex = i
+	return i != start
+}
+
+// down moves the entry at i towards the leaves while a child is due
+// before it.
+func (h leaseHeap) down(i int) {
+	e, n := h[i], len(h)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h[r].due < h[c].due {
+			c = r
+		}
+		if h[c].due >= e.due {
+			break
+		}
+		h[i] = h[c]
+		h[i].ls.wdIndex = i
+		i = c
+	}
+	h[i] = e
+	e.ls.wdIndex = i
 }

@@ -203,7 +203,7 @@ func TestPutOffRenewalsWaitForTheirBatch(t *testing.T) {
 		t.Fatalf("%d renewals sent at once, want a full batch of %d", sent, maxRenewBatch)
 	}
 	w.mu.Lock()
-	pace, first, next := w.pace, w.paceUntil, w.leases[0].due
+	pace, first, next := w.pace, w.paceUntil, w.leases[0].time()
 	w.mu.Unlock()
 	if !next.Equal(first) {
 		t.Fatalf("the next event is %v after the pace ends, want the first batch put off, when it ends", next.Sub(first))
