@@ -56,7 +56,8 @@ func (l *Locker) Held() []HeldLock {
 	defer w.mu.Unlock()
 	now := time.Now()
 	out := make([]HeldLock, 0, len(w.leases))
-	for _, ls := range w.leases {
+	for _, e := range w.leases {
+		ls := e.ls
 		lk := ls.holder
 		h := HeldLock{
 			Key:       lk.key,

@@ -141,3 +141,110 @@ func TestShortTrustRenewalsGoAtOnce(t *testing.T) {
 	}
 	checkRenewed(t, l, locks)
 }
+
+// scheduled returns a Locker on rec and n locks of lease ttl, lock i taken
+// i µs after the one before, the last ago, scheduled in its watchdog
+// without its loop running: the test calls tick itself, once (one batch
+// to send).
+func scheduled(t *testing.T, rec *batchRecorder, n int, ttl, ago time.Duration) (*Locker, []*Lock) {
+	t.Helper()
+	cfg, err := lockerConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	t.Cleanup(func() { client.Close() })
+	l := newLocker(rec, client, keyspace{prefix: "padlock:"}, cfg)
+	t.Cleanup(func() { l.Close() })
+	rec.want, rec.all = n, make(chan struct{})
+	rec.settled.Add(1)
+	last := time.Now().Add(-ago)
+	locks := make([]*Lock, n)
+	l.watchdog.mu.Lock()
+	defer l.watchdog.mu.Unlock()
+	for i := range locks {
+		sent := last.Add(-time.Duration(n-1-i) * time.Microsecond)
+		locks[i] = newLock(l, "k"+strconv.Itoa(i), &lockID{}, 1, Options{TTL: ttl}, sent, sent)
+		l.watchdog.schedule(locks[i].lease)
+	}
+	return l, locks
+}
+
+// putOffTimes returns the times the renewals of locks that tick put off were
+// scheduled for, in the locks' order, and how many went at once.
+func putOffTimes(l *Locker, locks []*Lock) (at []time.Time, sent int) {
+	l.watchdog.mu.Lock()
+	defer l.watchdog.mu.Unlock()
+	for _, lk := range locks {
+		if lk.lease.inFlight {
+			sent++
+			continue
+		}
+		at = append(at, lk.lease.renewAt)
+	}
+	return at, sent
+}
+
+// TestPutOffRenewalsWaitForTheirBatch: when more renewals with time to
+// spare are due at once than a batch carries, one tick sends a full batch
+// and puts each of the others off once, to the batch it will go in: at
+// most maxRenewBatch to a batch, the batches a pace apart, in the order
+// the renewals fell due. A later tick finds only its own batch due, so a
+// backlog of renewals costs each tick no more than the batch it sends.
+func TestPutOffRenewalsWaitForTheirBatch(t *testing.T) {
+	rec := &batchRecorder{hold: make(chan struct{})}
+	defer close(rec.hold)
+	const n, ttl = 3*maxRenewBatch + 500, time.Minute
+	l, locks := scheduled(t, rec, n, ttl, ttl/3+time.Second) // due a second ago
+	w := l.watchdog
+	w.tick(time.Now())
+	at, sent := putOffTimes(l, locks)
+	if sent != maxRenewBatch {
+		t.Fatalf("%d renewals sent at once, want a full batch of %d", sent, maxRenewBatch)
+	}
+	w.mu.Lock()
+	pace, first, next := w.pace, w.paceUntil, w.leases[0].time()
+	w.mu.Unlock()
+	if !next.Equal(first) {
+		t.Fatalf("the next event is %v after the pace ends, want the first batch put off, when it ends", next.Sub(first))
+	}
+	for i, a := range at {
+		want := first.Add(time.Duration(i/maxRenewBatch) * pace)
+		if !a.Equal(want) {
+			t.Fatalf("renewal %d put off by %v, want %v (batch %d, a pace of %v apart)", i, a.Sub(first), want.Sub(first), i/maxRenewBatch, pace)
+		}
+	}
+}
+
+// TestPutOffNoFurtherThanShortOfTrust: a renewal is put off no further
+// than the moment its lease has TTL/3 of trust left, however many batches
+// go before it; from then on it waits for nothing.
+func TestPutOffNoFurtherThanShortOfTrust(t *testing.T) {
+	rec := &batchRecorder{hold: make(chan struct{})}
+	defer close(rec.hold)
+	const n, ttl = 3*maxRenewBatch + 500, time.Second
+	l, locks := scheduled(t, rec, n, ttl, 0)
+	w := l.watchdog
+	w.mu.Lock()
+	w.pace = maxPace
+	// Now is when the last lock has TTL/3 and a little more than a pace
+	// of trust left: one batch fits in before it runs short, not three.
+	now := locks[n-1].lease.validUntil.Add(-ttl/3 - maxPace - 10*time.Millisecond)
+	w.mu.Unlock()
+	w.tick(now)
+	at, _ := putOffTimes(l, locks)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	later := 0
+	for i, lk := range locks[n-len(at):] {
+		if short := lk.lease.validUntil.Add(-ttl / 3); at[i].After(short) {
+			t.Fatalf("renewal %d put off %v past the moment its lease runs short of trust", i, at[i].Sub(short))
+		}
+		if at[i].After(w.paceUntil) {
+			later++
+		}
+	}
+	if later == 0 {
+		t.Fatal("every renewal put off to the first batch: the test shows nothing")
+	}
+}

@@ -20,6 +20,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == probeFlag {
+		os.Exit(runProbe(os.Args[2]))
+	}
 	os.Exit(run())
 }
 
@@ -49,6 +52,7 @@ func run() int {
 	flag.BoolVar(&cfg.renewPeers, "renew-peers", true, "renewal: also hold the locks with redsync and redislock, one goroutine per lock")
 	flag.IntVar(&cfg.renewScale, "renew-scale", 0, "renewal: also hold this many locks with padlock alone (e.g. 1000000; takes minutes; 0: no)")
 	flag.DurationVar(&cfg.renewScaleTTL, "renew-scale-ttl", time.Minute, "renewal: lease of the -renew-scale locks")
+	flag.IntVar(&cfg.renewCluster, "renew-cluster", 0, "renewal: also hold the -renew-scale locks (or -locks ones) with padlock on a Redis Cluster of this many masters (e.g. 3; 0: no)")
 	flag.IntVar(&cfg.nodes, "nodes", 5, "redlock: independent redis-servers")
 	flag.DurationVar(&cfg.redlockTTL, "redlock-ttl", 5*time.Second, "redlock: lock TTL, and padlock's WithMaxLease")
 	flag.DurationVar(&cfg.redlockRTT, "redlock-rtt", time.Millisecond, "redlock: also measure with this round-trip time added to every node (simulated in the client; 0: loopback only)")
@@ -57,6 +61,7 @@ func run() int {
 	noPeers := flag.Bool("no-peers", false, "measure padlock (and the floor) only")
 	libs := flag.String("libs", "", "comma-separated libraries to measure: floor, padlock, redsync, redislock, rueidislock (default all)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the clients' side) to this file")
+	flag.StringVar(&cfg.memProfile, "memprofile", "", "renewal: write a heap profile of this process to this file once each row's locks are taken (the last row's stays)")
 	flag.StringVar(&jsonPath, "json", "", "also write the results as JSON to this file")
 	flag.StringVar(&bin, "redis-server", "redis-server", "redis-server binary")
 	flag.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")

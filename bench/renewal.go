@@ -74,22 +74,31 @@ func runRenewal(ctx context.Context, cfg *config) ([]result, error) {
 		locks          int
 		ttl            time.Duration
 		atScale        bool
-		build          func(c *redis.Client) holder
+		masters        int // on a Cluster of this many masters (0: one server)
+		build          func(c redis.UniversalClient) holder
 	}
 	all := []rcase{{libPadlock, fmt.Sprintf("%d locks, TTL %v, watchdog renews every TTL/3, 1 Locker", cfg.locks, cfg.renewTTL), false, cfg.renewWindow,
-		cfg.locks, cfg.renewTTL, false, func(c *redis.Client) holder { return newPadlockHolder(c, cfg.locks, cfg.renewTTL) }}}
+		cfg.locks, cfg.renewTTL, false, 0, func(c redis.UniversalClient) holder { return newPadlockHolder(c, cfg.locks, cfg.renewTTL) }}}
 	if cfg.renewPeers && !cfg.skipPeers {
 		all = append(all,
 			rcase{libRedsync, fmt.Sprintf("expiry %v, ExtendContext every TTL/3, goroutine per lock", cfg.renewTTL), true, cfg.renewWindow,
-				cfg.locks, cfg.renewTTL, false, func(c *redis.Client) holder { return newRedsyncHolder(c, cfg) }},
+				cfg.locks, cfg.renewTTL, false, 0, func(c redis.UniversalClient) holder { return newRedsyncHolder(c.(*redis.Client), cfg) }},
 			rcase{libRedislock, fmt.Sprintf("TTL %v, Refresh every TTL/3, goroutine per lock", cfg.renewTTL), true, cfg.renewWindow,
-				cfg.locks, cfg.renewTTL, false, func(c *redis.Client) holder { return newRedislockHolder(c, cfg) }},
+				cfg.locks, cfg.renewTTL, false, 0, func(c redis.UniversalClient) holder { return newRedislockHolder(c.(*redis.Client), cfg) }},
 		)
 	}
 	if n := cfg.renewScale; n > 0 {
 		ttl := cfg.renewScaleTTL
 		all = append(all, rcase{libPadlock, fmt.Sprintf("%d locks, TTL %v, watchdog renews every TTL/3, 1 Locker", n, ttl), false, max(cfg.renewWindow, ttl/3+5*time.Second),
-			n, ttl, true, func(c *redis.Client) holder { return newPadlockHolder(c, n, ttl) }})
+			n, ttl, true, 0, func(c redis.UniversalClient) holder { return newPadlockHolder(c, n, ttl) }})
+	}
+	if m := cfg.renewCluster; m > 0 {
+		n, ttl, window := cfg.locks, cfg.renewTTL, cfg.renewWindow
+		if cfg.renewScale > 0 {
+			n, ttl, window = cfg.renewScale, cfg.renewScaleTTL, max(cfg.renewWindow, cfg.renewScaleTTL/3+5*time.Second)
+		}
+		all = append(all, rcase{libPadlock, fmt.Sprintf("%d locks, TTL %v, watchdog renews every TTL/3, 1 Locker, Cluster of %d masters", n, ttl, m), false, window,
+			n, ttl, false, m, func(c redis.UniversalClient) holder { return newPadlockHolder(c, n, ttl) }})
 	}
 	var cases []rcase
 	for _, c := range all {
@@ -100,34 +109,58 @@ func runRenewal(ctx context.Context, cfg *config) ([]result, error) {
 	var out []result
 	for _, c := range cases {
 		cfg.progress("renewal: %s holds %d locks (%s)", c.library, c.locks, c.setup)
-		r, err := renewOnFreshServer(ctx, cfg, c.build, c.locks, c.ttl, c.window)
+		r, err := renewOnFreshServer(ctx, cfg, c.build, c.locks, c.ttl, c.window, c.masters)
 		if err != nil {
 			return out, fmt.Errorf("renewal %s: %w", c.library, err)
 		}
-		r.Scenario, r.Library, r.Setup, r.Peer, r.atScale = scRenewal, c.library, c.setup, c.peer, c.atScale
+		r.Scenario, r.Library, r.Setup, r.Peer, r.atScale, r.Masters = scRenewal, c.library, c.setup, c.peer, c.atScale, c.masters
 		out = append(out, r)
 	}
 	return out, nil
 }
 
-func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Client) holder, locks int, ttl time.Duration, window time.Duration) (result, error) {
+// renewOnFreshServer measures one renewal row on a server started for it,
+// or on a Cluster of masters started for it (masters > 0). On a Cluster
+// the other client pings the first master.
+func renewOnFreshServer(ctx context.Context, cfg *config, build func(redis.UniversalClient) holder, locks int, ttl time.Duration, window time.Duration, masters int) (result, error) {
 	settleBeforeRow(ctx, cfg)
-	servers, err := cfg.launcher.start(ctx, 1)
+	var (
+		servers []*server
+		err     error
+		client  redis.UniversalClient
+	)
+	hook := &roundTrips{}
+	if masters > 0 {
+		servers, err = cfg.launcher.startCluster(ctx, masters)
+	} else {
+		servers, err = cfg.launcher.start(ctx, 1)
+	}
 	if err != nil {
 		return result{}, err
 	}
-	defer cfg.launcher.stop(servers[0])
+	for _, s := range servers {
+		defer cfg.launcher.stop(s)
+	}
+	if masters > 0 {
+		client = newClusterClient(servers, hook, 64)
+	} else {
+		client = newClient(servers[0].addr, hook, 64)
+	}
+	defer client.Close()
 	smp := newSampler(servers)
 	defer smp.close()
-	hook := &roundTrips{}
-	client := newClient(servers[0].addr, hook, 64)
-	defer client.Close()
 
 	// Another client's latency, with nothing but the probe running and
 	// then while the locks are renewed.
-	probe := newProbe(servers[0].addr)
+	probe, err := newProbe(servers[0].addr)
+	if err != nil {
+		return result{}, err
+	}
 	defer probe.close()
-	idle := probe.run(ctx, probeIdle)
+	idle, err := probe.run(ctx, probeIdle)
+	if err != nil {
+		return result{}, err
+	}
 	heap0 := heapInUse()
 
 	h := build(client)
@@ -150,6 +183,11 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Clie
 	}
 	took := time.Since(takeStart)
 	perLock := float64(heapInUse()-heap0) / float64(locks)
+	if cfg.memProfile != "" {
+		if err := writeHeapProfile(cfg.memProfile); err != nil {
+			return result{}, err
+		}
+	}
 	// Let the first renewals go out, so the window sees the steady state.
 	if !sleepCtx(ctx, ttl*2/3) {
 		return result{}, ctx.Err()
@@ -159,7 +197,9 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Clie
 		return result{}, err
 	}
 	hook.slowest.Store(0)
-	busy := probe.start(ctx)
+	if _, err := probe.mark(); err != nil {
+		return result{}, err
+	}
 	h0, m0, n0, t0 := hook.load(), markCPU(), renewals.Load(), time.Now()
 	// Watch for lost locks while the window runs, to say when they went.
 	var firstLoss time.Duration
@@ -177,7 +217,10 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(*redis.Clie
 	}
 	watch.Stop()
 	h1, m1, n1, t1 := hook.load(), markCPU(), renewals.Load(), time.Now()
-	during := busy()
+	during, err := probe.mark()
+	if err != nil {
+		return result{}, err
+	}
 	after, err := smp.sample(ctx)
 	if err != nil {
 		return result{}, err
@@ -223,11 +266,24 @@ type padlockHolder struct {
 	locker *padlock.Locker
 	ttl    time.Duration
 	locks  []*padlock.Lock
+	losses *lossCounter
 }
 
-func newPadlockHolder(c *redis.Client, locks int, ttl time.Duration) *padlockHolder {
-	return &padlockHolder{locker: padlock.New(c), ttl: ttl, locks: make([]*padlock.Lock, locks)}
+func newPadlockHolder(c redis.UniversalClient, locks int, ttl time.Duration) *padlockHolder {
+	losses := &lossCounter{}
+	return &padlockHolder{locker: padlock.New(c, padlock.WithObserver(losses)), ttl: ttl, locks: make([]*padlock.Lock, locks), losses: losses}
 }
+
+// lossCounter counts the locks the Locker reports lost, so that the window
+// loop learns of losses without looking at every lock (at a million locks,
+// asking each one's Err every 100ms takes a CPU). Every other event costs
+// it a call that does nothing.
+type lossCounter struct {
+	padlock.NopObserver
+	n atomic.Int64
+}
+
+func (o *lossCounter) LockLost(padlock.LockLostEvent) { o.n.Add(1) }
 
 func (p *padlockHolder) take(ctx context.Context, i int, key string) error {
 	lk, err := p.locker.Acquire(ctx, key, padlock.Options{TTL: p.ttl})
@@ -239,15 +295,11 @@ func (p *padlockHolder) take(ctx context.Context, i int, key string) error {
 // Its renewals are the commands it pipelines, counted by the run's hook.
 func (p *padlockHolder) start(context.Context, *atomic.Int64) {}
 
-func (p *padlockHolder) lost() int {
-	n := 0
-	for _, lk := range p.locks {
-		if lk == nil || lk.Err() != nil {
-			n++
-		}
-	}
-	return n
-}
+// lost counts the locks the observer heard were lost. A lock is lost
+// when its Done closes (Lock.Err may say so a moment before the watchdog
+// wakes to close it), so the count can trail Err by one watchdog tick.
+// Locks not taken at all fail the row in take.
+func (p *padlockHolder) lost() int { return int(p.losses.n.Load()) }
 
 func (p *padlockHolder) release(ctx context.Context) {
 	_ = forEach(len(p.locks), func(i int) error {

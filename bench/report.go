@@ -177,8 +177,8 @@ func checkTargets(rs []result, workers int) []target {
 	}
 	ts = append(ts, hotKeyTargets(rs)...)
 	for _, r := range rs {
-		if r.Scenario != scRenewal || r.Library != libPadlock {
-			continue
+		if r.Scenario != scRenewal || r.Library != libPadlock || r.Masters > 0 {
+			continue // on a Cluster: measured and reported, no target
 		}
 		full := float64(min(r.Workers, renewBatch))
 		perPipe := 0.0 // renewals per round trip

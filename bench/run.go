@@ -19,6 +19,7 @@ type result struct {
 	Variant  string `json:"variant,omitempty"` // rows compare within a variant: goroutines (uncontended), simulated RTT (Redlock)
 	Rounds   int    `json:"rounds,omitempty"`  // rounds measured; the row is the median one
 	Nodes    int    `json:"nodes,omitempty"`   // Redlock scenario: nodes the lock lives on
+	Masters  int    `json:"masters,omitempty"` // renewal on a Cluster: its masters
 	Keys     int    `json:"keys,omitempty"`    // hotkeys scenario: keys the workers are spread over
 
 	Workers int     `json:"workers"`

@@ -32,6 +32,8 @@ type config struct {
 	renewPeers    bool
 	renewScale    int           // renewal: also hold this many locks with padlock (0: no)
 	renewScaleTTL time.Duration // their lease
+	memProfile    string        // renewal: heap profile once the locks are taken
+	renewCluster  int           // renewal: also hold the locks on a Cluster of this many masters (0: no)
 	nodes         int
 	redlockTTL    time.Duration
 	skipPeers     bool

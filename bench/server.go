@@ -46,13 +46,14 @@ func newLauncher(bin string) (*launcher, error) {
 	return &launcher{bin: path}, nil
 }
 
-// start runs n servers in parallel and returns once each answers PING.
-func (l *launcher) start(ctx context.Context, n int) ([]*server, error) {
+// start runs n servers in parallel, each with the redis-server arguments
+// extra, and returns once each answers PING.
+func (l *launcher) start(ctx context.Context, n int, extra ...string) ([]*server, error) {
 	out := make([]*server, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range out {
-		wg.Go(func() { out[i], errs[i] = l.startOne(ctx) })
+		wg.Go(func() { out[i], errs[i] = l.startOne(ctx, extra...) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -68,10 +69,10 @@ func (l *launcher) start(ctx context.Context, n int) ([]*server, error) {
 
 const launchAttempts = 5
 
-func (l *launcher) startOne(ctx context.Context) (*server, error) {
+func (l *launcher) startOne(ctx context.Context, extra ...string) (*server, error) {
 	var lastErr error
 	for range launchAttempts {
-		s, err := l.launch(ctx)
+		s, err := l.launch(ctx, extra...)
 		if err == nil {
 			return s, nil
 		}
@@ -83,7 +84,7 @@ func (l *launcher) startOne(ctx context.Context) (*server, error) {
 	return nil, lastErr
 }
 
-func (l *launcher) launch(ctx context.Context) (*server, error) {
+func (l *launcher) launch(ctx context.Context, extra ...string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -99,7 +100,7 @@ func (l *launcher) launch(ctx context.Context) (*server, error) {
 		return nil, fmt.Errorf("bench: server log: %w", err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(l.bin,
+	args := []string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -108,7 +109,8 @@ func (l *launcher) launch(ctx context.Context) (*server, error) {
 		"--protected-mode", "no",
 		"--dir", dir,
 		"--logfile", "",
-	)
+	}
+	cmd := exec.Command(l.bin, append(args, extra...)...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = procAttr()
