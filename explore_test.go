@@ -331,7 +331,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	// Drawn apart, so that the other runs keep their randomness.
 	if hr := w.rng(-300); (fam == "mutex" || fam == "fair") && hr.IntN(3) == 0 {
 		w.hot = true
-		w.keys = []string{"k0", "k1", "k2", "k3"}[:2+hr.IntN(3)]
+		w.keys = []string{"k0", "k1", "k2", "k3", "k4", "k5"}[:3+hr.IntN(4)]
 		// Round trips long beside the holds, which are few ms apart
 		// (work): a hand-off is often on its way when another falls due.
 		w.plan.Latency = time.Millisecond

@@ -13,8 +13,8 @@ import (
 
 // TestHandOffsFallingDueTogetherShareOneRoundTrip releases locks on
 // several keys of one Locker, each with a waiter, while the first
-// hand-off is on its way: the others must go together as one pipeline
-// once it is answered, and each must still be its own grant, handed to
+// hand-offs take every flight: the others must go together as one
+// pipeline once one is answered, and each must still be its own grant, handed to
 // its own waiter with the next fence. With the server's scripts flushed
 // meanwhile, every script of the batch must be sent again on its own
 // (NOSCRIPT: it did not run) and the hand-offs still happen.
@@ -47,17 +47,11 @@ func TestHandOffsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 				waiters[i] = queueWaiters(t, l, key, 1, Options{Wait: 30 * time.Second})
 			}
 
-			// The first hand-off stalls on its way until the others queue.
-			stalled, resume := make(chan struct{}), make(chan struct{})
-			var once sync.Once
+			// The first hand-offs stall on their way until the others queue.
+			st := newStall(maxFlights)
 			hook.onProcess(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 				if args := cmd.Args(); len(args) > 1 && args[1] == handoverScript.sha {
-					first := false
-					once.Do(func() { first = true })
-					if first {
-						close(stalled)
-						<-resume
-					}
+					st.hold()
 				}
 				return next(ctx, cmd)
 			})
@@ -77,18 +71,20 @@ func TestHandOffsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 
 			errs := make(chan error, n)
 			release := func(i int) { errs <- holders[i].Release(ctx) }
-			go release(0)
-			<-stalled
-			for i := 1; i < n; i++ {
+			for i := range maxFlights {
 				go release(i)
 			}
-			awaitCombined(t, l.store.(single).handovers, n-1)
+			st.await()
+			for i := maxFlights; i < n; i++ {
+				go release(i)
+			}
+			awaitCombined(t, l.store.(single).handovers, n-maxFlights)
 			if flush {
 				if err := srv.Client(t).ScriptFlush(ctx).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}
-			close(resume)
+			st.release()
 
 			for range n {
 				if err := <-errs; err != nil {
@@ -115,8 +111,8 @@ func TestHandOffsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if handovers := <-pipes; handovers != n-1 {
-				t.Fatalf("the first pipeline carried %d hand-offs, want the %d that queued", handovers, n-1)
+			if handovers := <-pipes; handovers != n-maxFlights {
+				t.Fatalf("the first pipeline carried %d hand-offs, want the %d that queued", handovers, n-maxFlights)
 			}
 		})
 	}
@@ -158,8 +154,8 @@ func (h *stepHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 // TestFairJoinsFallingDueTogetherShareOneRoundTrip has fair Acquires of
-// several busy keys on one Locker ask at once while the first one's
-// attempt is on its way: the others must go together as one pipeline,
+// several busy keys on one Locker ask at once while the first ones'
+// attempts take every flight: the others must go together as one pipeline,
 // and each waiter must be queued once, under its own place, and get its
 // key when its holder lets go.
 func TestFairJoinsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
@@ -185,17 +181,11 @@ func TestFairJoinsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 		holders[i] = lk
 	}
 
-	stalled, resume := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	st := newStall(maxFlights)
 	pipes := make(chan int, 100)
 	hook.onProcess(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		if args := cmd.Args(); len(args) > 1 && args[1] == acquireFairScript.sha {
-			first := false
-			once.Do(func() { first = true })
-			if first {
-				close(stalled)
-				<-resume
-			}
+			st.hold()
 		}
 		return next(ctx, cmd)
 	})
@@ -220,15 +210,17 @@ func TestFairJoinsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 		}
 		got <- lk
 	}
-	go acquire(0)
-	<-stalled
-	for i := 1; i < n; i++ {
+	for i := range maxFlights {
 		go acquire(i)
 	}
-	awaitCombined(t, l.store.(single).fairAttempts, n-1)
-	close(resume)
-	if joins := <-pipes; joins != n-1 {
-		t.Fatalf("the first pipeline carried %d fair attempts, want the %d that queued", joins, n-1)
+	st.await()
+	for i := maxFlights; i < n; i++ {
+		go acquire(i)
+	}
+	awaitCombined(t, l.store.(single).fairAttempts, n-maxFlights)
+	st.release()
+	if joins := <-pipes; joins != n-maxFlights {
+		t.Fatalf("the first pipeline carried %d fair attempts, want the %d that queued", joins, n-maxFlights)
 	}
 	for i := range n {
 		_, _, queue := l.keys.lockKeys(keys[i])
@@ -263,7 +255,7 @@ func TestFairJoinsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 	}
 }
 
-// awaitCombined waits until n scripts queue in cb behind the one on its
+// awaitCombined waits until n scripts queue in cb behind those on their
 // way.
 func awaitCombined(t *testing.T, cb *combiner, n int) {
 	t.Helper()
@@ -276,8 +268,42 @@ func awaitCombined(t *testing.T, cb *combiner, n int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d scripts queued behind the one on its way, want %d", queued, n)
+			t.Fatalf("%d scripts queued behind those on their way, want %d", queued, n)
 		}
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// stall holds the first n scripts a hook sees until release, so that
+// those sent after them find every flight taken.
+type stall struct {
+	mu      sync.Mutex
+	left    int
+	held    sync.WaitGroup
+	resumed chan struct{}
+}
+
+func newStall(n int) *stall {
+	st := &stall{left: n, resumed: make(chan struct{})}
+	st.held.Add(n)
+	return st
+}
+
+// hold, called by the hook for a script, holds it if it is among the
+// first n.
+func (st *stall) hold() {
+	st.mu.Lock()
+	first := st.left > 0
+	st.left--
+	st.mu.Unlock()
+	if first {
+		st.held.Done()
+		<-st.resumed
+	}
+}
+
+// await waits until the first n are held.
+func (st *stall) await() { st.held.Wait() }
+
+// release lets them go.
+func (st *stall) release() { close(st.resumed) }
