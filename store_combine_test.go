@@ -44,7 +44,9 @@ func TestHandOffsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 				holders[i] = lk
-				waiters[i] = queueWaiters(t, l, key, 1, Options{Wait: 30 * time.Second})
+				// Asleep until handed the lock: one awake for a retry is
+				// not handed it.
+				waiters[i] = queueWaiters(t, l, key, 1, Options{Wait: 30 * time.Second, Retry: LinearBackoff(time.Hour)})
 			}
 
 			// The first hand-offs stall on their way until the others queue.
@@ -204,7 +206,7 @@ func TestFairJoinsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 
 	got := make(chan *Lock, n)
 	acquire := func(i int) {
-		lk, err := l.Acquire(ctx, keys[i], Options{Fair: true, Wait: 30 * time.Second})
+		lk, err := l.Acquire(ctx, keys[i], Options{Fair: true, Wait: 30 * time.Second, Retry: LinearBackoff(time.Hour)})
 		if err != nil {
 			t.Errorf("key %d: %v", i, err)
 		}

@@ -201,7 +201,10 @@ func TestHandOffBlockOutlastsShortLine(t *testing.T) {
 	defer other.Close()
 	ctx := context.Background()
 	const key, turns = "short-line", 2 * handoffBlock / 3
-	o := Options{Wait: 30 * time.Second}
+	// Waiters that sleep until handed the lock: one awake for a retry
+	// when its turn comes is not handed it (handOff).
+	o := Options{Wait: 30 * time.Second, Retry: LinearBackoff(time.Hour)}
+	l.recheck = time.Hour
 
 	holder, err := other.Acquire(ctx, key, Options{})
 	if err != nil {
