@@ -2,6 +2,9 @@ package padlock
 
 import (
 	"context"
+	"errors"
+	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,14 +20,13 @@ import (
 // pipeline once one is answered, and each must still be its own grant, handed to
 // its own waiter with the next fence. With the server's scripts flushed
 // meanwhile, every script of the batch must be sent again on its own
-// (NOSCRIPT: it did not run) and the hand-offs still happen.
+// (NOSCRIPT: it did not run) and the hand-offs still happen. With the
+// batch's replies lost after the server ran it, each batched release
+// must say Redis did not answer and none is a hand-off: the key goes
+// back to Redis, and each waiter takes it there, with a higher fence.
 func TestHandOffsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
-	for _, flush := range []bool{false, true} {
-		name := "answered"
-		if flush {
-			name = "scripts flushed"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, mode := range []string{"answered", "scripts flushed", "replies lost"} {
+		t.Run(mode, func(t *testing.T) {
 			srv := redistest.Start(t)
 			rdb := srv.Client(t)
 			hook := &stepHook{}
@@ -65,38 +67,61 @@ func TestHandOffsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 						handovers++
 					}
 				}
-				if handovers > 0 { // not go-redis's own (a new connection's CLIENT SETINFO)
-					pipes <- handovers
+				if handovers == 0 { // go-redis's own (a new connection's CLIENT SETINFO)
+					return next(ctx, cmds)
 				}
-				return next(ctx, cmds)
+				pipes <- handovers
+				err := next(ctx, cmds)
+				if mode == "replies lost" { // after the server ran them
+					for _, c := range cmds {
+						c.SetErr(errBatchLost)
+					}
+					return errBatchLost
+				}
+				return err
 			})
 
-			errs := make(chan error, n)
-			release := func(i int) { errs <- holders[i].Release(ctx) }
-			for i := range maxFlights {
-				go release(i)
-			}
-			st.await()
-			for i := maxFlights; i < n; i++ {
-				go release(i)
-			}
-			awaitCombined(t, l.store.(single).handovers, n-maxFlights)
-			if flush {
+			errs := make([]error, n)
+			var released sync.WaitGroup
+			fillFlights(t, st, l.store.(single).handovers, n, func(i int) {
+				released.Go(func() { errs[i] = holders[i].Release(ctx) })
+			})
+			if mode == "scripts flushed" {
 				if err := srv.Client(t).ScriptFlush(ctx).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}
 			st.release()
+			released.Wait()
 
-			for range n {
-				if err := <-errs; err != nil {
-					t.Fatalf("release: %v", err)
-				}
-			}
 			for i := range n {
 				h := <-waiters[i]
 				if h.lk == nil {
 					t.Fatalf("key %d: the waiter did not get the lock", i)
+				}
+				held, err := srv.Client(t).Get(ctx, h.lk.id.lockKey()).Result()
+				if err != nil || tokenOf(held) != h.lk.id.token {
+					t.Fatalf("key %d: Redis holds %q (%v), want the new grant's token %q", i, held, err, h.lk.id.token)
+				}
+				if mode == "replies lost" && i >= maxFlights {
+					// A batched hand-off whose reply was lost is not a
+					// hand-off: the release says Redis did not answer, the
+					// key goes back to Redis and the waiter takes it there,
+					// above every fence before.
+					if !errors.Is(errs[i], ErrUnavailable) {
+						t.Fatalf("key %d: Release = %v after its batch's reply was lost, want ErrUnavailable", i, errs[i])
+					}
+					if h.lk.lease == holders[i].lease || h.lk.Fence() <= holders[i].Fence() {
+						t.Fatalf("key %d: fence %d after %d, handed on: %v; want the key taken from Redis",
+							i, h.lk.Fence(), holders[i].Fence(), h.lk.lease == holders[i].lease)
+					}
+					if err := h.lk.Release(ctx); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				if errs[i] != nil {
+					t.Fatalf("key %d: release: %v", i, errs[i])
 				}
 				if h.lk.lease != holders[i].lease || h.lk.Fence() != holders[i].Fence()+1 {
 					t.Fatalf("key %d: fence %d after %d, handed on: %v; want a hand-off with the next fence",
@@ -104,10 +129,6 @@ func TestHandOffsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 				}
 				if h.lk.Token() == holders[i].Token() {
 					t.Fatalf("key %d: the hand-off kept the releasing grant's token", i)
-				}
-				held, err := srv.Client(t).Get(ctx, h.lk.id.lockKey()).Result()
-				if err != nil || tokenOf(held) != h.lk.id.token {
-					t.Fatalf("key %d: Redis holds %q (%v), want the new grant's token %q", i, held, err, h.lk.id.token)
 				}
 				if err := h.lk.Release(ctx); err != nil {
 					t.Fatal(err)
@@ -212,14 +233,7 @@ func TestFairJoinsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 		}
 		got <- lk
 	}
-	for i := range maxFlights {
-		go acquire(i)
-	}
-	st.await()
-	for i := maxFlights; i < n; i++ {
-		go acquire(i)
-	}
-	awaitCombined(t, l.store.(single).fairAttempts, n-maxFlights)
+	fillFlights(t, st, l.store.(single).fairAttempts, n, func(i int) { go acquire(i) })
 	st.release()
 	if joins := <-pipes; joins != n-maxFlights {
 		t.Fatalf("the first pipeline carried %d fair attempts, want the %d that queued", joins, n-maxFlights)
@@ -256,6 +270,25 @@ func TestFairJoinsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// fillFlights starts n callers of cb's script with start: the first
+// maxFlights, held on their way by st, then the others, and returns once
+// those queue behind them.
+func fillFlights(t *testing.T, st *stall, cb *combiner, n int, start func(i int)) {
+	t.Helper()
+	for i := range maxFlights {
+		start(i)
+	}
+	st.await()
+	for i := maxFlights; i < n; i++ {
+		start(i)
+	}
+	awaitCombined(t, cb, n-maxFlights)
+}
+
+// errBatchLost is what a client sees when a reply does not come back in
+// time: the command may have run.
+var errBatchLost error = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 
 // awaitCombined waits until n scripts queue in cb behind those on their
 // way.
