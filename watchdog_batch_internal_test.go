@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -94,8 +95,13 @@ func checkRenewed(t *testing.T, l *Locker, locks []*Lock) {
 // TestRenewalBatchesAreBounded: when more renewals are due at once than one
 // batch carries, with time to spare, they go in batches of at most
 // maxRenewBatch, one after another (each from its own tick, at least the
-// pace apart), and every lease is renewed.
+// pace apart), and every lease is renewed. It runs on virtual time: a
+// tick the machine's load delays is not what this checks.
 func TestRenewalBatchesAreBounded(t *testing.T) {
+	synctest.Test(t, testRenewalBatchesAreBounded)
+}
+
+func testRenewalBatchesAreBounded(t *testing.T) {
 	rec := &batchRecorder{}
 	const n, ttl = 2*maxRenewBatch + 500, time.Minute
 	l, locks := heldFor(t, rec, n, ttl, ttl/3+time.Second) // due a second ago
