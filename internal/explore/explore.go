@@ -535,8 +535,13 @@ func (h *Hook) dial(ctx context.Context, network, addr string) (net.Conn, error)
 func NewClient(id int, name string, srv *Server, plan *Plan, tr *Trace, late *sync.WaitGroup) (*redis.Client, *Hook) {
 	opt := func() *redis.Options {
 		// An IP literal: a name would need a DNS lookup, which breaks a
-		// later bubble.
-		return &redis.Options{Addr: srv.Addr, Dialer: srv.Dial, DisableIdentity: true, Protocol: 2}
+		// later bubble. A pool no run fills: a caller that waits for a
+		// connection takes a timer from go-redis's process-wide pool
+		// (internal/semaphore.go), and a timer made in one bubble and
+		// used in a later one is fatal ("select on synctest channel from
+		// outside bubble"); hot-keys runs have up to 36 goroutines on
+		// one client.
+		return &redis.Options{Addr: srv.Addr, Dialer: srv.Dial, DisableIdentity: true, Protocol: 2, PoolSize: 256}
 	}
 	h := &Hook{ID: id, Name: name, plan: plan, srv: srv, side: redis.NewClient(opt()), tr: tr, late: late}
 	o := opt()
