@@ -89,3 +89,6 @@ func SetTrustedUntil(m *MultiLock) time.Time {
 	}
 	return v
 }
+
+// MaxRenewBatch is the most renewals the watchdog sends in one pipeline.
+const MaxRenewBatch = maxRenewBatch

@@ -110,8 +110,8 @@ func testRenewalBatchesAreBounded(t *testing.T) {
 	rec.mu.Lock()
 	sizes := slices.Clone(rec.sizes)
 	rec.mu.Unlock()
-	if len(sizes) != 3 || slices.Max(sizes) > maxRenewBatch {
-		t.Fatalf("batches of %v for %d renewals due at once, want 3 of at most %d", sizes, n, maxRenewBatch)
+	if want := (n + maxRenewBatch - 1) / maxRenewBatch; len(sizes) != want || slices.Max(sizes) > maxRenewBatch {
+		t.Fatalf("batches of %v for %d renewals due at once, want %d of at most %d", sizes, n, want, maxRenewBatch)
 	}
 	// Each batch is renewed on a goroutine of its own, so the recorder may
 	// see them in any order: compare their ticks in the order they came.
@@ -252,5 +252,33 @@ func TestPutOffNoFurtherThanShortOfTrust(t *testing.T) {
 	}
 	if later == 0 {
 		t.Fatal("every renewal put off to the first batch: the test shows nothing")
+	}
+}
+
+// TestFullBatchOfEarlyRenewalsPacesTheNext: a tick that fills a batch with
+// renewals riding along early (due within TTL/6, none of them yet due)
+// makes the next batch wait a pace, like a batch that overflowed does: a
+// tick that follows at once sends nothing more, so that batches of early
+// renewals do not pile up in Redis one on another.
+func TestFullBatchOfEarlyRenewalsPacesTheNext(t *testing.T) {
+	rec := &batchRecorder{hold: make(chan struct{})}
+	defer close(rec.hold)
+	const n, ttl = 2 * maxRenewBatch, time.Minute
+	l, locks := scheduled(t, rec, n, ttl, ttl/3-time.Second) // due in a second
+	w := l.watchdog
+	now := time.Now()
+	w.tick(now)
+	if _, sent := putOffTimes(l, locks); sent != maxRenewBatch {
+		t.Fatalf("%d renewals sent by the first tick, want a full batch of %d", sent, maxRenewBatch)
+	}
+	w.mu.Lock()
+	paceUntil := w.paceUntil
+	w.mu.Unlock()
+	if !paceUntil.After(now) {
+		t.Fatal("a full batch of early renewals set no pace for the next")
+	}
+	w.tick(now.Add((paceUntil.Sub(now)) / 2))
+	if _, sent := putOffTimes(l, locks); sent != maxRenewBatch {
+		t.Fatalf("%d renewals sent within the pace, want still %d: the next batch went at once", sent, maxRenewBatch)
 	}
 }
