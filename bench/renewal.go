@@ -92,6 +92,11 @@ func runRenewal(ctx context.Context, cfg *config) ([]result, error) {
 		all = append(all, rcase{libPadlock, fmt.Sprintf("%d locks, TTL %v, watchdog renews every TTL/3, 1 Locker", n, ttl), false, max(cfg.renewWindow, ttl/3+5*time.Second),
 			n, ttl, true, 0, func(c redis.UniversalClient) holder { return newPadlockHolder(c, n, ttl) }})
 	}
+	if n := cfg.renewScale; n > 0 && !cfg.skipPeers {
+		ttl := cfg.renewScaleTTL
+		all = append(all, rcase{libFloor, fmt.Sprintf("%d keys, TTL %v, bare PEXPIRE every TTL/3 in pipelines of %d, one after another, no owner check", n, ttl, renewBatch), false, max(cfg.renewWindow, ttl/3+5*time.Second),
+			n, ttl, true, 0, func(c redis.UniversalClient) holder { return newFloorHolder(c, n, ttl) }})
+	}
 	if m := cfg.renewCluster; m > 0 {
 		n, ttl, window := cfg.locks, cfg.renewTTL, cfg.renewWindow
 		if cfg.renewScale > 0 {
@@ -173,7 +178,7 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(redis.Unive
 		// the expiry): try again, a few times, before giving up the row.
 		var err error
 		for range takeTries {
-			if err = h.take(ctx, i, "bench:held:"+strconv.Itoa(i)); err == nil || ctx.Err() != nil {
+			if err = h.take(ctx, i, heldKey(i)); err == nil || ctx.Err() != nil {
 				break
 			}
 		}
@@ -259,6 +264,9 @@ func renewOnFreshServer(ctx context.Context, cfg *config, build func(redis.Unive
 	}
 	return r, nil
 }
+
+// heldKey names the i-th held lock's key.
+func heldKey(i int) string { return "bench:held:" + strconv.Itoa(i) }
 
 // ---- padlock: the watchdog renews in pipelined batches ------------------
 
