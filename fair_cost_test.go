@@ -151,10 +151,7 @@ func commandsRun(t *testing.T, c *redis.Client) commandCounts {
 // popping it deletes the queue, and pushing it back must give the queue
 // its expiry again. A queue without one would outlive its waiters.
 func TestFairQueueKeepsExpiryWhenHeadStays(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	l := New(rdb)
-	defer l.Close()
+	rdb, l := fairScriptsOn(t)
 	ctx := ctxFor(t)
 	lockKey, fenceKey, queue := l.keys.lockKeys(testKey(t))
 	keys := []string{lockKey, fenceKey, queue}
@@ -200,10 +197,7 @@ func TestFairQueueKeepsExpiryWhenHeadStays(t *testing.T) {
 // its expiry only when its own deadline falls in a later second than
 // every other's.
 func TestFairQueueExpiryCoversEveryEntry(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	l := New(rdb)
-	defer l.Close()
+	rdb, l := fairScriptsOn(t)
 	ctx := ctxFor(t)
 	lockKey, fenceKey, queue := l.keys.lockKeys(testKey(t))
 	keys := []string{lockKey, fenceKey, queue}
@@ -230,4 +224,14 @@ func TestFairQueueExpiryCoversEveryEntry(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fairScriptsOn returns a client of a Redis of its own and a Locker on
+// it, for tests that run the fair scripts by hand.
+func fairScriptsOn(t *testing.T) (*redis.Client, *Locker) {
+	t.Helper()
+	rdb := redistest.Start(t).Client(t)
+	l := New(rdb)
+	t.Cleanup(func() { l.Close() })
+	return rdb, l
 }

@@ -354,14 +354,7 @@ func TestFairLeavingTakesEveryEntry(t *testing.T) {
 	t.Cleanup(func() { wl.Close() })
 	wctx, giveUp := context.WithCancel(ctx)
 	defer giveUp()
-	done := make(chan error, 1)
-	go func() {
-		lk, err := wl.Acquire(wctx, key, padlock.Options{Fair: true, Wait: 20 * time.Second})
-		if err == nil {
-			err = lk.Release(ctx)
-		}
-		done <- err
-	}()
+	done := acquireFairAndRelease(ctx, wctx, wl, key)
 	token := joins.awaitJoins(t, 1)
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {
@@ -417,14 +410,7 @@ func TestFairLateRequestQueuesOnce(t *testing.T) {
 			holder := mustAcquire(t, hl, ctx, key, padlock.Options{Fair: true})
 			wctx, giveUp := context.WithCancel(ctx)
 			defer giveUp()
-			done := make(chan error, 1)
-			go func() {
-				lk, err := wl.Acquire(wctx, key, padlock.Options{Fair: true, Wait: 20 * time.Second})
-				if err == nil {
-					err = lk.Release(ctx)
-				}
-				done <- err
-			}()
+			done := acquireFairAndRelease(ctx, wctx, wl, key)
 			// The held-back request, then the one sent after it.
 			place := joins.awaitJoins(t, 2)
 			waitQueueLen(t, rdb, key, 1)
@@ -479,4 +465,19 @@ func (o *acquireEnds) last() padlock.AcquireOutcome {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.outcome
+}
+
+// acquireFairAndRelease waits on l for key in fair mode (up to 20s, or
+// until wctx ends), lets it go under ctx once it holds it, and sends how
+// that went on the channel it returns.
+func acquireFairAndRelease(ctx, wctx context.Context, l *padlock.Locker, key string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		lk, err := l.Acquire(wctx, key, padlock.Options{Fair: true, Wait: 20 * time.Second})
+		if err == nil {
+			err = lk.Release(ctx)
+		}
+		done <- err
+	}()
+	return done
 }

@@ -28,12 +28,7 @@ func TestHandOffsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 	for _, mode := range []string{"answered", "scripts flushed", "replies lost"} {
 		t.Run(mode, func(t *testing.T) {
 			srv := redistest.Start(t)
-			rdb := srv.Client(t)
-			hook := &stepHook{}
-			rdb.AddHook(hook)
-			l := New(rdb)
-			defer l.Close()
-			l.recheck = time.Hour // the waiters sleep until handed the lock
+			hook, l := steppedLocker(t, srv)
 			ctx := context.Background()
 			const n = 5
 
@@ -183,12 +178,7 @@ func (h *stepHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // key when its holder lets go.
 func TestFairJoinsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	hook := &stepHook{}
-	rdb.AddHook(hook)
-	l := New(rdb)
-	defer l.Close()
-	l.recheck = time.Hour // the waiters wait for their notices alone
+	hook, l := steppedLocker(t, srv)
 	other := New(srv.Client(t))
 	defer other.Close()
 	ctx := context.Background()
@@ -342,3 +332,17 @@ func (st *stall) await() { st.held.Wait() }
 
 // release lets them go.
 func (st *stall) release() { close(st.resumed) }
+
+// steppedLocker returns a stepHook and a Locker on a client of srv whose
+// commands pass through it; the Locker's waiters never recheck the key on
+// their own: they wait for a hand-off or a notice alone.
+func steppedLocker(t *testing.T, srv *redistest.Server) (*stepHook, *Locker) {
+	t.Helper()
+	rdb := srv.Client(t)
+	hook := &stepHook{}
+	rdb.AddHook(hook)
+	l := New(rdb)
+	t.Cleanup(func() { l.Close() })
+	l.recheck = time.Hour
+	return hook, l
+}
