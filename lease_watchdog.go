@@ -325,10 +325,8 @@ func (w *watchdog) tick(now time.Time) {
 		if !room {
 			if ls.validUntil.Sub(now) > ls.ttl/3 {
 				// Due, with time to spare: it goes in a later batch,
-				// once Redis has had time for this one.
-				if !paced {
-					w.paceUntil, paced = now.Add(w.pace), true
-				}
+				// once Redis has had time for this one (no room means a
+				// full batch went or is going, which set the pace).
 				w.putOff(ls)
 				continue
 			}
