@@ -113,7 +113,7 @@ func (l *Locker) cleanup(ctx context.Context, id *lockID) {
 // when the connection could not even be made.
 func maybeSent(err error) bool {
 	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
+	if errors.As(err, &op) && op.Op == "dial" || errors.Is(err, errTokenReused) {
 		return false
 	}
 	return !errors.Is(err, redis.ErrPoolTimeout) && !errors.Is(err, redis.ErrClosed)

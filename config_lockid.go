@@ -1,6 +1,9 @@
 package padlock
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // lockID names one lock in Redis: its keys, owner token and the lease an
 // Acquire asks for. It is shared by every holder the lock is handed to, so
@@ -15,6 +18,10 @@ type lockID struct {
 	// to pay for (see TestLockSizeClass).
 	fair bool     // Options.Fair: acquire through the queue, release to it
 	kind holdKind // a mutex (the zero value), or a hold (store_hold.go)
+	// claimed: a command that may create a grant (an attempt, a
+	// hand-off's rename, a Resume) was sent under this identity; a second
+	// one is refused (claim).
+	claimed bool
 	// argv is what the scripts of one deployment (store_single.go) send for this
 	// lock; only that store reads it.
 	argv scriptArgs
@@ -38,6 +45,48 @@ func (id *lockID) leaseKeys() []string {
 	}
 	return id.keys[:1]
 }
+
+// Every attempt sends a token no earlier attempt sent. An attempt is one
+// command that may create a grant: an Acquire's attempt (plain, waiting or
+// fair), one attempt of AcquireAll at a whole set (every hash slot's call
+// and their rollback), a hold's attempt (a permit, a read or a write
+// hold), a hand-off's rename and a Resume. Each gets its identity from
+// mintID, at its start, and nowhere else: a busy, failed or late attempt
+// leaves nothing the next one reuses, so whatever an earlier attempt still
+// has on its way (its command delayed, its clean-up or rollback run late)
+// names a token nobody holds and changes nothing. Copies of one command,
+// sent again after a closed connection or a NOSCRIPT, are that same
+// attempt. The store holds the other half of the rule: it sends a
+// grant-making command only under an identity it can claim, and refuses a
+// second (errTokenReused), so a site that kept an identity across
+// attempts fails its first test instead of giving two holders.
+
+// mintID returns the identity of a new attempt at key: a token of its
+// own, with the lease and mode o asks for.
+func mintID(ks keyspace, key string, o Options) *lockID {
+	return newLockID(ks, key, newToken(), o)
+}
+
+// mintOn is mintID for keys made already (a hand-off's next grant).
+func mintOn(keys [3]string, o Options) *lockID { return lockIDOn(keys, newToken(), o) }
+
+// claim marks id as sent by a command that may create a grant, and
+// reports whether it was not sent so before.
+func (id *lockID) claim() bool {
+	if id.claimed {
+		return false
+	}
+	id.claimed = true
+	return true
+}
+
+// wasClaimed reports whether id was sent by a command that may create a
+// grant.
+func (id *lockID) wasClaimed() bool { return id.claimed }
+
+// errTokenReused is the error of a grant-making command whose identity an
+// earlier attempt sent: a bug in padlock, never sent to Redis.
+var errTokenReused = errors.New("padlock: internal error: an attempt reused an earlier attempt's token (not sent)")
 
 func newLockID(ks keyspace, key, token string, o Options) *lockID {
 	var keys [3]string

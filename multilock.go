@@ -131,7 +131,7 @@ func (l *Locker) AcquireAll(ctx context.Context, keys []string, o Options) (*Mul
 	a.keys = slices.Clone(keys)
 	slices.Sort(a.keys)
 	a.keys = slices.Compact(a.keys)
-	a.newToken()
+	a.mint()
 	a.group()
 	if o.Wait > 0 {
 		a.deadline = began.Add(o.Wait)
@@ -184,7 +184,9 @@ type slotGrant struct {
 	holderTTL time.Duration
 }
 
-func (a *multiAcquisition) newToken() {
+// mint gives every key of the set the identity of a new attempt, one
+// token for the whole set (see mintID).
+func (a *multiAcquisition) mint() {
 	token := newToken()
 	a.ids = make([]*lockID, len(a.keys))
 	for i, k := range a.keys {
@@ -265,6 +267,12 @@ func (a *multiAcquisition) run(ctx context.Context) (*MultiLock, error) {
 // gives back the keys it took.
 func (a *multiAcquisition) try(ctx context.Context) (*MultiLock, error) {
 	a.tries++
+	if slices.ContainsFunc(a.ids, (*lockID).wasClaimed) {
+		// Every attempt at the set is a grant of its own: whatever an
+		// earlier one still has on its way (a call delayed, a rollback run
+		// late) names a token nobody holds.
+		a.mint()
+	}
 	waiting := !a.deadline.IsZero()
 	fences := make([]int64, len(a.keys))
 	sent := make([]time.Time, len(a.groups))
@@ -292,12 +300,6 @@ func (a *multiAcquisition) try(ctx context.Context) (*MultiLock, error) {
 					a.failedAt = sent[gi]
 				}
 				a.failed++
-			}
-			if undo > gi {
-				// The call, or the rollback, may still run late, after a
-				// later attempt took the keys: a new token makes them
-				// strangers to it (acquisition.try).
-				a.newToken()
 			}
 			return nil, a.next(ctx)
 		case sg.fences == nil:
@@ -441,6 +443,9 @@ func (a *multiAcquisition) waitTurn(ctx context.Context, timer *time.Timer) erro
 			pending <-chan struct{}
 			wake    chan struct{}
 		)
+		// Close wakes the acquisition even outside every line (after
+		// attempts that got no answer, it waits out o.Retry's backoff).
+		closed := n.done
 		if a.w != nil {
 			live, pending = n.live(a.w)
 			wake = a.w.wake
@@ -464,6 +469,7 @@ func (a *multiAcquisition) waitTurn(ctx context.Context, timer *time.Timer) erro
 		timer.Reset(d)
 		select {
 		case <-wake:
+		case <-closed:
 		case <-timer.C:
 		case <-ctx.Done():
 		case <-pending:
@@ -640,6 +646,9 @@ func (s single) multiScripts() *multiScripts {
 func (s single) acquireSlot(ctx context.Context, ids []*lockID, lockerID any, waiting bool) (slotGrant, error) {
 	keys := make([]string, len(ids)+1)
 	for i, id := range ids {
+		if !id.claim() {
+			return slotGrant{}, errTokenReused
+		}
 		keys[i] = id.lockKey()
 	}
 	keys[len(ids)] = ids[0].keys[1] // the slot's fence counter

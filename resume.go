@@ -91,7 +91,8 @@ func (l *Locker) Resume(ctx context.Context, own Ownership, o Options) (*Lock, e
 	// The lock goes on under a token of its own: whatever still carries
 	// the old one (a renewal or Extend of the detached lock on its way, a
 	// second Resume of the same Ownership) no longer matches it.
-	id := newLockID(l.keys, own.Key, newToken(), o)
+	id := mintID(l.keys, own.Key, o)
+	id.claim() // minted just now: the first claim
 	sent := time.Now()
 	ok, err := l.store.resume(ctx, own.Token, id)
 	switch {

@@ -98,8 +98,8 @@ func (l *Locker) acquireRW(ctx context.Context, key string, o Options, write boo
 		h.deadline = began.Add(o.Wait)
 	}
 	if write {
-		h.remake = func() *lockID { return newHoldID(holdWrite, [3]string{writer, keys[1], keys[2]}, o, "w", readers) }
-		h.id = h.remake()
+		h.mint = func() *lockID { return newHoldID(holdWrite, [3]string{writer, keys[1], keys[2]}, o, "w", readers) }
+		h.id = h.mint()
 		// A writer keeps its place in the queue across attempts; each
 		// attempt's grant has a token of its own. Its entry is kept short
 		// and renewed with each attempt, so a writer that died stops
@@ -110,8 +110,8 @@ func (l *Locker) acquireRW(ctx context.Context, key string, o Options, write boo
 			return holdGrant(hs.evalHold(ctx, pickRWWrite, attemptKeys, h.id.token, h.id.argv[1], queueFor.Milliseconds(), h.named))
 		}
 	} else {
-		h.remake = func() *lockID { return newHoldID(holdRead, keys, o, "r", readers) }
-		h.id = h.remake()
+		h.mint = func() *lockID { return newHoldID(holdRead, keys, o, "r", readers) }
+		h.id = h.mint()
 		attemptKeys := []string{readers, keys[1], keys[2], writer}
 		h.attempt = func(ctx context.Context, h *holdAcquisition, _ time.Duration) (grant, error) {
 			return holdGrant(hs.evalHold(ctx, pickRWRead, attemptKeys, h.id.token, h.id.argv[1]))

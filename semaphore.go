@@ -112,12 +112,11 @@ func (s *Semaphore) Acquire(ctx context.Context, key string, o Options) (*Lock, 
 	}
 	mk := func() *lockID { return newHoldID(holdPermit, keys, o, s.permits.Load(), fair) }
 	h := &holdAcquisition{
-		acquisition: acquisition{l: l, key: key, o: o, id: mk(), began: began},
+		acquisition: acquisition{l: l, key: key, o: o, id: mk(), began: began, mint: mk},
 		channel:     keys[0],
 		policy:      wakeOne,
 		sem:         s,
 		queues:      o.Fair,
-		remake:      mk,
 	}
 	if o.Fair {
 		h.named = newToken() // its place in the queue

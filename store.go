@@ -63,10 +63,6 @@ type grant struct {
 	first, last int64
 	holderTTL   time.Duration
 	holder      string
-	// spent: the attempt, refused, may still change Redis with its token
-	// (on Redlock, its command or its clean-up on some node, unanswered
-	// or in flight), so the next attempt takes a token of its own.
-	spent bool
 }
 
 // ownerSep ends the random part of a token that carries Options.Owner.

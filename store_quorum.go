@@ -48,6 +48,9 @@ func (q *quorum) each(ctx context.Context, f func(ctx context.Context, i int, n 
 }
 
 func (q *quorum) acquire(ctx context.Context, id *lockID, _ *attempt) (grant, error) {
+	if !id.claim() {
+		return grant{}, errTokenReused
+	}
 	if id.fair {
 		// A queue on every node would need its own quorum protocol.
 		return grant{}, invalid("Options.Fair", "not supported by a Redlock Locker")
@@ -75,10 +78,10 @@ func (q *quorum) acquire(ctx context.Context, id *lockID, _ *attempt) (grant, er
 		return grant{}, withCause(ctx, e)
 	case t.no > len(q.nodes)-q.need:
 		// Busy, but the attempt may have taken nodes that were free, and
-		// undo sent them a clean-up, either of which may run late: under
-		// the same token, it would take or delete a later attempt's lock
-		// on that node.
-		return grant{holderTTL: q.holderTTL(votes, t.no), holder: holderOf(votes), spent: slices.ContainsFunc(votes, func(v vote) bool { return !v.busy })}, nil
+		// undo sent them a clean-up, either of which may run late: the
+		// next attempt's token is its own (mintID), so they find a
+		// stranger there.
+		return grant{holderTTL: q.holderTTL(votes, t.no), holder: holderOf(votes)}, nil
 	}
 	return grant{}, withCause(ctx, q.failure("acquire", votes))
 }

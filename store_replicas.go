@@ -97,6 +97,9 @@ func (a acked) confirmed(wait *redis.Cmd) error {
 }
 
 func (a acked) acquire(ctx context.Context, id *lockID, at *attempt) (grant, error) {
+	if !id.claim() {
+		return grant{}, errTokenReused
+	}
 	c, err := a.master(ctx, id.lockKey())
 	if err != nil {
 		return grant{}, err
@@ -139,6 +142,9 @@ func (a acked) extend(ctx context.Context, id *lockID, ttl time.Duration, seq ui
 }
 
 func (a acked) handover(ctx context.Context, id, next *lockID, ttl time.Duration, seq uint64) (bool, error) {
+	if !next.claim() {
+		return false, errTokenReused
+	}
 	c, err := a.master(ctx, id.lockKey())
 	if err != nil {
 		return false, err
@@ -155,6 +161,9 @@ func (a acked) handover(ctx context.Context, id, next *lockID, ttl time.Duration
 }
 
 func (a acked) handoverFair(ctx context.Context, id, next *lockID, place string, ttl time.Duration, seq uint64) (int64, bool, error) {
+	if !next.claim() {
+		return 0, false, errTokenReused
+	}
 	c, err := a.master(ctx, id.lockKey())
 	if err != nil {
 		return 0, false, err

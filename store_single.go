@@ -42,6 +42,9 @@ func (s single) failingFast() single {
 }
 
 func (s single) acquire(ctx context.Context, id *lockID, at *attempt) (grant, error) {
+	if !id.claim() {
+		return grant{}, errTokenReused
+	}
 	if id.fair {
 		return grantOf(s.fairAttempts.run(ctx, s.client, s.retries, id.keys[:], id.token, id.argv[1], at.queueTime(), at.placeOf(id)).Result())
 	}
@@ -97,11 +100,17 @@ func (s single) extend(ctx context.Context, id *lockID, ttl time.Duration, seq u
 }
 
 func (s single) handover(ctx context.Context, id, next *lockID, ttl time.Duration, seq uint64) (bool, error) {
+	if !next.claim() {
+		return false, errTokenReused
+	}
 	n, err := s.handovers.run(ctx, s.client, s.retries, id.keys[:1], id.token, next.token, ttl.Milliseconds(), seq).Int64()
 	return n == 1, err
 }
 
 func (s single) handoverFair(ctx context.Context, id, next *lockID, place string, ttl time.Duration, seq uint64) (int64, bool, error) {
+	if !next.claim() {
+		return 0, false, errTokenReused
+	}
 	cmd, again := s.fairHandovers.runCounted(ctx, s.client, s.retries, id.keys[:], id.token, next.token, ttl.Milliseconds(), seq, place)
 	return handedFair(cmd, again)
 }

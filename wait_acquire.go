@@ -63,7 +63,7 @@ func (l *Locker) acquire(ctx context.Context, key string, o Options, began time.
 	if err := l.cfg.checkLease("Options.TTL", o.TTL); err != nil {
 		return nil, err
 	}
-	id := newLockID(l.keys, key, newToken(), o)
+	id := mintID(l.keys, key, o)
 	if o.Wait == 0 {
 		// One attempt: this acquisition does not outlive the call (a
 		// waiting one is shared with the notifier), so it need not be
@@ -115,6 +115,8 @@ type acquisition struct {
 	liveAtTry bool    // notices for the key arrived when the last attempt was sent
 	polling   bool    // when observed: NoticesUnavailable was told (beside liveAtTry: no padding)
 	queued    bool    // Fair: Redis confirmed this waiter is queued
+	// mint makes a hold's identities (a mutex's: nil, mintID); see begin.
+	mint func() *lockID
 }
 
 // try makes one attempt: at nil for a single attempt, &a.at for one of a
@@ -124,6 +126,7 @@ type acquisition struct {
 // returns), and neither when the caller may wait for a turn and try again.
 func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 	a.tries++
+	a.begin()
 	if at != nil {
 		a.prepare(at)
 	}
@@ -149,11 +152,6 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 		a.queued = a.queued || at.queueTime() > 0
 		a.lastErr, a.holderTTL, a.seenAt, a.holder = nil, g.holderTTL, time.Now(), g.holder
 		a.failed = 0
-		if g.spent {
-			// Refused, yet it may still change Redis late: the next
-			// attempt is a stranger to it.
-			a.id = newLockID(a.l.keys, a.key, newToken(), a.o)
-		}
 	default:
 		a.lastErr = err
 		if err == errLateGrant {
@@ -169,13 +167,11 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 			// The attempt may have taken the lock before its reply was
 			// lost: don't leave it blocking others for a whole lease.
 			a.l.cleanup(ctx, a.id)
-			// And it, or that clean-up, may yet run late, after a later
-			// attempt took the lock: with the same token it would reset
-			// or delete that lock behind the holder's back. Every attempt
-			// is a grant of its own: a new token makes them strangers to
-			// it. (A fair waiter keeps its place, which is not a token; a
-			// grant took it off the queue, so it asks to join again.)
-			a.id = newLockID(a.l.keys, a.key, newToken(), a.o)
+			// It, or that clean-up, may yet run late, after a later
+			// attempt took the lock: the next attempt's token is its own
+			// (begin), so they find a stranger. A fair waiter keeps its
+			// place, which is not a token; a grant took it off the queue,
+			// so it asks to join again.
 			a.queued = false
 		}
 	}
@@ -187,6 +183,20 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 		obs.AcquireAttempt(ctx, e)
 	}
 	return nil, a.next(ctx)
+}
+
+// begin gives the attempt about to go its identity: the one Acquire made,
+// if no attempt sent it yet, else a new one (see mintID). Every attempt
+// goes through here, so none sends a token an earlier one sent, whatever
+// became of that one (busy, refused on some Redlock nodes, lost, late).
+func (a *acquisition) begin() {
+	if a.id == nil || a.id.claimed {
+		if a.mint != nil {
+			a.id = a.mint()
+		} else {
+			a.id = mintID(a.l.keys, a.key, a.o)
+		}
+	}
 }
 
 // prepare fills in at for the next attempt of a waiting Acquire.

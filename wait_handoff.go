@@ -103,7 +103,7 @@ func (l *Locker) handOff(lk *Lock, releasing time.Time, next *lockID) (handed bo
 	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.a.o.Fair && !w.a.o.NoRenew && lk.Err() == nil {
 		if next == nil {
 			if l.watchdog.canHandOver(lk, w.a.o.TTL) {
-				return false, g, lockIDOn(lk.id.keys, newToken(), w.a.o)
+				return false, g, mintOn(lk.id.keys, w.a.o)
 			}
 		} else {
 			// Renamed after the release began, and after the waiter asked.
@@ -191,7 +191,7 @@ func (l *Locker) fairCandidate(lk *Lock) (*waiter, *lockID) {
 	}
 	for _, w := range kw.waiters {
 		if w.a.o.Fair && !w.a.o.NoRenew && w.parked && w.handed == nil && !w.requeue && l.watchdog.canHandOver(lk, w.a.o.TTL) {
-			return w, lockIDOn(lk.id.keys, newToken(), w.a.o)
+			return w, mintOn(lk.id.keys, w.a.o)
 		}
 	}
 	return nil, nil

@@ -30,9 +30,6 @@ type holdAcquisition struct {
 	// wake it: fixed for a waiter that queues in Redis, apart from its
 	// grant tokens; "" for one that never is named.
 	named string
-	// remake returns a fresh identity after an attempt whose reply was
-	// lost (see acquisition.try): every attempt is a grant of its own.
-	remake  func() *lockID
 	attempt func(ctx context.Context, h *holdAcquisition, queueFor time.Duration) (grant, error)
 }
 
@@ -67,6 +64,10 @@ func (h *holdAcquisition) run(ctx context.Context) (*Lock, error) {
 // try makes one attempt, as acquisition.try does for a mutex.
 func (h *holdAcquisition) try(ctx context.Context) (*Lock, error) {
 	h.tries++
+	h.begin() // every attempt is a grant of its own
+	if !h.id.claim() {
+		return nil, errTokenReused
+	}
 	var queueFor time.Duration
 	if h.queues && !h.deadline.IsZero() {
 		queueFor = max(time.Until(h.deadline), time.Millisecond)
@@ -105,7 +106,6 @@ func (h *holdAcquisition) try(ctx context.Context) (*Lock, error) {
 			// It may have taken the hold before its reply was lost: give
 			// it back, and go on as a stranger to anything late.
 			h.l.cleanup(ctx, h.id)
-			h.id = h.remake()
 		}
 	}
 	return nil, h.next(ctx)

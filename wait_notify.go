@@ -31,6 +31,9 @@ type notifier struct {
 	mu     sync.Mutex
 	keys   map[string]*keyWaiters // by channel (= lock key)
 	closed bool
+	// done is closed by close: a waiter outside every line (an AcquireAll
+	// between attempts that got no answer) wakes on it.
+	done chan struct{}
 	// waited counts the entries of keys, so that a release with nobody
 	// waiting in this Locker skips the lock (handOff).
 	waited atomic.Int32
@@ -51,6 +54,7 @@ func newNotifier(client redis.UniversalClient, self string) *notifier {
 		self:    self,
 		keys:    make(map[string]*keyWaiters),
 		conns:   make(map[string]*redis.PubSub),
+		done:    make(chan struct{}),
 	}
 }
 
@@ -205,6 +209,9 @@ func (n *notifier) isClosed() bool {
 // of sleeping out its wait.
 func (n *notifier) close() {
 	n.mu.Lock()
+	if !n.closed {
+		close(n.done)
+	}
 	n.closed = true
 	for _, kw := range n.keys {
 		for _, w := range kw.waiters {

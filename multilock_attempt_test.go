@@ -1,0 +1,291 @@
+package padlock
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock/internal/hashslot"
+	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// Every attempt of AcquireAll at the set is a grant of its own (mintID):
+// a rollback of an earlier attempt that Redis runs late, after a later
+// attempt took the keys, names a token nobody holds and changes nothing.
+// Each test below holds the rollback back with a go-redis hook and sends
+// it once the set is taken, as a network that delayed it would.
+
+// holdScript holds back, while armed, the first command of one script
+// (by its SHA or source): not sent now, the caller sees a read timeout,
+// and the test sends it later (late). It counts the commands of another
+// script, count, sent since it was armed.
+type holdScript struct {
+	s, count *script
+	mu       sync.Mutex
+	armed    bool
+	held     []any
+	counted  int
+}
+
+func (s *script) is(args []any) bool {
+	return len(args) > 1 && (args[0] == "evalsha" && args[1] == s.Hash() || args[0] == "eval" && args[1] == s.src)
+}
+
+func (h *holdScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		h.mu.Lock()
+		if h.count != nil && h.count.is(args) && h.held != nil {
+			h.counted++
+		}
+		hold := h.s.is(args) && h.armed
+		if hold {
+			h.armed, h.held = false, append([]any(nil), args...)
+		}
+		h.mu.Unlock()
+		if hold {
+			cmd.SetErr(errFaultTimeout)
+			return errFaultTimeout
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *holdScript) arm() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed = true
+}
+
+// sentSince returns how many commands of h.count were sent since a
+// command was held back.
+func (h *holdScript) sentSince() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.counted
+}
+
+// acquireAllAround runs AcquireAll in the background, and sends the
+// commands hooks held back once it returned or once a later attempt was
+// sent (hooks[0] counts more than sent of its script after holding
+// back): a rollback that Redis runs late, after the next attempt.
+func acquireAllAround(t *testing.T, l *Locker, keys []string, o Options, sent int, hooks []*holdScript, send func(i int, late []any)) *MultiLock {
+	t.Helper()
+	type result struct {
+		m   *MultiLock
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		m, err := l.AcquireAll(context.Background(), keys, o)
+		done <- result{m, err}
+	}()
+	var r result
+	got := false
+	deadline := time.Now().Add(30 * time.Second)
+	for !got && hooks[0].sentSince() <= sent {
+		select {
+		case r = <-done:
+			got = true
+		case <-time.After(time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("AcquireAll made no later attempt in 30 s")
+			}
+		}
+	}
+	for i, h := range hooks {
+		late := h.late()
+		if late == nil {
+			t.Fatalf("no rollback was held back by hook %d: the first attempt did not take the first key, or found nothing busy", i)
+		}
+		send(i, late)
+	}
+	if !got {
+		r = <-done
+	}
+	if r.err != nil {
+		t.Fatalf("AcquireAll: %v", r.err)
+	}
+	t.Cleanup(func() { _ = r.m.Release(context.Background()) })
+	return r.m
+}
+
+// late returns the command held back, as EVAL (the server may not have
+// the script), or nil when none was.
+func (h *holdScript) late() []any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held == nil {
+		return nil
+	}
+	args := slices.Clone(h.held)
+	args[0], args[1] = "eval", h.s.src
+	return args
+}
+
+// TestAcquireAllBusyRollbackRunLateOnCluster: on Cluster, an AcquireAll
+// takes the first slot's key, finds the second slot's busy and rolls the
+// first back, and that rollback's reply is lost (Redis runs it later).
+// The next attempt takes both keys; when the late rollback lands it must
+// leave them to the set. (It once kept the attempt's token after a busy
+// slot: the late rollback deleted the first key, another Locker took it,
+// and the set's Err stayed nil: two holders.)
+func TestAcquireAllBusyRollbackRunLateOnCluster(t *testing.T) {
+	redistest.Require(t)
+	c := redistest.StartCluster(t, 3)
+	hook := &holdScript{s: multiSharded.release, count: multiSharded.acquire}
+	client := c.Client(t)
+	client.AddHook(hook)
+	l := New(client)
+	t.Cleanup(func() { _ = l.Close() })
+	other := New(c.Client(t))
+	t.Cleanup(func() { _ = other.Close() })
+	raw := c.Client(t)
+	ctx := ctxFor(t)
+
+	// Two keys in two slots; first is taken first (the lower slot).
+	prefix := testKey(t)
+	var first, second string
+	for i := 0; first == "" || second == ""; i++ {
+		k := prefix + ":" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		if first == "" {
+			first = k
+			continue
+		}
+		if hashslot.Slot(l.keys.lock(k)) != hashslot.Slot(l.keys.lock(first)) {
+			second = k
+		}
+	}
+	if hashslot.Slot(l.keys.lock(first)) > hashslot.Slot(l.keys.lock(second)) {
+		first, second = second, first
+	}
+
+	// Another owner holds the second key for a short lease.
+	if err := raw.Set(ctx, l.keys.lock(second), "another|0", 300*time.Millisecond).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	hook.arm()
+	// The first attempt's calls: the first slot, taken; the second, busy.
+	// The next attempt's first call counts one more.
+	m := acquireAllAround(t, l, []string{second, first}, Options{TTL: 10 * time.Second, Wait: 20 * time.Second, NoRenew: true}, 0, []*holdScript{hook}, func(_ int, late []any) {
+		if err := raw.Do(ctx, late...).Err(); err != nil {
+			t.Fatalf("the late rollback: %v", err)
+		}
+	})
+
+	i, _ := slices.BinarySearch(m.keys, first)
+	if v, err := raw.Get(ctx, l.keys.lock(first)).Result(); err != nil || tokenOf(v) != m.members[i].Token() {
+		t.Errorf("after the late rollback of an earlier attempt, %s holds %q (%v), want the set's token %q", first, v, err, m.members[i].Token())
+	}
+	if lk, err := other.Acquire(ctx, first, Options{}); err == nil {
+		_ = lk.Release(ctx)
+		t.Errorf("another Locker took %s while the set holds it (Err() = %v)", first, m.Err())
+	} else if !errors.Is(err, ErrNotAcquired) {
+		t.Errorf("another Locker's Acquire: %v, want ErrNotAcquired", err)
+	}
+	if err := m.Err(); err != nil {
+		t.Errorf("Err() = %v, want nil", err)
+	}
+}
+
+// TestAcquireAllBusyRollbackRunLateOnRedlock: the same on Redlock, where
+// AcquireAll takes the keys one by one in sorted order: the first key's
+// rollback is held back on two of three nodes, and runs there after the
+// next attempt took the set. The set's keys must stay on a majority.
+func TestAcquireAllBusyRollbackRunLateOnRedlock(t *testing.T) {
+	t.Parallel()
+	redistest.Require(t)
+	servers := redistest.StartN(t, 3)
+	time.Sleep(rlNodesVote)
+	hooks := []*holdScript{{s: plainScripts.release, count: redlockAcquireScript}, {s: plainScripts.release}}
+	clients := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		c := s.Client(t, func(o *redis.Options) {
+			o.ContextTimeoutEnabled = true
+			o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
+		})
+		if i < len(hooks) {
+			c.AddHook(hooks[i])
+		}
+		clients[i] = c
+	}
+	l, err := NewRedlock(clients, WithMaxLease(rlMaxLease), WithNodeTimeout(rlNodeTimeout), WithDefaults(Options{TTL: rlMaxLease}))
+	if err != nil {
+		t.Fatalf("NewRedlock: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	awaitVotes(t, l)
+
+	ctx := ctxFor(t)
+	first, second := testKey(t)+":a", testKey(t)+":b"
+	for _, s := range servers {
+		if err := s.Client(t).Set(ctx, l.keys.lock(second), "another|0", 300*time.Millisecond).Err(); err != nil {
+			t.Fatalf("SET on %s: %v", s, err)
+		}
+	}
+	for _, h := range hooks {
+		h.arm()
+	}
+	m := acquireAllAround(t, l, []string{second, first}, Options{TTL: rlMaxLease, Wait: 20 * time.Second, NoRenew: true}, 0, hooks, func(i int, late []any) {
+		if err := servers[i].Client(t).Do(ctx, late...).Err(); err != nil {
+			t.Fatalf("the late rollback on node %d: %v", i, err)
+		}
+	})
+	token := m.members[0].Token()
+	holding := func() int {
+		on := 0
+		for _, s := range servers {
+			if v, err := s.Client(t).Get(ctx, l.keys.lock(first)).Result(); err == nil && tokenOf(v) == token {
+				on++
+			}
+		}
+		return on
+	}
+	if on := holding(); on < 2 {
+		t.Errorf("after the late rollbacks of an earlier attempt, %s is held under the set's token on %d of 3 nodes: below a majority while Err() = %v", first, on, m.Err())
+	}
+}
+
+// TestCloseWakesAcquireAllBetweenFailedAttempts: an AcquireAll whose
+// attempt got no answer waits out o.Retry's backoff outside every line;
+// Close must end it at once with ErrClosed, as it ends every waiter, not
+// when the backoff is over.
+func TestCloseWakesAcquireAllBetweenFailedAttempts(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	hook := &holdScript{s: multiPlain.acquire}
+	client := srv.Client(t)
+	client.AddHook(hook)
+	l := New(client)
+	t.Cleanup(func() { _ = l.Close() })
+	hook.arm()
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.AcquireAll(context.Background(), []string{testKey(t) + ":a", testKey(t) + ":b"}, Options{Wait: time.Hour, Retry: LinearBackoff(time.Hour)})
+		done <- err
+	}()
+	// The attempt failed once its command was held back.
+	for hook.late() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	_ = l.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("AcquireAll after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("AcquireAll still waits 30 s after Close: it waits out its hour of backoff")
+	}
+}
