@@ -29,7 +29,7 @@ type holdAcquisition struct {
 	// named is the waiter's place in the queue, which notices name to
 	// wake it: fixed for a waiter that queues in Redis, apart from its
 	// grant tokens; "" for one that never is named.
-	named string
+	named   string
 	attempt func(ctx context.Context, h *holdAcquisition, queueFor time.Duration) (grant, error)
 }
 
