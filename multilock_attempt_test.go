@@ -3,7 +3,9 @@ package padlock
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,14 +23,12 @@ import (
 
 // holdScript holds back, while armed, the first command of one script
 // (by its SHA or source): not sent now, the caller sees a read timeout,
-// and the test sends it later (late). It counts the commands of another
-// script, count, sent since it was armed.
+// and the test sends it later (late).
 type holdScript struct {
-	s, count *script
-	mu       sync.Mutex
-	armed    bool
-	held     []any
-	counted  int
+	s     *script
+	mu    sync.Mutex
+	armed bool
+	held  []any
 }
 
 func (s *script) is(args []any) bool {
@@ -41,9 +41,6 @@ func (h *holdScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		args := cmd.Args()
 		h.mu.Lock()
-		if h.count != nil && h.count.is(args) && h.held != nil {
-			h.counted++
-		}
 		hold := h.s.is(args) && h.armed
 		if hold {
 			h.armed, h.held = false, append([]any(nil), args...)
@@ -67,42 +64,16 @@ func (h *holdScript) arm() {
 	h.armed = true
 }
 
-// sentSince returns how many commands of h.count were sent since a
-// command was held back.
-func (h *holdScript) sentSince() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.counted
-}
-
-// acquireAllAround runs AcquireAll in the background, and sends the
-// commands hooks held back once it returned or once a later attempt was
-// sent (hooks[0] counts more than sent of its script after holding
-// back): a rollback that Redis runs late, after the next attempt.
-func acquireAllAround(t *testing.T, l *Locker, keys []string, o Options, sent int, hooks []*holdScript, send func(i int, late []any)) *MultiLock {
+// acquireAllAround runs AcquireAll, then sends the commands hooks held
+// back: a rollback of an earlier attempt that Redis runs late, after the
+// set was taken.
+func acquireAllAround(t *testing.T, l *Locker, keys []string, o Options, hooks []*holdScript, send func(i int, late []any)) *MultiLock {
 	t.Helper()
-	type result struct {
-		m   *MultiLock
-		err error
+	m, err := l.AcquireAll(context.Background(), keys, o)
+	if err != nil {
+		t.Fatalf("AcquireAll: %v", err)
 	}
-	done := make(chan result, 1)
-	go func() {
-		m, err := l.AcquireAll(context.Background(), keys, o)
-		done <- result{m, err}
-	}()
-	var r result
-	got := false
-	deadline := time.Now().Add(30 * time.Second)
-	for !got && hooks[0].sentSince() <= sent {
-		select {
-		case r = <-done:
-			got = true
-		case <-time.After(time.Millisecond):
-			if time.Now().After(deadline) {
-				t.Fatal("AcquireAll made no later attempt in 30 s")
-			}
-		}
-	}
+	t.Cleanup(func() { _ = m.Release(context.Background()) })
 	for i, h := range hooks {
 		late := h.late()
 		if late == nil {
@@ -110,14 +81,7 @@ func acquireAllAround(t *testing.T, l *Locker, keys []string, o Options, sent in
 		}
 		send(i, late)
 	}
-	if !got {
-		r = <-done
-	}
-	if r.err != nil {
-		t.Fatalf("AcquireAll: %v", r.err)
-	}
-	t.Cleanup(func() { _ = r.m.Release(context.Background()) })
-	return r.m
+	return m
 }
 
 // late returns the command held back, as EVAL (the server may not have
@@ -143,7 +107,7 @@ func (h *holdScript) late() []any {
 func TestAcquireAllBusyRollbackRunLateOnCluster(t *testing.T) {
 	redistest.Require(t)
 	c := redistest.StartCluster(t, 3)
-	hook := &holdScript{s: multiSharded.release, count: multiSharded.acquire}
+	hook := &holdScript{s: multiSharded.release}
 	client := c.Client(t)
 	client.AddHook(hook)
 	l := New(client)
@@ -175,9 +139,9 @@ func TestAcquireAllBusyRollbackRunLateOnCluster(t *testing.T) {
 		t.Fatalf("SET: %v", err)
 	}
 	hook.arm()
-	// The first attempt's calls: the first slot, taken; the second, busy.
-	// The next attempt's first call counts one more.
-	m := acquireAllAround(t, l, []string{second, first}, Options{TTL: 10 * time.Second, Wait: 20 * time.Second, NoRenew: true}, 0, []*holdScript{hook}, func(_ int, late []any) {
+	// The first attempt's lease on the first key (2 s) holds the next
+	// attempts back until it ends: the rollback never ran.
+	m := acquireAllAround(t, l, []string{second, first}, Options{TTL: 2 * time.Second, Wait: 20 * time.Second, NoRenew: true}, []*holdScript{hook}, func(_ int, late []any) {
 		if err := raw.Do(ctx, late...).Err(); err != nil {
 			t.Fatalf("the late rollback: %v", err)
 		}
@@ -207,7 +171,7 @@ func TestAcquireAllBusyRollbackRunLateOnRedlock(t *testing.T) {
 	redistest.Require(t)
 	servers := redistest.StartN(t, 3)
 	time.Sleep(rlNodesVote)
-	hooks := []*holdScript{{s: plainScripts.release, count: redlockAcquireScript}, {s: plainScripts.release}}
+	hooks := []*holdScript{{s: plainScripts.release}, {s: plainScripts.release}}
 	clients := make([]redis.UniversalClient, len(servers))
 	for i, s := range servers {
 		c := s.Client(t, func(o *redis.Options) {
@@ -236,7 +200,7 @@ func TestAcquireAllBusyRollbackRunLateOnRedlock(t *testing.T) {
 	for _, h := range hooks {
 		h.arm()
 	}
-	m := acquireAllAround(t, l, []string{second, first}, Options{TTL: rlMaxLease, Wait: 20 * time.Second, NoRenew: true}, 0, hooks, func(i int, late []any) {
+	m := acquireAllAround(t, l, []string{second, first}, Options{TTL: rlMaxLease, Wait: 20 * time.Second, NoRenew: true}, hooks, func(i int, late []any) {
 		if err := servers[i].Client(t).Do(ctx, late...).Err(); err != nil {
 			t.Fatalf("the late rollback on node %d: %v", i, err)
 		}
@@ -275,8 +239,8 @@ func TestCloseWakesAcquireAllBetweenFailedAttempts(t *testing.T) {
 		_, err := l.AcquireAll(context.Background(), []string{testKey(t) + ":a", testKey(t) + ":b"}, Options{Wait: time.Hour, Retry: LinearBackoff(time.Hour)})
 		done <- err
 	}()
-	// The attempt failed once its command was held back.
-	for hook.late() == nil {
+	// The attempt failed, and AcquireAll sleeps out its backoff.
+	for !sleepingIn("(*multiAcquisition).waitTurn") {
 		time.Sleep(time.Millisecond)
 	}
 	_ = l.Close()
@@ -288,4 +252,16 @@ func TestCloseWakesAcquireAllBetweenFailedAttempts(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("AcquireAll still waits 30 s after Close: it waits out its hour of backoff")
 	}
+}
+
+// sleepingIn reports whether a goroutine is blocked in a select inside fn.
+func sleepingIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "[select") && strings.Contains(g, fn) {
+			return true
+		}
+	}
+	return false
 }
