@@ -194,6 +194,8 @@ type world struct {
 
 	jobs *jobs // the schedule family's job
 
+	tokens *tokenSends // token-fresh: every grant-making command sent
+
 	keys []string
 	ttl  time.Duration // the lease most grants ask for: a lock is handed on only to a waiter that asked for the same
 	end  time.Time     // no new operations after this
@@ -226,7 +228,7 @@ func (w *world) rng(actor int) *rand.Rand {
 
 func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.Trace) {
 	tr := explore.NewTrace()
-	w := &world{t: t, seed: seed, fam: fam, tr: tr}
+	w := &world{t: t, seed: seed, fam: fam, tr: tr, tokens: newTokenSends()}
 	r := w.rng(-1)
 	rates := []float64{0.03, 0.08, 0.15}
 	rate := rates[r.IntN(len(rates))]
@@ -282,6 +284,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 			var hs []*explore.Hook
 			for j, s := range w.srvs {
 				c, h := explore.NewClient(8*i+j, fmt.Sprintf("L%d.%s", i, s.Name), s, w.plan, tr, &w.late)
+				w.watchTokens(h)
 				w.clients = append(w.clients, c)
 				w.hooks = append(w.hooks, h)
 				cs, hs = append(cs, c), append(hs, h)
@@ -297,6 +300,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 			w.lhooks = append(w.lhooks, hs)
 		} else {
 			c, h := explore.NewClient(i, fmt.Sprintf("L%d", i), w.srv, w.plan, tr, &w.late)
+			w.watchTokens(h)
 			w.clients = append(w.clients, c)
 			w.hooks = append(w.hooks, h)
 			w.lhooks = append(w.lhooks, []*explore.Hook{h})
@@ -534,6 +538,7 @@ func (w *world) locker(actor, li int) {
 		}
 		cancel()
 		w.checkClosed(li, g, kind+" "+key)
+		w.refused(g, err)
 		if err != nil {
 			w.tr.Add("%s %s %s (TTL %v, wait %v): %v", g, kind, key, o.TTL, o.Wait, err)
 			time.Sleep(time.Duration(r.IntN(50)) * time.Millisecond)
@@ -567,6 +572,7 @@ func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
 	m, err := l.AcquireAll(ctx, keys, o)
 	cancel()
 	w.checkClosed(li, g, fmt.Sprintf("AcquireAll %v", keys))
+	w.refused(g, err)
 	if err != nil {
 		w.tr.Add("%s AcquireAll %v (TTL %v, wait %v): %v", g, keys, o.TTL, o.Wait, err)
 		time.Sleep(time.Duration(r.IntN(50)) * time.Millisecond)
@@ -854,6 +860,7 @@ func (w *world) resumer(actor, li int, own padlock.Ownership, h *hold, wait time
 	cancel()
 	w.checkClosed(li, g, "Resume of "+h.String())
 	w.tr.Add("%s resumed %s: %v", g, h, err)
+	w.refused(g, err)
 	if err != nil {
 		return
 	}

@@ -92,3 +92,43 @@ func SetTrustedUntil(m *MultiLock) time.Time {
 
 // MaxRenewBatch is the most renewals the watchdog sends in one pipeline.
 const MaxRenewBatch = maxRenewBatch
+
+// GrantScript names a script that may make a grant, and where, among its
+// ARGV (from 1), the new grant's token is.
+type GrantScript struct {
+	Name  string
+	Token int
+}
+
+// GrantScripts maps the SHA1 and the source of every script that may
+// make a grant (an attempt, a hand-off's rename, a Resume) to where its
+// new grant's token is: the explorer's token-fresh invariant reads each
+// command by it.
+func GrantScripts() map[string]GrantScript {
+	m := map[string]GrantScript{}
+	add := func(s *script, name string, token int) {
+		m[s.sha] = GrantScript{name, token}
+		m[s.src] = GrantScript{name, token}
+	}
+	for _, ps := range []*publishingScripts{plainScripts, shardedScripts} {
+		add(ps.acquire, "acquire", 1)
+		add(ps.handoverFair, "handover_fair", 2)
+	}
+	for _, ms := range []*multiScripts{multiPlain, multiSharded} {
+		add(ms.acquire, "multi_acquire", 1)
+	}
+	for _, hs := range []*holdScripts{plainHoldScripts, shardedHoldScripts} {
+		add(hs.semAcquire, "sem_acquire", 1)
+		add(hs.rwRead, "rw_read", 1)
+		add(hs.rwWrite, "rw_write", 1)
+	}
+	add(acquireFairScript, "acquire_fair", 1)
+	add(redlockAcquireScript, "redlock_acquire", 1)
+	add(handoverScript, "handover", 2)
+	add(resumeScript, "resume", 3)
+	return m
+}
+
+// ClosedConn reports whether err says the command's connection closed
+// (or could not be made), after which padlock sends it again.
+var ClosedConn = closedConn

@@ -507,6 +507,25 @@ type Hook struct {
 	// Faulted, when set before the first command, is told of every
 	// command (or pipeline) that meets a fault, as the fault begins.
 	Faulted func(cmds []redis.Cmder, f Fault)
+	// Seen, when set before the first command, is told of every command
+	// (or pipeline) as it returns to its caller: its context (the
+	// caller's, with its values), the fault it met (Kind None if none;
+	// its error says whether a fault below go-redis met it), the server
+	// it was sent to, and the error the caller gets (go-redis sets a
+	// single command's error from it only after the hooks return).
+	Seen func(ctx context.Context, cmds []redis.Cmder, f Fault, srv string, err error)
+}
+
+// seen tells Seen of cmds.
+func (h *Hook) seen(ctx context.Context, cmds []redis.Cmder, f Fault, err error) {
+	if h.Seen == nil {
+		return
+	}
+	name := ""
+	if h.srv != nil {
+		name = h.srv.Name
+	}
+	h.Seen(ctx, cmds, f, name, err)
 }
 
 // LastDone returns when a command of h's client last returned to its
@@ -616,7 +635,9 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		run := func(ctx context.Context) error { return h.srv.answerInfo(cmds, next(ctx, cmd)) }
 		if h.off.Load() {
 			time.Sleep(h.plan.Latency)
-			return run(ctx)
+			err := run(ctx)
+			h.seen(ctx, cmds, Fault{}, err)
+			return err
 		}
 		return h.apply(cmds, run, ctx)
 	}
@@ -630,7 +651,9 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		run := func(ctx context.Context) error { return h.srv.answerInfo(cmds, next(ctx, cmds)) }
 		if h.off.Load() || len(cmds) == 0 || exempt(cmds[0].Name()) {
 			time.Sleep(h.plan.Latency)
-			return run(ctx)
+			err := run(ctx)
+			h.seen(ctx, cmds, Fault{}, err)
+			return err
 		}
 		return h.apply(cmds, run, ctx)
 	}
@@ -643,9 +666,10 @@ func setErr(cmds []redis.Cmder, err error) error {
 	return err
 }
 
-func (h *Hook) apply(cmds []redis.Cmder, run func(context.Context) error, ctx context.Context) error {
+func (h *Hook) apply(cmds []redis.Cmder, run func(context.Context) error, ctx context.Context) (err error) {
 	idx := h.n.Add(1)
 	f := h.plan.Decide(h.ID, idx, h.prev.Load())
+	defer func() { h.seen(ctx, cmds, f, err) }()
 	h.prev.Store(f.Kind != None)
 	what := describe(cmds)
 	if f.Kind != None && h.Faulted != nil {

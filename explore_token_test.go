@@ -1,0 +1,107 @@
+package padlock_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/explore"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The token-fresh invariant, read off the commands themselves: every
+// attempt sends a token no earlier attempt sent ("One identity per grant"
+// in ARCHITECTURE.md). A command that may make a grant (an attempt of any
+// primitive, a hand-off's rename, a Resume) names its new grant's token;
+// the same token may reach the same key on the same server again only as
+// a copy of that command, which padlock sends after the connection closed
+// under the first (or as EVAL after NOSCRIPT). Any other repeat is a
+// second attempt under an earlier one's token: a late clean-up or
+// rollback of the first would then change the second's grant.
+
+// invTokenFresh is the invariant's name, as failures report it.
+const invTokenFresh = "token-fresh"
+
+// tokenSends is what the invariant has seen: the last send of each
+// grant-making command, by server, token and first key.
+type tokenSends struct {
+	scripts map[string]padlock.GrantScript // by SHA1 and by source
+
+	mu   sync.Mutex
+	last map[string]tokenSend
+}
+
+type tokenSend struct {
+	script string
+	client int
+	err    error
+}
+
+func newTokenSends() *tokenSends {
+	return &tokenSends{scripts: padlock.GrantScripts(), last: map[string]tokenSend{}}
+}
+
+// watchTokens makes the world check every command h's client sends.
+func (w *world) watchTokens(h *explore.Hook) {
+	id := h.ID
+	h.Seen = func(ctx context.Context, cmds []redis.Cmder, _ explore.Fault, srv string, err error) {
+		for _, c := range cmds {
+			e := c.Err()
+			if e == nil && len(cmds) == 1 {
+				e = err
+			}
+			w.tokenSent(id, srv, c, e)
+		}
+	}
+}
+
+// tokenSent checks one command sent by client id to srv.
+func (w *world) tokenSent(id int, srv string, c redis.Cmder, cerr error) {
+	args := c.Args()
+	if len(args) < 4 {
+		return
+	}
+	if verb := strings.ToLower(fmt.Sprint(args[0])); verb != "evalsha" && verb != "eval" {
+		return
+	}
+	gs, ok := w.tokens.scripts[fmt.Sprint(args[1])]
+	if !ok {
+		return
+	}
+	nk, err := strconv.Atoi(fmt.Sprint(args[2]))
+	at := 3 + nk + gs.Token - 1
+	if err != nil || nk < 1 || at >= len(args) {
+		return
+	}
+	token, key := fmt.Sprint(args[at]), fmt.Sprint(args[3])
+	k := srv + "|" + token + "|" + key
+	t := w.tokens
+	t.mu.Lock()
+	prev, again := t.last[k]
+	t.last[k] = tokenSend{script: gs.Name, client: id, err: cerr}
+	t.mu.Unlock()
+	if again && !sentAgain(prev.err) {
+		w.chk.fail(invTokenFresh, w.chk.now(), "%s on %s for %s under token %s, which an earlier %s (client %d, %v) sent: a new attempt reused an earlier attempt's token",
+			gs.Name, srv, key, token, prev.script, prev.client, prev.err)
+	}
+}
+
+// sentAgain reports whether a command that ended with err is sent again
+// by padlock, as the same attempt: after a closed connection, or as EVAL
+// after NOSCRIPT.
+func sentAgain(err error) bool {
+	return err != nil && (padlock.ClosedConn(err) || strings.HasPrefix(err.Error(), "NOSCRIPT"))
+}
+
+// refused fails the run when an operation of g ended because padlock
+// refused to send an attempt under a token an earlier one sent: the
+// store's half of the rule caught a site that broke it.
+func (w *world) refused(g string, err error) {
+	if err != nil && strings.Contains(err.Error(), "reused an earlier attempt's token") {
+		w.chk.fail(invTokenFresh, w.chk.now(), "%s: %v", g, err)
+	}
+}
