@@ -160,6 +160,8 @@ type checker struct {
 	// sees its lock held ("" when a majority does).
 	backing func(h *hold) string
 	ticks   []tickRun
+	// slot names the fence counter of a key (nil: one for all keys).
+	slot func(key string) string
 }
 
 // tickRun is one call of a scheduled job's fn.
@@ -437,6 +439,7 @@ func (c *checker) leader(s leaderSeen) {
 // violation.
 func (c *checker) finish() []violation {
 	c.checkHolds()
+	c.checkSlotFences()
 	c.checkTicks()
 	c.checkLeaders()
 	c.checkReleaseAfter()

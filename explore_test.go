@@ -256,6 +256,12 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		w.srvs = []*explore.Server{explore.NewServer("redis", tr)}
 	}
 	w.srv = w.srvs[0]
+	// Commands that reach the server in steps: TIME repeats its reading
+	// for every command of a step, and fences must still rise (drawn
+	// apart, so that the other runs keep their randomness).
+	if cr := w.rng(-500); !w.redlock && cr.IntN(3) == 0 {
+		w.plan.Align = coarseTick
+	}
 	nLockers := 2 + r.IntN(2)
 	// A wider drift margin widens the span between a lock's trust running
 	// out and its lease in Redis.
@@ -342,7 +348,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	}
 	run := 4*time.Second + time.Duration(r.IntN(4000))*time.Millisecond
 	w.end = time.Now().Add(run)
-	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations, hot keys %v", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run, w.hot)
+	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations, hot keys %v, commands in steps of %v", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run, w.hot, w.plan.Align)
 	if w.redlock {
 		tr.Add("Redlock over %d nodes, max lease %v, persistent nodes said %v", len(w.srvs), exploreMaxLease, w.persistent)
 	}
@@ -645,6 +651,10 @@ func (w *world) checkClosed(li int, g, what string) {
 	}
 }
 
+// coarseTick is the step in which commands reach the server in a run
+// whose TIME repeats (explore.Plan.Align).
+const coarseTick = time.Millisecond
+
 // closeSlack is how long an operation of a closed Locker may go on after
 // the later of Close's return and its client's last reply: on the
 // bubble's clock nothing else takes time.
@@ -808,6 +818,14 @@ func (w *world) letGo(r *rand.Rand, h *hold, li int, o padlock.Options) {
 			lj, wait := r.IntN(len(w.lockers)), time.Duration(r.IntN(int(o.TTL/2)))
 			w.wg.Go(func() { w.resumer(a, lj, own, h, wait) })
 		}
+		if lr := w.rng(-700 - h.id); lr.IntN(3) == 0 {
+			// A job delivered again long after: the lease has run out,
+			// or another delivery took the lock over and let it go.
+			a := int(w.actors.Add(1))
+			lj := lr.IntN(len(w.lockers))
+			wait := maxInFlight + w.chk.longestLease(h, o.TTL) + time.Duration(lr.IntN(int(o.TTL)))
+			w.wg.Go(func() { w.resumer(a, lj, own, h, wait) })
+		}
 		return
 	}
 	if (w.fam == "keep" || (w.fam == "fair" || w.fam == "cluster" || w.redlock) && r.IntN(4) == 0) && h.lk.Err() == nil {
@@ -819,11 +837,18 @@ func (w *world) letGo(r *rand.Rand, h *hold, li int, o padlock.Options) {
 		}
 		return
 	}
+	if lr := w.rng(-600 - h.id); o.NoRenew && h.lk.Err() != nil && lr.IntN(2) == 0 {
+		// A holder that comes back late to let go of a fixed lease it
+		// lost: by now the lease has run out in Redis too.
+		time.Sleep(time.Until(w.tr.Start().Add(h.start + o.TTL + time.Duration(1+lr.IntN(20))*time.Millisecond)))
+	}
 	valid, held := h.lk.ValidUntil(), h.lk.Err() == nil
+	calledAt := w.chk.now()
 	err := h.lk.Release(ctx)
 	w.tr.Add("%s released %s#%d: %v", h.g, h.kind, h.id, err)
 	if err == nil {
 		w.chk.released(h)
+		w.chk.releasedTruthfully(h, calledAt, o.TTL)
 	}
 	// A release that returned before the lock's trust ran out ran every
 	// copy of its commands while the token held the lock (the lease in
@@ -866,6 +891,7 @@ func (w *world) resumer(actor, li int, own padlock.Ownership, h *hold, wait time
 	}
 	rh := w.chk.grant(g, "mutex", h.key, lk.Fence(), lk, nil, 1, began, h)
 	w.chk.asked(rh, o.TTL)
+	w.resumed(h, rh, began)
 	w.work(r, rh, o.TTL, li)
 	w.letGo(r, rh, li, o)
 }

@@ -84,6 +84,13 @@ type Plan struct {
 	// Redlock node's client must): a caller waits for a slow reply only
 	// until its context's deadline, not go-redis's read timeout.
 	ContextTimeout bool
+	// Align, when not zero, makes every command reach the server at a
+	// multiple of Align (after Latency): the commands of one step run at
+	// one instant of the bubble's clock, so TIME repeats its reading for
+	// them all, as a real server's does for commands within one
+	// microsecond, or a coarse clock source's within its tick. Leases
+	// still run on the exact clock.
+	Align time.Duration
 }
 
 // ConnFault is what a client's connection does to the reply of one
@@ -676,6 +683,9 @@ func (h *Hook) apply(cmds []redis.Cmder, run func(context.Context) error, ctx co
 		h.Faulted(cmds, f)
 	}
 	time.Sleep(h.plan.Latency)
+	if a := h.plan.Align; a > 0 {
+		time.Sleep(time.Until(time.Now().Truncate(a).Add(a)))
+	}
 	if until := h.paused(); !until.IsZero() {
 		// The server reads nothing until it resumes; the caller gives up
 		// at its deadline, and the command runs when the server resumes.

@@ -1,0 +1,110 @@
+package padlock_test
+
+import (
+	"time"
+)
+
+// The explorer's checks of promises beyond exclusion (see the table of
+// invariants in RELIABILITY.md): fences across a hash slot, what a
+// Release or a Resume that succeeded says about the grant it ended or
+// took over, and a wait that ends when its context does.
+
+// Invariant names, as failures and the summary report them.
+const (
+	invFenceSlot       = "fence-slot"       // a permit or read hold's fence not above every fence handed out before it in its slot
+	invReleaseTruthful = "release-truthful" // Release returned nil for a grant whose lease had surely ended
+	invResumeAfterEnd  = "resume-after-end" // Resume took over a grant that was released, taken over or had run out
+)
+
+// checkSlotFences checks that the fence of a permit or a read hold is
+// strictly greater than the fence of every grant taken before it in its
+// hash slot ("Its Fence is strictly greater than the fence of every
+// permit, lock or hold taken before it in the key's hash slot": Semaphore,
+// AcquireRead), even when TIME repeats its reading (explore.Plan.Align):
+// two such grants never share a fence, and one asked for after another
+// returned has a higher one.
+func (c *checker) checkSlotFences() {
+	if c.noFences {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	slotWide := func(h *hold) bool { return h.kind == "permit" || h.kind == "read" }
+	for _, b := range c.holds {
+		if !slotWide(b) || !b.alive || c.inRestart(b) {
+			continue
+		}
+		for _, a := range c.holds {
+			if a == b || !a.alive || a.root == b.root || c.inRestart(a) || c.slotOf(a.key) != c.slotOf(b.key) {
+				continue
+			}
+			from, to := min(a.start, b.start), max(a.start, b.start)
+			if c.restartIn(from-maxInFlight, to) {
+				continue // the counter was lost in between: the named window
+			}
+			before := a.root.start < b.began
+			switch {
+			case a.fence == b.fence && (slotWide(a) || before):
+				c.vs = append(c.vs, violation{inv: invFenceSlot, at: b.start, text: b.String() + " has the fence of " + a.String()})
+			case before && a.fence > b.fence:
+				c.vs = append(c.vs, violation{inv: invFenceSlot, at: b.start, text: b.String() + " has a fence below that of earlier " + a.String()})
+			}
+		}
+	}
+}
+
+// slotOf names the fence counter a key's grants take their fences from:
+// one for the whole deployment off Cluster.
+func (c *checker) slotOf(key string) string {
+	if c.slot == nil {
+		return ""
+	}
+	return c.slot(key)
+}
+
+// releasedTruthfully checks a Release of h that returned nil when called
+// at from: a fixed lease that nobody changed ends in Redis at most its
+// lease after the grant's reply came back (its command ran before that),
+// so a Release called later found the grant gone, whoever holds the key
+// now, and must not say it released it.
+func (c *checker) releasedTruthfully(h *hold, from time.Duration, lease time.Duration) {
+	c.mu.Lock()
+	fixed, extended := h.fixed, h.extended
+	c.mu.Unlock()
+	if !fixed || extended || h.root != h || h.multi != nil {
+		return
+	}
+	if from > h.start+lease {
+		c.fail(invReleaseTruthful, from, "%s: Release called at %.3fs, after its fixed lease of %v had run out in Redis (by %.3fs), returned nil",
+			h, from.Seconds(), lease, (h.start + lease).Seconds())
+	}
+}
+
+// resumed checks a Resume of the grant h detached (at h.released), which
+// was called at began and took the lock over as rh: nobody else had taken
+// it over before the call (a Resume of the same Ownership that returned,
+// which changed its token), and its lease had not surely run out (its
+// longest lease after the last renewal that may still have landed, with
+// no pause of the server in between, which holds commands back).
+func (w *world) resumed(h, rh *hold, began time.Duration) {
+	c := w.chk
+	c.mu.Lock()
+	var before *hold
+	for _, o := range c.holds {
+		if o != rh && o.root == h.root && o.start > h.released && o.start < began {
+			before = o
+			break
+		}
+	}
+	detached := h.released
+	c.mu.Unlock()
+	if before != nil {
+		c.fail(invResumeAfterEnd, began, "%s resumed %s, which %s had taken over before", rh, h, before)
+		return
+	}
+	ends := detached + maxInFlight + c.longestLease(h, 0)
+	start := w.tr.Start()
+	if began > ends && !w.pausedIn(start.Add(detached-maxInFlight), start.Add(began)) && !c.restartIn(detached-maxInFlight, began) {
+		c.fail(invResumeAfterEnd, began, "%s resumed %s at %.3fs, though its lease ran out in Redis by %.3fs (detached at %.3fs)", rh, h, began.Seconds(), ends.Seconds(), detached.Seconds())
+	}
+}
