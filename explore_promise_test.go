@@ -1,6 +1,7 @@
 package padlock_test
 
 import (
+	"context"
 	"time"
 )
 
@@ -106,5 +107,28 @@ func (w *world) resumed(h, rh *hold, began time.Duration) {
 	start := w.tr.Start()
 	if began > ends && !w.pausedIn(start.Add(detached-maxInFlight), start.Add(began)) && !c.restartIn(detached-maxInFlight, began) {
 		c.fail(invResumeAfterEnd, began, "%s resumed %s at %.3fs, though its lease ran out in Redis by %.3fs (detached at %.3fs)", rh, h, began.Seconds(), ends.Seconds(), detached.Seconds())
+	}
+}
+
+// checkCancelled checks, as an operation of Locker li that failed with
+// err ends after its context's deadline, that the deadline ended it: it
+// returns within closeSlack of the later of the deadline and its client's
+// last reply (what it sent, a clean-up included, may still be answered),
+// never at its next timer (a backoff, a re-check, a holder's lease end).
+func (w *world) checkCancelled(li int, g, what string, ctx context.Context, err error) {
+	dl, ok := ctx.Deadline()
+	if err == nil || !ok || ctx.Err() == nil {
+		return
+	}
+	now := w.chk.now()
+	from := dl.Sub(w.tr.Start())
+	for _, h := range w.lhooks[li] {
+		if d := h.LastDone(); !d.IsZero() {
+			from = max(from, d.Sub(w.tr.Start()))
+		}
+	}
+	if now-from > closeSlack {
+		w.chk.fail(invStuck, now, "%s: %s went on %v after its context's deadline at %.3fs and its client's last reply at %.3fs: %v",
+			g, what, now-from, dl.Sub(w.tr.Start()).Seconds(), from.Seconds(), err)
 	}
 }

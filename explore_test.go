@@ -542,6 +542,7 @@ func (w *world) locker(actor, li int) {
 		default:
 			lk, err = l.Acquire(ctx, key, o)
 		}
+		w.checkCancelled(li, g, kind+" "+key, ctx, err)
 		cancel()
 		w.checkClosed(li, g, kind+" "+key)
 		w.refused(g, err)
@@ -576,6 +577,7 @@ func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
 	ctx, cancel := opCtx(r)
 	began := w.chk.now()
 	m, err := l.AcquireAll(ctx, keys, o)
+	w.checkCancelled(li, g, fmt.Sprintf("AcquireAll %v", keys), ctx, err)
 	cancel()
 	w.checkClosed(li, g, fmt.Sprintf("AcquireAll %v", keys))
 	w.refused(g, err)
@@ -882,6 +884,7 @@ func (w *world) resumer(actor, li int, own padlock.Ownership, h *hold, wait time
 	ctx, cancel := opCtx(r)
 	began := w.chk.now()
 	lk, err := w.lockers[li].Resume(ctx, own, o)
+	w.checkCancelled(li, g, "Resume of "+h.String(), ctx, err)
 	cancel()
 	w.checkClosed(li, g, "Resume of "+h.String())
 	w.tr.Add("%s resumed %s: %v", g, h, err)
@@ -914,6 +917,7 @@ func (w *world) candidate(actor, li int) {
 		pending := &hold{fence: -1, kind: "term", key: "el", g: g, released: -1, resigned: -1, ended: -1}
 		w.chk.publish(value, pending)
 		tm, err := e.Campaign(ctx, value)
+		w.checkCancelled(li, g, "Campaign", ctx, err)
 		cancel()
 		if err != nil {
 			w.tr.Add("%s campaign: %v", g, err)
