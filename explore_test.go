@@ -195,6 +195,7 @@ type world struct {
 	jobs *jobs // the schedule family's job
 
 	tokens *tokenSends // token-fresh: every grant-making command sent
+	sets   *sets       // whole-or-none: what AcquireAll's attempts took
 
 	keys []string
 	ttl  time.Duration // the lease most grants ask for: a lock is handed on only to a waiter that asked for the same
@@ -228,7 +229,7 @@ func (w *world) rng(actor int) *rand.Rand {
 
 func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.Trace) {
 	tr := explore.NewTrace()
-	w := &world{t: t, seed: seed, fam: fam, tr: tr, tokens: newTokenSends()}
+	w := &world{t: t, seed: seed, fam: fam, tr: tr, tokens: newTokenSends(), sets: newSets()}
 	r := w.rng(-1)
 	rates := []float64{0.03, 0.08, 0.15}
 	rate := rates[r.IntN(len(rates))]
@@ -396,6 +397,9 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	w.actors.Store(1000) // goroutines started later (resumers) number from here
 	if fam == "fair" || fam == "semfair" || fam == "rw" {
 		wg.Go(w.watchQueues)
+	}
+	if fam == "multi" && len(w.srvs) == 1 {
+		wg.Go(w.watchSets)
 	}
 	actors := 0
 	switch fam {
@@ -575,12 +579,18 @@ func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
 	o.Fair, o.NoRenew = false, false
 	l := w.lockers[li]
 	ctx, cancel := opCtx(r)
+	ctx, op := withOp(ctx)
 	began := w.chk.now()
 	m, err := l.AcquireAll(ctx, keys, o)
 	w.checkCancelled(li, g, fmt.Sprintf("AcquireAll %v", keys), ctx, err)
 	cancel()
 	w.checkClosed(li, g, fmt.Sprintf("AcquireAll %v", keys))
 	w.refused(g, err)
+	if err == nil {
+		w.setGranted(m)
+	} else {
+		w.setFailed(li, g, keys, op, began)
+	}
 	if err != nil {
 		w.tr.Add("%s AcquireAll %v (TTL %v, wait %v): %v", g, keys, o.TTL, o.Wait, err)
 		time.Sleep(time.Duration(r.IntN(50)) * time.Millisecond)

@@ -48,36 +48,41 @@ func newTokenSends() *tokenSends {
 // watchTokens makes the world check every command h's client sends.
 func (w *world) watchTokens(h *explore.Hook) {
 	id := h.ID
-	h.Seen = func(ctx context.Context, cmds []redis.Cmder, _ explore.Fault, srv string, err error) {
+	h.Seen = func(ctx context.Context, cmds []redis.Cmder, f explore.Fault, srv string, err error) {
 		for _, c := range cmds {
 			e := c.Err()
 			if e == nil && len(cmds) == 1 {
 				e = err
 			}
-			w.tokenSent(id, srv, c, e)
+			opCommand(ctx, w.tokenSent(id, srv, c, e), f, e)
 		}
 	}
 }
 
-// tokenSent checks one command sent by client id to srv.
-func (w *world) tokenSent(id int, srv string, c redis.Cmder, cerr error) {
+// tokenSent checks one command sent by client id to srv, which ended
+// with cerr, and returns the new grant's token it named ("" for a command
+// that makes no grant).
+func (w *world) tokenSent(id int, srv string, c redis.Cmder, cerr error) string {
 	args := c.Args()
 	if len(args) < 4 {
-		return
+		return ""
 	}
 	if verb := strings.ToLower(fmt.Sprint(args[0])); verb != "evalsha" && verb != "eval" {
-		return
+		return ""
 	}
 	gs, ok := w.tokens.scripts[fmt.Sprint(args[1])]
 	if !ok {
-		return
+		return ""
 	}
 	nk, err := strconv.Atoi(fmt.Sprint(args[2]))
 	at := 3 + nk + gs.Token - 1
 	if err != nil || nk < 1 || at >= len(args) {
-		return
+		return ""
 	}
 	token, key := fmt.Sprint(args[at]), fmt.Sprint(args[3])
+	if gs.Name == "multi_acquire" {
+		w.setSent(token, args[3:3+nk])
+	}
 	k := srv + "|" + token + "|" + key
 	t := w.tokens
 	t.mu.Lock()
@@ -88,6 +93,7 @@ func (w *world) tokenSent(id int, srv string, c redis.Cmder, cerr error) {
 		w.chk.fail(invTokenFresh, w.chk.now(), "%s on %s for %s under token %s, which an earlier %s (client %d, %v) sent: a new attempt reused an earlier attempt's token",
 			gs.Name, srv, key, token, prev.script, prev.client, prev.err)
 	}
+	return token
 }
 
 // sentAgain reports whether a command that ended with err is sent again
