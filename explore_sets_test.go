@@ -31,8 +31,9 @@ type opKey struct{}
 // opSeen is what one operation's commands were seen to send and meet.
 type opSeen struct {
 	mu      sync.Mutex
-	tokens  []string // the tokens of its grant-making commands
-	faulted bool     // a command met a fault, or an error (a lost reply, a closed connection)
+	tokens  []string   // the tokens of its grant-making commands
+	queued  []queuedAt // the queues its fair attempts named it in
+	faulted bool       // a command met a fault, or an error (a lost reply, a closed connection)
 }
 
 // withOp returns ctx carrying a new operation record.
@@ -48,16 +49,50 @@ type sets struct {
 	keys    map[string][]string // by token: the lock keys its attempts named
 	granted map[string]bool
 	partial map[string]bool // reported already
+	// owner is the operation of each fair waiter's place; faulted, the
+	// places of batched commands that met a fault before their owner was
+	// known.
+	owner   map[string]*opSeen
+	faulted map[string]bool
 }
 
 func newSets() *sets {
-	return &sets{keys: map[string][]string{}, granted: map[string]bool{}, partial: map[string]bool{}}
+	return &sets{keys: map[string][]string{}, granted: map[string]bool{}, partial: map[string]bool{},
+		owner: map[string]*opSeen{}, faulted: map[string]bool{}}
 }
 
-// opCommand records, for the operation ctx carries, a command seen: a
-// grant-making one's token, and any fault or error it met.
-func opCommand(ctx context.Context, token string, f explore.Fault, err error) {
+// opOf returns the operation ctx carries (nil if none), and makes it
+// the owner of the place q names, if any.
+func (s *sets) opOf(ctx context.Context, q queuedAt) *opSeen {
 	op, _ := ctx.Value(opKey{}).(*opSeen)
+	if op != nil && q.place != "" {
+		s.mu.Lock()
+		s.owner[q.place] = op
+		s.mu.Unlock()
+	}
+	return op
+}
+
+// batched records a command sent in a batch, which went under another
+// caller's context: by its place, for the operation that owns it, or
+// for whichever does when it met a fault.
+func (s *sets) batched(q queuedAt, f explore.Fault, err error) {
+	if q.place == "" {
+		return
+	}
+	s.mu.Lock()
+	op := s.owner[q.place]
+	if op == nil && (f.Kind != explore.None || err != nil) {
+		s.faulted[q.place] = true
+	}
+	s.mu.Unlock()
+	opCommand(op, "", q, f, err)
+}
+
+// opCommand records, for op (none if nil), a command seen: a
+// grant-making one's token, a fair attempt's place, and any fault or
+// error it met.
+func opCommand(op *opSeen, token string, q queuedAt, f explore.Fault, err error) {
 	if op == nil {
 		return
 	}
@@ -65,6 +100,9 @@ func opCommand(ctx context.Context, token string, f explore.Fault, err error) {
 	defer op.mu.Unlock()
 	if token != "" && !slices.Contains(op.tokens, token) {
 		op.tokens = append(op.tokens, token)
+	}
+	if q.place != "" && !slices.Contains(op.queued, q) {
+		op.queued = append(op.queued, q)
 	}
 	if f.Kind != explore.None || err != nil && err != redis.Nil && !strings.HasPrefix(err.Error(), "NOSCRIPT") {
 		op.faulted = true
@@ -160,5 +198,50 @@ func (w *world) watchSets() {
 			}
 		}
 		w.sets.mu.Unlock()
+	}
+}
+
+// queuedAt names a fair waiter's place in a queue, on a server.
+type queuedAt struct{ srv, queue, place string }
+
+// invProgress is the name of the invariant that a fair queue's head is a
+// live waiter, as failures report it.
+const invProgress = "progress"
+
+// leftQueue checks a fair Acquire (of a mutex, a permit or a write hold)
+// of Locker li that ended without the grant, begun at began, whose
+// commands op records: with no fault, pause or restart on its way, it
+// left every queue it joined, so that the queue's head is a live waiter
+// and a free key goes to one ("Fair mode hands the lock to the longest
+// waiter": one that gave up is nobody).
+func (w *world) leftQueue(g, what string, op *opSeen, began time.Duration) {
+	op.mu.Lock()
+	faulted, queued := op.faulted, slices.Clone(op.queued)
+	op.mu.Unlock()
+	w.sets.mu.Lock()
+	for _, q := range queued {
+		faulted = faulted || w.sets.faulted[q.place]
+	}
+	w.sets.mu.Unlock()
+	now := w.chk.now()
+	start := w.tr.Start()
+	if faulted || len(queued) == 0 || w.pausedIn(start.Add(began), start.Add(now)) || w.chk.restartIn(began-maxInFlight, now) {
+		return
+	}
+	for _, q := range queued {
+		for _, s := range w.srvs {
+			if s.Name != q.srv {
+				continue
+			}
+			entries, err := s.M.List(q.queue)
+			if err != nil {
+				continue
+			}
+			for _, e := range entries {
+				if _, place, _ := strings.Cut(e, ":"); place == q.place {
+					w.chk.fail(invProgress, now, "%s: %s gave up with no fault on its way, yet its place %s is still queued in %s: %v", g, what, q.place, q.queue, entries)
+				}
+			}
+		}
 	}
 }

@@ -526,6 +526,7 @@ func (w *world) locker(actor, li int) {
 		}
 		kind, capacity := "mutex", 1
 		ctx, cancel := opCtx(r)
+		ctx, op := withOp(ctx)
 		began := w.chk.now()
 		var (
 			lk  *padlock.Lock
@@ -550,6 +551,9 @@ func (w *world) locker(actor, li int) {
 		cancel()
 		w.checkClosed(li, g, kind+" "+key)
 		w.refused(g, err)
+		if err != nil && o.Fair || err != nil && kind == "write" {
+			w.leftQueue(g, kind+" "+key, op, began)
+		}
 		if err != nil {
 			w.tr.Add("%s %s %s (TTL %v, wait %v): %v", g, kind, key, o.TTL, o.Wait, err)
 			time.Sleep(time.Duration(r.IntN(50)) * time.Millisecond)
@@ -929,6 +933,7 @@ func (w *world) candidate(actor, li int) {
 		tm, err := e.Campaign(ctx, value)
 		w.checkCancelled(li, g, "Campaign", ctx, err)
 		cancel()
+		w.checkClosed(li, g, "Campaign")
 		if err != nil {
 			w.tr.Add("%s campaign: %v", g, err)
 			time.Sleep(time.Duration(r.IntN(50)) * time.Millisecond)

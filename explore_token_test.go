@@ -54,34 +54,46 @@ func (w *world) watchTokens(h *explore.Hook) {
 			if e == nil && len(cmds) == 1 {
 				e = err
 			}
-			opCommand(ctx, w.tokenSent(id, srv, c, e), f, e)
+			token, q := w.tokenSent(id, srv, c, e)
+			if len(cmds) == 1 {
+				opCommand(w.sets.opOf(ctx, q), token, q, f, e)
+			} else {
+				// A batch goes under its first caller's context:
+				// tell the others by the place they name.
+				w.sets.batched(q, f, e)
+			}
 		}
 	}
 }
 
 // tokenSent checks one command sent by client id to srv, which ended
 // with cerr, and returns the new grant's token it named ("" for a command
-// that makes no grant).
-func (w *world) tokenSent(id int, srv string, c redis.Cmder, cerr error) string {
+// that makes no grant) and, for a fair waiter's attempt, the queue and
+// the place it names.
+func (w *world) tokenSent(id int, srv string, c redis.Cmder, cerr error) (string, queuedAt) {
 	args := c.Args()
 	if len(args) < 4 {
-		return ""
+		return "", queuedAt{}
 	}
 	if verb := strings.ToLower(fmt.Sprint(args[0])); verb != "evalsha" && verb != "eval" {
-		return ""
+		return "", queuedAt{}
 	}
 	gs, ok := w.tokens.scripts[fmt.Sprint(args[1])]
 	if !ok {
-		return ""
+		return "", queuedAt{}
 	}
 	nk, err := strconv.Atoi(fmt.Sprint(args[2]))
 	at := 3 + nk + gs.Token - 1
 	if err != nil || nk < 1 || at >= len(args) {
-		return ""
+		return "", queuedAt{}
 	}
 	token, key := fmt.Sprint(args[at]), fmt.Sprint(args[3])
 	if gs.Name == "multi_acquire" {
 		w.setSent(token, args[3:3+nk])
+	}
+	var q queuedAt
+	if p := gs.Place; p > 0 && 3+nk+p-1 < len(args) && nk >= 3 {
+		q = queuedAt{srv: srv, queue: fmt.Sprint(args[3+2]), place: fmt.Sprint(args[3+nk+p-1])}
 	}
 	k := srv + "|" + token + "|" + key
 	t := w.tokens
@@ -93,7 +105,7 @@ func (w *world) tokenSent(id int, srv string, c redis.Cmder, cerr error) string 
 		w.chk.fail(invTokenFresh, w.chk.now(), "%s on %s for %s under token %s, which an earlier %s (client %d, %v) sent: a new attempt reused an earlier attempt's token",
 			gs.Name, srv, key, token, prev.script, prev.client, prev.err)
 	}
-	return token
+	return token, q
 }
 
 // sentAgain reports whether a command that ended with err is sent again

@@ -98,6 +98,9 @@ const MaxRenewBatch = maxRenewBatch
 type GrantScript struct {
 	Name  string
 	Token int
+	// Place, when not 0, is where among its ARGV a fair waiter's place
+	// is; its queue is then its third key.
+	Place int
 }
 
 // GrantScripts maps the SHA1 and the source of every script that may
@@ -106,26 +109,26 @@ type GrantScript struct {
 // command by it.
 func GrantScripts() map[string]GrantScript {
 	m := map[string]GrantScript{}
-	add := func(s *script, name string, token int) {
-		m[s.sha] = GrantScript{name, token}
-		m[s.src] = GrantScript{name, token}
+	add := func(s *script, name string, token, place int) {
+		m[s.sha] = GrantScript{name, token, place}
+		m[s.src] = GrantScript{name, token, place}
 	}
 	for _, ps := range []*publishingScripts{plainScripts, shardedScripts} {
-		add(ps.acquire, "acquire", 1)
-		add(ps.handoverFair, "handover_fair", 2)
+		add(ps.acquire, "acquire", 1, 0)
+		add(ps.handoverFair, "handover_fair", 2, 0)
 	}
 	for _, ms := range []*multiScripts{multiPlain, multiSharded} {
-		add(ms.acquire, "multi_acquire", 1)
+		add(ms.acquire, "multi_acquire", 1, 0)
 	}
 	for _, hs := range []*holdScripts{plainHoldScripts, shardedHoldScripts} {
-		add(hs.semAcquire, "sem_acquire", 1)
-		add(hs.rwRead, "rw_read", 1)
-		add(hs.rwWrite, "rw_write", 1)
+		add(hs.semAcquire, "sem_acquire", 1, 6)
+		add(hs.rwRead, "rw_read", 1, 0)
+		add(hs.rwWrite, "rw_write", 1, 4)
 	}
-	add(acquireFairScript, "acquire_fair", 1)
-	add(redlockAcquireScript, "redlock_acquire", 1)
-	add(handoverScript, "handover", 2)
-	add(resumeScript, "resume", 3)
+	add(acquireFairScript, "acquire_fair", 1, 4)
+	add(redlockAcquireScript, "redlock_acquire", 1, 0)
+	add(handoverScript, "handover", 2, 0)
+	add(resumeScript, "resume", 3, 0)
 	return m
 }
 
