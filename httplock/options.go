@@ -125,13 +125,17 @@ func WithReleaseError(fn func(r *http.Request, err error)) Option {
 	}
 }
 
-// WithEchoKey makes busy answers carry the full lock key (Problem.Key,
-// the "key" member of the body) and leaves it in the errors a refusal
-// carries for logs (Problem.Err). Without it they carry only the key's
-// namespace (Problem.Namespace), and the key in Problem.Err's text is
-// replaced by the namespace and "…": a key is built from request data, and
-// one built from a secret (an API key, a session header) must not be
-// reflected to whoever sends the request, nor written to logs. Turn it on
+// WithEchoKey makes busy answers (Lock's 409 or 423, Limit's 429 or 503
+// when every permit is taken) carry the full lock key (Problem.Key, the
+// "key" member of the body) and leaves it in the errors every refusal of
+// a lock or permit carries for logs (Problem.Err: busy, full, 503 and
+// 500 alike). Without it they carry only the key's namespace
+// (Problem.Namespace), and the key in Problem.Err's text is replaced by
+// the namespace and "…": a key is built from request data, and one built
+// from a secret (an API key, a session header) must not be reflected to
+// whoever sends the request, nor written to logs. Every face (Lock,
+// Limit, Guard, Limiter, the Gin middleware.Lock and middleware.Limit)
+// builds these answers in one place, so they all keep to it. Turn it on
 // only when keys hold nothing secret. Default: off.
 func WithEchoKey() Option {
 	return func(c *config) { c.echoKey = true }

@@ -59,6 +59,6 @@ func ExampleLimit() {
 	fmt.Println(<-codes, <-codes)
 	// Output:
 	// 429 1
-	// {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"too many requests for this resource are running at once; retry later","instance":"/merchants/7/charge","key":"/merchants/$id/charge:7"}
+	// {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"too many requests for this resource are running at once; retry later","instance":"/merchants/7/charge","namespace":"/merchants/$id/charge"}
 	// 204 204
 }
