@@ -12,6 +12,7 @@ import (
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/internal/keyprobe"
+	"github.com/padlockgo/padlock/internal/refusal"
 	"github.com/padlockgo/padlock/lockkey"
 )
 
@@ -302,7 +303,10 @@ func (m *Core) answered(w http.ResponseWriter, r *http.Request, ch Chain, rec re
 func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFlight, key, fp, recKey string) {
 	before := w.Header().Clone()
 	rec := newRecorder(w, m.cfg.maxResponse)
-	locked := r.WithContext(context.WithValue(st.lk.Context(r.Context()), keyCtxKey{}, key))
+	// A lock or limiter behind this middleware reports through the watch
+	// that it refused the request: the handler did not run.
+	ctx, behind := refusal.With(st.lk.Context(r.Context()))
+	locked := r.WithContext(context.WithValue(ctx, keyCtxKey{}, key))
 	returned := false
 	defer func() {
 		if returned {
@@ -321,6 +325,7 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFligh
 	returned = true
 
 	out := rec.end()
+	refused := behind.Refused()
 	switch {
 	case out.hijacked:
 	case out.committed:
@@ -331,7 +336,7 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFligh
 		if m.cfg.storeStatus(out.status) {
 			m.putMarker(r, ch, st, fp, recKey, out.status)
 		}
-	case out.late || !m.cfg.storeStatus(out.status) || retryLater(w.Header(), before):
+	case out.late || !m.cfg.storeStatus(out.status) || refused:
 		w.Header().Set(ReplayableHeader, "false")
 		send(w, out.status, out.body)
 	default:
@@ -341,15 +346,9 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFligh
 		}
 		send(w, out.status, out.body)
 	}
-	st.keep = !st.stored && !out.hijacked && unfinished(out.status)
-}
-
-// retryLater reports whether the chain answered with a Retry-After of its
-// own: the answer asks the client to try again (a lock behind this
-// middleware was busy: httplock's 409 or 423), so the retry must run, not
-// get this answer back.
-func retryLater(h, before http.Header) bool {
-	return h.Get("Retry-After") != "" && before.Get("Retry-After") == ""
+	// A refusal behind frees the key at once: nothing ran, and the retry
+	// it asks for must be able to run.
+	st.keep = !st.stored && !out.hijacked && !refused && unfinished(out.status)
 }
 
 // unfinished reports whether an answer with status, not stored, may have
