@@ -284,8 +284,8 @@ func (m *Core) answered(w http.ResponseWriter, r *http.Request, ch Chain, rec re
 	case rec.fingerprint != fp:
 		m.refuse(w, r, ch, newProblem(http.StatusUnprocessableEntity, "this Idempotency-Key was already used for a different request", nil))
 	case rec.kind == recordNotReplayable:
-		p := newProblem(http.StatusConflict, "a request with this Idempotency-Key was already processed, "+
-			"but its response was not kept and cannot be replayed", nil)
+		p := newProblem(http.StatusConflict, "a request with this Idempotency-Key was already processed, or started to be, "+
+			"but its response was not kept and cannot be replayed; it is not run again", nil)
 		p.RetryAfter = -1 // retrying will not help
 		m.refuse(w, r, ch, p)
 	default:
@@ -313,11 +313,12 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFligh
 			return
 		}
 		// The chain panicked (or called runtime.Goexit): nothing is
-		// stored, unless the response started to go out, and the panic
-		// goes on, after this and the release of the lock, to the
-		// router's recovery, as net/http expects.
+		// stored, unless the response started to go out (or the handler
+		// took the connection over), and the panic goes on, after this and
+		// the release of the lock, to the router's recovery, as net/http
+		// expects.
 		out := rec.end()
-		if out.committed && !out.hijacked && m.cfg.storeStatus(out.status) {
+		if out.hijacked || (out.committed && m.cfg.storeStatus(out.status)) {
 			m.putMarker(r, ch, st, fp, recKey, out.status)
 		}
 	}()
@@ -328,6 +329,9 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFligh
 	refused := behind.Refused()
 	switch {
 	case out.hijacked:
+		// The handler answered on the connection itself, whatever it
+		// wrote: a retry must never run it again.
+		m.putMarker(r, ch, st, fp, recKey, out.status)
 	case out.committed:
 		// Sent already, at least in part, and not kept: the marker stops
 		// a retry from running the handler again, also when a status
@@ -348,7 +352,7 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFligh
 	}
 	// A refusal behind frees the key at once: nothing ran, and the retry
 	// it asks for must be able to run.
-	st.keep = !st.stored && !out.hijacked && !refused && unfinished(out.status)
+	st.keep = !st.stored && !refused && unfinished(out.status)
 }
 
 // unfinished reports whether an answer with status, not stored, may have

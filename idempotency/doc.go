@@ -123,8 +123,9 @@
 // started to go out: then the marker is stored first (for a status that
 // WithStoreStatus stores). Either way the lock is released and the panic
 // goes on to the router's recovery. A 5xx is not stored (see
-// DefaultStoreStatus), nor anything for a handler that hijacks the
-// connection.
+// DefaultStoreStatus). A handler that takes the connection over (Hijack)
+// leaves the marker whatever it writes and whatever follows, a panic
+// included: a retry gets 409, never a second run.
 //
 // # Timeouts and the order of middlewares
 //
