@@ -15,6 +15,6 @@ func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	l := padlock.New(rdb, padlock.WithObserver(padlockslog.New(logger, padlockslog.WithHashedKeys())))
+	l := padlock.New(rdb, padlock.WithObserver(padlockslog.New(logger)))
 	defer l.Close()
 }
