@@ -51,8 +51,9 @@ func (c *config) invalid(msg string) { c.errs = append(c.errs, msg) }
 // does not answer) is cut off by a deadline one second past Wait, and the
 // engine may spend up to a second more tidying the unanswered attempt; that
 // deadline reaches the socket only when the go-redis client has
-// ContextTimeoutEnabled (otherwise the attempt waits for the client's
-// ReadTimeout). So no refusal takes longer than Wait and about 2s, and no
+// ContextTimeoutEnabled (otherwise the attempt and its tidying each wait
+// for the client's ReadTimeout; NewRedlock refuses such node clients, New
+// does not). So no refusal takes longer than Wait and about 2s, and no
 // request holds on longer than that, its handler and WithReleaseTimeout.
 func WithLockOptions(o padlock.Options) Option {
 	return func(c *config) { c.lock = o }
