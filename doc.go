@@ -103,15 +103,17 @@
 //     option value out of its range or at odds with another option, a
 //     client whose settings do not fit the options or the algorithm (a
 //     WithReplicaAck timeout at or beyond the client's ReadTimeout; a
-//     Redlock node client without bounded socket waits; a Cluster or Ring
-//     client as a Redlock node), or one client passed twice. They are the
+//     Cluster or Ring client as a Redlock node), or one client passed
+//     twice. They are the
 //     same on every start and only a change of code fixes them, so the
 //     program stops at once, with the field named, as regexp.MustCompile
 //     does for a bad constant, rather than starting to serve without locks.
 //   - Deployment errors are returned: NewRedlock's list of nodes, which
 //     usually comes from configuration (a list of addresses), may be empty
-//     or name one node twice, and a service may want to report that its
-//     own way or fall back. New takes one client, whose address padlock
+//     or name one node twice, or hold a client whose socket waits are not
+//     bounded (no ContextTimeoutEnabled, and read or write timeouts, which
+//     a Redis URL sets, above the node timeout), and a service may want
+//     to report that its own way or fall back. New takes one client, whose address padlock
 //     does not judge, so it has no such error and returns none.
 //
 // [guides]: https://github.com/padlockgo/padlock/tree/main/docs

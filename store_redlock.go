@@ -31,7 +31,7 @@ import (
 // It takes clients rather than addresses so that each node keeps the
 // dialer, TLS, credentials and pool settings its operator needs (or a
 // Sentinel failover client), which a list of addresses could not carry;
-// the one setting it needs is named in the panic when it is missing, and
+// the one setting it needs is named in the error when it is missing, and
 // the example shows it. NewRedlock adds a hook to each client to
 // see new connections; it stays after Close, and costs nothing then.
 //
@@ -39,10 +39,12 @@ import (
 // package documentation): it panics, with an ErrInvalid error naming the
 // problem, on what the program's code decides: an invalid option, or a
 // nil, repeated or unsuitable client (a Cluster or Ring client is a whole
-// deployment, not one node: use New; a client must bound its socket waits
-// as above). It returns an ErrInvalid error for what a deployment's
-// configuration decides: no clients at all, or two clients that reach the
-// same address.
+// deployment, not one node: use New). It returns an ErrInvalid error for
+// what a deployment's configuration decides: no clients at all, two
+// clients that reach the same address, or a client whose socket waits are
+// not bounded as above (naming ContextTimeoutEnabled; read and write
+// timeouts come from configuration too, as go-redis ParseURL's
+// read_timeout and write_timeout).
 func NewRedlock(clients []redis.UniversalClient, opts ...RedlockOption) (*Locker, error) {
 	cfg, err := redlockConfig(opts)
 	if err != nil {
@@ -68,6 +70,12 @@ func NewRedlock(clients []redis.UniversalClient, opts ...RedlockOption) (*Locker
 			panic(invalid(field, "is clients[%d] again; each node may vote only once", j))
 		}
 		addr, err := checkNodeClient(c, cfg.nodeTimeout)
+		if errors.Is(err, errUnboundedWaits) {
+			// Read and write timeouts come from configuration as often as
+			// from code (go-redis ParseURL's read_timeout and
+			// write_timeout): a deployment's error, returned.
+			return nil, invalid(field, "%v", err)
+		}
 		if err != nil {
 			panic(invalid(field, "%v", err))
 		}
@@ -90,6 +98,10 @@ func NewRedlock(clients []redis.UniversalClient, opts ...RedlockOption) (*Locker
 	return newLocker(q, clients[0], keyspace{prefix: cfg.prefix}, cfg), nil
 }
 
+// errUnboundedWaits is checkNodeClient's error for a client whose socket
+// waits outlast the node timeout.
+var errUnboundedWaits = errors.New("socket waits not bounded by the node timeout")
+
 // checkNodeClient says why c cannot be a Redlock node, or returns the
 // address it reaches ("" when that is not known, as for a failover client
 // whose master changes).
@@ -103,9 +115,9 @@ func checkNodeClient(c redis.UniversalClient, timeout time.Duration) (string, er
 		o := c.Options()
 		bounded := func(d time.Duration) bool { return d > 0 && d <= timeout }
 		if !o.ContextTimeoutEnabled && !(bounded(o.ReadTimeout) && bounded(o.WriteTimeout)) {
-			return "", fmt.Errorf("set ContextTimeoutEnabled (or ReadTimeout and WriteTimeout of at most the node timeout %v, got %v and %v): "+
+			return "", fmt.Errorf("%w: set ContextTimeoutEnabled (or ReadTimeout and WriteTimeout of at most the node timeout %v, got %v and %v): "+
 				"go-redis ignores context deadlines on the socket otherwise, so a hung node would stall every Acquire",
-				timeout, o.ReadTimeout, o.WriteTimeout)
+				errUnboundedWaits, timeout, o.ReadTimeout, o.WriteTimeout)
 		}
 		if o.Addr == "FailoverClient" { // go-redis's name for a Sentinel-managed master
 			return "", nil

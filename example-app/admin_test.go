@@ -34,7 +34,7 @@ func TestAdminSide(t *testing.T) {
 			done := make(chan response, 1)
 			// A job the app runs (a name outside jobNames is 404 and takes no
 			// lock); its key stands in for one built from client data.
-			go func() { done <- do(t, c, "POST", url+"/jobs/reindex/run", "") }()
+			go func() { done <- doOperator(t, c, "POST", url+"/jobs/reindex/run") }()
 			const key = "job:reindex"
 			authed := func(path string) response {
 				req, _ := http.NewRequest("GET", admin+path, nil)

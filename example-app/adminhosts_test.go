@@ -33,7 +33,7 @@ func TestAdminRefusesRebinding(t *testing.T) {
 	defer admin.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { do(t, ts.Client(), "POST", ts.URL+"/jobs/reindex/run", "") })
+	wg.Go(func() { doOperator(t, ts.Client(), "POST", ts.URL+"/jobs/reindex/run") })
 	eventually(t, "the job's lock in /locks", func() bool {
 		return strings.Contains(do(t, ts.Client(), "GET", admin.URL+"/locks", "").raw, `"namespace":"job"`)
 	})
@@ -94,7 +94,7 @@ func TestLockKeySecret(t *testing.T) {
 			defer admin.Close()
 			var wg sync.WaitGroup
 			defer wg.Wait()
-			wg.Go(func() { do(t, ts.Client(), "POST", ts.URL+"/jobs/nightly-report/run", "") })
+			wg.Go(func() { doOperator(t, ts.Client(), "POST", ts.URL+"/jobs/nightly-report/run") })
 			var lock map[string]any
 			eventually(t, "the job's lock in /locks", func() bool {
 				held, _ := do(t, ts.Client(), "GET", admin.URL+"/locks", "").body["locks"].([]any)

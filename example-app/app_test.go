@@ -119,7 +119,7 @@ func TestJobs(t *testing.T) {
 
 	var first response
 	var wg sync.WaitGroup
-	wg.Go(func() { first = do(t, c, "POST", ts.URL+"/jobs/nightly-report/run", "") })
+	wg.Go(func() { first = doOperator(t, c, "POST", ts.URL+"/jobs/nightly-report/run") })
 	var held []any
 	eventually(t, "the job's lock in /locks", func() bool {
 		held, _ = do(t, c, "GET", admin.URL+"/locks", "").body["locks"].([]any)
@@ -132,7 +132,7 @@ func TestJobs(t *testing.T) {
 		t.Fatalf("got lock view entry %v, want job:nightly-report's namespace and hash, a lease and an owner", lock)
 	}
 
-	second := do(t, c, "POST", ts.URL+"/jobs/nightly-report/run", "")
+	second := doOperator(t, c, "POST", ts.URL+"/jobs/nightly-report/run")
 	checkProblem(t, second, http.StatusConflict)
 	if second.header.Get("Retry-After") == "" || second.body["key"] != "job:nightly-report" {
 		t.Fatalf("got %v, Retry-After %q; want the key and Retry-After", second.body, second.header.Get("Retry-After"))
@@ -142,16 +142,16 @@ func TestJobs(t *testing.T) {
 		t.Fatalf("first run: got %d %s, want 200 with a fence and %d steps", first.status, first.raw, jobSteps)
 	}
 	// Free again: another run goes through.
-	if r := do(t, c, "POST", ts.URL+"/jobs/nightly-report/run?seconds=0.05", ""); r.status != http.StatusOK {
+	if r := doOperator(t, c, "POST", ts.URL+"/jobs/nightly-report/run?seconds=0.05"); r.status != http.StatusOK {
 		t.Fatalf("third run: got %d %s, want 200", r.status, r.raw)
 	}
 	// A run is capped, and the jobs are the app's own: no caller holds a
 	// lock for longer, or on more names.
-	r := do(t, c, "POST", ts.URL+"/jobs/nightly-report/run?seconds=31", "")
+	r := doOperator(t, c, "POST", ts.URL+"/jobs/nightly-report/run?seconds=31")
 	checkProblem(t, r, http.StatusBadRequest)
 	checkFieldError(t, r, "seconds", "lte")
 	for _, name := range []string{"x", "nightly-report-2", strings.Repeat("a", 65), "%00"} {
-		checkProblem(t, do(t, c, "POST", ts.URL+"/jobs/"+name+"/run?seconds=0.01", ""), http.StatusNotFound)
+		checkProblem(t, doOperator(t, c, "POST", ts.URL+"/jobs/"+name+"/run?seconds=0.01"), http.StatusNotFound)
 	}
 }
 
@@ -183,8 +183,15 @@ func TestLoadConfig(t *testing.T) {
 			return len(c.APIKeys) == 2 && c.DemoKeys == nil && c.APIKeys[sha256.Sum256([]byte("fedcba9876543210"))] == "shop-2"
 		}, ""},
 		{"demo keys", nil, func(c config) bool {
-			return len(c.APIKeys) == 2 && len(c.DemoKeys) == 2 && c.APIKeys[sha256.Sum256([]byte(c.DemoKeys["demo-bob"]))] == "demo-bob"
+			return len(c.APIKeys) == 3 && len(c.DemoKeys) == 3 && c.APIKeys[sha256.Sum256([]byte(c.DemoKeys["demo-bob"]))] == "demo-bob" &&
+				len(c.Operators) == 1 && c.Operators[demoOperator]
 		}, ""},
+		{"operators", map[string]string{"API_KEYS": "shop-1=0123456789abcdef,ops=fedcba9876543210", "OPERATORS": " ops "}, func(c config) bool {
+			return len(c.Operators) == 1 && c.Operators["ops"]
+		}, ""},
+		{"no operators by default", map[string]string{"API_KEYS": "shop-1=0123456789abcdef"}, func(c config) bool { return len(c.Operators) == 0 }, ""},
+		{"unknown operator", map[string]string{"API_KEYS": "shop-1=0123456789abcdef", "OPERATORS": "root"}, nil, `OPERATORS: "root" is not a caller of API_KEYS`},
+		{"operators without keys", map[string]string{"OPERATORS": "demo-operator"}, nil, "OPERATORS names callers of API_KEYS, which is not set"},
 		{"redlock knobs", map[string]string{"REDIS_ADDR": "a:1,b:2,c:3", "REDIS_NODE_TIMEOUT": "250ms", "REDIS_PERSISTENT_NODES": "1"}, func(c config) bool {
 			return c.nodeTimeout == 250*time.Millisecond && c.persistentNodes
 		}, ""},
@@ -303,10 +310,10 @@ func TestRunEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.providerLatency = time.Millisecond
-	if len(cfg.DemoKeys) != 2 {
-		t.Fatalf("got demo keys %v, want two without API_KEYS", cfg.DemoKeys)
+	if len(cfg.DemoKeys) != 3 {
+		t.Fatalf("got demo keys %v, want three without API_KEYS", cfg.DemoKeys)
 	}
-	cfg.APIKeys = testKeys(t)
+	cfg.APIKeys, cfg.Operators = testKeys(t), map[string]bool{"ops": true}
 	url, logs, stop := bootRun(t, cfg)
 	c := &http.Client{Transport: &http.Transport{}}
 	defer c.CloseIdleConnections()
@@ -361,7 +368,7 @@ func TestRunGraceful(t *testing.T) {
 
 	var r response
 	var wg sync.WaitGroup
-	wg.Go(func() { r = do(t, c, "POST", url+"/jobs/reindex/run", "") })
+	wg.Go(func() { r = doOperator(t, c, "POST", url+"/jobs/reindex/run") })
 	eventually(t, "the job to start", func() bool { return strings.Contains(logs.String(), `"msg":"job started"`) })
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -416,7 +423,7 @@ func TestRunRedlock(t *testing.T) {
 	}
 	var view response
 	wg.Go(func() {
-		r := do(t, c, "POST", url+"/jobs/reindex/run", "")
+		r := doOperator(t, c, "POST", url+"/jobs/reindex/run")
 		if r.status != http.StatusOK {
 			t.Errorf("job: got %d %s", r.status, r.raw)
 		}
@@ -550,7 +557,7 @@ func TestRunCluster(t *testing.T) {
 	names := jobNames[:6]
 	for _, n := range names {
 		wg.Go(func() {
-			if r := do(t, c, "POST", url+"/jobs/"+n+"/run", ""); r.status != http.StatusOK {
+			if r := doOperator(t, c, "POST", url+"/jobs/"+n+"/run"); r.status != http.StatusOK {
 				t.Errorf("job %s: got %d %s", n, r.status, r.raw)
 			}
 		})
@@ -596,7 +603,7 @@ func TestDocsDescribeTheApp(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  ([A-Z][A-Z_]+)\s`).FindAllStringSubmatch(usage, -1) {
 		vars = append(vars, m[1])
 	}
-	if len(vars) != 16 {
+	if len(vars) != 17 {
 		t.Fatalf("got variables %v from the usage text, want every one", vars)
 	}
 	for _, v := range vars {

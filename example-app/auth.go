@@ -58,16 +58,50 @@ func parseAPIKeys(s string) (apiKeys, error) {
 	return keys, nil
 }
 
-// demoAPIKeys returns random keys for two demo callers, for a run without
-// API_KEYS; the caller logs them.
+// parseOperators reads OPERATORS: comma-separated callers of keys that
+// may run jobs.
+func parseOperators(s string, keys apiKeys) (map[string]bool, error) {
+	known := map[string]bool{}
+	for _, caller := range keys {
+		known[caller] = true
+	}
+	ops := map[string]bool{}
+	for caller := range strings.SplitSeq(s, ",") {
+		if caller = strings.TrimSpace(caller); caller == "" {
+			continue
+		}
+		if !known[caller] {
+			return nil, fmt.Errorf("%q is not a caller of API_KEYS", caller)
+		}
+		ops[caller] = true
+	}
+	return ops, nil
+}
+
+// demoOperator is the demo caller that may run jobs, in a run without
+// API_KEYS.
+const demoOperator = "demo-operator"
+
+// demoAPIKeys returns random keys for two demo callers and a demo
+// operator, for a run without API_KEYS; the caller logs them.
 func demoAPIKeys() (apiKeys, map[string]string) {
 	keys, shown := apiKeys{}, map[string]string{}
-	for _, caller := range []string{"demo-alice", "demo-bob"} {
+	for _, caller := range []string{"demo-alice", "demo-bob", demoOperator} {
 		key := "demo_" + rand.Text()
 		keys[sha256.Sum256([]byte(key))] = caller
 		shown[caller] = key
 	}
 	return keys, shown
+}
+
+// requireOperator lets an operator's request through (OPERATORS), and
+// refuses any other caller's with 403 before anything else happens: a
+// fleet-wide job is an operator's action, and a caller that is not one
+// learns nothing of the jobs, not even whether one is running.
+func (s *server) requireOperator(c *gin.Context) {
+	if !s.cfg.Operators[callerOf(c)] {
+		writeProblem(c, newProblem(http.StatusForbidden, "running a job is an operator's action; this caller is not an operator (OPERATORS)"))
+	}
 }
 
 // callerKey is the gin context key of the authenticated caller.

@@ -51,8 +51,11 @@ Configuration, all optional, from the environment:
               client is the connection's peer, and X-Forwarded-For is
               ignored)
   API_KEYS    the callers and their API keys: caller=key,caller=key (keys of
-              16 characters or more; default: two demo callers with random
-              keys, printed in the log at start)
+              16 characters or more; default: two demo callers and a demo
+              operator with random keys, printed in the log at start)
+  OPERATORS   the callers of API_KEYS that may run the fleet-wide jobs,
+              comma-separated (default: none; with the demo keys, the
+              demo operator); every other caller gets 403 from /jobs
   ADMIN_ADDR  where the admin side listens: the lock page /debug/locks,
               /locks, /healthz with the details the public one keeps to
               itself, and Prometheus /metrics in a build with
@@ -108,6 +111,7 @@ type config struct {
 	LogFormat  string
 	APIKeys    apiKeys           // the callers' keys, by digest
 	DemoKeys   map[string]string // caller -> key, when APIKeys are the demo's
+	Operators  map[string]bool   // the callers that may run jobs (OPERATORS)
 
 	nodeTimeout     time.Duration // Redlock: how long one node may take to answer (REDIS_NODE_TIMEOUT)
 	persistentNodes bool          // Redlock: the nodes persist every write (REDIS_PERSISTENT_NODES)
@@ -246,8 +250,18 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return cfg, fmt.Errorf("API_KEYS: %v", err)
 		}
 		cfg.APIKeys = keys
+	} else if getenv("OPERATORS") != "" {
+		return cfg, fmt.Errorf("OPERATORS names callers of API_KEYS, which is not set")
 	} else {
 		cfg.APIKeys, cfg.DemoKeys = demoAPIKeys()
+		cfg.Operators = map[string]bool{demoOperator: true}
+	}
+	ops, err := parseOperators(getenv("OPERATORS"), cfg.APIKeys)
+	if err != nil {
+		return cfg, fmt.Errorf("OPERATORS: %v", err)
+	}
+	if len(ops) > 0 {
+		cfg.Operators = ops
 	}
 	return cfg, nil
 }

@@ -33,16 +33,18 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, redistest.DialProbe)
 }
 
-// The API keys of the tests' two callers.
+// The API keys of the tests' two callers, and of their operator.
 const (
-	testKey  = "test-key-shop-1-0123456789"
-	testKey2 = "test-key-shop-2-0123456789"
+	testKey         = "test-key-shop-1-0123456789"
+	testKey2        = "test-key-shop-2-0123456789"
+	testOperatorKey = "test-key-ops-0123456789"
 )
 
-// testKeys are the tests' callers, shop-1 (the default) and shop-2.
+// testKeys are the tests' callers, shop-1 (the default) and shop-2, and
+// ops, the operator (see testConfig).
 func testKeys(t testing.TB) apiKeys {
 	t.Helper()
-	keys, err := parseAPIKeys("shop-1=" + testKey + ",shop-2=" + testKey2)
+	keys, err := parseAPIKeys("shop-1=" + testKey + ",shop-2=" + testKey2 + ",ops=" + testOperatorKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +63,7 @@ func testConfig(t testing.TB) config {
 	cfg.providerLatency = 20 * time.Millisecond
 	cfg.jobDuration = 200 * time.Millisecond
 	cfg.APIKeys = testKeys(t)
+	cfg.Operators = map[string]bool{"ops": true}
 	return cfg
 }
 
@@ -100,6 +103,13 @@ func do(t testing.TB, c *http.Client, method, url, body string) response {
 		hdr = http.Header{"Content-Type": {"application/json"}}
 	}
 	return doHeader(t, c, method, url, body, hdr)
+}
+
+// doOperator sends a request without a body as the operator, ops: the
+// caller that may run jobs.
+func doOperator(t testing.TB, c *http.Client, method, url string) response {
+	t.Helper()
+	return doHeader(t, c, method, url, "", http.Header{"Authorization": {"Bearer " + testOperatorKey}})
 }
 
 // doHeader sends a request with body and the header fields hdr, as the

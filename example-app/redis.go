@@ -84,8 +84,8 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.O
 				return nil, fmt.Errorf("REDIS_ADDR: %w", err)
 			}
 			// Redlock bounds each node's answer with a context deadline,
-			// which go-redis applies only with ContextTimeoutEnabled.
-			o.ContextTimeoutEnabled = true
+			// which go-redis applies only with ContextTimeoutEnabled
+			// (nodeOptions sets it).
 			clients[i] = redis.NewClient(o)
 			b.nodes = clients[:i+1]
 			b.addrs[i] = o.Addr
@@ -201,7 +201,7 @@ func (e *embeddedRedis) addr() string { return e.m.Addr() }
 
 // options returns the go-redis options that reach the embedded server.
 func (e *embeddedRedis) options() *redis.Options {
-	return &redis.Options{Addr: e.addr(), Password: e.password}
+	return &redis.Options{Addr: e.addr(), Password: e.password, ContextTimeoutEnabled: true}
 }
 
 // close stops the clock, waits for its goroutine, and closes the server.
@@ -233,8 +233,8 @@ func processOwner() string {
 // nodeOptions reads one entry of REDIS_ADDR: host:port, or a redis:// or
 // rediss:// (TLS) URL as go-redis's ParseURL reads it, with a user and
 // password, a database number and go-redis's query options:
-// rediss://app:secret@redis.internal:6380/0?dial_timeout=3s. Its errors
-// never quote a URL's password.
+// rediss://app:secret@redis.internal:6380/0?dial_timeout=3s, always with
+// ContextTimeoutEnabled. Its errors never quote a URL's password.
 func nodeOptions(entry string) (*redis.Options, error) {
 	scheme, _, isURL := strings.Cut(entry, "://")
 	if !isURL {
@@ -245,7 +245,7 @@ func nodeOptions(entry string) (*redis.Options, error) {
 			}
 			return nil, fmt.Errorf("%q is not host:port, nor a redis:// or rediss:// URL: %v", entry, err)
 		}
-		return &redis.Options{Addr: entry}, nil
+		return &redis.Options{Addr: entry, ContextTimeoutEnabled: true}, nil
 	}
 	if scheme != "redis" && scheme != "rediss" {
 		return nil, fmt.Errorf("a URL of scheme %q, want redis:// or rediss:// (TLS)", scheme)
@@ -259,6 +259,9 @@ func nodeOptions(entry string) (*redis.Options, error) {
 		}
 		return nil, fmt.Errorf("%s is not a valid Redis URL: %v", redactURL(entry), err)
 	}
+	// Deadlines reach the socket, so a Redis that hangs cannot hold a
+	// request past its lock's wait (a URL cannot set it).
+	o.ContextTimeoutEnabled = true
 	return o, nil
 }
 
@@ -278,7 +281,7 @@ func redactURL(entry string) string {
 // database 0: entries that are URLs must agree on those, and the first
 // URL's options apply to every node.
 func clusterOptions(entries []string) (*redis.ClusterOptions, error) {
-	co := &redis.ClusterOptions{}
+	co := &redis.ClusterOptions{ContextTimeoutEnabled: true}
 	var first *redis.Options
 	for _, e := range entries {
 		o, err := nodeOptions(e)

@@ -194,3 +194,28 @@ func TestRedisURLConfig(t *testing.T) {
 		})
 	}
 }
+
+// Every client the app makes carries deadlines to the socket
+// (ContextTimeoutEnabled), in every mode, so that a Redis that hangs
+// cannot hold a request past its lock's wait: a URL cannot set it.
+func TestClientsKeepDeadlines(t *testing.T) {
+	for _, entry := range []string{"localhost:6379", "redis://app:secret@localhost:6379/0?read_timeout=10s", "rediss://localhost:6380"} {
+		o, err := nodeOptions(entry)
+		if err != nil || !o.ContextTimeoutEnabled {
+			t.Errorf("nodeOptions(%s): got %v, ContextTimeoutEnabled %v; want it set", redactURL(entry), err, o != nil && o.ContextTimeoutEnabled)
+		}
+	}
+	if co, err := clusterOptions([]string{"a:1", "b:2"}); err != nil || !co.ContextTimeoutEnabled {
+		t.Errorf("clusterOptions: got %v, want ContextTimeoutEnabled", err)
+	}
+	for _, mode := range []string{modeSingle, modeEmbedded} {
+		cfg := testConfig(t)
+		if mode == modeEmbedded {
+			cfg.RedisMode, cfg.RedisAddrs = modeEmbedded, nil
+		}
+		a, _ := startApp(t, cfg)
+		if c := a.backend.nodes[0].(*redis.Client); !c.Options().ContextTimeoutEnabled {
+			t.Errorf("%s: the app's client has no ContextTimeoutEnabled", mode)
+		}
+	}
+}

@@ -64,8 +64,8 @@ func TestRedlockFreshNodesSayWhy(t *testing.T) {
 	if r := do(t, c, "POST", url+"/orders", `{"customer":"alice","amount_cents":1299,"currency":"EUR"}`); r.status != http.StatusCreated {
 		t.Fatalf("create: got %d %s, want 201", r.status, r.raw)
 	}
-	for _, req := range []struct{ method, path string }{{"POST", "/jobs/nightly-report/run"}, {"POST", "/orders/1/pay"}} {
-		r := do(t, c, req.method, url+req.path, "")
+	for _, req := range []struct{ method, path, key string }{{"POST", "/jobs/nightly-report/run", testOperatorKey}, {"POST", "/orders/1/pay", testKey}} {
+		r := doHeader(t, c, req.method, url+req.path, "", http.Header{"Authorization": {"Bearer " + req.key}})
 		checkProblem(t, r, http.StatusServiceUnavailable)
 		ra, _ := strconv.Atoi(r.header.Get("Retry-After"))
 		if d, _ := r.body["detail"].(string); !strings.Contains(d, why) || ra < 1 || ra > 63 {
@@ -101,7 +101,7 @@ func TestRedlockFreshNodesSayWhy(t *testing.T) {
 func TestRedlockPersistentNodes(t *testing.T) {
 	cfg, _ := redlockConfig(t, true)
 	_, ts := startApp(t, cfg)
-	if r := do(t, ts.Client(), "POST", ts.URL+"/jobs/nightly-report/run?seconds=0.1", ""); r.status != http.StatusOK {
+	if r := doOperator(t, ts.Client(), "POST", ts.URL+"/jobs/nightly-report/run?seconds=0.1"); r.status != http.StatusOK {
 		t.Fatalf("job on fresh persistent nodes: got %d %s, want 200", r.status, r.raw)
 	}
 }
@@ -153,7 +153,7 @@ func TestHealthzRedlockDegraded(t *testing.T) {
 	check(http.StatusOK, "ok", 3)
 	srvs[2].Kill(t)
 	check(http.StatusOK, "degraded", 2)
-	if r := do(t, c, "POST", ts.URL+"/jobs/reindex/run?seconds=0.1", ""); r.status != http.StatusOK {
+	if r := doOperator(t, c, "POST", ts.URL+"/jobs/reindex/run?seconds=0.1"); r.status != http.StatusOK {
 		t.Fatalf("job with a node down: got %d %s, want 200", r.status, r.raw)
 	}
 	srvs[1].Kill(t)

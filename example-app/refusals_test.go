@@ -50,7 +50,7 @@ func TestRefusalsAreProblems(t *testing.T) {
 	}{
 		{name: "order id not a number", method: "GET", path: "/orders/abc", status: 400, detail: "the request path is invalid", field: "id", rule: "type"},
 		{name: "pay id not a number", method: "POST", path: "/orders/abc/pay", status: 400, detail: "the request path is invalid", field: "id", rule: "type"},
-		{name: "seconds not a number", method: "POST", path: "/jobs/nightly-report/run?seconds=abc", status: 400, detail: "the request query is invalid", field: "seconds", rule: "type"},
+		{name: "seconds not a number", method: "POST", path: "/jobs/nightly-report/run?seconds=abc", header: http.Header{"Authorization": {"Bearer " + testOperatorKey}}, status: 400, detail: "the request query is invalid", field: "seconds", rule: "type"},
 		{name: "amount of the wrong type", method: "POST", path: "/orders", body: `{"customer":"a","amount_cents":"12","currency":"EUR"}`,
 			header: jsonHeader, status: 400, detail: "the request is invalid", field: "amount_cents", rule: "type"},
 		{name: "order id of the wrong type", method: "POST", path: "/payments", body: `{"order_id":true}`,

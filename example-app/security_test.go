@@ -151,3 +151,74 @@ func TestBusyLockLogsNoKey(t *testing.T) {
 	}
 	t.Fatalf("no lock busy line in the log:\n%s", logs)
 }
+
+// The public index tells an anonymous client which routes there are, and
+// nothing of the deployment: no Redis mode, node, address or version, in
+// any mode. Those are on the admin listener.
+func TestPublicIndexNamesNoRedis(t *testing.T) {
+	for _, mode := range []string{modeSingle, modeEmbedded} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := testConfig(t)
+			addr := cfg.RedisAddrs[0]
+			if mode == modeEmbedded {
+				cfg.RedisMode, cfg.RedisAddrs = modeEmbedded, nil
+			}
+			a, ts := startApp(t, cfg)
+			r := doHeader(t, ts.Client(), "GET", ts.URL+"/", "", http.Header{"Authorization": {""}})
+			if r.status != http.StatusOK || r.body["routes"] == nil {
+				t.Fatalf("got %d %s, want 200 with the routes", r.status, r.raw)
+			}
+			_, port, _ := net.SplitHostPort(addr)
+			lower := strings.ToLower(r.raw)
+			for _, leak := range []string{a.backend.desc, addr, port, "miniredis", "embedded", "single node", "redlock", "cluster", "redis_version", `"redis"`} {
+				if strings.Contains(lower, strings.ToLower(leak)) {
+					t.Errorf("GET / names %q: %s", leak, r.raw)
+				}
+			}
+		})
+	}
+}
+
+// A fleet-wide job is an operator's action: a caller that is not one
+// (shop-1, shop-2) gets 403 for every job, before any lock, so it can
+// neither run nor hold one, nor learn that one is running: while the
+// operator's export run holds its lock, shop-1 still gets 403, and the
+// operator's second run gets the 409.
+func TestJobsAreOperators(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.jobDuration = 20 * time.Second
+	a, ts := startApp(t, cfg)
+	c := ts.Client()
+	for _, name := range jobNames {
+		r := do(t, c, "POST", ts.URL+"/jobs/"+name+"/run?seconds=30", "")
+		checkProblem(t, r, http.StatusForbidden)
+		if d, _ := r.body["detail"].(string); !strings.Contains(d, "operator") {
+			t.Fatalf("job %s as shop-1: got %s, want 403 saying it is an operator's action", name, r.raw)
+		}
+	}
+	in, err := a.backend.locker.Inspect(context.Background(), 100)
+	if err != nil || len(in.Locks) != 0 {
+		t.Fatalf("after shop-1's requests: got locks %+v (%v), want none", in.Locks, err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	run := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/jobs/export/run", nil)
+		req.Header.Set("Authorization", "Bearer "+testOperatorKey)
+		res, err := c.Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		run <- res
+	}()
+	eventually(t, "the operator's export run to hold its lock", func() bool {
+		in, err := a.backend.locker.Inspect(context.Background(), 100)
+		return err == nil && len(in.Locks) == 1
+	})
+	checkProblem(t, do(t, c, "POST", ts.URL+"/jobs/export/run", ""), http.StatusForbidden)
+	checkProblem(t, doOperator(t, c, "POST", ts.URL+"/jobs/export/run"), http.StatusConflict)
+	cancel()
+	<-run
+}

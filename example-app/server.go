@@ -124,7 +124,9 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) (*server,
 	api.POST("/payments", middleware.Lock(b.locker, payByBody,
 		append(payOpts, httplock.WithResponder(s.lockRefused(&paymentRequest{}, fromBody, "the body must be a JSON object whose order_id is a positive integer")))...), s.payment)
 
-	api.POST("/jobs/:name/run", s.runJobRoute)
+	// Jobs hold fleet-wide locks: an operator's action, never any
+	// caller's (one caller could otherwise keep every job locked).
+	api.POST("/jobs/:name/run", s.requireOperator, s.runJobRoute)
 	s.engine = r
 	for _, rt := range r.Routes() {
 		s.routes = append(s.routes, route{method: rt.Method, segments: strings.Split(rt.Path, "/")})
@@ -289,14 +291,13 @@ func (s *server) lockRefused(req any, from, notBound string) httplock.Responder 
 func (s *server) index(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{
 		"service": "padlock example: orders and payments",
-		"redis":   s.backend.desc,
 		"routes": []string{
 			"POST /orders            {customer, amount_cents, currency} -> 201; with an Idempotency-Key a retry replays the first answer",
 			"GET  /orders/:id        the order and its charges; only the caller that created an order sees or pays it (404 for others)",
 			"POST /orders/:id/pay    pays once; locked per order (409 if busy)",
 			"POST /payments          {order_id}: the same, by a JSON body; shares the order's lock",
-			"POST /jobs/:name/run    ?seconds=N (at most 30); one run per job at a time (409 if busy)",
-			"GET  /healthz           ok, degraded (a Redlock node is down) or down (503); details on the admin listener's /healthz",
+			"POST /jobs/:name/run    operators only (403 for other callers); ?seconds=N (at most 30); one run per job at a time (409 if busy)",
+			"GET  /healthz           ok, degraded (a lock node is down) or down (503); details on the admin listener's /healthz",
 		},
 		"jobs":  jobNames,
 		"auth":  "every route but / and /healthz needs Authorization: Bearer <API key>",

@@ -27,7 +27,7 @@ func TestRunShutdownEndsRequests(t *testing.T) {
 
 	var r response
 	var wg sync.WaitGroup
-	wg.Go(func() { r = do(t, c, "POST", url+"/jobs/nightly-report/run?seconds=20", "") })
+	wg.Go(func() { r = doOperator(t, c, "POST", url+"/jobs/nightly-report/run?seconds=20") })
 	eventually(t, "the job to start", func() bool { return strings.Contains(logs.String(), `"msg":"job started"`) })
 	start := time.Now()
 	if err := stop(); err != nil {
@@ -140,7 +140,7 @@ func TestMainSecondSignalExitsAtOnce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := redistest.Start(t)
-			p := startMainCmd(t, tt.cmd(), "REDIS_ADDR="+srv.Addr(), "SHUTDOWN_GRACE=60s", "API_KEYS=shop-1="+testKey)
+			p := startMainCmd(t, tt.cmd(), "REDIS_ADDR="+srv.Addr(), "SHUTDOWN_GRACE=60s", "API_KEYS=shop-1="+testKey, "OPERATORS=shop-1")
 			c := &http.Client{Transport: &http.Transport{}}
 			defer c.CloseIdleConnections()
 

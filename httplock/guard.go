@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/keyprobe"
+	"github.com/padlockgo/padlock/internal/refusal"
 	"github.com/padlockgo/padlock/lockkey"
 )
 
@@ -143,35 +143,22 @@ func (g *Guard) Acquire(ctx context.Context, key string) (*padlock.Lock, *Proble
 	if err == nil {
 		return lk, nil
 	}
-	switch {
-	case ctx.Err() != nil:
-		return nil, g.problem(http.StatusServiceUnavailable, "the request ended before the lock was acquired", key, err)
-	// Unavailable first: under Redlock, too few nodes answering is both
-	// not acquired and unavailable, and it is the service that failed.
-	case errors.Is(err, padlock.ErrUnavailable), errors.Is(err, padlock.ErrClosed),
-		actx.Err() != nil: // the last attempt got no answer in its grace
-		return nil, g.problem(http.StatusServiceUnavailable, "the lock service is unavailable", key, err)
-	case errors.Is(err, padlock.ErrNotAcquired):
-		p := g.problem(g.busyStatus, "another request holds the lock on this resource; retry later", key, err)
-		p.Namespace = g.namespaceOf(key)
-		if g.echoKey {
-			p.Key = key
-		}
-		left, _ := padlock.RetryAfter(err)
-		longest, seen := g.holds.longest(p.Namespace)
-		p.RetryAfter = retryAfter(longest, seen, left)
-		return nil, p
-	}
-	return nil, g.problem(http.StatusInternalServerError, "the lock could not be taken", key, err)
+	return nil, g.refusal(ctx, actx, key, err, g.lockAcquirer())
 }
 
-// problem is newProblem for a failed Acquire on key: without WithEchoKey,
-// err's text shows the key's namespace instead of the key.
-func (g *Guard) problem(status int, detail, key string, err error) *Problem {
-	if !g.echoKey {
-		err = &redactedError{err: err, key: key, ns: g.namespaceOf(key)}
+// lockAcquirer is how Acquire refuses: the busy status (WithBusyStatus),
+// and a Retry-After from the holds measured in the namespace.
+func (g *Guard) lockAcquirer() acquirer {
+	return acquirer{
+		what:       "lock",
+		busy:       g.busyStatus,
+		busyDetail: "another request holds the lock on this resource; retry later",
+		retryAfter: func(ns string, err error) time.Duration {
+			left, _ := padlock.RetryAfter(err)
+			longest, seen := g.holds.longest(ns)
+			return retryAfter(longest, seen, left)
+		},
 	}
-	return newProblem(status, detail, err)
 }
 
 // namespaceOf returns the escaped namespace key starts with: WithNamespace's
@@ -193,25 +180,6 @@ func (g *Guard) namespaceOf(key string) string {
 	}
 	return key[:i]
 }
-
-// redactedError is an Acquire error whose text does not show the lock key,
-// which may hold request data that is secret; errors.Is and errors.As still
-// see the error itself.
-type redactedError struct {
-	err     error
-	key, ns string
-}
-
-func (e *redactedError) Error() string {
-	if e.key == "" {
-		return e.err.Error()
-	}
-	shown := e.ns + lockkey.Sep + "…"
-	msg := strings.ReplaceAll(e.err.Error(), strconv.Quote(e.key), strconv.Quote(shown))
-	return strings.ReplaceAll(msg, e.key, shown)
-}
-
-func (e *redactedError) Unwrap() error { return e.err }
 
 // Release lets lk go on a context detached from the request r, so that a
 // request cancelled by its client still releases, bounded by
@@ -246,11 +214,18 @@ func (g *Guard) MaxHold() time.Duration { return g.maxHold }
 
 // Refuse writes p for r with WithResponder's func, its Instance set to the
 // request path. A request of KeyFor gets no answer: KeyFor is told of p
-// instead.
+// instead. When p is Acquire's (or Limiter.Acquire's) refusal, an
+// idempotency middleware in front is told that the handler did not run,
+// so that the answer frees the Idempotency-Key instead of being stored.
 func (g *Guard) Refuse(w http.ResponseWriter, r *http.Request, p *Problem) {
 	if pr := keyprobe.From(r.Context()); pr != nil {
 		pr.Answer("", refusedProbe(p))
 		return
+	}
+	if p.beforeHandler {
+		if rw := refusal.From(r.Context()); rw != nil {
+			rw.Mark()
+		}
 	}
 	p.Instance = r.URL.Path
 	g.respond(w, r, p)

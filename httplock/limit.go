@@ -2,7 +2,6 @@ package httplock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -52,7 +51,9 @@ func newLimiter(fn string, s *padlock.Semaphore, full int, opts []Option) *Limit
 // permit), or returns the problem to refuse the request with: the full
 // status with Retry-After (LimitRetryAfter) when every permit stays
 // taken, 503 when Redis cannot be reached or ctx ends first, 500
-// otherwise.
+// otherwise. These are Guard.Acquire's answers, built by the same code:
+// the key's namespace in the body, and the key itself (in the body and
+// in Problem.Err) only with WithEchoKey.
 func (lm *Limiter) Acquire(ctx context.Context, key string) (*padlock.Lock, *Problem) {
 	if p := probed(ctx, key); p != nil {
 		return nil, p
@@ -61,18 +62,12 @@ func (lm *Limiter) Acquire(ctx context.Context, key string) (*padlock.Lock, *Pro
 	if err == nil {
 		return lk, nil
 	}
-	switch {
-	case ctx.Err() != nil:
-		return nil, newProblem(http.StatusServiceUnavailable, "the request ended before a permit was acquired", err)
-	case errors.Is(err, padlock.ErrUnavailable), errors.Is(err, padlock.ErrClosed):
-		return nil, newProblem(http.StatusServiceUnavailable, "the lock service is unavailable", err)
-	case errors.Is(err, padlock.ErrNotAcquired):
-		p := newProblem(lm.full, "too many requests for this resource are running at once; retry later", err)
-		p.Key = key
-		p.RetryAfter = LimitRetryAfter
-		return nil, p
-	}
-	return nil, newProblem(http.StatusInternalServerError, "the permit could not be taken", err)
+	return nil, lm.refusal(ctx, ctx, key, err, acquirer{
+		what:       "permit",
+		busy:       lm.full,
+		busyDetail: "too many requests for this resource are running at once; retry later",
+		retryAfter: func(string, error) time.Duration { return LimitRetryAfter },
+	})
 }
 
 // Limit returns a net/http middleware that runs next while holding one of

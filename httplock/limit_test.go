@@ -11,8 +11,9 @@ import (
 )
 
 // With both permits of a merchant taken, Limit refuses with the status
-// the app picked, Retry-After and the namespaced key; once one is given
-// back the handler runs under a permit.
+// the app picked, Retry-After and the key's namespace (the key itself
+// only with WithEchoKey, as Lock's busy answers); once one is given back
+// the handler runs under a permit.
 func TestLimit(t *testing.T) {
 	l, _, _ := newLocker(t)
 	sem, err := l.Semaphore(2)
@@ -38,8 +39,14 @@ func TestLimit(t *testing.T) {
 	}
 	w := serve(mux, "POST", "/merchants/5/pay", "")
 	p := checkProblem(t, w, http.StatusTooManyRequests)
-	if w.Header().Get("Retry-After") != "1" || p.Key != key {
-		t.Fatalf("got Retry-After %q, key %q, want 1 and %q", w.Header().Get("Retry-After"), p.Key, key)
+	if w.Header().Get("Retry-After") != "1" || p.Key != "" || p.Namespace != "POST /merchants/<id>/pay" {
+		t.Fatalf("got Retry-After %q, key %q, namespace %q, want 1, no key and the namespace", w.Header().Get("Retry-After"), p.Key, p.Namespace)
+	}
+	echo := http.NewServeMux()
+	echo.Handle("POST /merchants/{id}/pay", httplock.Limit(sem, httplock.PathValue("id", lockkey.Int(64)), http.StatusTooManyRequests, httplock.WithEchoKey())(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })))
+	if p := checkProblem(t, serve(echo, "POST", "/merchants/5/pay", ""), http.StatusTooManyRequests); p.Key != key {
+		t.Fatalf("WithEchoKey: got key %q, want %q", p.Key, key)
 	}
 	held[0].Release(ctx)
 	defer held[1].Release(ctx)

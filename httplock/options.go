@@ -51,8 +51,9 @@ func (c *config) invalid(msg string) { c.errs = append(c.errs, msg) }
 // does not answer) is cut off by a deadline one second past Wait, and the
 // engine may spend up to a second more tidying the unanswered attempt; that
 // deadline reaches the socket only when the go-redis client has
-// ContextTimeoutEnabled (otherwise the attempt waits for the client's
-// ReadTimeout). So no refusal takes longer than Wait and about 2s, and no
+// ContextTimeoutEnabled (otherwise the attempt and its tidying each wait
+// for the client's ReadTimeout; NewRedlock refuses such node clients, New
+// does not). So no refusal takes longer than Wait and about 2s, and no
 // request holds on longer than that, its handler and WithReleaseTimeout.
 func WithLockOptions(o padlock.Options) Option {
 	return func(c *config) { c.lock = o }
@@ -125,13 +126,17 @@ func WithReleaseError(fn func(r *http.Request, err error)) Option {
 	}
 }
 
-// WithEchoKey makes busy answers carry the full lock key (Problem.Key,
-// the "key" member of the body) and leaves it in the errors a refusal
-// carries for logs (Problem.Err). Without it they carry only the key's
-// namespace (Problem.Namespace), and the key in Problem.Err's text is
-// replaced by the namespace and "…": a key is built from request data, and
-// one built from a secret (an API key, a session header) must not be
-// reflected to whoever sends the request, nor written to logs. Turn it on
+// WithEchoKey makes busy answers (Lock's 409 or 423, Limit's 429 or 503
+// when every permit is taken) carry the full lock key (Problem.Key, the
+// "key" member of the body) and leaves it in the errors every refusal of
+// a lock or permit carries for logs (Problem.Err: busy, full, 503 and
+// 500 alike). Without it they carry only the key's namespace
+// (Problem.Namespace), and the key in Problem.Err's text is replaced by
+// the namespace and "…": a key is built from request data, and one built
+// from a secret (an API key, a session header) must not be reflected to
+// whoever sends the request, nor written to logs. Every face (Lock,
+// Limit, Guard, Limiter, the Gin middleware.Lock and middleware.Limit)
+// builds these answers in one place, so they all keep to it. Turn it on
 // only when keys hold nothing secret. Default: off.
 func WithEchoKey() Option {
 	return func(c *config) { c.echoKey = true }

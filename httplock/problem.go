@@ -39,7 +39,13 @@ type Problem struct {
 	// value means none, for a 409 that retrying will not resolve.
 	RetryAfter time.Duration `json:"-"`
 	// Err is the error behind the problem, for logs; it is not sent.
+	// Without WithEchoKey, the error of a refused lock or permit shows the
+	// key's namespace and "…" where the key was.
 	Err error `json:"-"`
+
+	// beforeHandler marks the refusal of a lock or permit that was not
+	// acquired: the handler did not run (see Guard.Refuse).
+	beforeHandler bool
 }
 
 // Responder writes the response for a request the middleware refuses.

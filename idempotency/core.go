@@ -12,6 +12,7 @@ import (
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/internal/keyprobe"
+	"github.com/padlockgo/padlock/internal/refusal"
 	"github.com/padlockgo/padlock/lockkey"
 )
 
@@ -283,8 +284,8 @@ func (m *Core) answered(w http.ResponseWriter, r *http.Request, ch Chain, rec re
 	case rec.fingerprint != fp:
 		m.refuse(w, r, ch, newProblem(http.StatusUnprocessableEntity, "this Idempotency-Key was already used for a different request", nil))
 	case rec.kind == recordNotReplayable:
-		p := newProblem(http.StatusConflict, "a request with this Idempotency-Key was already processed, "+
-			"but its response was not kept and cannot be replayed", nil)
+		p := newProblem(http.StatusConflict, "a request with this Idempotency-Key was already processed, or started to be, "+
+			"but its response was not kept and cannot be replayed; it is not run again", nil)
 		p.RetryAfter = -1 // retrying will not help
 		m.refuse(w, r, ch, p)
 	default:
@@ -302,18 +303,22 @@ func (m *Core) answered(w http.ResponseWriter, r *http.Request, ch Chain, rec re
 func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFlight, key, fp, recKey string) {
 	before := w.Header().Clone()
 	rec := newRecorder(w, m.cfg.maxResponse)
-	locked := r.WithContext(context.WithValue(st.lk.Context(r.Context()), keyCtxKey{}, key))
+	// A lock or limiter behind this middleware reports through the watch
+	// that it refused the request: the handler did not run.
+	ctx, behind := refusal.With(st.lk.Context(r.Context()))
+	locked := r.WithContext(context.WithValue(ctx, keyCtxKey{}, key))
 	returned := false
 	defer func() {
 		if returned {
 			return
 		}
 		// The chain panicked (or called runtime.Goexit): nothing is
-		// stored, unless the response started to go out, and the panic
-		// goes on, after this and the release of the lock, to the
-		// router's recovery, as net/http expects.
+		// stored, unless the response started to go out (or the handler
+		// took the connection over), and the panic goes on, after this and
+		// the release of the lock, to the router's recovery, as net/http
+		// expects.
 		out := rec.end()
-		if out.committed && !out.hijacked && m.cfg.storeStatus(out.status) {
+		if out.hijacked || (out.committed && m.cfg.storeStatus(out.status)) {
 			m.putMarker(r, ch, st, fp, recKey, out.status)
 		}
 	}()
@@ -321,8 +326,12 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFligh
 	returned = true
 
 	out := rec.end()
+	refused := behind.Refused()
 	switch {
 	case out.hijacked:
+		// The handler answered on the connection itself, whatever it
+		// wrote: a retry must never run it again.
+		m.putMarker(r, ch, st, fp, recKey, out.status)
 	case out.committed:
 		// Sent already, at least in part, and not kept: the marker stops
 		// a retry from running the handler again, also when a status
@@ -331,7 +340,7 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFligh
 		if m.cfg.storeStatus(out.status) {
 			m.putMarker(r, ch, st, fp, recKey, out.status)
 		}
-	case out.late || !m.cfg.storeStatus(out.status) || retryLater(w.Header(), before):
+	case out.late || !m.cfg.storeStatus(out.status) || refused:
 		w.Header().Set(ReplayableHeader, "false")
 		send(w, out.status, out.body)
 	default:
@@ -341,15 +350,9 @@ func (m *Core) run(w http.ResponseWriter, r *http.Request, ch Chain, st *inFligh
 		}
 		send(w, out.status, out.body)
 	}
-	st.keep = !st.stored && !out.hijacked && unfinished(out.status)
-}
-
-// retryLater reports whether the chain answered with a Retry-After of its
-// own: the answer asks the client to try again (a lock behind this
-// middleware was busy: httplock's 409 or 423), so the retry must run, not
-// get this answer back.
-func retryLater(h, before http.Header) bool {
-	return h.Get("Retry-After") != "" && before.Get("Retry-After") == ""
+	// A refusal behind frees the key at once: nothing ran, and the retry
+	// it asks for must be able to run.
+	st.keep = !st.stored && !refused && unfinished(out.status)
 }
 
 // unfinished reports whether an answer with status, not stored, may have

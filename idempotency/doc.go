@@ -54,12 +54,13 @@
 //     the handler's errors included, but not a 400 or 422 that says the
 //     request failed validation: a corrected retry with the same key runs
 //     (see DefaultStoreStatus, and StrictStoreStatus for the strict
-//     behaviour), nor one with a Retry-After header, which asks for the
-//     retry: a lock behind this middleware that was busy (auth →
-//     idempotency → httplock.Lock is the safe order) does not make its
-//     409 the key's answer. If its response was not kept (larger than
-//     WithMaxResponseBytes, or streamed): 409 without Retry-After, saying
-//     so; the handler does not run again.
+//     behaviour), nor the refusal of a lock or limiter behind this
+//     middleware (auth → idempotency → httplock.Lock is the safe order):
+//     its 409, 423, 429 or 503 frees the key for the retry it asks for.
+//     Every 2xx and 3xx of the handler is stored, one with a Retry-After
+//     too (a 202 Accepted saying when to check back). If its response
+//     was not kept (larger than WithMaxResponseBytes, or streamed): 409
+//     without Retry-After, saying so; the handler does not run again.
 //   - The key's first request got a 408, 503 or 504 that was not stored,
 //     less than one in-flight lease ago: 409 with "Retry-After: 1" (see
 //     Timeouts below).
@@ -122,8 +123,9 @@
 // started to go out: then the marker is stored first (for a status that
 // WithStoreStatus stores). Either way the lock is released and the panic
 // goes on to the router's recovery. A 5xx is not stored (see
-// DefaultStoreStatus), nor anything for a handler that hijacks the
-// connection.
+// DefaultStoreStatus). A handler that takes the connection over (Hijack)
+// leaves the marker whatever it writes and whatever follows, a panic
+// included: a retry gets 409, never a second run.
 //
 // # Timeouts and the order of middlewares
 //

@@ -158,11 +158,14 @@ func WithStoreTimeout(d time.Duration) Option {
 
 // WithStoreStatus sets which response statuses are stored and replayed. A
 // status it rejects is sent with "Idempotent-Replayable: false" and not
-// stored, so a retry runs the handler again. Whatever it says, an answer
-// that sets a Retry-After header is not stored either: it asks the client
-// to try again (a busy lock behind this middleware, httplock.Lock's 409),
-// and the retry must run. A nil fn panics at construction. Default:
-// DefaultStoreStatus.
+// stored, so a retry runs the handler again. Whatever it says, the
+// refusal of a lock or limiter of this module behind this middleware
+// (httplock.Lock's and middleware.Lock's 409 or 423, Limit's 429 or 503,
+// and their 503 or 500 when the lock cannot be taken) is not stored and
+// frees the key at once: the handler did not run, and the retry it asks
+// for must. The handler's own answers follow fn, Retry-After or not: a
+// 202 Accepted that says when to check back is stored and replayed like
+// any 2xx. A nil fn panics at construction. Default: DefaultStoreStatus.
 func WithStoreStatus(fn func(status int) bool) Option {
 	return func(c *config) {
 		if fn == nil {

@@ -2,7 +2,9 @@ package idempotency_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -299,5 +301,81 @@ func TestTimeoutOutside(t *testing.T) {
 	}
 	if w.Code != http.StatusCreated || w.Body.String() != "created" || w.Header().Get("Idempotent-Replayed") != "true" || runs.Load() != 1 {
 		t.Fatalf("got %d %q (replayed %q), %d runs, want the replay of 201 created and 1 run", w.Code, w.Body, w.Header().Get("Idempotent-Replayed"), runs.Load())
+	}
+}
+
+// The attack: a handler that takes the connection over (Hijack) and
+// writes its 201 itself stored nothing and freed the key, and a retry ran
+// it a second time; a panic after the hijack skipped the marker too. Now
+// a hijack leaves the marker of a response that started and cannot be
+// replayed, whatever follows (a return, a panic; any status), and a retry
+// gets 409 saying so, over real connections.
+func TestHijackIsNeverRunAgain(t *testing.T) {
+	for _, panics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("panics %v", panics), func(t *testing.T) {
+			l, _, rdb := newLocker(t)
+			var runs atomic.Int64
+			recovered := make(chan any, 1)
+			rec := func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					defer func() { recovered <- recover() }()
+					next.ServeHTTP(w, r)
+				})
+			}
+			ts := httptest.NewServer(rec(idempotency.New(l, rdb, tester)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
+				conn, buf, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					t.Errorf("Hijack: %v", err)
+					return
+				}
+				defer conn.Close()
+				fmt.Fprint(buf, "HTTP/1.1 201 Created\r\nContent-Length: 7\r\nConnection: close\r\n\r\ncharged")
+				if err := buf.Flush(); err != nil {
+					t.Errorf("writing the hijacked response: %v", err)
+				}
+				if panics {
+					panic("after the hijack")
+				}
+			}))))
+			defer ts.Close()
+			post := func() *http.Response {
+				req, _ := http.NewRequest("POST", ts.URL+"/jobs", strings.NewReader("{}"))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Idempotency-Key", "k1")
+				res, err := ts.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			first := post()
+			body, _ := io.ReadAll(first.Body)
+			first.Body.Close()
+			if first.StatusCode != http.StatusCreated || string(body) != "charged" {
+				t.Fatalf("first: got %d %q, want the handler's own 201", first.StatusCode, body)
+			}
+			// The handler and the middleware are done with the key.
+			if v := <-recovered; (v != nil) != panics {
+				t.Fatalf("got %v recovered in front, want a panic %v", v, panics)
+			}
+			retry := post()
+			defer retry.Body.Close()
+			var p struct {
+				Status int
+				Detail string
+			}
+			if err := json.NewDecoder(retry.Body).Decode(&p); err != nil {
+				t.Fatal(err)
+			}
+			if retry.StatusCode != http.StatusConflict || retry.Header.Get("Content-Type") != "application/problem+json" ||
+				!strings.Contains(p.Detail, "cannot be replayed") {
+				t.Fatalf("retry: got %d %s %+v, want 409 problem+json saying it cannot be replayed", retry.StatusCode, retry.Header.Get("Content-Type"), p)
+			}
+			<-recovered
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("handler runs: got %d, want 1", n)
+			}
+		})
 	}
 }

@@ -151,8 +151,10 @@ func (r *recorder) Flush() {
 	_ = http.NewResponseController(r.w).Flush()
 }
 
-// Hijack hands the connection to the handler. Nothing is stored for the
-// request then: there is no HTTP response to replay.
+// Hijack hands the connection to the handler. There is no HTTP response
+// to replay then, and whatever the handler does next (returns, panics),
+// the middleware stores the marker of a response that started: a retry
+// gets 409, never a second run.
 func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

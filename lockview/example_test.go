@@ -15,7 +15,7 @@ import (
 // addresses and the name operators use, so that no web page can read it
 // through DNS rebinding.
 func ExampleNew() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	rec := lockview.NewRecorder()
 	l := padlock.New(rdb, padlock.WithObserver(rec))

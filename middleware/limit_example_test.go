@@ -23,7 +23,7 @@ func ExampleLimit() {
 		panic(err)
 	}
 	defer mr.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	locker := padlock.New(rdb)
 	defer locker.Close()
@@ -59,6 +59,6 @@ func ExampleLimit() {
 	fmt.Println(<-codes, <-codes)
 	// Output:
 	// 429 1
-	// {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"too many requests for this resource are running at once; retry later","instance":"/merchants/7/charge","key":"/merchants/$id/charge:7"}
+	// {"type":"about:blank","title":"Too Many Requests","status":429,"detail":"too many requests for this resource are running at once; retry later","instance":"/merchants/7/charge","namespace":"/merchants/$id/charge"}
 	// 204 204
 }

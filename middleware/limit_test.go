@@ -58,8 +58,8 @@ func TestLimitCapsConcurrency(t *testing.T) {
 				if ra := w.Header().Get("Retry-After"); ra != "1" {
 					t.Errorf("got Retry-After %q, want 1", ra)
 				}
-				if p.Key != "/merchants/$id/pay:7" {
-					t.Errorf("got key %q, want /merchants/$id/pay:7", p.Key)
+				if p.Key != "" || p.Namespace != "/merchants/$id/pay" {
+					t.Errorf("got key %q, namespace %q, want no key (no WithEchoKey) and /merchants/$id/pay", p.Key, p.Namespace)
 				}
 			}
 			other := make(chan *httptest.ResponseRecorder, 1)

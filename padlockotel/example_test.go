@@ -12,7 +12,7 @@ import (
 // A Locker that reports to the global OpenTelemetry providers (set them
 // with otel.SetTracerProvider and otel.SetMeterProvider at start-up).
 func ExampleNew() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	obs, err := padlockotel.New()
 	if err != nil {

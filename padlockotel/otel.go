@@ -12,7 +12,8 @@
 //
 // A lock key is request data (an order id, a client's idempotency key):
 // it never becomes a metric attribute, whose values must stay few, and it
-// is kept out of spans unless WithKeysInSpans. Metrics carry the key's
+// is kept out of spans, and out of the errors they record, unless
+// WithKeysInSpans. Metrics carry the key's
 // namespace instead: the part before the first ':' ("order" for
 // "order:42"), "(none)" for a key without one, or what WithNamespace's
 // function says. Past WithMaxNamespaces distinct namespaces (default 100)
@@ -70,6 +71,7 @@ package padlockotel
 import (
 	"context"
 	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -132,8 +134,10 @@ func WithNamespace(f func(key string) string) Option { return func(c *config) { 
 func WithMaxNamespaces(n int) Option { return func(c *config) { c.maxNS = n } }
 
 // WithKeysInSpans adds the lock key itself to each Acquire's span
-// (padlock.key). Only for keys that whoever reads the traces may see.
-// Default: off; spans carry the namespace alone.
+// (padlock.key), and leaves it in the errors spans record. Only for keys
+// that whoever reads the traces may see. Default: off; spans carry the
+// namespace alone, and an error whose text names the key (an attempt's,
+// the Acquire's) shows the namespace and "…" in its place.
 func WithKeysInSpans() Option { return func(c *config) { c.keysInSpans = true } }
 
 // Observer is the padlock.Observer New returns. It is safe for
@@ -333,7 +337,7 @@ func (o *Observer) AcquireAttempt(ctx context.Context, e padlock.AcquireAttemptE
 		return
 	}
 	if e.Err != nil {
-		span.AddEvent("padlock.attempt_failed", trace.WithAttributes(AttrAttempt.Int(e.Attempt), attribute.String("error.message", e.Err.Error())))
+		span.AddEvent("padlock.attempt_failed", trace.WithAttributes(AttrAttempt.Int(e.Attempt), attribute.String("error.message", o.errText(e.Err, e.Key))))
 		return
 	}
 	span.AddEvent("padlock.busy", trace.WithAttributes(AttrAttempt.Int(e.Attempt), AttrHolderTTL.Int64(e.HolderTTL.Milliseconds())))
@@ -366,8 +370,8 @@ func (o *Observer) AcquireEnd(ctx context.Context, e padlock.AcquireEndEvent) {
 		case padlock.OutcomeHandedOff:
 			span.AddEvent("padlock.handoff")
 		case padlock.OutcomeUnavailable, padlock.OutcomeClosed, padlock.OutcomeInvalid:
-			span.RecordError(e.Err)
-			span.SetStatus(codes.Error, e.Err.Error())
+			span.RecordError(o.spanErr(e.Err, e.Key))
+			span.SetStatus(codes.Error, o.errText(e.Err, e.Key))
 		}
 	}
 	span.End()
@@ -420,5 +424,36 @@ func (o *Observer) QuorumVoted(e padlock.QuorumVotedEvent) {
 		o.votes.Add(ctx, 1, metric.WithAttributes(AttrRedlockOp.String(e.Op), AttrRedlockNode.String(n.Addr), AttrNodeOutcome.String(n.Outcome.String())))
 	}
 }
+
+// errText is err's text for a span: where it names key, the key's
+// namespace and "…" stand in its place, unless WithKeysInSpans.
+func (o *Observer) errText(err error, key string) string {
+	if err == nil {
+		return ""
+	}
+	if o.keysInSpans {
+		return err.Error()
+	}
+	return keyattr.Scrub(err.Error(), key, keyattr.Namespace(key)+":…")
+}
+
+// spanErr is err as a span records it: err itself, unless its text names
+// key without WithKeysInSpans; then an error of the same text as errText
+// that still unwraps to err.
+func (o *Observer) spanErr(err error, key string) error {
+	if err == nil || o.keysInSpans || key == "" || !strings.Contains(err.Error(), key) {
+		return err
+	}
+	return &redactedError{msg: o.errText(err, key), err: err}
+}
+
+// redactedError is an error whose text no longer names a key.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 var _ padlock.Observer = (*Observer)(nil)

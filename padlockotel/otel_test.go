@@ -2,6 +2,7 @@ package padlockotel_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -358,6 +360,60 @@ func TestCycleAllocations(t *testing.T) {
 			})
 			if got > tc.want {
 				t.Errorf("got %v allocations per cycle, want at most %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// An error that names the key (as a wrapping error might) reaches a span
+// with the key's namespace and "…" in its place, in the attempt's event,
+// the recorded exception and the status, unless WithKeysInSpans; a real
+// outage's error is recorded too.
+func TestSpanErrorsDoNotNameTheKey(t *testing.T) {
+	const key = "idempotency:POST /orders:alice:8e03978e-7d1c"
+	for _, keysInSpans := range []bool{false, true} {
+		t.Run(fmt.Sprintf("WithKeysInSpans %v", keysInSpans), func(t *testing.T) {
+			var opts []padlockotel.Option
+			if keysInSpans {
+				opts = append(opts, padlockotel.WithKeysInSpans())
+			}
+			tel := newTelemetry(t, opts...)
+			ctx := tel.obs.AcquireStart(context.Background(), padlock.AcquireStartEvent{Key: key})
+			named := fmt.Errorf("%w: acquire %q: i/o timeout", padlock.ErrUnavailable, key)
+			tel.obs.AcquireAttempt(ctx, padlock.AcquireAttemptEvent{Key: key, Attempt: 1, Err: named})
+			tel.obs.AcquireEnd(ctx, padlock.AcquireEndEvent{Key: key, Outcome: padlock.OutcomeUnavailable, Err: named, Attempts: 1})
+
+			l, srv := newLocker(t, tel)
+			srv.Kill(t)
+			if _, err := l.Acquire(context.Background(), key, padlock.Options{}); !errors.Is(err, padlock.ErrUnavailable) {
+				t.Fatalf("Acquire on a killed server: got %v, want ErrUnavailable", err)
+			}
+
+			spans := tel.spans.Ended()
+			if len(spans) != 2 {
+				t.Fatalf("got %d spans, want 2", len(spans))
+			}
+			for i, s := range spans {
+				var seen []string
+				seen = append(seen, s.Status().Description)
+				for _, e := range s.Events() {
+					for _, a := range e.Attributes {
+						seen = append(seen, a.Value.String())
+					}
+				}
+				all := strings.Join(seen, "\n")
+				if s.Status().Code != codes.Error {
+					t.Errorf("span %d: got status %v, want Error", i, s.Status())
+				}
+				if got := strings.Contains(all, "8e03978e"); got && !keysInSpans {
+					t.Errorf("span %d names the key in its errors:\n%s", i, all)
+				}
+				if i == 0 && !keysInSpans && !strings.Contains(all, "idempotency:…") {
+					t.Errorf("span %d: got errors\n%s\nwant the namespace and … in place of the key", i, all)
+				}
+				if i == 0 && keysInSpans && !strings.Contains(all, key) {
+					t.Errorf("span %d with WithKeysInSpans: got errors\n%s\nwant the key as it is", i, all)
+				}
 			}
 		})
 	}

@@ -12,9 +12,9 @@ import (
 
 // Lost locks and failed renewals in the service's log, keys hashed.
 func ExampleNew() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	l := padlock.New(rdb, padlock.WithObserver(padlockslog.New(logger, padlockslog.WithHashedKeys())))
+	l := padlock.New(rdb, padlock.WithObserver(padlockslog.New(logger)))
 	defer l.Close()
 }

@@ -1,9 +1,16 @@
 // Package padlockslog logs a padlock Locker's trouble through log/slog: a
 // padlock.Observer that writes lost locks and failed renewals at Warn, and
 // waiters that fall back to polling (no release notices) at Info, each
-// with the lock's key (or a keyed hash of it, see WithHashedKeys) and the cause.
+// with the lock's key, redacted, and the cause.
 //
 //	l := padlock.New(rdb, padlock.WithObserver(padlockslog.New(slog.Default())))
+//
+// A key is logged as its namespace (attribute namespace) and a short keyed
+// hash (attribute key_hash), as the lock page shows it, never as it is: a
+// key is built from request data (a client's Idempotency-Key, a token
+// from a header), and logs travel further than the service. WithRedactor
+// shares the lock page's secret and readable namespaces; WithRawKeys logs
+// keys as they are, for keys that hold nothing secret.
 //
 // Everything that goes well (acquisitions, releases, renewals) is left to
 // metrics (package padlockotel): a log line per lock would cost more than
@@ -15,6 +22,7 @@ import (
 	"log/slog"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/keyattr"
 	"github.com/padlockgo/padlock/lockkey"
 )
 
@@ -22,32 +30,32 @@ import (
 type Observer struct {
 	padlock.NopObserver
 	logger   *slog.Logger
-	hashed   bool
+	raw      bool
 	redactor *lockkey.Redactor // nil: the process's
 }
 
 // An Option configures New.
 type Option func(*Observer)
 
-// WithHashedKeys logs a short keyed hash of each key (attribute key_hash)
-// and its namespace, the part before the first ':' (attribute namespace),
-// instead of the key itself: for keys built from data the log's readers
-// must not see (client ids, idempotency keys). The hash is an HMAC under
-// the process's random secret, so a reader cannot find a key by hashing
-// guesses; it differs between processes and across restarts unless
-// WithRedactor gives a secret. Default: the key is logged as is
-// (attribute key).
-func WithHashedKeys() Option { return func(o *Observer) { o.hashed = true } }
+// WithRawKeys logs each key as it is (attribute key), and errors that
+// name it as they are, instead of its namespace and keyed hash. Only for
+// keys that whoever reads the logs may see: none built from a client's
+// data. Default: off, keys are redacted.
+func WithRawKeys() Option { return func(o *Observer) { o.raw = true } }
 
-// WithRedactor is WithHashedKeys with r's secret and readable namespaces:
-// keys of those namespaces are logged as they are too (attribute key).
-// Share r with the lock page (lockview.Config.Redactor) so that a key has
-// one hash in both. A nil r is the process's Redactor.
+// WithRedactor redacts keys with r: its secret keys the hashes, and the
+// keys of its readable namespaces are logged as they are too (attribute
+// key). Share r with the lock page (lockview.Config.Redactor) so that a
+// key has one hash in both, and give every instance the same secret
+// (lockkey.WithRedactSecret) to compare hashes across them. A nil r is
+// the process's Redactor. Default: the process's Redactor, with a random
+// secret and no readable namespace (lockkey.Redactor).
 func WithRedactor(r *lockkey.Redactor) Option {
-	return func(o *Observer) { o.hashed, o.redactor = true, r }
+	return func(o *Observer) { o.redactor = r }
 }
 
-// New returns an Observer that logs to logger (slog.Default() when nil).
+// New returns an Observer that logs to logger (slog.Default() when nil),
+// keys redacted unless WithRawKeys.
 func New(logger *slog.Logger, opts ...Option) *Observer {
 	if logger == nil {
 		logger = slog.Default()
@@ -59,15 +67,28 @@ func New(logger *slog.Logger, opts ...Option) *Observer {
 	return o
 }
 
+// key returns the attributes that show k.
 func (o *Observer) key(k string) slog.Attr {
-	if o.hashed {
-		r := o.redactor.Redact(k)
-		if r.Key != "" {
-			return slog.Group("", slog.String("key", r.Key), slog.String("key_hash", r.Hash), slog.String("namespace", r.Namespace))
-		}
-		return slog.Group("", slog.String("key_hash", r.Hash), slog.String("namespace", r.Namespace))
+	if o.raw {
+		return slog.String("key", k)
 	}
-	return slog.String("key", k)
+	r := o.redactor.Redact(k)
+	if r.Key != "" {
+		return slog.Group("", slog.String("key", r.Key), slog.String("key_hash", r.Hash), slog.String("namespace", r.Namespace))
+	}
+	return slog.Group("", slog.String("key_hash", r.Hash), slog.String("namespace", r.Namespace))
+}
+
+// err returns err's attribute, with k in its text shown as key shows it.
+func (o *Observer) err(err error, k string) slog.Attr {
+	if err == nil || o.raw {
+		return slog.Any("err", err)
+	}
+	r := o.redactor.Redact(k)
+	if r.Key != "" {
+		return slog.Any("err", err)
+	}
+	return slog.String("err", keyattr.Scrub(err.Error(), k, r.Namespace+lockkey.Sep+"…#"+r.Hash))
 }
 
 // LockLost logs at Warn.
@@ -82,11 +103,11 @@ func (o *Observer) LeaseRenewed(e padlock.LeaseRenewedEvent) {
 		return
 	}
 	o.logger.LogAttrs(context.Background(), slog.LevelWarn, "padlock: renewal failed",
-		o.key(e.Key), slog.Any("err", e.Err), slog.Duration("lag", e.Lag))
+		o.key(e.Key), o.err(e.Err, e.Key), slog.Duration("lag", e.Lag))
 }
 
 // NoticesUnavailable logs at Info.
 func (o *Observer) NoticesUnavailable(e padlock.NoticesUnavailableEvent) {
 	o.logger.LogAttrs(context.Background(), slog.LevelInfo, "padlock: no release notices, waiter polls",
-		o.key(e.Key), slog.Any("err", e.Err))
+		o.key(e.Key), o.err(e.Err, e.Key))
 }

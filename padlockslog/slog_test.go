@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -65,6 +66,7 @@ func (h *recording) lines() []string {
 }
 
 func TestEvents(t *testing.T) {
+	raw := []padlockslog.Option{padlockslog.WithRawKeys()}
 	for _, tc := range []struct {
 		name   string
 		opts   []padlockslog.Option
@@ -72,25 +74,32 @@ func TestEvents(t *testing.T) {
 		want   string // the record, or "" for none
 		absent string // must not appear
 	}{
-		{"lost", nil, func(o *padlockslog.Observer) {
+		{"lost", raw, func(o *padlockslog.Observer) {
 			o.LockLost(padlock.LockLostEvent{Key: "order:42", Cause: padlock.LostTokenGone, Held: time.Second, Fence: 7})
 		}, "WARN padlock: lock lost key=order:42 cause=token_gone held=1s fence=7", ""},
-		{"renewal failed", nil, func(o *padlockslog.Observer) {
+		{"renewal failed", raw, func(o *padlockslog.Observer) {
 			o.LeaseRenewed(padlock.LeaseRenewedEvent{Key: "order:42", Err: errors.New("i/o timeout"), Lag: time.Second})
 		}, "WARN padlock: renewal failed key=order:42 err=i/o timeout lag=1s", ""},
-		{"renewal ok", nil, func(o *padlockslog.Observer) {
+		{"renewal ok", raw, func(o *padlockslog.Observer) {
 			o.LeaseRenewed(padlock.LeaseRenewedEvent{Key: "order:42", OK: true})
 		}, "", ""},
-		{"polling", nil, func(o *padlockslog.Observer) {
+		{"polling", raw, func(o *padlockslog.Observer) {
 			o.NoticesUnavailable(padlock.NoticesUnavailableEvent{Key: "order:42", Err: errors.New("refused")})
 		}, "INFO padlock: no release notices, waiter polls key=order:42 err=refused", ""},
-		{"hashed", []padlockslog.Option{padlockslog.WithHashedKeys()}, func(o *padlockslog.Observer) {
+		{"hashed", nil, func(o *padlockslog.Observer) {
 			o.LockLost(padlock.LockLostEvent{Key: "idempotency:alice:secret-key", Cause: padlock.LostExpired})
 		}, "WARN padlock: lock lost key_hash=", "secret-key"},
 		// A plain SHA-256 of a likely key would give it away.
-		{"hashed, keyed", []padlockslog.Option{padlockslog.WithHashedKeys()}, func(o *padlockslog.Observer) {
+		{"hashed, keyed", nil, func(o *padlockslog.Observer) {
 			o.LockLost(padlock.LockLostEvent{Key: "order:1", Cause: padlock.LostExpired})
 		}, "WARN padlock: lock lost key_hash=", "key_hash=" + plainHash("order:1")},
+		// An error that names the key shows the redacted key in its place.
+		{"hashed error", nil, func(o *padlockslog.Observer) {
+			o.LeaseRenewed(padlock.LeaseRenewedEvent{Key: "idempotency:alice:secret-key", Err: errors.New(`renewing "idempotency:alice:secret-key": i/o timeout`)})
+		}, "WARN padlock: renewal failed key_hash=", "secret-key"},
+		{"hashed polling", nil, func(o *padlockslog.Observer) {
+			o.NoticesUnavailable(padlock.NoticesUnavailableEvent{Key: "idempotency:alice:secret-key", Err: errors.New("no notices for idempotency:alice:secret-key")})
+		}, "INFO padlock: no release notices, waiter polls key_hash=", "secret-key"},
 		{"redactor, readable namespace", []padlockslog.Option{padlockslog.WithRedactor(readableJobs(t))}, func(o *padlockslog.Observer) {
 			o.LockLost(padlock.LockLostEvent{Key: "job:nightly-report", Cause: padlock.LostExpired})
 		}, "WARN padlock: lock lost key=job:nightly-report key_hash=" + readableJobs(t).Hash("job:nightly-report") + " namespace=job", ""},
@@ -118,37 +127,56 @@ func TestEvents(t *testing.T) {
 }
 
 // TestPausedRedis logs what a Locker goes through when its Redis stops
-// answering: failed renewals, then the lost lock, at Warn.
+// answering: failed renewals, then the lost lock, at Warn. By default a
+// key is logged as its namespace and keyed hash, never as it is: an
+// in-flight idempotency lock's key holds the client's Idempotency-Key.
+// WithRawKeys logs it as it is.
 func TestPausedRedis(t *testing.T) {
-	srv := redistest.Start(t)
-	h := &recording{}
-	l := padlock.New(srv.Client(t), padlock.WithObserver(padlockslog.New(slog.New(h))))
-	t.Cleanup(func() { l.Close() })
-	ctx := context.Background()
-	lk, err := l.Acquire(ctx, "job:nightly", padlock.Options{TTL: 600 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Pause(t)
-	select {
-	case <-lk.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("lock not lost within 20s of pausing Redis")
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(strings.Join(h.lines(), "\n"), "renewal failed") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	srv.Resume(t)
-	_ = lk.Release(ctx)
-	got := strings.Join(h.lines(), "\n")
-	for _, want := range []string{
-		"WARN padlock: renewal failed key=job:nightly err=",
-		"WARN padlock: lock lost key=job:nightly cause=lease_expired",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("got records:\n%s\nwant one starting %q", got, want)
-		}
+	const key = "idempotency:POST /orders:alice:8e03978e-7d1c-4b2a-9f3e-6a5b4c3d2e1f"
+	for _, rawKeys := range []bool{false, true} {
+		t.Run(fmt.Sprintf("WithRawKeys %v", rawKeys), func(t *testing.T) {
+			srv := redistest.Start(t)
+			h := &recording{}
+			var opts []padlockslog.Option
+			if rawKeys {
+				opts = append(opts, padlockslog.WithRawKeys())
+			}
+			l := padlock.New(srv.Client(t), padlock.WithObserver(padlockslog.New(slog.New(h), opts...)))
+			t.Cleanup(func() { l.Close() })
+			ctx := context.Background()
+			lk, err := l.Acquire(ctx, key, padlock.Options{TTL: 600 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.Pause(t)
+			select {
+			case <-lk.Done():
+			case <-time.After(20 * time.Second):
+				t.Fatal("lock not lost within 20s of pausing Redis")
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for !strings.Contains(strings.Join(h.lines(), "\n"), "renewal failed") && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			srv.Resume(t)
+			_ = lk.Release(ctx)
+			got := strings.Join(h.lines(), "\n")
+			shown := "key_hash=" + (*lockkey.Redactor)(nil).Hash(key) + " namespace=idempotency"
+			if rawKeys {
+				shown = "key=" + key
+			}
+			for _, want := range []string{
+				"WARN padlock: renewal failed " + shown + " err=",
+				"WARN padlock: lock lost " + shown + " cause=lease_expired",
+			} {
+				if !strings.Contains(got, want) {
+					t.Errorf("got records:\n%s\nwant one starting %q", got, want)
+				}
+			}
+			if leaked := strings.Contains(got, "8e03978e"); leaked != rawKeys {
+				t.Errorf("got the Idempotency-Key in the log %v, want %v:\n%s", leaked, rawKeys, got)
+			}
+		})
 	}
 }
 

@@ -10,7 +10,9 @@
 // instance of the service. main_test.go proves each of these with
 // padlocktest, without a Redis server.
 //
-// Run it against a Redis (REDIS_ADDR, default localhost:6379):
+// Run it against a Redis (REDIS_ADDR, default localhost:6379); it listens
+// on loopback (ADDR, default 127.0.0.1:8080; ADDR=:8080 serves every
+// interface):
 //
 //	go run ./examples/nethttp
 //	curl -X POST -H 'Authorization: Bearer alice-token' -H 'Idempotency-Key: k1' localhost:8080/orders/42/pay
@@ -34,12 +36,28 @@ import (
 	"github.com/padlockgo/padlock/schedule"
 )
 
-func main() {
-	addr := os.Getenv("REDIS_ADDR")
+// settings reads where the service listens (ADDR, default 127.0.0.1:8080:
+// loopback, so that a first run is not reachable from the network) and
+// the Redis client's options (REDIS_ADDR, default localhost:6379) from
+// getenv. The client has ContextTimeoutEnabled: go-redis applies a
+// request's deadline to the socket only then, and without it a Redis that
+// hangs holds a request for the client's ReadTimeout whatever the lock's
+// wait says.
+func settings(getenv func(string) string) (listen string, o *redis.Options) {
+	listen = getenv("ADDR")
+	if listen == "" {
+		listen = "127.0.0.1:8080"
+	}
+	addr := getenv("REDIS_ADDR")
 	if addr == "" {
 		addr = "localhost:6379"
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	return listen, &redis.Options{Addr: addr, ContextTimeoutEnabled: true}
+}
+
+func main() {
+	listen, o := settings(os.Getenv)
+	rdb := redis.NewClient(o)
 	defer rdb.Close()
 	locker := padlock.New(rdb)
 	defer locker.Close()
@@ -51,7 +69,7 @@ func main() {
 		log.Printf("settlement loop stopped: %v", err)
 	}()
 
-	srv := &http.Server{Addr: ":8080", Handler: newServer(locker, rdb), ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+	srv := &http.Server{Addr: listen, Handler: newServer(locker, rdb), ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Shutdown(context.Background())

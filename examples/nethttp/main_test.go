@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -193,5 +194,24 @@ func TestSettleRunsOncePerTick(t *testing.T) {
 		if n != 1 {
 			t.Errorf("tick %s: settled %d times, want once", tick.Format(time.TimeOnly), n)
 		}
+	}
+}
+
+// A first run listens on loopback only, and ADDR widens it; the client
+// carries deadlines to the socket (ContextTimeoutEnabled), so a Redis that
+// hangs cannot hold a request past its lock's wait.
+func TestSettings(t *testing.T) {
+	listen, o := settings(func(string) string { return "" })
+	host, _, err := net.SplitHostPort(listen)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		t.Errorf("default listen address: got %q, want a loopback one", listen)
+	}
+	if !o.ContextTimeoutEnabled || o.Addr != "localhost:6379" {
+		t.Errorf("default client: got Addr %q, ContextTimeoutEnabled %v; want localhost:6379 and true", o.Addr, o.ContextTimeoutEnabled)
+	}
+	env := map[string]string{"ADDR": ":9090", "REDIS_ADDR": "redis.internal:6380"}
+	listen, o = settings(func(k string) string { return env[k] })
+	if listen != ":9090" || o.Addr != "redis.internal:6380" || !o.ContextTimeoutEnabled {
+		t.Errorf("configured: got %q, %q, %v; want :9090, redis.internal:6380, true", listen, o.Addr, o.ContextTimeoutEnabled)
 	}
 }

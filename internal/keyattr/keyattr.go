@@ -6,7 +6,10 @@
 // shown instead.
 package keyattr
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // NoNamespace is the namespace of a key that has no ':' to end one: such
 // a key may be request data as a whole, so none of it is shown.
@@ -21,4 +24,16 @@ func Namespace(key string) string {
 		return NoNamespace
 	}
 	return key[:i]
+}
+
+// Scrub returns msg, an error's text, with every occurrence of key (quoted
+// as strconv.Quote writes it, or bare) replaced by shown: what a log or an
+// answer may carry instead of a key built from request data. An empty key
+// leaves msg as it is.
+func Scrub(msg, key, shown string) string {
+	if key == "" {
+		return msg
+	}
+	msg = strings.ReplaceAll(msg, strconv.Quote(key), strconv.Quote(shown))
+	return strings.ReplaceAll(msg, key, shown)
 }

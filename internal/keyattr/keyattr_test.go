@@ -15,3 +15,19 @@ func TestNamespace(t *testing.T) {
 		}
 	}
 }
+
+func TestScrub(t *testing.T) {
+	const key = `POST /reports:tok_"live"`
+	for _, tc := range []struct{ msg, want string }{
+		{`padlock: not acquired: key "POST /reports:tok_\"live\"" is held`, `padlock: not acquired: key "POST /reports:…" is held`},
+		{"lost " + key + " twice: " + key, "lost POST /reports:… twice: POST /reports:…"},
+		{"nothing of it", "nothing of it"},
+	} {
+		if got := Scrub(tc.msg, key, "POST /reports:…"); got != tc.want {
+			t.Errorf("Scrub(%q): got %q, want %q", tc.msg, got, tc.want)
+		}
+	}
+	if got := Scrub("a b", "", "x"); got != "a b" {
+		t.Errorf("Scrub with an empty key: got %q, want the text as it is", got)
+	}
+}
