@@ -3,47 +3,12 @@ package padlock
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
-
-// holdRelease holds back, by a go-redis hook on one node's client, the
-// first release command sent while it is armed: not sent now (the test
-// sends it later, as a network that delayed it would); the caller sees a
-// read timeout.
-type holdRelease struct {
-	mu    sync.Mutex
-	armed bool
-	held  []any
-}
-
-func (h *holdRelease) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *holdRelease) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		release := len(args) > 1 && (args[0] == "evalsha" && args[1] == plainScripts.release.Hash() || args[0] == "eval" && args[1] == plainScripts.release.src)
-		h.mu.Lock()
-		hold := release && h.armed
-		if hold {
-			h.armed, h.held = false, append([]any(nil), args...)
-		}
-		h.mu.Unlock()
-		if hold {
-			cmd.SetErr(errFaultTimeout)
-			return errFaultTimeout
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *holdRelease) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
 
 // TestRedlockAttemptAfterBusyHasItsOwnToken: a waiting Acquire's attempt
 // finds the key held on a majority and takes the free node, and its
@@ -58,7 +23,7 @@ func TestRedlockAttemptAfterBusyHasItsOwnToken(t *testing.T) {
 	redistest.Require(t)
 	servers := redistest.StartN(t, 3)
 	time.Sleep(rlNodesVote)
-	hook := &holdRelease{}
+	hook := &holdScript{s: plainScripts.release}
 	clients := make([]redis.UniversalClient, len(servers))
 	for i, s := range servers {
 		c := s.Client(t, func(o *redis.Options) {
@@ -87,17 +52,13 @@ func TestRedlockAttemptAfterBusyHasItsOwnToken(t *testing.T) {
 			t.Fatalf("SET on %s: %v", s, err)
 		}
 	}
-	hook.mu.Lock()
-	hook.armed = true
-	hook.mu.Unlock()
+	hook.arm()
 	lk, err := l.Acquire(ctx, key, Options{TTL: rlMaxLease, Wait: 10 * time.Second, NoRenew: true})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
 	defer lk.Release(ctx)
-	hook.mu.Lock()
-	late := hook.held
-	hook.mu.Unlock()
+	late := hook.late()
 	if late == nil {
 		t.Fatal("no clean-up was sent to node 2: the first attempt did not take it")
 	}
