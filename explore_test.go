@@ -39,6 +39,8 @@ import (
 //	PADLOCK_EXPLORE_SEED=n    one seed, with its whole trace on failure
 //	PADLOCK_EXPLORE_REPLAY=k  run each seed k times, and report how often it failed
 //	PADLOCK_EXPLORE_FAMILY=f  only scenarios of family f (mutex, fair, rw, election, sem, semfair, keep, extend, resume, multi, redlock, schedule)
+//	PADLOCK_EXPLORE_DEPLOYMENT=d  only runs on deployment d: single (one node), cluster (a Redis
+//	                          Cluster in memory: one seed in three of every family but redlock), redlock
 //	PADLOCK_EXPLORE_STOP=1    stop at the first failing seed
 //	PADLOCK_EXPLORE_IGNORE=a,b  do not report invariants a and b (to look past a known break)
 
@@ -70,6 +72,7 @@ func TestExplore(t *testing.T) {
 	n := envInt(t, "PADLOCK_EXPLORE_SEEDS", exploreSeeds)
 	replay := envInt(t, "PADLOCK_EXPLORE_REPLAY", 1)
 	only := os.Getenv("PADLOCK_EXPLORE_FAMILY")
+	onlyOn := os.Getenv("PADLOCK_EXPLORE_DEPLOYMENT")
 	stop := os.Getenv("PADLOCK_EXPLORE_STOP") != ""
 	ignore := map[string]bool{}
 	for _, inv := range strings.Split(os.Getenv("PADLOCK_EXPLORE_IGNORE"), ",") {
@@ -92,6 +95,10 @@ func TestExplore(t *testing.T) {
 		if only != "" && fam != only {
 			continue
 		}
+		dep, _ := exploreDeployment(seed, fam)
+		if onlyOn != "" && dep != onlyOn {
+			continue
+		}
 		fails := 0
 		for r := 0; r < replay; r++ {
 			var vs []violation
@@ -108,7 +115,7 @@ func TestExplore(t *testing.T) {
 					return
 				}
 				var b strings.Builder
-				fmt.Fprintf(&b, "seed %d (%s): %d violation(s); replay with PADLOCK_EXPLORE_SEED=%d\n", seed, fam, len(vs), seed)
+				fmt.Fprintf(&b, "seed %d (%s on %s): %d violation(s); replay with PADLOCK_EXPLORE_SEED=%d\n", seed, fam, dep, len(vs), seed)
 				for i, v := range vs {
 					if i == 3 && !verbose {
 						fmt.Fprintf(&b, "... and %d more\n", len(vs)-3)
@@ -171,8 +178,8 @@ type world struct {
 	seed uint64
 	fam  string
 	tr   *explore.Trace
-	srv  *explore.Server   // the one server; a Redlock run's first node
-	srvs []*explore.Server // every server: a Redlock run's nodes
+	srv  *explore.Server   // the one server; a Redlock run's first node, a Cluster's first master
+	srvs []*explore.Server // every server: a Redlock run's nodes, a Cluster's masters
 	plan *explore.Plan
 	chk  *checker
 
@@ -181,8 +188,11 @@ type world struct {
 	// restart without persistence then breaks.
 	redlock    bool
 	persistent bool
+	// cluster: a run on a Redis Cluster in memory (exploreDeployment),
+	// whose masters are srvs; nil on one node or Redlock.
+	cluster *explore.Cluster
 
-	clients  []*redis.Client
+	clients  []redis.UniversalClient
 	hooks    []*explore.Hook
 	lhooks   [][]*explore.Hook // the hooks of each Locker's clients
 	lockers  []*padlock.Locker
@@ -251,6 +261,9 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 			s.Addr = fmt.Sprintf("127.0.0.1:%d", 6379+j)
 			w.srvs = append(w.srvs, s)
 		}
+	} else if dep, n := exploreDeployment(seed, fam); dep == "cluster" {
+		w.cluster = explore.NewCluster(n, tr)
+		w.srvs = w.cluster.Servers
 	} else {
 		w.srvs = []*explore.Server{explore.NewServer("redis", tr)}
 	}
@@ -265,6 +278,10 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	// unless the nodes are said to persist every write: then a restart
 	// without persistence breaks that word, and any node's counts.
 	restarts := w.srv.Restarts
+	if w.cluster != nil {
+		// Any master's restart opens the window, for every key.
+		restarts = w.restarts
+	}
 	if w.redlock {
 		restarts = func() []time.Time { return nil }
 		if w.persistent {
@@ -296,6 +313,8 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 				t.Fatalf("NewRedlock: %v", err)
 			}
 			w.lhooks = append(w.lhooks, hs)
+		} else if w.cluster != nil {
+			l = w.newClusterLocker(i, padlock.WithClockDrift(drift, fixed))
 		} else {
 			c, h := explore.NewClient(i, fmt.Sprintf("L%d", i), w.srv, w.plan, tr, &w.late)
 			w.clients = append(w.clients, c)
@@ -337,9 +356,13 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		// (work): a hand-off is often on its way when another falls due.
 		w.plan.Latency = time.Millisecond
 	}
+	w.spreadKeys()
 	run := 4*time.Second + time.Duration(r.IntN(4000))*time.Millisecond
 	w.end = time.Now().Add(run)
 	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations, hot keys %v", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run, w.hot)
+	if w.cluster != nil {
+		tr.Add("a Cluster in memory of %d masters; keys on masters %v", len(w.srvs), w.keyMasters())
+	}
 	if w.redlock {
 		tr.Add("Redlock over %d nodes (quorum %d), max lease %v, persistent nodes said %v", len(w.srvs), len(w.srvs)/2+1, exploreMaxLease, w.persistent)
 	}
@@ -348,14 +371,19 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	// Run-wide faults: a pause, a restart without persistence, a Locker
 	// closed mid-operation.
 	var events []func()
-	if w.redlock {
-		// Per node: a pause, a restart without persistence.
+	if w.redlock || w.cluster != nil {
+		// Per node (per master): a pause, a restart without persistence
+		// (on a Cluster, as often as the one node's).
+		restartOdds := 4
+		if w.cluster != nil {
+			restartOdds = 5
+		}
 		for _, s := range w.srvs {
 			if r.IntN(3) == 0 {
 				at, d := time.Duration(r.IntN(int(run))), time.Duration(50+r.IntN(4000))*time.Millisecond
 				events = append(events, func() { time.Sleep(at); s.Pause(d) })
 			}
-			if r.IntN(4) == 0 {
+			if r.IntN(restartOdds) == 0 {
 				at := time.Duration(r.IntN(int(run)))
 				events = append(events, func() { time.Sleep(at); s.Restart() })
 			}
@@ -449,8 +477,10 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	time.Sleep(5 * time.Second) // every lease has run out
 	w.checkKeys()
 	vs := w.chk.finish()
-	for i, c := range w.clients {
-		w.hooks[i].CloseSide()
+	for _, h := range w.hooks {
+		h.CloseSide()
+	}
+	for _, c := range w.clients {
 		_ = c.Close()
 	}
 	for _, s := range w.srvs {
@@ -722,7 +752,7 @@ func (w *world) watchLost(h *hold, ttl time.Duration, li int) {
 	// The latest end of the key under the holder's token, on any node.
 	expiry := func() (time.Time, bool) {
 		var end time.Time
-		for _, s := range w.srvs {
+		for _, s := range w.serversOf(rk) {
 			v, err := s.M.Get(rk)
 			if err != nil || !strings.Contains(v, h.lk.Token()) {
 				continue
@@ -934,9 +964,9 @@ func (w *world) observer(actor, li int) {
 	// miniredis blocks in PUBLISH holding its lock, which on the bubble's
 	// clock never lets the sleep end (real Redis buffers its output).
 	var late sync.WaitGroup
-	oc, oh := explore.NewClient(100, "obs", w.srv, &explore.Plan{Seed: w.seed, Latency: w.plan.Latency}, w.tr, &late)
+	oc, closeOC := w.quietClient(100, "obs", &late)
 	ol := padlock.New(oc)
-	defer func() { _ = ol.Close(); oh.CloseSide(); _ = oc.Close() }()
+	defer func() { _ = ol.Close(); closeOC() }()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		var last padlock.Leader
@@ -969,30 +999,42 @@ func (w *world) observer(actor, li int) {
 // stays behind when its waiter is served, and holds the key for a
 // waiter that is gone.
 func (w *world) watchQueues() {
-	// Through a client of its own, without faults (miniredis hands out
-	// its lists themselves, not copies).
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", Dialer: w.srv.Dial, DisableIdentity: true, Protocol: 2})
-	defer c.Close()
+	// Through a client of its own to each server (on a Cluster, each
+	// queue is on the master of its key's slot), without faults
+	// (miniredis hands out its lists themselves, not copies).
+	var cs []*redis.Client
+	for _, s := range w.srvs {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, Dialer: s.Dial, DisableIdentity: true, Protocol: 2})
+		defer c.Close()
+		cs = append(cs, c)
+	}
 	ctx := context.Background()
 	seen := map[string]bool{}
 	for time.Now().Before(w.end) {
 		time.Sleep(5 * time.Millisecond)
-		keys, _ := c.Keys(ctx, "*:queue").Result()
-		for _, k := range keys {
-			entries, err := c.LRange(ctx, k, 0, -1).Result()
-			if err != nil {
-				continue
-			}
-			n := map[string]int{}
-			for _, e := range entries {
-				_, place, _ := strings.Cut(e, ":")
-				n[place]++
-			}
-			for place, cnt := range n {
-				if cnt > 1 && !seen[k+place] {
-					seen[k+place] = true
-					w.chk.fail(invQueuedTwice, w.chk.now(), "queue %q holds place %q %d times: %v", k, place, cnt, entries)
-				}
+		for _, c := range cs {
+			w.checkQueues(ctx, c, seen)
+		}
+	}
+}
+
+// checkQueues checks the fair queues of the server c reaches.
+func (w *world) checkQueues(ctx context.Context, c *redis.Client, seen map[string]bool) {
+	keys, _ := c.Keys(ctx, "*:queue").Result()
+	for _, k := range keys {
+		entries, err := c.LRange(ctx, k, 0, -1).Result()
+		if err != nil {
+			continue
+		}
+		n := map[string]int{}
+		for _, e := range entries {
+			_, place, _ := strings.Cut(e, ":")
+			n[place]++
+		}
+		for place, cnt := range n {
+			if cnt > 1 && !seen[k+place] {
+				seen[k+place] = true
+				w.chk.fail(invQueuedTwice, w.chk.now(), "queue %q holds place %q %d times: %v", k, place, cnt, entries)
 			}
 		}
 	}

@@ -570,10 +570,12 @@ func (h *Hook) CloseSide() { _ = h.side.Close() }
 // DialHook is go-redis's: dials pass.
 func (h *Hook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-// exempt says which commands meet no fault: connection set-up.
+// exempt says which commands meet no fault: connection set-up, and the
+// command table a Cluster client reads once (COMMAND), under a lock every
+// other command of the client then waits for.
 func exempt(name string) bool {
 	switch name {
-	case "hello", "client", "ping", "select", "auth", "readonly":
+	case "hello", "client", "ping", "select", "auth", "readonly", "command":
 		return true
 	}
 	return false
