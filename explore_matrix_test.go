@@ -12,7 +12,8 @@ import (
 )
 
 // The explorer's deployments: what a seed's Lockers run on. The redlock
-// family runs on Redlock (2 to 5 nodes); one seed in three of
+// family runs on Redlock (2 to 5 nodes), with the operations of redlockOps;
+// one seed in three of
 // clusterFamilies runs on a Redis Cluster in memory (explore.Cluster: 2
 // or 3 masters, each its own server, every Locker over its own
 // redis.ClusterClient); every other seed on one node. See "The matrix" in
@@ -35,6 +36,16 @@ func exploreDeployment(seed uint64, fam string) (string, int) {
 		return "cluster", 2 + r.IntN(2)
 	}
 	return "single", 0
+}
+
+// redlockOps returns the family whose operations a redlock seed runs on
+// its Redlock Lockers: "redlock" (Acquire, Extend, Release, ReleaseAfter)
+// one time in two, else "multi" (AcquireAll beside them), "resume"
+// (Detach and Resume) or "schedule" (schedule.Every and Run). Drawn apart,
+// so that the seeds of "redlock" run as they did before.
+func redlockOps(seed uint64) string {
+	r := (&world{seed: seed}).rng(-500)
+	return pick(r, "redlock", "redlock", "redlock", "multi", "resume", "schedule")
 }
 
 // newClusterLocker returns Locker i of a run on the Cluster, over a
