@@ -12,12 +12,11 @@ import (
 )
 
 // The explorer's deployments: what a seed's Lockers run on. The redlock
-// family runs on Redlock (2 to 5 nodes), with the operations of redlockOps;
-// one seed in three of
-// clusterFamilies runs on a Redis Cluster in memory (explore.Cluster: 2
-// or 3 masters, each its own server, every Locker over its own
-// redis.ClusterClient); every other seed on one node. See "The matrix" in
-// RELIABILITY.md.
+// family runs on Redlock (2 to 5 nodes), with the operations of
+// redlockOps; one seed in three of clusterFamilies runs on a Redis Cluster
+// in memory (explore.Cluster: 2 or 3 masters, each its own server, every
+// Locker over its own redis.ClusterClient); every other seed on one node.
+// See "The matrix" in RELIABILITY.md.
 
 // clusterFamilies are the families whose seeds run on a Cluster in memory
 // one time in three: every family of a Locker made with New.
@@ -26,7 +25,7 @@ var clusterFamilies = []string{"mutex", "fair", "rw", "election", "sem", "semfai
 // exploreDeployment returns what seed's run of family fam runs on:
 // "redlock", "cluster" or "single", and for a Cluster how many masters.
 // Drawn apart from the rest of the run's randomness (as hot keys are),
-// so that the runs on one node are those they were before the Cluster.
+// so that a seed left on one node runs as it did before the Cluster.
 func exploreDeployment(seed uint64, fam string) (string, int) {
 	if fam == "redlock" {
 		return "redlock", 0
@@ -42,7 +41,7 @@ func exploreDeployment(seed uint64, fam string) (string, int) {
 // its Redlock Lockers: "redlock" (Acquire, Extend, Release, ReleaseAfter)
 // one time in two, else "multi" (AcquireAll beside them), "resume"
 // (Detach and Resume) or "schedule" (schedule.Every and Run). Drawn apart,
-// so that the seeds of "redlock" run as they did before.
+// so that a seed left to "redlock" runs as it did before.
 func redlockOps(seed uint64) string {
 	r := (&world{seed: seed}).rng(-500)
 	return pick(r, "redlock", "redlock", "redlock", "multi", "resume", "schedule")

@@ -24,15 +24,17 @@ import (
 
 // The seeded fault-schedule explorer. Each seed runs one scenario inside
 // a testing/synctest bubble, on virtual time: several goroutines on
-// several Lockers take, hold and let go of one primitive's grants, while
-// the fault layer (internal/explore) decides, from the seed, per client
-// and per command, to stall a command between padlock's checks and its
-// send, lose its reply after the server ran it, reset the connection
-// after it ran, or time the caller out and run the command later, after
-// commands sent after it; and, per run, to pause the server, restart it
-// without persistence, cancel contexts mid-operation and close a Locker
-// mid-operation. The checker (explore_check_test.go) then checks each
-// primitive's invariants. See "The explorer" in RELIABILITY.md.
+// several Lockers take, hold and let go of one primitive's grants (on one
+// node, a Redis Cluster in memory, or Redlock nodes: see
+// explore_matrix_test.go), while the fault layer (internal/explore)
+// decides, from the seed, per client and per command, to stall a command
+// between padlock's checks and its send, lose its reply after the server
+// ran it, reset the connection after it ran, or time the caller out and
+// run the command later, after commands sent after it; and, per run, to
+// pause a server, restart it without persistence, cancel contexts
+// mid-operation and close a Locker mid-operation. The checker
+// (explore_check_test.go) then checks each primitive's invariants. See
+// "The explorer" in RELIABILITY.md.
 //
 //	PADLOCK_EXPLORE_SEEDS=N   how many seeds (default exploreSeeds)
 //	PADLOCK_EXPLORE_FIRST=n   the first seed (default 1)
