@@ -18,27 +18,32 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/explore"
+	"github.com/padlockgo/padlock/internal/hashslot"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // The seeded fault-schedule explorer. Each seed runs one scenario inside
 // a testing/synctest bubble, on virtual time: several goroutines on
-// several Lockers take, hold and let go of one primitive's grants, while
-// the fault layer (internal/explore) decides, from the seed, per client
-// and per command, to stall a command between padlock's checks and its
-// send, lose its reply after the server ran it, reset the connection
-// after it ran, or time the caller out and run the command later, after
-// commands sent after it; and, per run, to pause the server, restart it
-// without persistence, cancel contexts mid-operation and close a Locker
-// mid-operation. The checker (explore_check_test.go) then checks each
-// primitive's invariants. See "The explorer" in RELIABILITY.md.
+// several Lockers take, hold and let go of one primitive's grants (on one
+// node, a Redis Cluster in memory, or Redlock nodes: see
+// explore_matrix_test.go), while the fault layer (internal/explore)
+// decides, from the seed, per client and per command, to stall a command
+// between padlock's checks and its send, lose its reply after the server
+// ran it, reset the connection after it ran, or time the caller out and
+// run the command later, after commands sent after it; and, per run, to
+// pause a server, restart it without persistence, cancel contexts
+// mid-operation and close a Locker mid-operation. The checker
+// (explore_check_test.go) then checks each primitive's invariants. See
+// "The explorer" in RELIABILITY.md.
 //
 //	PADLOCK_EXPLORE_SEEDS=N   how many seeds (default exploreSeeds)
 //	PADLOCK_EXPLORE_FIRST=n   the first seed (default 1)
 //	PADLOCK_EXPLORE_SEED=n    one seed, with its whole trace on failure
 //	PADLOCK_EXPLORE_REPLAY=k  run each seed k times, and report how often it failed
 //	PADLOCK_EXPLORE_FAMILY=f  only scenarios of family f (mutex, fair, rw, election, sem, semfair, keep, extend, resume, multi, redlock, schedule)
+//	PADLOCK_EXPLORE_DEPLOYMENT=d  only runs on deployment d: single (one node), cluster (a Redis
+//	                          Cluster in memory: one seed in three of every family but redlock), redlock
 //	PADLOCK_EXPLORE_STOP=1    stop at the first failing seed
 //	PADLOCK_EXPLORE_IGNORE=a,b  do not report invariants a and b (to look past a known break)
 
@@ -70,6 +75,7 @@ func TestExplore(t *testing.T) {
 	n := envInt(t, "PADLOCK_EXPLORE_SEEDS", exploreSeeds)
 	replay := envInt(t, "PADLOCK_EXPLORE_REPLAY", 1)
 	only := os.Getenv("PADLOCK_EXPLORE_FAMILY")
+	onlyOn := os.Getenv("PADLOCK_EXPLORE_DEPLOYMENT")
 	stop := os.Getenv("PADLOCK_EXPLORE_STOP") != ""
 	ignore := map[string]bool{}
 	for _, inv := range strings.Split(os.Getenv("PADLOCK_EXPLORE_IGNORE"), ",") {
@@ -92,6 +98,14 @@ func TestExplore(t *testing.T) {
 		if only != "" && fam != only {
 			continue
 		}
+		dep, _ := exploreDeployment(seed, fam)
+		if onlyOn != "" && dep != onlyOn {
+			continue
+		}
+		what := fam + " on " + dep
+		if fam == "redlock" {
+			what = "redlock, operations of " + redlockOps(seed)
+		}
 		fails := 0
 		for r := 0; r < replay; r++ {
 			var vs []violation
@@ -108,7 +122,7 @@ func TestExplore(t *testing.T) {
 					return
 				}
 				var b strings.Builder
-				fmt.Fprintf(&b, "seed %d (%s): %d violation(s); replay with PADLOCK_EXPLORE_SEED=%d\n", seed, fam, len(vs), seed)
+				fmt.Fprintf(&b, "seed %d (%s): %d violation(s); replay with PADLOCK_EXPLORE_SEED=%d\n", seed, what, len(vs), seed)
 				for i, v := range vs {
 					if i == 3 && !verbose {
 						fmt.Fprintf(&b, "... and %d more\n", len(vs)-3)
@@ -171,8 +185,8 @@ type world struct {
 	seed uint64
 	fam  string
 	tr   *explore.Trace
-	srv  *explore.Server   // the one server; a Redlock run's first node
-	srvs []*explore.Server // every server: a Redlock run's nodes
+	srv  *explore.Server   // the one server; a Redlock run's first node, a Cluster's first master
+	srvs []*explore.Server // every server: a Redlock run's nodes, a Cluster's masters
 	plan *explore.Plan
 	chk  *checker
 
@@ -181,8 +195,11 @@ type world struct {
 	// restart without persistence then breaks.
 	redlock    bool
 	persistent bool
+	// cluster: a run on a Redis Cluster in memory (exploreDeployment),
+	// whose masters are srvs; nil on one node or Redlock.
+	cluster *explore.Cluster
 
-	clients  []*redis.Client
+	clients  []redis.UniversalClient
 	hooks    []*explore.Hook
 	lhooks   [][]*explore.Hook // the hooks of each Locker's clients
 	lockers  []*padlock.Locker
@@ -233,8 +250,11 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	r := w.rng(-1)
 	rates := []float64{0.03, 0.08, 0.15}
 	rate := rates[r.IntN(len(rates))]
-	if fam == "extend" || fam == "redlock" {
-		rate = 0.25 // lease changes lost, late and reordered
+	if fam == "extend" || fam == "redlock" && redlockOps(seed) == "redlock" {
+		// Lease changes lost, late and reordered. (Redlock runs of
+		// other operations keep the others' rates: at this one, over
+		// up to 5 nodes, few of their AcquireAlls and ticks succeed.)
+		rate = 0.25
 	}
 	w.plan = &explore.Plan{Seed: seed, Rate: rate, Latency: pick(r, 50*time.Microsecond, 200*time.Microsecond, time.Millisecond)}
 	if r.IntN(3) == 0 {
@@ -244,15 +264,23 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	// A starved runtime: the watchdogs wake late.
 	lateWatchdog := r.IntN(4) == 0
 	if fam == "redlock" {
-		// 3 nodes, sometimes 5, each its own server; a Redlock client
-		// bounds its waits by its context's deadline.
+		// 2 to 5 nodes, each its own server (a quorum of N/2+1: 2 of 2,
+		// 2 of 3, 3 of 4, 3 of 5); a Redlock client bounds its waits by
+		// its context's deadline.
 		w.redlock, w.plan.ContextTimeout = true, true
 		w.persistent = r.IntN(4) == 0
-		for j := range pick(r, 3, 3, 5) {
+		for j := range 2 + r.IntN(4) {
 			s := explore.NewServer(fmt.Sprintf("n%d", j), tr)
 			s.Addr = fmt.Sprintf("127.0.0.1:%d", 6379+j)
 			w.srvs = append(w.srvs, s)
 		}
+		// What the run does with its Redlock Lockers, beside Acquire,
+		// Extend and the releases: the operations of another family.
+		fam = redlockOps(seed)
+		w.fam = fam
+	} else if dep, n := exploreDeployment(seed, fam); dep == "cluster" {
+		w.cluster = explore.NewCluster(n, tr)
+		w.srvs = w.cluster.Servers
 	} else {
 		w.srvs = []*explore.Server{explore.NewServer("redis", tr)}
 	}
@@ -273,6 +301,10 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	// unless the nodes are said to persist every write: then a restart
 	// without persistence breaks that word, and any node's counts.
 	restarts := w.srv.Restarts
+	if w.cluster != nil {
+		// Any master's restart opens the window, for every key.
+		restarts = w.restarts
+	}
 	if w.redlock {
 		restarts = func() []time.Time { return nil }
 		if w.persistent {
@@ -281,6 +313,10 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	}
 	w.chk = newChecker(tr, restarts, func(ttl time.Duration) time.Duration { return time.Duration(float64(ttl)*drift) + fixed })
 	w.chk.noFences = w.redlock
+	if w.cluster != nil {
+		// A fence counter per hash slot (config_keys.go).
+		w.chk.slot = func(key string) string { return strconv.Itoa(hashslot.Slot(w.lockers[0].RedisKey(key))) }
+	}
 	if w.redlock {
 		w.chk.backing = w.backing
 	}
@@ -305,6 +341,8 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 				t.Fatalf("NewRedlock: %v", err)
 			}
 			w.lhooks = append(w.lhooks, hs)
+		} else if w.cluster != nil {
+			l = w.newClusterLocker(i, padlock.WithClockDrift(drift, fixed))
 		} else {
 			c, h := explore.NewClient(i, fmt.Sprintf("L%d", i), w.srv, w.plan, tr, &w.late)
 			w.watchTokens(h)
@@ -347,25 +385,34 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		// (work): a hand-off is often on its way when another falls due.
 		w.plan.Latency = time.Millisecond
 	}
+	w.spreadKeys()
 	run := 4*time.Second + time.Duration(r.IntN(4000))*time.Millisecond
 	w.end = time.Now().Add(run)
 	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations, hot keys %v, commands in steps of %v", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run, w.hot, w.plan.Align)
+	if w.cluster != nil {
+		tr.Add("a Cluster in memory of %d masters; keys on masters %v", len(w.srvs), w.keyMasters())
+	}
 	if w.redlock {
-		tr.Add("Redlock over %d nodes, max lease %v, persistent nodes said %v", len(w.srvs), exploreMaxLease, w.persistent)
+		tr.Add("Redlock over %d nodes (quorum %d), max lease %v, persistent nodes said %v, operations of %s", len(w.srvs), len(w.srvs)/2+1, exploreMaxLease, w.persistent, fam)
 	}
 
 	wg := &w.wg
 	// Run-wide faults: a pause, a restart without persistence, a Locker
 	// closed mid-operation.
 	var events []func()
-	if w.redlock {
-		// Per node: a pause, a restart without persistence.
+	if w.redlock || w.cluster != nil {
+		// Per node (per master): a pause, a restart without persistence
+		// (on a Cluster, as often as the one node's).
+		restartOdds := 4
+		if w.cluster != nil {
+			restartOdds = 5
+		}
 		for _, s := range w.srvs {
 			if r.IntN(3) == 0 {
 				at, d := time.Duration(r.IntN(int(run))), time.Duration(50+r.IntN(4000))*time.Millisecond
 				events = append(events, func() { time.Sleep(at); s.Pause(d) })
 			}
-			if r.IntN(4) == 0 {
+			if r.IntN(restartOdds) == 0 {
 				at := time.Duration(r.IntN(int(run)))
 				events = append(events, func() { time.Sleep(at); s.Restart() })
 			}
@@ -462,8 +509,10 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	time.Sleep(5 * time.Second) // every lease has run out
 	w.checkKeys()
 	vs := w.chk.finish()
-	for i, c := range w.clients {
-		w.hooks[i].CloseSide()
+	for _, h := range w.hooks {
+		h.CloseSide()
+	}
+	for _, c := range w.clients {
 		_ = c.Close()
 	}
 	for _, s := range w.srvs {
@@ -699,7 +748,7 @@ func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
 			return
 		}
 		switch {
-		case (w.fam == "extend" || w.redlock) && r.IntN(2) == 0:
+		case (w.fam == "extend" || w.fam == "redlock") && r.IntN(2) == 0:
 			// Two lease changes of the holder's own at once, a short
 			// and a long one, racing each other and the renewals.
 			// Mostly the long one first, so that the short one is the
@@ -753,7 +802,7 @@ func (w *world) watchLost(h *hold, ttl time.Duration, li int) {
 	// The latest end of the key under the holder's token, on any node.
 	expiry := func() (time.Time, bool) {
 		var end time.Time
-		for _, s := range w.srvs {
+		for _, s := range w.serversOf(rk) {
 			v, err := s.M.Get(rk)
 			if err != nil || !strings.Contains(v, h.lk.Token()) {
 				continue
@@ -985,9 +1034,9 @@ func (w *world) observer(actor, li int) {
 	// miniredis blocks in PUBLISH holding its lock, which on the bubble's
 	// clock never lets the sleep end (real Redis buffers its output).
 	var late sync.WaitGroup
-	oc, oh := explore.NewClient(100, "obs", w.srv, &explore.Plan{Seed: w.seed, Latency: w.plan.Latency}, w.tr, &late)
+	oc, closeOC := w.quietClient(100, "obs", &late)
 	ol := padlock.New(oc)
-	defer func() { _ = ol.Close(); oh.CloseSide(); _ = oc.Close() }()
+	defer func() { _ = ol.Close(); closeOC() }()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		var last padlock.Leader
@@ -1020,30 +1069,42 @@ func (w *world) observer(actor, li int) {
 // stays behind when its waiter is served, and holds the key for a
 // waiter that is gone.
 func (w *world) watchQueues() {
-	// Through a client of its own, without faults (miniredis hands out
-	// its lists themselves, not copies).
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", Dialer: w.srv.Dial, DisableIdentity: true, Protocol: 2})
-	defer c.Close()
+	// Through a client of its own to each server (on a Cluster, each
+	// queue is on the master of its key's slot), without faults
+	// (miniredis hands out its lists themselves, not copies).
+	var cs []*redis.Client
+	for _, s := range w.srvs {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, Dialer: s.Dial, DisableIdentity: true, Protocol: 2})
+		defer c.Close()
+		cs = append(cs, c)
+	}
 	ctx := context.Background()
 	seen := map[string]bool{}
 	for time.Now().Before(w.end) {
 		time.Sleep(5 * time.Millisecond)
-		keys, _ := c.Keys(ctx, "*:queue").Result()
-		for _, k := range keys {
-			entries, err := c.LRange(ctx, k, 0, -1).Result()
-			if err != nil {
-				continue
-			}
-			n := map[string]int{}
-			for _, e := range entries {
-				_, place, _ := strings.Cut(e, ":")
-				n[place]++
-			}
-			for place, cnt := range n {
-				if cnt > 1 && !seen[k+place] {
-					seen[k+place] = true
-					w.chk.fail(invQueuedTwice, w.chk.now(), "queue %q holds place %q %d times: %v", k, place, cnt, entries)
-				}
+		for _, c := range cs {
+			w.checkQueues(ctx, c, seen)
+		}
+	}
+}
+
+// checkQueues checks the fair queues of the server c reaches.
+func (w *world) checkQueues(ctx context.Context, c *redis.Client, seen map[string]bool) {
+	keys, _ := c.Keys(ctx, "*:queue").Result()
+	for _, k := range keys {
+		entries, err := c.LRange(ctx, k, 0, -1).Result()
+		if err != nil {
+			continue
+		}
+		n := map[string]int{}
+		for _, e := range entries {
+			_, place, _ := strings.Cut(e, ":")
+			n[place]++
+		}
+		for place, cnt := range n {
+			if cnt > 1 && !seen[k+place] {
+				seen[k+place] = true
+				w.chk.fail(invQueuedTwice, w.chk.now(), "queue %q holds place %q %d times: %v", k, place, cnt, entries)
 			}
 		}
 	}

@@ -55,7 +55,7 @@ func (w *world) watchTokens(h *explore.Hook) {
 				e = err
 			}
 			token, q := w.tokenSent(id, srv, c, e)
-			if len(cmds) == 1 {
+			if !explore.Pipelined(ctx) {
 				opCommand(w.sets.opOf(ctx, q), token, q, f, e)
 			} else {
 				// A batch goes under its first caller's context:
