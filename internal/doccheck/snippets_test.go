@@ -48,10 +48,14 @@ var packages = map[string]string{
 
 // otherModules are the modules of the repository besides the root one,
 // by the import path prefix that sends a snippet there: the gocronlock
-// module has gocron, which the root module does not require.
+// module has gocron, and examples/migrating the peer libraries, which the
+// root module does not require.
 var otherModules = map[string]string{
 	"github.com/go-co-op/gocron":              "gocronlock",
 	"github.com/padlockgo/padlock/gocronlock": "gocronlock",
+	"github.com/go-redsync/redsync":           "examples/migrating",
+	"github.com/bsm/redislock":                "examples/migrating",
+	"github.com/redis/rueidis":                "examples/migrating",
 }
 
 // snippet is one ```go block of a Markdown file.
