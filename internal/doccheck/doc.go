@@ -8,30 +8,33 @@
 // # Snippets
 //
 // Every ```go block in a .md file is type-checked against the module's
-// packages (the gocronlock module's, for a block that names gocron or
-// gocronlock). An HTML comment on the lines just above a block, invisible
-// on GitHub, says how to read it:
+// packages (the gocronlock module's, for a block that imports gocron or
+// gocronlock), with the imports the block shows and no others, so that a
+// reader can paste it:
 //
-//   - No comment: the block is the body of a function returning error
-//     (its result unnamed, so both "return" and "return err" compile).
-//     These names are declared for every block, and a block may declare
-//     its own with := instead: ctx (context.Context), rdb (*redis.Client),
-//     locker (*padlock.Locker), r (*gin.Engine), mux (*http.ServeMux),
-//     logger (*slog.Logger), t (*testing.T).
-//   - <!-- go ... -->: the lines after "go" are Go declarations the block
-//     needs besides those (var store interface{ ... }, a type, a func),
-//     placed at package level; the block is still a function body.
-//   - <!-- go: file ... -->: the block is itself package-level
-//     declarations, with the declarations after "go: file" beside it.
-//   - <!-- the body of ExampleX in path/x_test.go -->: the block is the
-//     body of that Example, one tab of indentation removed, character for
-//     character; the compiler checks the Example itself.
+//   - A block begins with its import block (after comments, if any), and
+//     then is either package-level declarations (a func taking what it
+//     uses: the Locker, the context, the router) or, failing that, the
+//     body of a function returning error (its result unnamed, so both
+//     "return" and "return err" compile). A name the block uses must be
+//     imported or declared in it: nothing is declared for it.
+//   - A block without an import block compiles with its guide's: the
+//     import block of the first block of the same Markdown file. A block
+//     without one, in a file whose first block shows none, fails.
+//   - A block's own import block imports what the block uses and nothing
+//     else ("imported and not used" fails); a block of declarations is
+//     as gofmt prints it. "declared and not used" is let pass, since a
+//     block may stop short of using what it shows.
+//   - <!-- go ... -->, an HTML comment on the lines just above a block
+//     (invisible on GitHub): the lines after "go" are declarations of the
+//     reader's own code the block calls, or of a type an earlier block of
+//     the guide showed, compiled in a file of their own with the packages
+//     they name imported for them.
+//   - <!-- the body of ExampleX in path/x_test.go -->: after its import
+//     block, the block is the body of that Example, one tab of
+//     indentation removed, character for character; the compiler checks
+//     the Example itself, and this package the block's imports.
 //
-// Imports are added for every package the block and its declarations name
-// (padlock, redis, gin, middleware, keyfunc, lockkey, httplock, decorator,
-// schedule, idempotency, ginidem, lockview, padlockotel, padlockslog,
-// padlocktest, the standard library's usual ones); "declared and not used"
-// and "imported and not used" are not reported, since a snippet may stop
-// short of using what it shows. Any other error fails the test, at the
-// Markdown file and line of the snippet.
+// Any other error fails the test, at the Markdown file and line of the
+// snippet.
 package doccheck

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"go/ast"
+	"go/format"
 	"go/importer"
 	"go/parser"
 	"go/token"
@@ -17,60 +18,44 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// packages are the names a snippet may use without importing, and where
-// they come from. module is the directory of the module that has them.
-var packages = map[string]struct{ path, module string }{
-	"context":     {"context", "."},
-	"errors":      {"errors", "."},
-	"fmt":         {"fmt", "."},
-	"http":        {"net/http", "."},
-	"httptest":    {"net/http/httptest", "."},
-	"log":         {"log", "."},
-	"slog":        {"log/slog", "."},
-	"strconv":     {"strconv", "."},
-	"strings":     {"strings", "."},
-	"testing":     {"testing", "."},
-	"time":        {"time", "."},
-	"chi":         {"github.com/go-chi/chi/v5", "."},
-	"gin":         {"github.com/gin-gonic/gin", "."},
-	"redis":       {"github.com/redis/go-redis/v9", "."},
-	"padlock":     {"github.com/padlockgo/padlock", "."},
-	"decorator":   {"github.com/padlockgo/padlock/decorator", "."},
-	"httplock":    {"github.com/padlockgo/padlock/httplock", "."},
-	"idempotency": {"github.com/padlockgo/padlock/idempotency", "."},
-	"ginidem":     {"github.com/padlockgo/padlock/idempotency/ginidem", "."},
-	"keyfunc":     {"github.com/padlockgo/padlock/keyfunc", "."},
-	"lockkey":     {"github.com/padlockgo/padlock/lockkey", "."},
-	"lockview":    {"github.com/padlockgo/padlock/lockview", "."},
-	"middleware":  {"github.com/padlockgo/padlock/middleware", "."},
-	"padlockotel": {"github.com/padlockgo/padlock/padlockotel", "."},
-	"padlockslog": {"github.com/padlockgo/padlock/padlockslog", "."},
-	"padlocktest": {"github.com/padlockgo/padlock/padlocktest", "."},
-	"schedule":    {"github.com/padlockgo/padlock/schedule", "."},
-	"gocron":      {"github.com/go-co-op/gocron/v2", "gocronlock"},
-	"gocronlock":  {"github.com/padlockgo/padlock/gocronlock", "gocronlock"},
+// packages are the names a hidden declaration (<!-- go ... -->) may use
+// without importing, and where they come from. A snippet's own code
+// imports what it uses, in its import block.
+var packages = map[string]string{
+	"context":     "context",
+	"errors":      "errors",
+	"fmt":         "fmt",
+	"http":        "net/http",
+	"httptest":    "net/http/httptest",
+	"slog":        "log/slog",
+	"time":        "time",
+	"gin":         "github.com/gin-gonic/gin",
+	"redis":       "github.com/redis/go-redis/v9",
+	"padlock":     "github.com/padlockgo/padlock",
+	"decorator":   "github.com/padlockgo/padlock/decorator",
+	"httplock":    "github.com/padlockgo/padlock/httplock",
+	"keyfunc":     "github.com/padlockgo/padlock/keyfunc",
+	"lockkey":     "github.com/padlockgo/padlock/lockkey",
+	"middleware":  "github.com/padlockgo/padlock/middleware",
+	"padlocktest": "github.com/padlockgo/padlock/padlocktest",
+	"schedule":    "github.com/padlockgo/padlock/schedule",
 }
 
-// prelude declares the names every snippet may use, and the package each
-// one's type comes from.
-var prelude = []struct{ name, typ, pkg string }{
-	{"ctx", "context.Context", "context"},
-	{"rdb", "*redis.Client", "redis"},
-	{"locker", "*padlock.Locker", "padlock"},
-	{"r", "*gin.Engine", "gin"},
-	{"mux", "*http.ServeMux", "http"},
-	{"logger", "*slog.Logger", "slog"},
-	{"t", "*testing.T", "testing"},
-}
-
-// inModule reports whether package name can be imported by a snippet
-// compiled in module: the gocronlock module does not require gin.
-func inModule(name, module string) bool {
-	return module == "." || name != "gin" && name != "chi"
+// otherModules are the modules of the repository besides the root one,
+// by the import path prefix that sends a snippet there: the gocronlock
+// module has gocron, and examples/migrating the peer libraries, which the
+// root module does not require.
+var otherModules = map[string]string{
+	"github.com/go-co-op/gocron":              "gocronlock",
+	"github.com/padlockgo/padlock/gocronlock": "gocronlock",
+	"github.com/go-redsync/redsync":           "examples/migrating",
+	"github.com/bsm/redislock":                "examples/migrating",
+	"github.com/redis/rueidis":                "examples/migrating",
 }
 
 // snippet is one ```go block of a Markdown file.
@@ -82,46 +67,197 @@ type snippet struct {
 	dirLine   int    // line of the directive's first line
 }
 
+// parts is a snippet split into its import block and the rest.
+type parts struct {
+	imports  []string // import paths, in order
+	names    []string // each import's local name ("" when none is given)
+	block    string   // the import declarations' text; "" when the snippet has none
+	rest     string   // the code after them
+	restLine int      // line of rest's first line in the Markdown
+}
+
+// split separates the import declarations a snippet begins with (after
+// comments, if any) from the code that follows them.
+func split(s snippet) parts {
+	p := parts{rest: s.code, restLine: s.line}
+	const head = "package p\n"
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "", head+s.code, parser.ImportsOnly)
+	if err != nil || len(f.Imports) == 0 {
+		return p // no import block; errors in the rest are the type check's to report
+	}
+	end := 0
+	for _, d := range f.Decls {
+		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.IMPORT {
+			end = fset.Position(g.End()).Offset - len(head)
+		}
+	}
+	for _, is := range f.Imports {
+		path, _ := strconv.Unquote(is.Path.Value)
+		name := ""
+		if is.Name != nil {
+			name = is.Name.Name
+		}
+		p.imports = append(p.imports, path)
+		p.names = append(p.names, name)
+	}
+	p.block = s.code[:end]
+	p.rest = strings.TrimLeft(s.code[end:], "\n")
+	p.restLine = s.line + strings.Count(s.code[:len(s.code)-len(p.rest)], "\n")
+	return p
+}
+
 var exampleRE = regexp.MustCompile(`^the body of (Example\w*) in (\S+)$`)
 
 // TestSnippetsCompile type-checks every Go snippet of the repository's
 // Markdown as the package documentation describes.
 func TestSnippetsCompile(t *testing.T) {
 	root := repoRoot(t)
-	var all []snippet
+	var all []checked
+	n := 0
 	for _, f := range repoFiles(t, root, ".md") {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		all = append(all, snippets(f, string(b))...)
-	}
-	if len(all) < 20 {
-		t.Fatalf("found %d Go snippets, want the README's and the guides' (over 20)", len(all))
-	}
-	byModule := make(map[string][]snippet)
-	for _, s := range all {
-		if exampleRE.MatchString(s.directive) {
-			continue // TestSnippetsMatchExamples
+		ss := snippets(f, string(b))
+		n += len(ss)
+		cs, errs := guide(ss)
+		for _, err := range errs {
+			t.Error(err)
 		}
-		byModule[snippetModule(s)] = append(byModule[snippetModule(s)], s)
+		all = append(all, cs...)
 	}
-	for module, ss := range byModule {
-		var names []string
-		for _, s := range ss {
-			names = append(names, imports(s)...)
+	if n < 20 {
+		t.Fatalf("found %d Go snippets, want the README's and the guides' (over 20)", n)
+	}
+	byModule := make(map[string][]checked)
+	for _, c := range all {
+		m := c.module()
+		byModule[m] = append(byModule[m], c)
+	}
+	for module, cs := range byModule {
+		var paths []string
+		for _, c := range cs {
+			paths = append(paths, c.paths()...)
 		}
-		imp := moduleImporter(t, filepath.Join(root, module), names)
-		for _, s := range ss {
-			if err := typeCheck(s, imp); err != nil {
+		imp := moduleImporter(t, filepath.Join(root, module), paths)
+		for _, c := range cs {
+			if err := typeCheck(c, imp); err != nil {
 				t.Errorf("%v", err)
+			}
+			if err := gofmtCheck(c); err != nil {
+				t.Error(err)
 			}
 		}
 	}
 }
 
+// checked is a snippet as it is type-checked: split, with the imports it
+// compiles with.
+type checked struct {
+	snippet
+	parts
+	inherited bool // the imports are the guide's first snippet's
+}
+
+// guide applies a Markdown file's import rule to its snippets: a snippet
+// with an import block compiles with it alone; one without compiles with
+// the block of the file's first snippet, if that has one, and is refused
+// otherwise.
+func guide(ss []snippet) ([]checked, []error) {
+	var out []checked
+	var errs []error
+	var first *parts
+	for i, s := range ss {
+		p := split(s)
+		if i == 0 && p.block != "" {
+			first = &p
+		}
+		c := checked{snippet: s, parts: p}
+		if p.block == "" {
+			if first == nil {
+				errs = append(errs, fmt.Errorf("%s:%d: the snippet shows no import block, nor does the first snippet of %s", s.file, s.line, s.file))
+				continue
+			}
+			c.imports, c.names, c.inherited = first.imports, first.names, true
+		}
+		out = append(out, c)
+	}
+	return out, errs
+}
+
+// module returns the directory of the module a snippet compiles in.
+func (c checked) module() string {
+	for _, p := range c.imports {
+		for prefix, m := range otherModules {
+			if strings.HasPrefix(p, prefix) {
+				return m
+			}
+		}
+	}
+	return "."
+}
+
+// paths returns the import paths a snippet's files need.
+func (c checked) paths() []string {
+	paths := slices.Clone(c.imports)
+	for _, n := range usedPackages(c.decls()) {
+		paths = append(paths, packages[n])
+	}
+	return paths
+}
+
+// TestSnippetCheckerCatchesBreaks feeds the checker snippets that must
+// fail and snippets that must pass, so TestSnippetsCompile cannot pass by
+// checking nothing.
+func TestSnippetCheckerCatchesBreaks(t *testing.T) {
+	const imports = "import (\n\t\"context\"\n\n\t\"github.com/padlockgo/padlock\"\n)\n\n"
+	const body = "ctx := context.Background()\nvar locker *padlock.Locker\n"
+	var paths []string
+	for _, p := range packages {
+		paths = append(paths, p)
+	}
+	imp := moduleImporter(t, repoRoot(t), paths)
+	for _, tc := range []struct {
+		name string
+		ss   []snippet // the guide; the last one is the snippet checked
+		ok   bool
+	}{
+		{"body", []snippet{{code: imports + body + "lk, err := locker.Acquire(ctx, \"k\", padlock.Options{})\nif err != nil {\n\treturn err\n}\ndefer lk.Release(ctx)\n"}}, true},
+		{"unused names are fine", []snippet{{code: imports + body + "lk, err := locker.Acquire(ctx, \"k\", padlock.Options{})\n"}}, true},
+		{"bare return", []snippet{{code: "import \"fmt\"\n\nfmt.Println()\nreturn\n"}}, true},
+		{"file", []snippet{{code: imports + "func pay(ctx context.Context, locker *padlock.Locker) error {\n\t_, err := locker.Acquire(ctx, \"k\", padlock.Options{})\n\treturn err\n}\n"}}, true},
+		{"the reader's own code, hidden", []snippet{{directive: "go\nvar store interface{ Pay(context.Context, int64) error }", code: "import \"context\"\n\nfunc pay(ctx context.Context) error {\n\treturn store.Pay(ctx, 42)\n}\n"}}, true},
+		{"the guide's first block", []snippet{{code: imports + body}, {code: body + "_, _ = locker.Acquire(ctx, \"k\", padlock.Options{})\n"}}, true},
+		{"a package not imported", []snippet{{code: "import \"context\"\n\nctx := context.Background()\nvar locker *padlock.Locker\n_, _ = locker.Acquire(ctx, \"k\", padlock.Options{})\n"}}, false},
+		{"no import block anywhere", []snippet{{code: body}}, false},
+		{"the guide's first block shows none", []snippet{{code: "return nil\n"}, {code: imports + body}, {code: body}}, false},
+		{"an import not used", []snippet{{code: "import (\n\t\"fmt\"\n\t\"time\"\n)\n\nfmt.Println()\n"}}, false},
+		{"a name from nowhere", []snippet{{code: imports + "_, _ = locker.Acquire(context.Background(), \"k\", padlock.Options{})\n"}}, false},
+		{"a name that is gone", []snippet{{code: imports + body + "locker.AcquireMaybe(ctx, \"k\")\n"}}, false},
+		{"a wrong argument", []snippet{{code: imports + body + "locker.Acquire(ctx, 42, padlock.Options{})\n"}}, false},
+		{"an option that is gone", []snippet{{code: imports + "_ = padlock.Options{Lease: 1}\n"}}, false},
+		{"not Go", []snippet{{code: imports + "for x := range y { ... }\n"}}, false},
+	} {
+		for i := range tc.ss {
+			tc.ss[i].file, tc.ss[i].line = "test.md", 1+10*i
+		}
+		cs, errs := guide(tc.ss)
+		err := errors.Join(errs...)
+		if err == nil && len(cs) == len(tc.ss) {
+			err = typeCheck(cs[len(cs)-1], imp)
+		}
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: got error %v, want ok %v", tc.name, err, tc.ok)
+		} else if err != nil {
+			t.Logf("%s: %v", tc.name, err)
+		}
+	}
+}
+
 // TestSnippetsMatchExamples checks that each snippet marked as the body
-// of an Example is, character for character.
+// of an Example is, after its import block, character for character.
 func TestSnippetsMatchExamples(t *testing.T) {
 	root := repoRoot(t)
 	n := 0
@@ -136,6 +272,7 @@ func TestSnippetsMatchExamples(t *testing.T) {
 				continue
 			}
 			n++
+			p := split(s)
 			src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(m[2])))
 			if err != nil {
 				t.Errorf("%s:%d: %v", s.file, s.dirLine, err)
@@ -146,48 +283,13 @@ func TestSnippetsMatchExamples(t *testing.T) {
 				t.Errorf("%s:%d: %s has no func %s", s.file, s.dirLine, m[2], m[1])
 				continue
 			}
-			if s.code != body {
-				t.Errorf("%s:%d: the snippet differs from %s's body in %s:\ngot:\n%s\nwant:\n%s", s.file, s.line, m[1], m[2], s.code, body)
+			if p.rest != body {
+				t.Errorf("%s:%d: the snippet differs from %s's body in %s:\ngot:\n%s\nwant:\n%s", s.file, p.restLine, m[1], m[2], p.rest, body)
 			}
 		}
 	}
 	if n == 0 {
 		t.Error("no snippet is marked as an Example's body; the Redlock guide's is")
-	}
-}
-
-// TestSnippetCheckerCatchesBreaks feeds the checker snippets that must
-// fail and snippets that must pass, so TestSnippetsCompile cannot pass by
-// checking nothing.
-func TestSnippetCheckerCatchesBreaks(t *testing.T) {
-	var names []string
-	for n, p := range packages {
-		if p.module == "." {
-			names = append(names, n)
-		}
-	}
-	imp := moduleImporter(t, repoRoot(t), names)
-	for _, tc := range []struct {
-		name string
-		s    snippet
-		ok   bool
-	}{
-		{"body", snippet{code: "lk, err := locker.Acquire(ctx, \"k\", padlock.Options{})\nif err != nil {\n\treturn err\n}\ndefer lk.Release(ctx)\n"}, true},
-		{"unused names are fine", snippet{code: "lk, err := locker.Acquire(ctx, \"k\", padlock.Options{})\n"}, true},
-		{"bare return", snippet{code: "return\n"}, true},
-		{"declarations", snippet{directive: "go\nvar store interface{ Pay(context.Context, int64) error }", code: "return store.Pay(ctx, 42)\n"}, true},
-		{"file", snippet{directive: "go: file", code: "type orderURI struct {\n\tID int64 `uri:\"id\"`\n}\n\nfunc key(c *gin.Context) (int64, error) {\n\tvar u orderURI\n\treturn u.ID, c.ShouldBindUri(&u)\n}\n"}, true},
-		{"a name that is gone", snippet{code: "locker.AcquireMaybe(ctx, \"k\")\n"}, false},
-		{"a wrong argument", snippet{code: "locker.Acquire(ctx, 42, padlock.Options{})\n"}, false},
-		{"an option that is gone", snippet{code: "_ = padlock.Options{Lease: 1}\n"}, false},
-		{"not Go", snippet{code: "for x := range y { ... }\n"}, false},
-		{"an undeclared name", snippet{code: "return store.Pay(ctx, 42)\n"}, false},
-	} {
-		tc.s.file, tc.s.line = "test.md", 1
-		err := typeCheck(tc.s, imp)
-		if (err == nil) != tc.ok {
-			t.Errorf("%s: got error %v, want ok %v", tc.name, err, tc.ok)
-		}
 	}
 }
 
@@ -265,99 +367,117 @@ func usedPackages(src string) []string {
 	return names
 }
 
-// snippetModule returns the module directory a snippet compiles in: the
-// gocronlock module's for one that names its packages.
-func snippetModule(s snippet) string {
-	for _, n := range usedPackages(s.directive + "\n" + s.code) {
-		if m := packages[n].module; m != "." {
-			return m
-		}
+// decls returns the hidden declarations of a snippet's directive: the
+// reader's own code it calls.
+func (c checked) decls() string {
+	if c.directive == "go" || strings.HasPrefix(c.directive, "go\n") {
+		return strings.TrimPrefix(strings.TrimPrefix(c.directive, "go"), "\n")
 	}
-	return "."
+	return ""
 }
 
-// imports returns the names of the packages a snippet's file imports: those
-// it names, and those of the prelude's types.
-func imports(s snippet) []string {
-	module := snippetModule(s)
-	names := usedPackages(s.directive + "\n" + s.code)
-	for _, p := range prelude {
-		if inModule(p.pkg, module) && !slices.Contains(names, p.pkg) {
-			names = append(names, p.pkg)
-		}
-	}
-	sort.Strings(names)
-	return names
+// isFile reports whether code parses as package-level declarations.
+func isFile(code string) bool {
+	_, err := parser.ParseFile(token.NewFileSet(), "", "package p\n"+code, parser.SkipObjectResolution)
+	return err == nil
 }
 
-// source returns the Go file a snippet is checked as, with //line
-// directives that point errors at the Markdown.
-func source(s snippet) string {
-	decls, file := "", false
-	switch {
-	case s.directive == "go: file" || strings.HasPrefix(s.directive, "go: file\n"):
-		file = true
-		decls = strings.TrimPrefix(strings.TrimPrefix(s.directive, "go: file"), "\n")
-	case s.directive == "go" || strings.HasPrefix(s.directive, "go\n"):
-		decls = strings.TrimPrefix(strings.TrimPrefix(s.directive, "go"), "\n")
-	}
+// sources returns the Go files a snippet is checked as, with //line
+// directives that point errors at the Markdown: the snippet's own file,
+// with its imports and no others, and one for its hidden declarations.
+func sources(c checked) (snippetFile, declsFile string) {
 	var b strings.Builder
-	b.WriteString("package snippet\n\nimport (\n")
-	for _, n := range imports(s) {
-		fmt.Fprintf(&b, "\t%s %q\n", n, packages[n].path)
-	}
-	b.WriteString(")\n\nvar (\n")
-	module := snippetModule(s)
-	for _, p := range prelude {
-		if inModule(p.pkg, module) {
-			fmt.Fprintf(&b, "\t%s %s\n", p.name, p.typ)
+	b.WriteString("package snippet\n\n")
+	if c.inherited {
+		b.WriteString("import (\n")
+		for i, p := range c.imports {
+			fmt.Fprintf(&b, "\t%s %q\n", c.names[i], p)
 		}
-	}
-	b.WriteString(")\n")
-	if decls != "" {
-		fmt.Fprintf(&b, "\n//line %s:%d\n%s\n", s.file, s.dirLine+1, decls)
-	}
-	if file {
-		fmt.Fprintf(&b, "\n//line %s:%d\n%s", s.file, s.line, s.code)
+		b.WriteString(")\n")
 	} else {
-		fmt.Fprintf(&b, "\nfunc _() (_ error) {\n//line %s:%d\n%s\n\treturn\n}\n", s.file, s.line, s.code)
+		fmt.Fprintf(&b, "//line %s:%d\n%s\n", c.file, c.line, c.block)
 	}
-	return b.String()
+	if isFile(c.rest) {
+		fmt.Fprintf(&b, "\n//line %s:%d\n%s", c.file, c.restLine, c.rest)
+	} else {
+		fmt.Fprintf(&b, "\nfunc _() (_ error) {\n//line %s:%d\n%s\n\treturn\n}\n", c.file, c.restLine, c.rest)
+	}
+	snippetFile = b.String()
+	if d := c.decls(); d != "" {
+		b.Reset()
+		b.WriteString("package snippet\n\nimport (\n")
+		for _, n := range usedPackages(d) {
+			fmt.Fprintf(&b, "\t%s %q\n", n, packages[n])
+		}
+		fmt.Fprintf(&b, ")\n\n//line %s:%d\n%s\n", c.file, c.dirLine+1, d)
+		declsFile = b.String()
+	}
+	return snippetFile, declsFile
+}
+
+// gofmtCheck reports a snippet that is a file to paste (an import block
+// and declarations) but not as gofmt would print it.
+func gofmtCheck(c checked) error {
+	if c.inherited || !isFile(c.rest) {
+		return nil
+	}
+	const head = "package p\n\n"
+	out, err := format.Source([]byte(head + c.code))
+	if err != nil {
+		return nil // the type check reports it
+	}
+	if got := string(out[len(head):]); got != c.code {
+		return fmt.Errorf("%s:%d: the snippet is not gofmt'd; gofmt prints it:\n%s", c.file, c.line, got)
+	}
+	return nil
 }
 
 // typeCheck parses and type-checks a snippet, and returns its errors but
 // those the package documentation lets pass.
-func typeCheck(s snippet, imp types.Importer) error {
+func typeCheck(c checked, imp types.Importer) error {
 	fset := token.NewFileSet()
-	src := source(s)
-	f, err := parser.ParseFile(fset, "snippet.go", src, parser.SkipObjectResolution)
-	if err != nil {
-		return fmt.Errorf("%v\n(as checked:\n%s)", err, src)
+	src, decls := sources(c)
+	var files []*ast.File
+	for i, s := range []string{src, decls} {
+		if s == "" {
+			continue
+		}
+		f, err := parser.ParseFile(fset, fmt.Sprintf("snippet%d.go", i), s, parser.SkipObjectResolution)
+		if err != nil {
+			return fmt.Errorf("%v\n(as checked:\n%s)", err, s)
+		}
+		files = append(files, f)
 	}
 	var errs []error
 	conf := types.Config{
 		Importer: imp,
 		Error: func(err error) {
 			var te types.Error
-			if errors.As(err, &te) && te.Soft && (strings.Contains(te.Msg, "declared and not used") || strings.Contains(te.Msg, "imported and not used")) {
-				return
+			if errors.As(err, &te) && te.Soft {
+				if strings.Contains(te.Msg, "declared and not used") {
+					return // a snippet may stop short of using what it shows
+				}
+				// An import block the snippet shows is its own, to paste:
+				// it imports what it uses and nothing else. The guide's
+				// first block, and the hidden declarations' imports, serve
+				// many.
+				if strings.Contains(te.Msg, "imported and not used") && (c.inherited || fset.Position(te.Pos).Filename != c.file) {
+					return
+				}
 			}
 			errs = append(errs, err)
 		},
 	}
-	_, _ = conf.Check("snippet", fset, []*ast.File{f}, nil)
+	_, _ = conf.Check("snippet", fset, files, nil)
 	return errors.Join(errs...)
 }
 
 // moduleImporter returns an importer of the compiled packages of the
-// module in dir (go list -export), for the packages named and those they
-// import.
-func moduleImporter(t *testing.T, dir string, names []string) types.Importer {
+// module in dir (go list -export), for the import paths given and those
+// they import.
+func moduleImporter(t *testing.T, dir string, paths []string) types.Importer {
 	t.Helper()
-	var paths []string
-	for _, n := range names {
-		paths = append(paths, packages[n].path)
-	}
+	paths = slices.Clone(paths)
 	slices.Sort(paths)
 	paths = slices.Compact(paths)
 	cmd := exec.Command("go", append([]string{"list", "-export", "-deps", "-json=ImportPath,Export,Error"}, paths...)...)
