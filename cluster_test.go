@@ -194,6 +194,14 @@ func TestClusterReplicaAckWithoutReplicas(t *testing.T) {
 			t.Errorf("node %d: Acquire: got %v, want padlock.ErrUnavailable saying no replica acknowledged", node, err)
 		}
 	}
+	var set []string
+	for _, nodeKeys := range clusterKeys(l, 3, 1) {
+		set = append(set, nodeKeys[0]+":set")
+	}
+	if m, err := l.AcquireAll(ctx, set, padlock.Options{}); !errors.Is(err, padlock.ErrUnavailable) || !strings.Contains(err.Error(), "0 of 1 acknowledged") {
+		_ = m.Release(ctx)
+		t.Errorf("AcquireAll across the nodes: got %v, want padlock.ErrUnavailable saying no replica acknowledged", err)
+	}
 	for i, n := range c.Nodes() {
 		for _, k := range n.Keys(t) {
 			if strings.HasPrefix(k, padlock.DefaultKeyPrefix+"{") {

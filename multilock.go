@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/padlockgo/padlock/internal/hashslot"
+	"github.com/redis/go-redis/v9"
 )
 
 // Multi-key locks: all of a set of keys or none.
@@ -644,10 +645,20 @@ func (s single) multiScripts() *multiScripts {
 
 // acquireSlot runs multi_acquire.lua on ids, whose keys share one slot.
 func (s single) acquireSlot(ctx context.Context, ids []*lockID, lockerID any, waiting bool) (slotGrant, error) {
+	keys, args, err := slotAttempt(ids, lockerID, waiting)
+	if err != nil {
+		return slotGrant{}, err
+	}
+	return slotGrantOf(ids, s.multiScripts().acquire.run(ctx, s.client, s.retries, keys, args...))
+}
+
+// slotAttempt returns the keys and arguments of multi_acquire.lua for
+// ids, claiming each (see mintID).
+func slotAttempt(ids []*lockID, lockerID any, waiting bool) ([]string, []any, error) {
 	keys := make([]string, len(ids)+1)
 	for i, id := range ids {
 		if !id.claim() {
-			return slotGrant{}, errTokenReused
+			return nil, nil, errTokenReused
 		}
 		keys[i] = id.lockKey()
 	}
@@ -656,7 +667,12 @@ func (s single) acquireSlot(ctx context.Context, ids []*lockID, lockerID any, wa
 	if waiting {
 		mark = "1"
 	}
-	reply, err := s.multiScripts().acquire.run(ctx, s.client, s.retries, keys, ids[0].token, ids[0].argv[1], lockerID, mark).Slice()
+	return keys, []any{ids[0].token, ids[0].argv[1], lockerID, mark}, nil
+}
+
+// slotGrantOf reads multi_acquire.lua's reply for ids.
+func slotGrantOf(ids []*lockID, cmd *redis.Cmd) (slotGrant, error) {
+	reply, err := cmd.Slice()
 	if err != nil {
 		return slotGrant{}, err
 	}

@@ -248,3 +248,29 @@ func (a acked) renewOn(ctx context.Context, c redis.UniversalClient, batch []ren
 		return missing
 	})
 }
+
+// acquireSlot takes the keys of one slot as single does, and then waits
+// for the replicas, as acquire does: a set that a failover may lose is
+// not handed out, and its keys are given back.
+func (a acked) acquireSlot(ctx context.Context, ids []*lockID, lockerID any, waiting bool) (slotGrant, error) {
+	keys, args, err := slotAttempt(ids, lockerID, waiting)
+	if err != nil {
+		return slotGrant{}, err
+	}
+	c, err := a.master(ctx, keys[0])
+	if err != nil {
+		return slotGrant{}, err
+	}
+	cmd, wait := a.evalAcked(ctx, c, a.multiScripts().acquire, keys, args...)
+	g, err := slotGrantOf(ids, cmd)
+	if err != nil || g.fences == nil {
+		return g, err
+	}
+	if err := a.confirmed(wait); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_, _ = a.single.releaseSlot(rctx, ids, make([]bool, len(ids)))
+		return slotGrant{}, err
+	}
+	return g, nil
+}
