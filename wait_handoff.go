@@ -105,8 +105,10 @@ func (l *Locker) handOff(lk *Lock, releasing time.Time, next *lockID) (handed bo
 			if l.watchdog.canHandOver(lk, w.a.o.TTL) {
 				return false, g, mintOn(lk.id.keys, w.a.o)
 			}
-		} else {
+		} else if ownerOf(next.token) == w.a.o.Owner {
 			// Renamed after the release began, and after the waiter asked.
+			// (next was made for the first waiter then; one that came to
+			// the front since gets it only if it names the same owner.)
 			since := releasing
 			if w.a.began.After(since) {
 				since = w.a.began

@@ -668,3 +668,88 @@ func TestExtendFollowsHandOff(t *testing.T) {
 		t.Fatalf("new holder trusts its lease until %v after the Extend was sent; want at most %v", until.Sub(sent), DefaultTTL)
 	}
 }
+
+// A hand-off goes only to a waiter its grant was made for: when the
+// waiter it was minted for leaves while the rename is on its way, the
+// next waiter is not handed a token that names another's Options.Owner;
+// it takes the lock from Redis under its own. (The lock once went to the
+// next waiter under the token minted for the one that left, and every
+// view of the holder named the wrong owner.)
+func TestHandOffOnlyToTheWaiterItWasMadeFor(t *testing.T) {
+	t.Parallel()
+	attempts := &countAttempts{}
+	l, _, _ := startLocker(t, WithObserver(attempts))
+	ctx := ctxFor(t)
+	key := testKey(t)
+	o := Options{TTL: 10 * time.Second, Wait: time.Minute}
+	// A waiting Acquire reserves fences to hand on with.
+	holder := mustAcquire(t, l, ctx, key, Options{TTL: o.TTL, Wait: time.Second})
+	parked := func(n int) {
+		awaitWaiters(t, l, key, fmt.Sprintf("%d parked waiters", n), func(kw *keyWaiters) bool {
+			if kw == nil || len(kw.waiters) != n {
+				return false
+			}
+			for _, w := range kw.waiters {
+				if !w.parked || len(w.wake) > 0 { // asleep, with no wake-up pending
+					return false
+				}
+			}
+			return true
+		})
+	}
+
+	ctxA, cancelA := context.WithCancel(ctx)
+	doneA := make(chan error, 1)
+	go func() {
+		oa := o
+		oa.Owner = "waiter-A"
+		lk, err := l.Acquire(ctxA, key, oa)
+		if lk != nil {
+			_ = lk.Release(ctx)
+		}
+		doneA <- err
+	}()
+	parked(1)
+	gotB := make(chan *Lock, 1)
+	go func() {
+		ob := o
+		ob.Owner = "waiter-B"
+		lk, err := l.Acquire(ctx, key, ob)
+		if err != nil {
+			t.Errorf("B's Acquire: %v", err)
+		}
+		gotB <- lk
+	}()
+	parked(2)
+	// A gives up while the rename made for it is on its way.
+	l.confirming = func() {
+		tried := attempts.n.Load()
+		cancelA()
+		<-doneA
+		// B, first now, tries Redis (busy: the lock is still the
+		// holder's) and sleeps again.
+		for attempts.n.Load() == tried {
+			time.Sleep(time.Millisecond)
+		}
+		parked(1)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	lk := <-gotB
+	if lk == nil {
+		return
+	}
+	defer lk.Release(ctx)
+	if got := ownerOf(lk.Token()); got != "waiter-B" {
+		t.Errorf("B holds the lock under a token naming owner %q, want waiter-B", got)
+	}
+}
+
+// countAttempts counts the attempts that did not take a lock.
+type countAttempts struct {
+	NopObserver
+	n atomic.Int64
+}
+
+func (c *countAttempts) AcquireAttempt(context.Context, AcquireAttemptEvent) { c.n.Add(1) }
