@@ -427,8 +427,17 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 			events = append(events, func() { time.Sleep(at); w.srv.Restart() })
 		}
 	}
-	if r.IntN(6) == 0 {
-		at, i := time.Duration(r.IntN(int(run))), nLockers-1
+	closing, at := r.IntN(6) == 0, time.Duration(0)
+	if closing {
+		at = time.Duration(r.IntN(int(run)))
+	} else if cr := w.rng(-900); fam == "multi" && cr.IntN(2) == 0 {
+		// Half the multi runs close a Locker: an AcquireAll may be
+		// waiting out a long backoff then (drawn apart, so that the
+		// other runs keep their randomness).
+		closing, at = true, time.Duration(cr.IntN(int(run)))
+	}
+	if closing {
+		i := nLockers - 1
 		events = append(events, func() {
 			time.Sleep(at)
 			tr.Add("L%d closed", i)
@@ -630,6 +639,11 @@ func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
 	}
 	keys = keys[:1+r.IntN(n)]
 	o.Fair, o.NoRenew = false, false
+	if br := w.rng(-800 - int(w.actors.Add(1))); br.IntN(4) == 0 {
+		// A long backoff after an attempt that got no answer: Close and
+		// the context must still end the wait at once.
+		o.Retry = padlock.LinearBackoff(pick(br, 500*time.Millisecond, 2*time.Second))
+	}
 	l := w.lockers[li]
 	ctx, cancel := opCtx(r)
 	ctx, op := withOp(ctx)

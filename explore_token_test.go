@@ -38,6 +38,7 @@ type tokenSends struct {
 type tokenSend struct {
 	script string
 	client int
+	args   string // the command's keys and arguments
 	err    error
 }
 
@@ -99,9 +100,12 @@ func (w *world) tokenSent(id int, srv string, c redis.Cmder, cerr error) (string
 	t := w.tokens
 	t.mu.Lock()
 	prev, again := t.last[k]
-	t.last[k] = tokenSend{script: gs.Name, client: id, err: cerr}
+	sent := fmt.Sprint(args[2:])
+	t.last[k] = tokenSend{script: gs.Name, client: id, args: sent, err: cerr}
 	t.mu.Unlock()
-	if again && !sentAgain(prev.err) {
+	// A copy of the same attempt goes again on the same client, with the
+	// same keys and arguments, after a closed connection or NOSCRIPT.
+	if again && !(sentAgain(prev.err) && prev.client == id && prev.args == sent) {
 		w.chk.fail(invTokenFresh, w.chk.now(), "%s on %s for %s under token %s, which an earlier %s (client %d, %v) sent: a new attempt reused an earlier attempt's token",
 			gs.Name, srv, key, token, prev.script, prev.client, prev.err)
 	}
