@@ -25,7 +25,7 @@
 //	-check          only apply and build every mutant (no explorer, no suite)
 //	-suite          also run, for the mutants the explorer let survive, the
 //	                tests of the packages the mutant touches, without the
-//	                explorer (go test -count=1 -skip '^TestExplore$'), on real
+//	                explorer (go test -count=1 -failfast -skip '^TestExplore$'), on real
 //	                redis-server (PADLOCK_REQUIRE_REDIS=1); -suite=all runs
 //	                them for every mutant
 //	-j N            mutants run at once (default 1)

@@ -286,7 +286,7 @@ func (r *runner) run(m *mutant) *result {
 
 	// The rest of the touched packages' tests.
 	if r.suite == "all" || r.suite == "survivors" && !res.killed {
-		args := append([]string{"test", "-count=1", "-timeout", suiteTimeout.String(), "-skip", "^TestExplore$"}, m.packages()...)
+		args := append([]string{"test", "-count=1", "-failfast", "-timeout", suiteTimeout.String(), "-skip", "^TestExplore$"}, m.packages()...)
 		out, took, err := goCmd(dir, suiteTimeout+time.Minute, nil, args...)
 		r.log(m, "suite", out)
 		res.suiteRan, res.suiteDur = true, took
