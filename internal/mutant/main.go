@@ -325,14 +325,19 @@ func (r *runner) log(m *mutant, step string, out []byte) {
 	_ = os.WriteFile(filepath.Join(r.logs, m.Name+"."+step+".log"), out, 0o644)
 }
 
-// copyTree copies files from src to dst.
+// copyTree copies files from src to dst, skipping those removed since
+// they were listed.
 func copyTree(src, dst string, files []string) error {
 	for _, f := range files {
 		to := filepath.Join(dst, filepath.FromSlash(f))
 		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
 			return err
 		}
-		if err := copyFile(filepath.Join(src, filepath.FromSlash(f)), to); err != nil {
+		err := copyFile(filepath.Join(src, filepath.FromSlash(f)), to)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since the list was made
+		}
+		if err != nil {
 			return err
 		}
 	}
