@@ -233,7 +233,7 @@ func (w *world) leftQueue(g, what string, op *opSeen, began time.Duration) {
 			if s.Name != q.srv {
 				continue
 			}
-			entries, err := s.M.List(q.queue)
+			entries, err := queueOn(s, q.queue)
 			if err != nil {
 				continue
 			}
@@ -244,4 +244,13 @@ func (w *world) leftQueue(g, what string, op *opSeen, began time.Duration) {
 			}
 		}
 	}
+}
+
+// queueOn reads queue on s through a client of its own, without faults
+// (miniredis hands out its lists themselves, not copies, and the server
+// changes them while they are read).
+func queueOn(s *explore.Server, queue string) ([]string, error) {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Dialer: s.Dial, DisableIdentity: true, Protocol: 2})
+	defer c.Close()
+	return c.LRange(context.Background(), queue, 0, -1).Result()
 }
