@@ -117,7 +117,28 @@ func (w *world) resumed(h, rh *hold, began time.Duration) {
 // never at its next timer (a backoff, a re-check, a holder's lease end).
 func (w *world) checkCancelled(li int, g, what string, ctx context.Context, err error) {
 	dl, ok := ctx.Deadline()
-	if err == nil || !ok || ctx.Err() == nil || w.chk.wall != 0 {
+	if err == nil || !ok || ctx.Err() == nil {
+		return
+	}
+	w.checkEnded(li, g, what, dl, "its context's deadline", err)
+}
+
+// checkBudget checks, as a waiting operation of Locker li (Options.Wait
+// wait, called at began) that failed with err ends, that it waited no
+// longer than its budget: it returns within closeSlack of the later of
+// the budget's end and its client's last reply.
+func (w *world) checkBudget(li int, g, what string, began, wait time.Duration, err error) {
+	if err == nil || wait <= 0 {
+		return
+	}
+	w.checkEnded(li, g, what, w.tr.Start().Add(began+wait), "the end of its wait", err)
+}
+
+// checkEnded checks that an operation that failed with err ended within
+// closeSlack of the later of dl (named by what) and its client's last
+// reply.
+func (w *world) checkEnded(li int, g, what string, dl time.Time, which string, err error) {
+	if w.chk.wall != 0 {
 		return // on the wall clock a goroutine may be descheduled for longer
 	}
 	now := w.chk.now()
@@ -128,7 +149,7 @@ func (w *world) checkCancelled(li int, g, what string, ctx context.Context, err 
 		}
 	}
 	if now-from > closeSlack {
-		w.chk.fail(invStuck, now, "%s: %s went on %v after its context's deadline at %.3fs and its client's last reply at %.3fs: %v",
-			g, what, now-from, dl.Sub(w.tr.Start()).Seconds(), from.Seconds(), err)
+		w.chk.fail(invStuck, now, "%s: %s went on %v after %s at %.3fs and its client's last reply at %.3fs: %v",
+			g, what, now-from, which, dl.Sub(w.tr.Start()).Seconds(), from.Seconds(), err)
 	}
 }

@@ -606,6 +606,7 @@ func (w *world) locker(actor, li int) {
 			lk, err = l.Acquire(ctx, key, o)
 		}
 		w.checkCancelled(li, g, kind+" "+key, ctx, err)
+		w.checkBudget(li, g, kind+" "+key, began, o.Wait, err)
 		cancel()
 		w.checkClosed(li, g, kind+" "+key)
 		w.refused(g, err)
@@ -650,6 +651,7 @@ func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
 	began := w.chk.now()
 	m, err := l.AcquireAll(ctx, keys, o)
 	w.checkCancelled(li, g, fmt.Sprintf("AcquireAll %v", keys), ctx, err)
+	w.checkBudget(li, g, fmt.Sprintf("AcquireAll %v", keys), began, o.Wait, err)
 	cancel()
 	w.checkClosed(li, g, fmt.Sprintf("AcquireAll %v", keys))
 	w.refused(g, err)
