@@ -406,7 +406,7 @@ func seedsRun(out []byte) int {
 	return n
 }
 
-// failingTest returns the innermost first failing test, or how the run
+// failingTest returns the first failing top-level test, or how the run
 // failed.
 func failingTest(out []byte) string {
 	ms := failRe.FindAllSubmatch(out, -1)
@@ -416,8 +416,7 @@ func failingTest(out []byte) string {
 		}
 		return "(failed)"
 	}
-	// go test prints subtests before their parents: the first line is the
-	// deepest failure.
+	// go test prints a parent's line before its subtests'.
 	return string(ms[0][1])
 }
 
