@@ -168,27 +168,8 @@ func TestAcquireAllBusyRollbackRunLateOnCluster(t *testing.T) {
 // next attempt took the set. The set's keys must stay on a majority.
 func TestAcquireAllBusyRollbackRunLateOnRedlock(t *testing.T) {
 	t.Parallel()
-	redistest.Require(t)
-	servers := redistest.StartN(t, 3)
-	time.Sleep(rlNodesVote)
 	hooks := []*holdScript{{s: plainScripts.release}, {s: plainScripts.release}}
-	clients := make([]redis.UniversalClient, len(servers))
-	for i, s := range servers {
-		c := s.Client(t, func(o *redis.Options) {
-			o.ContextTimeoutEnabled = true
-			o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
-		})
-		if i < len(hooks) {
-			c.AddHook(hooks[i])
-		}
-		clients[i] = c
-	}
-	l, err := NewRedlock(clients, WithMaxLease(rlMaxLease), WithNodeTimeout(rlNodeTimeout), WithDefaults(Options{TTL: rlMaxLease}))
-	if err != nil {
-		t.Fatalf("NewRedlock: %v", err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	awaitVotes(t, l)
+	l, servers := redlockHooked(t, map[int]redis.Hook{0: hooks[0], 1: hooks[1]})
 
 	ctx := ctxFor(t)
 	first, second := testKey(t)+":a", testKey(t)+":b"
@@ -264,4 +245,32 @@ func sleepingIn(fn string) bool {
 		}
 	}
 	return false
+}
+
+// redlockHooked starts three Redis servers and a Redlock Locker on them
+// with the Redlock tests' timings, whose client of node i carries
+// hooks[i], once the nodes may vote.
+func redlockHooked(t *testing.T, hooks map[int]redis.Hook) (*Locker, []*redistest.Server) {
+	t.Helper()
+	redistest.Require(t)
+	servers := redistest.StartN(t, 3)
+	time.Sleep(rlNodesVote)
+	clients := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		c := s.Client(t, func(o *redis.Options) {
+			o.ContextTimeoutEnabled = true
+			o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
+		})
+		if h := hooks[i]; h != nil {
+			c.AddHook(h)
+		}
+		clients[i] = c
+	}
+	l, err := NewRedlock(clients, WithMaxLease(rlMaxLease), WithNodeTimeout(rlNodeTimeout), WithDefaults(Options{TTL: rlMaxLease}))
+	if err != nil {
+		t.Fatalf("NewRedlock: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	awaitVotes(t, l)
+	return l, servers
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -20,27 +19,8 @@ import (
 // grant is its own").
 func TestRedlockAttemptAfterBusyHasItsOwnToken(t *testing.T) {
 	t.Parallel()
-	redistest.Require(t)
-	servers := redistest.StartN(t, 3)
-	time.Sleep(rlNodesVote)
 	hook := &holdScript{s: plainScripts.release}
-	clients := make([]redis.UniversalClient, len(servers))
-	for i, s := range servers {
-		c := s.Client(t, func(o *redis.Options) {
-			o.ContextTimeoutEnabled = true
-			o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
-		})
-		if i == 2 {
-			c.AddHook(hook)
-		}
-		clients[i] = c
-	}
-	l, err := NewRedlock(clients, WithMaxLease(rlMaxLease), WithNodeTimeout(rlNodeTimeout), WithDefaults(Options{TTL: rlMaxLease}))
-	if err != nil {
-		t.Fatalf("NewRedlock: %v", err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	awaitVotes(t, l)
+	l, servers := redlockHooked(t, map[int]redis.Hook{2: hook})
 
 	ctx := context.Background()
 	key := testKey(t)
