@@ -34,6 +34,9 @@ type Locker struct {
 	// that the lock is held and the change it begins: the explorer's
 	// stall between a check and the send that follows.
 	extending func()
+	// proclaiming, when set (tests only), runs in Term.Proclaim between
+	// its check that the term leads and the record it writes.
+	proclaiming func()
 }
 
 // New returns a Locker on client: a *redis.Client, a Sentinel failover client

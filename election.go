@@ -202,6 +202,9 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 	if t.Err() != nil {
 		return ErrNotHeld
 	}
+	if f := t.e.l.proclaiming; f != nil {
+		f()
+	}
 	if err := t.record(ctx, value); err != nil {
 		return err
 	}

@@ -34,6 +34,19 @@ type opSeen struct {
 	tokens  []string   // the tokens of its grant-making commands
 	queued  []queuedAt // the queues its fair attempts named it in
 	faulted bool       // a command met a fault, or an error (a lost reply, a closed connection)
+
+	// What the order invariants read (explore_order_test.go), for the
+	// locker goroutines' Acquires: which Locker, kind and key; when it
+	// was called, joined its Locker's line (waitAt, if waited), returned
+	// (ended) and returned a grant (granted; -1 if not); whether it was
+	// handed the lock in its line; and the replies to its leader-record
+	// writes (Campaign, Proclaim).
+	li                      int
+	kind, key               string
+	fair, waited, handedOff bool
+	began, ended, granted   time.Duration
+	waitAt                  time.Duration
+	records                 []int64
 }
 
 // withOp returns ctx carrying a new operation record.

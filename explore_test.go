@@ -213,6 +213,10 @@ type world struct {
 
 	tokens *tokenSends // token-fresh: every grant-making command sent
 	sets   *sets       // whole-or-none: what AcquireAll's attempts took
+	order  *orderSeen  // the order invariants: queues, lines, the election
+	// electKey is the Redis key of the election's lock, in the election
+	// family.
+	electKey string
 
 	keys []string
 	ttl  time.Duration // the lease most grants ask for: a lock is handed on only to a waiter that asked for the same
@@ -246,7 +250,7 @@ func (w *world) rng(actor int) *rand.Rand {
 
 func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.Trace) {
 	tr := explore.NewTrace()
-	w := &world{t: t, seed: seed, fam: fam, tr: tr, tokens: newTokenSends(), sets: newSets()}
+	w := &world{t: t, seed: seed, fam: fam, tr: tr, tokens: newTokenSends(), sets: newSets(), order: newOrderSeen()}
 	r := w.rng(-1)
 	rates := []float64{0.03, 0.08, 0.15}
 	rate := rates[r.IntN(len(rates))]
@@ -332,7 +336,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 				w.hooks = append(w.hooks, h)
 				cs, hs = append(cs, c), append(hs, h)
 			}
-			opts := []padlock.RedlockOption{padlock.WithClockDrift(drift, fixed), padlock.WithMaxLease(exploreMaxLease), padlock.WithDefaults(padlock.Options{TTL: time.Second})}
+			opts := []padlock.RedlockOption{padlock.WithClockDrift(drift, fixed), padlock.WithMaxLease(exploreMaxLease), padlock.WithDefaults(padlock.Options{TTL: time.Second}), padlock.WithObserver(lineObserver{w: w})}
 			if w.persistent {
 				opts = append(opts, padlock.WithPersistentNodes())
 			}
@@ -342,20 +346,22 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 			}
 			w.lhooks = append(w.lhooks, hs)
 		} else if w.cluster != nil {
-			l = w.newClusterLocker(i, padlock.WithClockDrift(drift, fixed))
+			l = w.newClusterLocker(i, padlock.WithClockDrift(drift, fixed), padlock.WithObserver(lineObserver{w: w}))
 		} else {
 			c, h := explore.NewClient(i, fmt.Sprintf("L%d", i), w.srv, w.plan, tr, &w.late)
 			w.watchTokens(h)
 			w.clients = append(w.clients, c)
 			w.hooks = append(w.hooks, h)
 			w.lhooks = append(w.lhooks, []*explore.Hook{h})
-			l = padlock.New(c, padlock.WithClockDrift(drift, fixed))
+			l = padlock.New(c, padlock.WithClockDrift(drift, fixed), padlock.WithObserver(lineObserver{w: w}))
 		}
 		// A hand-off is confirmed by a command sent after the release
 		// began: let the virtual clock move on in between.
 		padlock.SetConfirming(l, func() { time.Sleep(time.Microsecond) })
-		// A stall between Extend's check and its send, now and then.
+		// A stall between Extend's check and its send, now and then; and
+		// between Proclaim's.
 		w.stallExtends(l, i)
+		w.stallProclaims(l, i)
 		if lateWatchdog {
 			lr := w.rng(-200 - i) // used by the watchdog's goroutine alone
 			padlock.SetWatchdogLate(l, func() time.Duration {
@@ -369,6 +375,9 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		w.closed = append(w.closed, make(chan struct{}))
 	}
 	w.closedAt = make([]atomic.Int64, nLockers)
+	if fam == "election" {
+		w.electKey = w.lockers[0].RedisKey("el")
+	}
 	w.ttl = pick(r, 300*time.Millisecond, 600*time.Millisecond, time.Second)
 	w.keys = []string{"k0"}
 	if r.IntN(4) == 0 {
@@ -517,6 +526,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	w.late.Wait()
 	time.Sleep(5 * time.Second) // every lease has run out
 	w.checkKeys()
+	w.checkOrder()
 	vs := w.chk.finish()
 	for _, h := range w.hooks {
 		h.CloseSide()
@@ -552,12 +562,15 @@ func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 
 // locker is one goroutine taking, holding and letting go of grants of
 // the run's family on Locker li.
+// semPermits is the capacity of the sem families' semaphores.
+const semPermits = 2
+
 func (w *world) locker(actor, li int) {
 	r := w.rng(actor)
 	g := fmt.Sprintf("g%d@L%d", actor, li)
 	l := w.lockers[li]
 	var sem *padlock.Semaphore
-	permits := 2
+	permits := semPermits
 	if w.fam == "sem" || w.fam == "semfair" {
 		sem, _ = l.Semaphore(permits)
 	}
@@ -594,17 +607,22 @@ func (w *world) locker(actor, li int) {
 		case "rw":
 			if r.IntN(2) == 0 {
 				kind = "write"
+				w.began(op, li, kind, key, o)
 				lk, err = l.AcquireWrite(ctx, key, o)
 			} else {
 				kind = "read"
+				w.began(op, li, kind, key, o)
 				lk, err = l.AcquireRead(ctx, key, o)
 			}
 		case "sem", "semfair":
 			kind, capacity = "permit", permits
+			w.began(op, li, kind, key, o)
 			lk, err = sem.Acquire(ctx, key, o)
 		default:
+			w.began(op, li, kind, key, o)
 			lk, err = l.Acquire(ctx, key, o)
 		}
+		w.ended(op, err == nil)
 		w.checkCancelled(li, g, kind+" "+key, ctx, err)
 		w.checkBudget(li, g, kind+" "+key, began, o.Wait, err)
 		cancel()
@@ -750,7 +768,13 @@ func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
 	if w.hot {
 		left = time.Duration(pick(r, 1, 2, 4)) * time.Millisecond
 	}
+	// TTL now and then (drawn apart, so that the other runs keep their
+	// randomness): Redis answers for the holder's token alone.
+	probe := w.rng(-100000 - h.id)
 	for left > 0 {
+		if h.kind == "mutex" && !w.redlock && probe.IntN(4) == 0 {
+			w.askTTL(h)
+		}
 		step := min(left, 10*time.Millisecond)
 		if until := time.Until(h.lk.ValidUntil()); edge && until > 0 && until < left {
 			// Check at the very moment the trust runs out, when the
@@ -995,7 +1019,11 @@ func (w *world) candidate(actor, li int) {
 		// it is from the term.
 		pending := &hold{fence: -1, kind: "term", key: "el", g: g, released: -1, resigned: -1, ended: -1}
 		w.chk.publish(value, pending)
+		ctx, op := withOp(ctx)
 		tm, err := e.Campaign(ctx, value)
+		if err == nil {
+			w.recorded(g, "Campaign", op)
+		}
 		w.checkCancelled(li, g, "Campaign", ctx, err)
 		cancel()
 		w.checkClosed(li, g, "Campaign")
@@ -1006,6 +1034,7 @@ func (w *world) candidate(actor, li int) {
 		}
 		h := w.chk.grant(g, "term", "el", tm.Fence(), nil, tm, 1, began, nil)
 		w.chk.publish(value, h)
+		w.publishing(h, value)
 		var side sync.WaitGroup
 		steps := 1 + r.IntN(4)
 		for i := range steps {
@@ -1016,9 +1045,16 @@ func (w *world) candidate(actor, li int) {
 			if r.IntN(2) == 0 {
 				v := fmt.Sprintf("%s.%d.%d", g, n, i)
 				w.chk.publish(v, h)
+				w.publishing(h, v)
 				side.Go(func() {
-					err := tm.Proclaim(context.Background(), v)
+					ctx, op := withOp(context.Background())
+					called := w.chk.now()
+					err := tm.Proclaim(ctx, v)
 					w.tr.Add("%s proclaimed %q: %v", g, v, err)
+					if err == nil {
+						w.recorded(g, "Proclaim", op)
+						w.proclaimed(h, v, called)
+					}
 				})
 			}
 		}
@@ -1057,6 +1093,8 @@ func (w *world) observer(actor, li int) {
 	wg.Go(func() {
 		var last padlock.Leader
 		for ld := range ol.Election("el", padlock.Options{}).Observe(ctx) {
+			w.reported(ld)
+			w.tr.Add("%s observed %q fence %d", g, ld.Value, ld.Fence)
 			if ld.Fence < last.Fence {
 				w.chk.fail(invLeaderFence, w.chk.now(), "%s: Observe sent %q fence %d after %q fence %d", g, ld.Value, ld.Fence, last.Value, last.Fence)
 			}
@@ -1098,19 +1136,24 @@ func (w *world) watchQueues() {
 	seen := map[string]bool{}
 	for time.Now().Before(w.end) {
 		time.Sleep(5 * time.Millisecond)
-		for _, c := range cs {
-			w.checkQueues(ctx, c, seen)
+		for i, c := range cs {
+			w.checkQueues(ctx, w.srvs[i].Name, c, seen)
 		}
 	}
 }
 
 // checkQueues checks the fair queues of the server c reaches.
-func (w *world) checkQueues(ctx context.Context, c *redis.Client, seen map[string]bool) {
+func (w *world) checkQueues(ctx context.Context, srv string, c *redis.Client, seen map[string]bool) {
 	keys, _ := c.Keys(ctx, "*:queue").Result()
+	w.queuesGone(srv, keys)
 	for _, k := range keys {
 		entries, err := c.LRange(ctx, k, 0, -1).Result()
 		if err != nil {
 			continue
+		}
+		w.snapshotQueue(srv, k, entries)
+		if w.fam == "semfair" && strings.HasSuffix(k, ":sem:queue") {
+			w.snapshotSem(ctx, c, srv, k, semPermits)
 		}
 		n := map[string]int{}
 		for _, e := range entries {
@@ -1230,9 +1273,22 @@ func (w *world) lease(d time.Duration) time.Duration {
 // 1-20 ms between their check that the lock is held and the change they
 // begin, as the seed decides.
 func (w *world) stallExtends(l *padlock.Locker, i int) {
+	padlock.SetExtending(l, w.stall(-100-i))
+}
+
+// stallProclaims makes Proclaim on Locker i stall, now and then, between
+// its check that the term leads and the record it writes: a term may
+// end meanwhile.
+func (w *world) stallProclaims(l *padlock.Locker, i int) {
+	padlock.SetProclaiming(l, w.stall(-150-i))
+}
+
+// stall returns a step that sleeps 1 to 20 ms in one call of three, drawn
+// from the actor's own randomness.
+func (w *world) stall(actor int) func() {
 	var mu sync.Mutex
-	r := w.rng(-100 - i)
-	padlock.SetExtending(l, func() {
+	r := w.rng(actor)
+	return func() {
 		mu.Lock()
 		d := time.Duration(0)
 		if r.IntN(3) == 0 {
@@ -1240,5 +1296,5 @@ func (w *world) stallExtends(l *padlock.Locker, i int) {
 		}
 		mu.Unlock()
 		time.Sleep(d)
-	})
+	}
 }

@@ -30,6 +30,7 @@ const invTokenFresh = "token-fresh"
 // grant-making command, by server, token and first key.
 type tokenSends struct {
 	scripts map[string]padlock.GrantScript // by SHA1 and by source
+	elect   map[string]bool                // the leader record's script, by SHA1 and by source
 
 	mu   sync.Mutex
 	last map[string]tokenSend
@@ -43,7 +44,7 @@ type tokenSend struct {
 }
 
 func newTokenSends() *tokenSends {
-	return &tokenSends{scripts: padlock.GrantScripts(), last: map[string]tokenSend{}}
+	return &tokenSends{scripts: padlock.GrantScripts(), elect: padlock.ElectScripts(), last: map[string]tokenSend{}}
 }
 
 // watchTokens makes the world check every command h's client sends.
@@ -57,11 +58,17 @@ func (w *world) watchTokens(h *explore.Hook) {
 			}
 			token, q := w.tokenSent(id, srv, c, e)
 			if !explore.Pipelined(ctx) {
-				opCommand(w.sets.opOf(ctx, q), token, q, f, e)
+				op := w.sets.opOf(ctx, q)
+				opCommand(op, token, q, f, e)
+				w.sawElection(op, c, token, e)
+				w.touchedPlace(q.place)
+				w.attemptPlace(token, q.place)
 			} else {
 				// A batch goes under its first caller's context:
 				// tell the others by the place they name.
 				w.sets.batched(q, f, e)
+				w.touchedPlace(q.place)
+				w.attemptPlace(token, q.place)
 			}
 		}
 	}

@@ -62,6 +62,10 @@ func SetWatchdogLate(l *Locker, f func() time.Duration) { l.watchdog.late = f }
 // is held and the lease change it begins (the explorer stalls there).
 func SetExtending(l *Locker, f func()) { l.extending = f }
 
+// SetProclaiming makes Term.Proclaim on l's elections run f between its
+// check that the term leads and the record it writes.
+func SetProclaiming(l *Locker, f func()) { l.proclaiming = f }
+
 // The SHA1s of the hand-off and Resume scripts, for tests that fault
 // their commands.
 var (
@@ -129,6 +133,18 @@ func GrantScripts() map[string]GrantScript {
 	add(redlockAcquireScript, "redlock_acquire", 1, 0)
 	add(handoverScript, "handover", 2, 0)
 	add(resumeScript, "resume", 3, 0)
+	return m
+}
+
+// ElectScripts holds the SHA1 and the source of the script that writes
+// an election's leader record (Campaign's, Proclaim's): the explorer
+// reads its replies, 1 when the record was written and 0 when the term no
+// longer held the lock.
+func ElectScripts() map[string]bool {
+	m := map[string]bool{}
+	for _, s := range []*script{electPlain, electSharded} {
+		m[s.sha], m[s.src] = true, true
+	}
 	return m
 }
 
