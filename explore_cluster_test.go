@@ -280,6 +280,7 @@ func (cl *exploreCluster) run(t *testing.T, seed uint64) ([]violation, *explore.
 		opt := func() *redis.ClusterOptions {
 			o := cl.c.Options()
 			o.ReadTimeout = 3 * time.Second // go-redis's default, which the fault layer's slow replies stand for
+			o.ContextTimeoutEnabled = false // a slow reply is awaited for all of it
 			return o
 		}
 		side := redis.NewClusterClient(opt())
