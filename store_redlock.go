@@ -37,7 +37,7 @@ import (
 //
 // NewRedlock follows the constructors' rule (see "Constructors" in the
 // package documentation): it panics, with an ErrInvalid error naming the
-// problem, on what the program's code decides: an invalid option, or a
+// problem, on what the program's code gets wrong: an invalid option, or a
 // nil, repeated or unsuitable client (a Cluster or Ring client is a whole
 // deployment, not one node: use New). It returns an ErrInvalid error for
 // what a deployment's configuration decides: no clients at all, two
