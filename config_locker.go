@@ -117,7 +117,7 @@ func keepsDeadlines(client redis.UniversalClient) error {
 	case *redis.Client:
 		o := c.Options()
 		on, options = o.ContextTimeoutEnabled, "redis.Options"
-		if o.Addr == "FailoverClient" { // go-redis's name for a Sentinel-managed master
+		if isFailover(o) {
 			options = "redis.FailoverOptions"
 		}
 	case *redis.ClusterClient:
@@ -134,6 +134,10 @@ func keepsDeadlines(client redis.UniversalClient) error {
 		"go-redis ignores context deadlines on the socket otherwise, so a request's deadline and Options.Wait "+
 		"are not kept while Redis hangs (a reply is awaited for the client's ReadTimeout, or for ever with -1)", options)
 }
+
+// isFailover reports whether o are the options of a Sentinel failover
+// client, whose master changes: go-redis names its address so.
+func isFailover(o *redis.Options) bool { return o.Addr == "FailoverClient" }
 
 func newLocker(s store, client redis.UniversalClient, ks keyspace, cfg config) *Locker {
 	id := newToken()

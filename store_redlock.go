@@ -119,7 +119,7 @@ func checkNodeClient(c redis.UniversalClient, timeout time.Duration) (string, er
 				"go-redis ignores context deadlines on the socket otherwise, so a hung node would stall every Acquire",
 				errUnboundedWaits, timeout, o.ReadTimeout, o.WriteTimeout)
 		}
-		if o.Addr == "FailoverClient" { // go-redis's name for a Sentinel-managed master
+		if isFailover(o) {
 			return "", nil
 		}
 		return o.Addr, nil
