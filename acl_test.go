@@ -187,7 +187,7 @@ func TestACLWithoutPubSub(t *testing.T) {
 			user := aclUser(t, srv, tc.rules...)
 			scripts := &scriptErrors{}
 			user.AddHook(scripts)
-			l := padlock.New(user)
+			l := padlock.MustNew(t, user)
 			t.Cleanup(func() { l.Close() })
 			ctx := ctxFor(t)
 			// Generous waits: without notices the waiters poll.
@@ -272,7 +272,7 @@ func TestACLDocumentedPermissions(t *testing.T) {
 			start: func(t *testing.T) ([]*redistest.Server, redis.Cmdable, func() *padlock.Locker) {
 				srv := redistest.Start(t)
 				aclUser(t, srv, base...)
-				return []*redistest.Server{srv}, srv.Client(t), func() *padlock.Locker { return padlock.New(srv.Client(t, user)) }
+				return []*redistest.Server{srv}, srv.Client(t), func() *padlock.Locker { return padlock.MustNew(t, srv.Client(t, user)) }
 			},
 			fair: true,
 			ttl:  time.Second,
@@ -286,7 +286,7 @@ func TestACLDocumentedPermissions(t *testing.T) {
 					aclUser(t, srv, rules[aclEvery], rules[aclCluster], rules[aclTopology], rules[aclInspect])
 				}
 				return c.Nodes(), c.Client(t), func() *padlock.Locker {
-					return padlock.New(c.Client(t, func(o *redis.ClusterOptions) { o.Username, o.Password = rules[aclEvery][2], "secret" }))
+					return padlock.MustNew(t, c.Client(t, func(o *redis.ClusterOptions) { o.Username, o.Password = rules[aclEvery][2], "secret" }))
 				}
 			},
 			fair: true,
@@ -322,7 +322,7 @@ func TestACLDocumentedPermissions(t *testing.T) {
 				aclUser(t, s.Master(), append(base, rules[aclReplicaAck])...)
 				return []*redistest.Server{s.Master()}, s.Master().Client(t), func() *padlock.Locker {
 					c := s.Client(t, func(o *redis.FailoverOptions) { o.Username, o.Password = rules[aclEvery][2], "secret" })
-					return padlock.New(c, padlock.WithReplicaAck(1, 800*time.Millisecond))
+					return padlock.MustNew(t, c, padlock.WithReplicaAck(1, 800*time.Millisecond))
 				}
 			},
 			fair: true,

@@ -21,7 +21,7 @@ func benchClient(b *testing.B) (*redis.Client, *redistest.Counter) {
 // Release. Compare it with BenchmarkFloor (benchstat, -count 10).
 func BenchmarkAcquireRelease(b *testing.B) {
 	rdb, rt := benchClient(b)
-	l := padlock.New(rdb)
+	l := padlock.MustNew(b, rdb)
 	defer l.Close()
 	ctx := context.Background()
 	o := padlock.Options{NoRenew: true}
@@ -51,7 +51,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // free, so it costs what a single attempt does.
 func BenchmarkAcquireReleaseWaiting(b *testing.B) {
 	rdb, rt := benchClient(b)
-	l := padlock.New(rdb)
+	l := padlock.MustNew(b, rdb)
 	defer l.Close()
 	ctx := context.Background()
 	o := padlock.Options{NoRenew: true, Wait: time.Second}

@@ -52,10 +52,11 @@ func (b *bubble) close() {
 	b.srv.Close()
 }
 
-// client returns a new client of the bubble's Redis, with no faults.
+// client returns a new client of the bubble's Redis, with no faults and
+// with ContextTimeoutEnabled, as padlock.New requires.
 func (b *bubble) client() *redis.Client {
 	i := len(b.clients)
-	c, h := explore.NewClient(i, fmt.Sprintf("C%d", i), b.srv, &explore.Plan{}, b.tr, &b.late)
+	c, h := explore.NewClient(i, fmt.Sprintf("C%d", i), b.srv, &explore.Plan{ContextTimeout: true}, b.tr, &b.late)
 	h.Off()
 	b.clients, b.hooks = append(b.clients, c), append(b.hooks, h)
 	return c
@@ -65,7 +66,7 @@ func (b *bubble) client() *redis.Client {
 // client.
 func (b *bubble) locker(opts ...padlock.LockerOption) (*padlock.Locker, *redis.Client) {
 	c := b.client()
-	l := padlock.New(c, opts...)
+	l := padlock.MustNew(b.t, c, opts...)
 	b.lockers = append(b.lockers, l)
 	return l, c
 }

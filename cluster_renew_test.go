@@ -113,7 +113,7 @@ func TestClusterSlowMasterRenewal(t *testing.T) {
 					rdb.AddHook(n)
 				}
 			})
-			l := New(cc, opts...)
+			l := mustNew(t, cc, opts...)
 			t.Cleanup(func() { l.Close() })
 			byMaster := keysByMaster(t, c, cc, l.keys, 1)
 			keys := [2]string{byMaster[0][0], byMaster[1][0]}

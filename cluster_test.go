@@ -18,7 +18,7 @@ import (
 func TestClusterExclusionAcrossSlots(t *testing.T) {
 	t.Parallel()
 	c, l1 := startCluster(t)
-	l2 := padlock.New(c.Client(t)) // another process
+	l2 := padlock.MustNew(t, c.Client(t)) // another process
 	defer l2.Close()
 	ctx := context.Background()
 	keys := clusterKeys(l1, 3, 2)
@@ -92,7 +92,7 @@ func TestClusterExclusionAcrossSlots(t *testing.T) {
 func TestClusterRenewalAcrossSlots(t *testing.T) {
 	t.Parallel()
 	c, l := startCluster(t)
-	other := padlock.New(c.Client(t))
+	other := padlock.MustNew(t, c.Client(t))
 	defer other.Close()
 	ctx := context.Background()
 
@@ -132,10 +132,10 @@ func TestClusterWakeUpAcrossSlots(t *testing.T) {
 	calls := redistest.CountCommands("evalsha", "eval")
 	cc := c.Client(t)
 	cc.AddHook(calls)
-	waiters := padlock.New(cc)
+	waiters := padlock.MustNew(t, cc)
 	defer waiters.Close()
 	padlock.SetNoticeRecheck(waiters, time.Hour) // only a notice can wake the waiter
-	holders := padlock.New(c.Client(t))
+	holders := padlock.MustNew(t, c.Client(t))
 	defer holders.Close()
 	ctx := context.Background()
 

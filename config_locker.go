@@ -43,6 +43,24 @@ type Locker struct {
 // or a *redis.ClusterClient. The Locker does not own client: close client
 // after closing the Locker.
 //
+// client must have ContextTimeoutEnabled set in its options (Options,
+// FailoverOptions, ClusterOptions; go-redis's default is off). Only then
+// does go-redis apply a context's deadline to the socket: without it a
+// request sent to a Redis that hangs waits for the client's ReadTimeout
+// (or for ever, with ReadTimeout -1), whatever Options.Wait or the
+// caller's deadline say. For a client without it New returns no Locker
+// and an ErrInvalid error naming the option:
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+//	locker, err := padlock.New(rdb)
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer locker.Close()
+//
+// A Ring is checked alike (RingOptions); another implementation of
+// redis.UniversalClient, whose options New cannot see, is taken as it is.
+//
 // On a Cluster, the locks of each master are renewed on their own: a slow
 // or unreachable master costs only the locks in its slots. Redis Cluster
 // itself, by default (cluster-require-full-coverage yes), refuses every
@@ -50,13 +68,30 @@ type Locker struct {
 // then no lock can be renewed; set it to no to keep the other masters'
 // locks.
 //
-// New panics, with an ErrInvalid error naming the problem, when client is
-// nil, an option is invalid, or an option does not fit client (a
-// WithReplicaAck timeout the client's ReadTimeout would cut short): all are
-// decided by the program's code, which a panic at start-up sends back to
-// (see "Constructors" in the package documentation). New has nothing a
-// deployment decides to report, so it returns no error.
-func New(client redis.UniversalClient, opts ...LockerOption) *Locker {
+// New follows the constructors' rule (see "Constructors" in the package
+// documentation): it panics, with an ErrInvalid error naming the problem,
+// when client is nil, an option is invalid, or an option does not fit
+// client (a WithReplicaAck timeout the client's ReadTimeout would cut
+// short), all of which the program's code gets wrong; it returns the
+// error above, since a client's settings may come from configuration.
+func New(client redis.UniversalClient, opts ...LockerOption) (*Locker, error) {
+	s, cfg := singleStore(client, opts)
+	if err := keepsDeadlines(client); err != nil {
+		return nil, err
+	}
+	return singleLocker(s, client, cfg), nil
+}
+
+// newOn is New without its check of ContextTimeoutEnabled, for the tests
+// that watch go-redis wait out its ReadTimeout.
+func newOn(client redis.UniversalClient, opts ...LockerOption) *Locker {
+	s, cfg := singleStore(client, opts)
+	return singleLocker(s, client, cfg)
+}
+
+// singleStore returns the store and configuration of a Locker on client,
+// and panics on what the program's code got wrong.
+func singleStore(client redis.UniversalClient, opts []LockerOption) (store, config) {
 	if client == nil {
 		panic(invalid("New", "redis client is nil"))
 	}
@@ -68,9 +103,44 @@ func New(client redis.UniversalClient, opts ...LockerOption) *Locker {
 	if err != nil {
 		panic(err)
 	}
+	return s, cfg
+}
+
+func singleLocker(s store, client redis.UniversalClient, cfg config) *Locker {
 	_, cluster := client.(*redis.ClusterClient)
 	return newLocker(s, client, keyspace{prefix: cfg.prefix, slotted: cluster}, cfg)
 }
+
+// keepsDeadlines returns New's error for a client that does not apply
+// context deadlines to its socket.
+func keepsDeadlines(client redis.UniversalClient) error {
+	var on bool
+	var options string
+	switch c := client.(type) {
+	case *redis.Client:
+		o := c.Options()
+		on, options = o.ContextTimeoutEnabled, "redis.Options"
+		if isFailover(o) {
+			options = "redis.FailoverOptions"
+		}
+	case *redis.ClusterClient:
+		on, options = c.Options().ContextTimeoutEnabled, "redis.ClusterOptions"
+	case *redis.Ring:
+		on, options = c.Options().ContextTimeoutEnabled, "redis.RingOptions"
+	default:
+		return nil
+	}
+	if on {
+		return nil
+	}
+	return invalid("New", "the client's %s.ContextTimeoutEnabled is false; set it to true: "+
+		"go-redis ignores context deadlines on the socket otherwise, so a request's deadline and Options.Wait "+
+		"are not kept while Redis hangs (a reply is awaited for the client's ReadTimeout, or for ever with -1)", options)
+}
+
+// isFailover reports whether o are the options of a Sentinel failover
+// client, whose master changes: go-redis names its address so.
+func isFailover(o *redis.Options) bool { return o.Addr == "FailoverClient" }
 
 func newLocker(s store, client redis.UniversalClient, ks keyspace, cfg config) *Locker {
 	id := newToken()

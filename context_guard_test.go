@@ -11,7 +11,7 @@ import (
 // TestGuardedContextsDoNotPileUp takes many contexts from one long-held
 // lock, each ended by its parent, and checks the lock does not keep them.
 func TestGuardedContextsDoNotPileUp(t *testing.T) {
-	l := padlock.New(redistest.Start(t).Client(t))
+	l := padlock.MustNew(t, redistest.Start(t).Client(t))
 	defer l.Close()
 	ctx := context.Background()
 	lk, err := l.Acquire(ctx, "long-held", padlock.Options{})
@@ -31,7 +31,7 @@ func TestGuardedContextsDoNotPileUp(t *testing.T) {
 }
 
 func BenchmarkLockContext(b *testing.B) {
-	l := padlock.New(redistest.Start(b).Client(b))
+	l := padlock.MustNew(b, redistest.Start(b).Client(b))
 	defer l.Close()
 	ctx := context.Background()
 	lk, err := l.Acquire(ctx, "bench-context", padlock.Options{})

@@ -65,7 +65,7 @@ func TestReentrantThroughContext(t *testing.T) {
 
 func TestReentrancyIsPerKeyAndLocker(t *testing.T) {
 	l, _, rdb := newLocker(t)
-	other := padlock.New(rdb, padlock.WithKeyPrefix("other:"))
+	other := padlock.MustNew(t, rdb, padlock.WithKeyPrefix("other:"))
 	t.Cleanup(func() { other.Close() })
 	ctx := ctxFor(t)
 	key := testKey(t)

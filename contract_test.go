@@ -49,26 +49,26 @@ var backends = []struct {
 }{
 	{"single", func(t *testing.T) *backend {
 		l, srv, rdb := newLocker(t)
-		other := padlock.New(srv.Client(t))
+		other := padlock.MustNew(t, srv.Client(t))
 		t.Cleanup(func() { _ = other.Close() })
 		return &backend{l: l, other: other, del: delOn(l, rdb), fences: true, lease: padlock.DefaultTTL}
 	}},
 	{"cluster", func(t *testing.T) *backend {
 		c := redistest.StartCluster(t, 3)
-		l, other := padlock.New(c.Client(t)), padlock.New(c.Client(t))
+		l, other := padlock.MustNew(t, c.Client(t)), padlock.MustNew(t, c.Client(t))
 		t.Cleanup(func() { _, _ = l.Close(), other.Close() })
 		return &backend{l: l, other: other, del: delOn(l, c.Client(t)), fences: true, lease: padlock.DefaultTTL}
 	}},
 	{"sentinel", func(t *testing.T) *backend {
 		s := redistest.StartSentinel(t, 1)
-		l, other := padlock.New(s.Client(t)), padlock.New(s.Client(t))
+		l, other := padlock.MustNew(t, s.Client(t)), padlock.MustNew(t, s.Client(t))
 		t.Cleanup(func() { _, _ = l.Close(), other.Close() })
 		return &backend{l: l, other: other, del: delOn(l, s.Client(t)), fences: true, lease: padlock.DefaultTTL}
 	}},
 	{"replica ack", func(t *testing.T) *backend {
 		s := redistest.StartSentinel(t, 1)
 		ack := padlock.WithReplicaAck(1, 800*time.Millisecond) // slack for a loaded machine
-		l, other := padlock.New(s.Client(t), ack), padlock.New(s.Client(t), ack)
+		l, other := padlock.MustNew(t, s.Client(t), ack), padlock.MustNew(t, s.Client(t), ack)
 		t.Cleanup(func() { _, _ = l.Close(), other.Close() })
 		return &backend{l: l, other: other, del: delOn(l, s.Client(t)), fences: true, lease: padlock.DefaultTTL}
 	}},

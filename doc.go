@@ -3,7 +3,9 @@
 // # Start here
 //
 // Build one [Locker] per Redis deployment with [New] (a node, a Sentinel
-// failover client or a Cluster client); it is safe for concurrent use.
+// failover client or a Cluster client, with ContextTimeoutEnabled, so that
+// go-redis keeps a context's deadline on the socket too); it is safe for
+// concurrent use.
 // Then four calls do most of the work: [Locker.Acquire] takes a lock on a
 // key, waiting up to Options.Wait while another owner holds it;
 // [Lock.Release] lets it go; [Lock.Context] returns a context that is
@@ -11,7 +13,12 @@
 // with every holder, for the store you write to, so that it can turn away
 // a holder that lost the lock.
 //
-//	locker := padlock.New(rdb) // one per deployment; Close it at shutdown
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+//	locker, err := padlock.New(rdb) // one per deployment; Close it at shutdown
+//	if err != nil {
+//		return err // ErrInvalid: a client that would not keep deadlines
+//	}
+//
 //	lk, err := locker.Acquire(ctx, "order:42", padlock.Options{Wait: 2 * time.Second})
 //	if err != nil {
 //		return err // ErrNotAcquired: busy (RetryAfter says how long); ErrUnavailable: Redis down
@@ -94,27 +101,28 @@
 //
 // # Constructors
 //
-// New and NewRedlock follow one rule on bad arguments: what the program's
-// code decides panics, and what a deployment's configuration decides is
-// returned as an error. Both kinds are found at construction, never on a
-// request, and both carry ErrInvalid with the name of the field.
+// New and NewRedlock follow one rule: what the program's code gets wrong
+// in the arguments panics; a client whose settings cannot keep padlock's
+// promises is returned as an error. Both are found at construction, never
+// on a request, and both carry ErrInvalid with the name of the field.
 //
-//   - Programmer errors panic, in both constructors: a nil client, an
-//     option value out of its range or at odds with another option, a
-//     client whose settings do not fit the options or the algorithm (a
-//     WithReplicaAck timeout at or beyond the client's ReadTimeout; a
-//     Cluster or Ring client as a Redlock node), or one client passed
-//     twice. They are the
-//     same on every start and only a change of code fixes them, so the
-//     program stops at once, with the field named, as regexp.MustCompile
-//     does for a bad constant, rather than starting to serve without locks.
-//   - Deployment errors are returned: NewRedlock's list of nodes, which
-//     usually comes from configuration (a list of addresses), may be empty
-//     or name one node twice, or hold a client whose socket waits are not
-//     bounded (no ContextTimeoutEnabled, and read or write timeouts, which
-//     a Redis URL sets, above the node timeout), and a service may want
-//     to report that its own way or fall back. New takes one client, whose address padlock
-//     does not judge, so it has no such error and returns none.
+//   - The code's mistakes panic: a nil client, an option value out of its
+//     range or at odds with another option, an option that does not fit
+//     the client (a WithReplicaAck timeout at or beyond the client's
+//     ReadTimeout), a client of the wrong kind (a Cluster or Ring client
+//     as a Redlock node), or one client passed twice. They are the same on
+//     every start and only a change of code fixes them, so the program
+//     stops at once, with the field named, as regexp.MustCompile does for
+//     a bad constant, rather than starting to serve without locks.
+//   - What the clients' settings break is returned: a client without
+//     ContextTimeoutEnabled (go-redis then keeps a context's deadline off
+//     the socket, and a request waits for a Redis that hangs as long as
+//     the client's ReadTimeout, whatever Options.Wait says; NewRedlock
+//     takes read and write timeouts within its node timeout instead), and
+//     NewRedlock's list of nodes, empty or with two clients that reach
+//     one address. Settings and nodes come from
+//     configuration (a Redis URL, a list of addresses) as often as from
+//     code, and a service may want to report that its own way.
 //
 // [guides]: https://github.com/padlockgo/padlock/tree/main/docs
 // [Locks in depth]: https://github.com/padlockgo/padlock/blob/main/docs/locks.md

@@ -52,7 +52,7 @@ func electionBackends() []struct {
 
 func lockerMaker(t *testing.T, client func(redis.Hook) redis.UniversalClient) func(...LockerOption) *Locker {
 	return func(opts ...LockerOption) *Locker {
-		l := New(client(nil), opts...)
+		l := mustNew(t, client(nil), opts...)
 		t.Cleanup(func() { l.Close() })
 		return l
 	}
@@ -216,7 +216,7 @@ func TestElectionPausedLeaderIsDeposedFirst(t *testing.T) {
 			stall := &stallRenewals{}
 			// A wide drift margin: the lost signal comes 20% of the lease
 			// before its end, room enough to look at Redis on a busy machine.
-			la := New(client(stall), WithClockDrift(0.2, 0))
+			la := mustNew(t, client(stall), WithClockDrift(0.2, 0))
 			t.Cleanup(func() { la.Close() })
 			lb := locker()
 			o := Options{TTL: 2 * time.Second}
@@ -296,7 +296,7 @@ func TestElectionInvalid(t *testing.T) {
 // lease has run out, the record no longer names a leader.
 func TestElectionLeaderGoneWithItsLease(t *testing.T) {
 	l1, _, _ := startLocker(t)
-	l2 := New(l1.notifier.client)
+	l2 := mustNew(t, l1.notifier.client)
 	t.Cleanup(func() { l2.Close() })
 	ctx := ctxFor(t)
 	term, err := l1.Election("svc", Options{TTL: 500 * time.Millisecond}).Campaign(ctx, "a")
@@ -320,7 +320,7 @@ func TestElectionLeaderGoneWithItsLease(t *testing.T) {
 // read as in office, and resigns.
 func TestElectionOwnerWithColons(t *testing.T) {
 	l1, _, _ := startLocker(t)
-	l2 := New(l1.notifier.client)
+	l2 := mustNew(t, l1.notifier.client)
 	t.Cleanup(func() { l2.Close() })
 	ctx := ctxFor(t)
 	term, err := l1.Election("svc", Options{Owner: "host=web:3 pid=7"}).Campaign(ctx, "a:b")

@@ -3,6 +3,7 @@ package padlock_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/padlockgo/padlock"
@@ -13,7 +14,10 @@ import (
 func ExampleElection_Campaign() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 
@@ -43,7 +47,10 @@ func ExampleElection_Campaign() {
 func ExampleElection_Observe() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

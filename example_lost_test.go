@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"sync"
 	"time"
 
@@ -16,7 +17,10 @@ import (
 func ExampleLock_Context() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 
@@ -63,7 +67,10 @@ func ExampleLock_Context() {
 func ExampleLock_Done() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 
@@ -115,7 +122,10 @@ func (s *fencedStore) Write(key, value string, fence int64) error {
 func ExampleLock_Fence() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 	store := &fencedStore{fences: map[string]int64{}, values: map[string]string{}}
@@ -130,7 +140,10 @@ func ExampleLock_Fence() {
 	// The first holder stalls; its lease runs out (here: the key is
 	// deleted by hand) and another process takes the lock.
 	rdb.Del(ctx, "padlock:{account:9}")
-	elsewhere := padlock.New(rdb)
+	elsewhere, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer elsewhere.Close()
 	second, err := elsewhere.Acquire(ctx, "account:9", padlock.Options{})
 	if err != nil {
@@ -156,7 +169,10 @@ func ExampleLock_Fence() {
 func ExampleLock_Extend() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 

@@ -3,6 +3,7 @@ package padlock_test
 import (
 	"context"
 	"fmt"
+	"log"
 
 	"github.com/padlockgo/padlock"
 )
@@ -13,7 +14,10 @@ import (
 func ExampleLocker_AcquireAll() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 

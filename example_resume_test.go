@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log"
 	"strings"
 	"time"
 
@@ -16,8 +17,15 @@ import (
 func ExampleLocker_Resume() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	queuer, worker := padlock.New(rdb), padlock.New(rdb)
+	queuer, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer queuer.Close()
+	worker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer worker.Close()
 	ctx := context.Background()
 
@@ -49,7 +57,10 @@ func ExampleLocker_Resume() {
 func ExampleLock_ValidUntil() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 
@@ -69,7 +80,10 @@ func ExampleLock_ValidUntil() {
 func ExampleLocker_RedisKey() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb, padlock.WithKeyPrefix("shop:"))
+	locker, err := padlock.New(rdb, padlock.WithKeyPrefix("shop:"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/padlockgo/padlock"
@@ -12,7 +13,10 @@ import (
 func ExampleLocker_AcquireRead() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 

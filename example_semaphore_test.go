@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/padlockgo/padlock"
@@ -12,7 +13,10 @@ import (
 func ExampleSemaphore() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 
@@ -58,7 +62,10 @@ func ExampleSemaphore() {
 func ExampleSemaphore_SetPermits() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 
@@ -71,7 +78,7 @@ func ExampleSemaphore_SetPermits() {
 	_ = sem.SetPermits(1)
 	fmt.Println("holders keep theirs:", a.Err() == nil && b.Err() == nil)
 	a.Release(ctx)
-	_, err := sem.Acquire(ctx, "export", padlock.Options{})
+	_, err = sem.Acquire(ctx, "export", padlock.Options{})
 	fmt.Println("one left, bound 1:", errors.Is(err, padlock.ErrNotAcquired))
 	b.Release(ctx)
 	c, err := sem.Acquire(ctx, "export", padlock.Options{})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -18,14 +19,17 @@ func exampleRedis() (redis.UniversalClient, func()) {
 	if err := m.Start(); err != nil {
 		panic(err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	return rdb, func() { rdb.Close(); m.Close() }
 }
 
 func ExampleLocker_Acquire() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 
@@ -47,7 +51,10 @@ func ExampleLocker_Acquire() {
 func ExampleLocker_Acquire_wait() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 
@@ -71,14 +78,17 @@ func ExampleLocker_Acquire_wait() {
 func ExampleRetryAfter() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 
 	holder, _ := locker.Acquire(ctx, "invoice:7", padlock.Options{TTL: 30 * time.Second})
 	defer holder.Release(ctx)
 
-	_, err := locker.Acquire(ctx, "invoice:7", padlock.Options{})
+	_, err = locker.Acquire(ctx, "invoice:7", padlock.Options{})
 	if errors.Is(err, padlock.ErrNotAcquired) {
 		d, _ := padlock.RetryAfter(err)
 		fmt.Println("busy; retry in about", d.Round(10*time.Second))
@@ -92,7 +102,10 @@ func ExampleRetryAfter() {
 func ExampleLock_Release_handOff() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 
@@ -131,7 +144,10 @@ func ExampleLock_Release_handOff() {
 func ExampleLimitAttempts() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 
@@ -140,7 +156,7 @@ func ExampleLimitAttempts() {
 
 	// Wait up to 10s for the key, but give up after two attempts: the
 	// strategy's stop ends the wait, whatever is left of it.
-	_, err := locker.Acquire(ctx, "report:daily", padlock.Options{
+	_, err = locker.Acquire(ctx, "report:daily", padlock.Options{
 		Wait:  10 * time.Second,
 		Retry: padlock.LimitAttempts(padlock.LinearBackoff(10*time.Millisecond), 2),
 	})
@@ -166,7 +182,10 @@ func ExampleNew() {
 	if replicas > 0 {
 		opts = append(opts, padlock.WithReplicaAck(replicas, 500*time.Millisecond))
 	}
-	locker := padlock.New(rdb, opts...)
+	locker, err := padlock.New(rdb, opts...)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
 	ctx := context.Background()

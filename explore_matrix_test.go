@@ -48,7 +48,8 @@ func redlockOps(seed uint64) string {
 }
 
 // newClusterLocker returns Locker i of a run on the Cluster, over a
-// client with one fault hook per master, and records both.
+// client with one fault hook per master, and records both. The client has
+// ContextTimeoutEnabled only when the plan says so.
 func (w *world) newClusterLocker(i int, opts ...padlock.LockerOption) *padlock.Locker {
 	c, hs := w.cluster.NewClient(8*i, fmt.Sprintf("L%d", i), w.plan, w.tr, &w.late)
 	for _, h := range hs {
@@ -57,7 +58,7 @@ func (w *world) newClusterLocker(i int, opts ...padlock.LockerOption) *padlock.L
 	w.clients = append(w.clients, c)
 	w.hooks = append(w.hooks, hs...)
 	w.lhooks = append(w.lhooks, hs)
-	return padlock.New(c, opts...)
+	return padlock.NewUnchecked(c, opts...)
 }
 
 // quietClient returns a client of the run's deployment (one node or the

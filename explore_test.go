@@ -353,7 +353,8 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 			w.clients = append(w.clients, c)
 			w.hooks = append(w.hooks, h)
 			w.lhooks = append(w.lhooks, []*explore.Hook{h})
-			l = padlock.New(c, padlock.WithClockDrift(drift, fixed), padlock.WithObserver(lineObserver{w: w}))
+			// Without ContextTimeoutEnabled unless the plan says so.
+			l = padlock.NewUnchecked(c, padlock.WithClockDrift(drift, fixed), padlock.WithObserver(lineObserver{w: w}))
 		}
 		// A hand-off is confirmed by a command sent after the release
 		// began: let the virtual clock move on in between.
@@ -1087,7 +1088,7 @@ func (w *world) observer(actor, li int) {
 	// clock never lets the sleep end (real Redis buffers its output).
 	var late sync.WaitGroup
 	oc, closeOC := w.quietClient(100, "obs", &late)
-	ol := padlock.New(oc)
+	ol := padlock.NewUnchecked(oc) // without ContextTimeoutEnabled, as quietClient makes it
 	defer func() { _ = ol.Close(); closeOC() }()
 	var wg sync.WaitGroup
 	wg.Go(func() {

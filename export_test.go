@@ -11,6 +11,7 @@ import (
 
 var (
 	StartLocker  = startLocker
+	MustNew      = mustNew
 	TestKey      = testKey
 	CtxFor       = ctxFor
 	MustAcquire  = mustAcquire
@@ -29,6 +30,11 @@ const (
 	RLNodesVote   = rlNodesVote
 	RLNodeTimeout = rlNodeTimeout
 )
+
+// NewUnchecked is New without its check that the client has
+// ContextTimeoutEnabled: for the explorer's runs that watch go-redis wait
+// out its ReadTimeout instead.
+var NewUnchecked = newOn
 
 // GuardedContexts returns how many contexts from Lock.Context the lock
 // still keeps to cancel when it ends.

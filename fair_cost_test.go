@@ -24,7 +24,7 @@ import (
 func TestFairAcquisitionCommands(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	defer l.Close()
 	l.recheck = time.Minute // wake-ups come from hand-offs alone
 	ctx := ctxFor(t)
@@ -231,7 +231,7 @@ func TestFairQueueExpiryCoversEveryEntry(t *testing.T) {
 func fairScriptsOn(t *testing.T) (*redis.Client, *Locker) {
 	t.Helper()
 	rdb := redistest.Start(t).Client(t)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	t.Cleanup(func() { l.Close() })
 	return rdb, l
 }

@@ -33,7 +33,7 @@ func TestFairOrder(t *testing.T) {
 		wg    sync.WaitGroup
 	)
 	for i := range waiters {
-		wl := padlock.New(srv.Client(t))
+		wl := padlock.MustNew(t, srv.Client(t))
 		t.Cleanup(func() { wl.Close() })
 		wg.Go(func() {
 			lk, err := wl.Acquire(ctx, key, o)
@@ -156,7 +156,7 @@ func testFairLostReplyQueuesOnce(t *testing.T, loss fairLoss) {
 	lose := &fairJoins{lose: loss}
 	c1 := srv.Client(t)
 	c1.AddHook(lose)
-	l1 := padlock.New(c1)
+	l1 := padlock.MustNew(t, c1)
 	t.Cleanup(func() { l1.Close() })
 	// The first waiter's wait is long, so a stale entry of it would block
 	// the second waiter for all of the second's wait.
@@ -175,7 +175,7 @@ func testFairLostReplyQueuesOnce(t *testing.T, loss fairLoss) {
 		t.Errorf("queue entries of the waiter whose reply was lost: got %d, want 1", got)
 	}
 
-	l2 := padlock.New(srv.Client(t))
+	l2 := padlock.MustNew(t, srv.Client(t))
 	t.Cleanup(func() { l2.Close() })
 	second := make(chan result, 1)
 	go func() {
@@ -350,7 +350,7 @@ func TestFairLeavingTakesEveryEntry(t *testing.T) {
 	joins := &fairJoins{}
 	c := srv.Client(t)
 	c.AddHook(joins)
-	wl := padlock.New(c)
+	wl := padlock.MustNew(t, c)
 	t.Cleanup(func() { wl.Close() })
 	wctx, giveUp := context.WithCancel(ctx)
 	defer giveUp()
@@ -401,7 +401,7 @@ func TestFairLateRequestQueuesOnce(t *testing.T) {
 			c := srv.Client(t)
 			c.AddHook(joins)
 			ends := &acquireEnds{}
-			wl := padlock.New(c, padlock.WithObserver(ends))
+			wl := padlock.MustNew(t, c, padlock.WithObserver(ends))
 			t.Cleanup(func() { wl.Close() })
 			hl := l
 			if tc.local {

@@ -224,7 +224,7 @@ func checkLateCleanup(t *testing.T, c lateCleanupCase) {
 	l, srv, rdb := newLocker(t)
 	hook := hookOn(rdb)
 	raw := srv.Client(t)
-	rivals := padlock.New(srv.Client(t))
+	rivals := padlock.MustNew(t, srv.Client(t))
 	t.Cleanup(func() { _ = rivals.Close() })
 	ctx := ctxFor(t)
 	key := testKey(t)
@@ -355,7 +355,7 @@ func electionHandOff(t *testing.T) *handOffElection {
 	// B stays asleep in line until it is handed the lock or notified, so
 	// that it is there to be handed the lock when A resigns.
 	padlock.SetNoticeRecheck(l, 10*time.Minute)
-	other := padlock.New(srv.Client(t))
+	other := padlock.MustNew(t, srv.Client(t))
 	t.Cleanup(func() { _ = other.Close() })
 	ctx := ctxFor(t)
 	name := testKey(t)

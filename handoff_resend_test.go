@@ -50,7 +50,7 @@ func TestHandOffSentAgain(t *testing.T) {
 	}
 	hook := &resetHandover{}
 	rdb.AddHook(hook)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	defer l.Close()
 	key := testKey(t)
 	holder, got := holderWithWaiter(t, l, key, Options{Wait: 10 * time.Second})

@@ -22,9 +22,20 @@ func startLocker(t testing.TB, opts ...LockerOption) (*Locker, *redistest.Server
 	t.Helper()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	l := New(rdb, opts...)
+	l := mustNew(t, rdb, opts...)
 	t.Cleanup(func() { _ = l.Close() })
 	return l, srv, rdb
+}
+
+// mustNew is New, ending the test when it refuses client. The caller
+// closes the Locker.
+func mustNew(t testing.TB, client redis.UniversalClient, opts ...LockerOption) *Locker {
+	t.Helper()
+	l, err := New(client, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return l
 }
 
 // testKey returns a key unique to t.
@@ -60,7 +71,7 @@ func mustAcquire(t testing.TB, l *Locker, ctx context.Context, key string, o Opt
 func startCluster(t testing.TB, opts ...LockerOption) (*redistest.Cluster, *Locker) {
 	t.Helper()
 	c := redistest.StartCluster(t, 3)
-	l := New(c.Client(t), opts...)
+	l := mustNew(t, c.Client(t), opts...)
 	t.Cleanup(func() { l.Close() })
 	return c, l
 }

@@ -60,7 +60,7 @@ func (h *strandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func TestLostAttemptRunsLate(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	defer l.Close()
 	ctx := context.Background()
 	const key = "stranded"
@@ -89,7 +89,7 @@ func TestLostAttemptRunsLate(t *testing.T) {
 			t.Fatalf("late %v: %v", args[0], err)
 		}
 	}
-	other := New(srv.Client(t))
+	other := mustNew(t, srv.Client(t))
 	defer other.Close()
 	theirs, err := other.Acquire(ctx, key, Options{})
 	if err != nil {
@@ -118,9 +118,9 @@ func TestDetachWithRenewalInFlight(t *testing.T) {
 	}
 	rdb := srv.Client(t)
 	rdb.AddHook(hook)
-	a := New(rdb)
+	a := mustNew(t, rdb)
 	defer a.Close()
-	b := New(srv.Client(t))
+	b := mustNew(t, srv.Client(t))
 	defer b.Close()
 	ctx := context.Background()
 	const key = "detached"
@@ -154,7 +154,7 @@ func TestDetachWithRenewalInFlight(t *testing.T) {
 func TestLostAttemptRunsAfterExtend(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	defer l.Close()
 	ctx := context.Background()
 	const key = "stranded"

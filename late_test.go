@@ -85,9 +85,9 @@ func delayProxy(t *testing.T, target string, delay time.Duration) string {
 func TestLateGrantIsNotALock(t *testing.T) {
 	srv := redistest.Start(t)
 	direct := srv.Client(t)
-	slow := redis.NewClient(&redis.Options{Addr: delayProxy(t, srv.Addr(), 300*time.Millisecond), ReadTimeout: 5 * time.Second, MaxRetries: -1})
+	slow := redis.NewClient(&redis.Options{Addr: delayProxy(t, srv.Addr(), 300*time.Millisecond), ReadTimeout: 5 * time.Second, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { slow.Close() })
-	l := padlock.New(slow)
+	l := padlock.MustNew(t, slow)
 	t.Cleanup(func() { l.Close() })
 	ctx := ctxFor(t)
 	key := testKey(t)
@@ -158,7 +158,7 @@ func TestLateSetIsNotALock(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
 	cc := c.Client(t)
-	l := padlock.New(cc)
+	l := padlock.MustNew(t, cc)
 	t.Cleanup(func() { l.Close() })
 	byNode := padlock.ClusterKeys(l, 3, 1)
 	keys := []string{byNode[0][0], byNode[1][0]}
@@ -181,7 +181,7 @@ func TestLateSetIsNotALock(t *testing.T) {
 	if !errors.Is(err, padlock.ErrUnavailable) {
 		t.Fatalf("AcquireAll whose first key's trust ran out before the last key's reply: got %v; want ErrUnavailable", err)
 	}
-	other := padlock.New(c.Client(t))
+	other := padlock.MustNew(t, c.Client(t))
 	t.Cleanup(func() { other.Close() })
 	for _, k := range keys {
 		lk, err := other.Acquire(ctx, k, padlock.Options{TTL: time.Second})

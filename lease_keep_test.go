@@ -10,7 +10,7 @@ import (
 
 func TestReleaseAfter(t *testing.T) {
 	l, srv, rdb := newLocker(t)
-	other := padlock.New(srv.Client(t))
+	other := padlock.MustNew(t, srv.Client(t))
 	t.Cleanup(func() { other.Close() })
 	ctx := ctxFor(t)
 	key := testKey(t)

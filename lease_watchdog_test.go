@@ -247,7 +247,7 @@ func TestReleaseAfterClose(t *testing.T) {
 	if err := lk.Release(ctx); err != nil {
 		t.Fatalf("Release after Close: %v, want nil (the key was still ours)", err)
 	}
-	other := padlock.New(srv.Client(t))
+	other := padlock.MustNew(t, srv.Client(t))
 	t.Cleanup(func() { other.Close() })
 	again := mustAcquire(t, other, ctx, key, padlock.Options{})
 	again.Release(ctx)

@@ -110,9 +110,9 @@ func TestAcquireAllBusyRollbackRunLateOnCluster(t *testing.T) {
 	hook := &holdScript{s: multiSharded.release}
 	client := c.Client(t)
 	client.AddHook(hook)
-	l := New(client)
+	l := mustNew(t, client)
 	t.Cleanup(func() { _ = l.Close() })
-	other := New(c.Client(t))
+	other := mustNew(t, c.Client(t))
 	t.Cleanup(func() { _ = other.Close() })
 	raw := c.Client(t)
 	ctx := ctxFor(t)
@@ -211,7 +211,7 @@ func TestCloseWakesAcquireAllBetweenFailedAttempts(t *testing.T) {
 	hook := &holdScript{s: multiPlain.acquire}
 	client := srv.Client(t)
 	client.AddHook(hook)
-	l := New(client)
+	l := mustNew(t, client)
 	t.Cleanup(func() { _ = l.Close() })
 	hook.arm()
 

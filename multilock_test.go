@@ -34,13 +34,13 @@ func multiBackends() []struct {
 	}{
 		{"single", func(t *testing.T) multiBackend {
 			srv := redistest.Start(t)
-			l1, l2 := New(srv.Client(t)), New(srv.Client(t))
+			l1, l2 := mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
 			t.Cleanup(func() { l1.Close(); l2.Close() })
 			return multiBackend{l1: l1, l2: l2, rdb: srv.Client(t), keys: []string{"acct:1", "acct:2", "acct:3", "acct:4"}}
 		}},
 		{"cluster", func(t *testing.T) multiBackend {
 			c, l1 := startCluster(t)
-			l2 := New(c.Client(t))
+			l2 := mustNew(t, c.Client(t))
 			t.Cleanup(func() { l2.Close() })
 			var keys []string
 			for _, k := range clusterKeys(l1, 3, 2) {
@@ -411,7 +411,7 @@ func BenchmarkAcquireAll(b *testing.B) {
 	for _, n := range []int{2, 5} {
 		b.Run(fmt.Sprintf("%dkeys", n), func(b *testing.B) {
 			srv := redistest.Start(b)
-			l := New(srv.Client(b))
+			l := mustNew(b, srv.Client(b))
 			defer l.Close()
 			ctx := context.Background()
 			keys := make([]string, n)

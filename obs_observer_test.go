@@ -291,7 +291,7 @@ func TestObserverNoticesUnavailable(t *testing.T) {
 	srv := redistest.Start(t)
 	user := aclUser(t, srv, rules[aclEvery]) // no pub/sub commands
 	rec := &recorder{}
-	l := padlock.New(user, padlock.WithObserver(rec))
+	l := padlock.MustNew(t, user, padlock.WithObserver(rec))
 	t.Cleanup(func() { l.Close() })
 	ctx := ctxFor(t)
 	key := testKey(t)

@@ -73,7 +73,7 @@ func TestHeldAndWaiting(t *testing.T) {
 // keys that need escaping.
 func TestInspect(t *testing.T) {
 	l, srv, _ := newLocker(t)
-	other := padlock.New(srv.Client(t))
+	other := padlock.MustNew(t, srv.Client(t))
 	t.Cleanup(func() { other.Close() })
 	ctx := ctxFor(t)
 	key := testKey(t)
@@ -140,7 +140,7 @@ func TestInspectRedlock(t *testing.T) {
 // TestInspectCluster lists the locks of every master.
 func TestInspectCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
-	l := padlock.New(c.Client(t))
+	l := padlock.MustNew(t, c.Client(t))
 	t.Cleanup(func() { l.Close() })
 	ctx := ctxFor(t)
 	var keys []string

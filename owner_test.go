@@ -13,7 +13,7 @@ import (
 // key busy, Inspect and Held, without changing how the lock works.
 func TestOwner(t *testing.T) {
 	l, srv, _ := newLocker(t, padlock.WithDefaults(padlock.Options{Owner: "host=web-1 pid=7"}))
-	other := padlock.New(srv.Client(t))
+	other := padlock.MustNew(t, srv.Client(t))
 	t.Cleanup(func() { other.Close() })
 	ctx := ctxFor(t)
 	key := testKey(t)

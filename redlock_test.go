@@ -482,7 +482,7 @@ func TestNewRedlockInvalid(t *testing.T) {
 		{"nil client", []redis.UniversalClient{good(), nil}, nil, true, "clients[1]: is nil"},
 		{"same client twice", []redis.UniversalClient{shared, other.Client(t, deadlines), shared}, nil, true, "clients[2]: is clients[0] again"},
 		{"cluster client", []redis.UniversalClient{cc}, nil, true, "Cluster client"},
-		{"deadline ignored", []redis.UniversalClient{other.Client(t, func(o *redis.Options) { o.ReadTimeout = 3 * time.Second })}, nil, false, "ContextTimeoutEnabled"},
+		{"deadline ignored", []redis.UniversalClient{other.Client(t, func(o *redis.Options) { o.ReadTimeout, o.ContextTimeoutEnabled = 3*time.Second, false })}, nil, false, "ContextTimeoutEnabled"},
 		{"node timeout", []redis.UniversalClient{good()}, []padlock.RedlockOption{padlock.WithNodeTimeout(-time.Second)}, true, "WithNodeTimeout"},
 		{"node timeout above max lease", []redis.UniversalClient{good()},
 			[]padlock.RedlockOption{padlock.WithMaxLease(time.Second), padlock.WithNodeTimeout(time.Second)}, true, "WithNodeTimeout"},

@@ -14,9 +14,9 @@ import (
 // it, the second renews it past the original lease and releases it.
 func TestDetachResume(t *testing.T) {
 	queuer, srv, _ := newLocker(t)
-	worker := padlock.New(srv.Client(t))
+	worker := padlock.MustNew(t, srv.Client(t))
 	defer worker.Close()
-	other := padlock.New(srv.Client(t))
+	other := padlock.MustNew(t, srv.Client(t))
 	defer other.Close()
 	ctx := ctxFor(t)
 	key := testKey(t)
@@ -187,9 +187,9 @@ func TestAPINotes(t *testing.T) {
 // resume the same Ownership. Only the first may hold the lock.
 func TestResumeTwice(t *testing.T) {
 	queuer, srv, _ := newLocker(t)
-	w1 := padlock.New(srv.Client(t))
+	w1 := padlock.MustNew(t, srv.Client(t))
 	defer w1.Close()
-	w2 := padlock.New(srv.Client(t))
+	w2 := padlock.MustNew(t, srv.Client(t))
 	defer w2.Close()
 	ctx := ctxFor(t)
 	lk := mustAcquire(t, queuer, ctx, testKey(t), padlock.Options{TTL: 5 * time.Second})

@@ -77,7 +77,7 @@ func TestRetriedExtendCopyRunsLate(t *testing.T) {
 		o.ReadTimeout = 200 * time.Millisecond
 	})
 	rdb.AddHook(hook)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	defer l.Close()
 	ctx := context.Background()
 	const key = "retried"

@@ -45,7 +45,7 @@ func TestRWLockExclusion(t *testing.T) {
 			client := b.start(t)
 			var lockers []*Locker
 			for range 3 {
-				l := New(client())
+				l := mustNew(t, client())
 				t.Cleanup(func() { l.Close() })
 				lockers = append(lockers, l)
 			}
@@ -96,9 +96,9 @@ func TestRWLockExclusion(t *testing.T) {
 // in, well within its wait, because waiting it keeps new readers out.
 func TestRWLockWriterNotStarved(t *testing.T) {
 	srv := redistest.Start(t)
-	readers := New(srv.Client(t))
+	readers := mustNew(t, srv.Client(t))
 	defer readers.Close()
-	writer := New(srv.Client(t))
+	writer := mustNew(t, srv.Client(t))
 	defer writer.Close()
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -131,9 +131,9 @@ func TestRWLockWriterNotStarved(t *testing.T) {
 // once (even with a writer waiting); a reader cannot become the writer.
 func TestRWLockReentrant(t *testing.T) {
 	srv := redistest.Start(t)
-	l := New(srv.Client(t))
+	l := mustNew(t, srv.Client(t))
 	defer l.Close()
-	other := New(srv.Client(t))
+	other := mustNew(t, srv.Client(t))
 	defer other.Close()
 	ctx := context.Background()
 
@@ -210,9 +210,9 @@ func TestRWLockNoticesWake(t *testing.T) {
 	for _, b := range holdBackends {
 		t.Run(b.name, func(t *testing.T) {
 			client := b.start(t)
-			holders := New(client())
+			holders := mustNew(t, client())
 			defer holders.Close()
-			l := New(client())
+			l := mustNew(t, client())
 			defer l.Close()
 			l.recheck = time.Hour
 			ctx := context.Background()
@@ -275,7 +275,7 @@ func TestRWLockNoticesWake(t *testing.T) {
 // each writer's fence is above every earlier holder's.
 func TestRWLockLostAndFenced(t *testing.T) {
 	srv := redistest.Start(t)
-	l := New(srv.Client(t))
+	l := mustNew(t, srv.Client(t))
 	defer l.Close()
 	ctx := context.Background()
 	var last int64
@@ -335,8 +335,8 @@ func TestRWLockLostAndFenced(t *testing.T) {
 // another key, a write hold without releasing: each frees with its lease.
 func TestRWLockCrashedHoldersFree(t *testing.T) {
 	srv := redistest.Start(t)
-	crashed := New(srv.Client(t))
-	l := New(srv.Client(t))
+	crashed := mustNew(t, srv.Client(t))
+	l := mustNew(t, srv.Client(t))
 	defer l.Close()
 	ctx := context.Background()
 	o := Options{TTL: 500 * time.Millisecond}

@@ -34,7 +34,7 @@ var holdBackends = []struct {
 // both closed when t ends.
 func newSemaphore(t *testing.T, client redis.UniversalClient, n int, opts ...LockerOption) (*Locker, *Semaphore) {
 	t.Helper()
-	l := New(client, opts...)
+	l := mustNew(t, client, opts...)
 	t.Cleanup(func() { l.Close() })
 	s, err := l.Semaphore(n)
 	if err != nil {

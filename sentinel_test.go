@@ -66,7 +66,7 @@ func acquireAfterFailover(t *testing.T, l *padlock.Locker, key string) (*padlock
 func TestSentinelFailoverHazard(t *testing.T) {
 	t.Parallel()
 	s := redistest.StartSentinel(t, 3)
-	la := padlock.New(s.Client(t))
+	la := padlock.MustNew(t, s.Client(t))
 	defer la.Close()
 	ctx := ctxFor(t)
 	key := testKey(t)
@@ -75,7 +75,7 @@ func TestSentinelFailoverHazard(t *testing.T) {
 	a := mustAcquire(t, la, ctx, key, padlock.Options{TTL: 30 * time.Second, NoRenew: true})
 	failover(t, s)
 
-	lb := padlock.New(s.Client(t))
+	lb := padlock.MustNew(t, s.Client(t))
 	defer lb.Close()
 	b, err := acquireAfterFailover(t, lb, key)
 	if err != nil {
@@ -98,7 +98,7 @@ func TestSentinelFailoverHazard(t *testing.T) {
 func TestSentinelReplicaAckRefusesUnconfirmedLock(t *testing.T) {
 	t.Parallel()
 	s := redistest.StartSentinel(t, 3)
-	la := padlock.New(s.Client(t), padlock.WithReplicaAck(1, 200*time.Millisecond))
+	la := padlock.MustNew(t, s.Client(t), padlock.WithReplicaAck(1, 200*time.Millisecond))
 	defer la.Close()
 	ctx := ctxFor(t)
 	key := testKey(t)
@@ -115,7 +115,7 @@ func TestSentinelReplicaAckRefusesUnconfirmedLock(t *testing.T) {
 	}
 	failover(t, s)
 
-	lb := padlock.New(s.Client(t))
+	lb := padlock.MustNew(t, s.Client(t))
 	defer lb.Close()
 	b, err := acquireAfterFailover(t, lb, key)
 	if err != nil {
@@ -129,7 +129,7 @@ func TestSentinelReplicaAckRefusesUnconfirmedLock(t *testing.T) {
 func TestSentinelReplicaAckLockSurvivesFailover(t *testing.T) {
 	t.Parallel()
 	s := redistest.StartSentinel(t, 3)
-	la := padlock.New(s.Client(t), padlock.WithReplicaAck(1, 800*time.Millisecond))
+	la := padlock.MustNew(t, s.Client(t), padlock.WithReplicaAck(1, 800*time.Millisecond))
 	defer la.Close()
 	ctx := ctxFor(t)
 	key := testKey(t)
@@ -137,7 +137,7 @@ func TestSentinelReplicaAckLockSurvivesFailover(t *testing.T) {
 	a := mustAcquire(t, la, ctx, key, padlock.Options{TTL: 30 * time.Second, NoRenew: true})
 	failover(t, s)
 
-	lb := padlock.New(s.Client(t))
+	lb := padlock.MustNew(t, s.Client(t))
 	defer lb.Close()
 	_, err := acquireAfterFailover(t, lb, key)
 	if !errors.Is(err, padlock.ErrNotAcquired) {

@@ -179,7 +179,7 @@ func (h *stepHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 func TestFairJoinsFallingDueTogetherShareOneRoundTrip(t *testing.T) {
 	srv := redistest.Start(t)
 	hook, l := steppedLocker(t, srv)
-	other := New(srv.Client(t))
+	other := mustNew(t, srv.Client(t))
 	defer other.Close()
 	ctx := context.Background()
 	const n = 4
@@ -341,7 +341,7 @@ func steppedLocker(t *testing.T, srv *redistest.Server) (*stepHook, *Locker) {
 	rdb := srv.Client(t)
 	hook := &stepHook{}
 	rdb.AddHook(hook)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	t.Cleanup(func() { l.Close() })
 	l.recheck = time.Hour
 	return hook, l

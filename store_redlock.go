@@ -37,7 +37,7 @@ import (
 //
 // NewRedlock follows the constructors' rule (see "Constructors" in the
 // package documentation): it panics, with an ErrInvalid error naming the
-// problem, on what the program's code decides: an invalid option, or a
+// problem, on what the program's code gets wrong: an invalid option, or a
 // nil, repeated or unsuitable client (a Cluster or Ring client is a whole
 // deployment, not one node: use New). It returns an ErrInvalid error for
 // what a deployment's configuration decides: no clients at all, two
@@ -119,7 +119,7 @@ func checkNodeClient(c redis.UniversalClient, timeout time.Duration) (string, er
 				"go-redis ignores context deadlines on the socket otherwise, so a hung node would stall every Acquire",
 				errUnboundedWaits, timeout, o.ReadTimeout, o.WriteTimeout)
 		}
-		if o.Addr == "FailoverClient" { // go-redis's name for a Sentinel-managed master
+		if isFailover(o) {
 			return "", nil
 		}
 		return o.Addr, nil

@@ -73,7 +73,7 @@ func (h *lagHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // the holder must already have heard that its lock is lost.
 func contend(t *testing.T, srv *redistest.Server, key string, holder *Lock, wait time.Duration) {
 	t.Helper()
-	other := New(srv.Client(t))
+	other := mustNew(t, srv.Client(t))
 	defer other.Close()
 	ctx := context.Background()
 	lk, err := other.Acquire(ctx, key, Options{Wait: wait})
@@ -109,7 +109,7 @@ func TestExtendRacingRenewal(t *testing.T) {
 	}
 	rdb := srv.Client(t)
 	rdb.AddHook(hook)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	defer l.Close()
 	ctx := context.Background()
 	lk, err := l.Acquire(ctx, "race", Options{TTL: ttl})
@@ -140,7 +140,7 @@ func TestConcurrentExtends(t *testing.T) {
 	}
 	rdb := srv.Client(t)
 	rdb.AddHook(hook)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	defer l.Close()
 	ctx := context.Background()
 	lk, err := l.Acquire(ctx, "two", Options{})
@@ -176,7 +176,7 @@ func TestShorterExtendLost(t *testing.T) {
 	rdb := srv.Client(t, func(o *redis.Options) {
 		o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 200*time.Millisecond, 200*time.Millisecond, -1
 	})
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	defer l.Close()
 	ctx := context.Background()
 	lk, err := l.Acquire(ctx, "lost", Options{TTL: 10 * time.Second})
@@ -207,9 +207,9 @@ func TestNoHandOffAfterRestart(t *testing.T) {
 	if !srv.Real() {
 		t.Skip("needs a redis-server to restart")
 	}
-	a := New(srv.Client(t))
+	a := mustNew(t, srv.Client(t))
 	defer a.Close()
-	b := New(srv.Client(t))
+	b := mustNew(t, srv.Client(t))
 	defer b.Close()
 	ctx := context.Background()
 	const key = "restart"
@@ -352,7 +352,7 @@ func TestReplicaAckLostExtend(t *testing.T) {
 			t.Fatal("the replica never acknowledged a write")
 		}
 	}
-	l := New(rdb, WithReplicaAck(1, 800*time.Millisecond)) // under the 1s ReadTimeout, with slack for a loaded machine
+	l := mustNew(t, rdb, WithReplicaAck(1, 800*time.Millisecond)) // under the 1s ReadTimeout, with slack for a loaded machine
 	defer l.Close()
 	lk, err := l.Acquire(ctx, "acked", Options{TTL: 10 * time.Second})
 	if err != nil {

@@ -27,7 +27,7 @@ func TestFairHandOffWithinLocker(t *testing.T) {
 	rdb := srv.Client(t)
 	sent := redistest.CountRoundTrips()
 	rdb.AddHook(sent)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	defer l.Close()
 	l.recheck = time.Minute // wake-ups come from hand-offs alone
 	ctx := ctxFor(t)
@@ -297,7 +297,7 @@ func TestFairHandOffReplyLost(t *testing.T) {
 			rdb := srv.Client(t)
 			lose := &loseFairHandOff{ran: tc.ran}
 			rdb.AddHook(lose)
-			l := New(rdb)
+			l := mustNew(t, rdb)
 			defer l.Close()
 			ctx := ctxFor(t)
 			key := testKey(t)
@@ -354,7 +354,7 @@ func TestFairHandOffReplyLost(t *testing.T) {
 // and the server.
 func fairPair(t *testing.T) (l, other *Locker, srv *redistest.Server) {
 	l, srv, _ = startLocker(t)
-	other = New(srv.Client(t))
+	other = mustNew(t, srv.Client(t))
 	t.Cleanup(func() { _ = other.Close() })
 	return l, other, srv
 }

@@ -76,14 +76,14 @@ func TestHandOffWithinLocker(t *testing.T) {
 	rdb := srv.Client(t)
 	sent := redistest.CountRoundTrips()
 	rdb.AddHook(sent)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	defer l.Close()
 	ctx := context.Background()
 	const key, waiters = "handoff", 5
 
 	// The holder is in another Locker; the first waiter takes the lock
 	// from Redis when it lets go, reserving fences for those behind it.
-	other := New(srv.Client(t))
+	other := mustNew(t, srv.Client(t))
 	defer other.Close()
 	holder, err := other.Acquire(ctx, key, Options{})
 	if err != nil {
@@ -195,9 +195,9 @@ func TestHandOffBlockRunsOut(t *testing.T) {
 // while the block lasts.
 func TestHandOffBlockOutlastsShortLine(t *testing.T) {
 	srv := redistest.Start(t)
-	l := New(srv.Client(t))
+	l := mustNew(t, srv.Client(t))
 	defer l.Close()
-	other := New(srv.Client(t))
+	other := mustNew(t, srv.Client(t))
 	defer other.Close()
 	ctx := context.Background()
 	const key, turns = "short-line", 2 * handoffBlock / 3
@@ -271,10 +271,10 @@ func TestHandOffOnlyToLikeWaiters(t *testing.T) {
 // lock must go to the other Locker's waiter, not back to a local one.
 func TestYieldToAnotherLocker(t *testing.T) {
 	srv := redistest.Start(t)
-	a := New(srv.Client(t))
+	a := mustNew(t, srv.Client(t))
 	defer a.Close()
 	a.yield = 10 * time.Second // only the other Locker may take it meanwhile
-	b := New(srv.Client(t))
+	b := mustNew(t, srv.Client(t))
 	defer b.Close()
 	ctx := context.Background()
 	const key = "yield"
@@ -388,7 +388,7 @@ func TestYieldTakesTurns(t *testing.T) {
 	srv := redistest.Start(t)
 	lockers := make([]*Locker, 3)
 	for i := range lockers {
-		lockers[i] = New(srv.Client(t))
+		lockers[i] = mustNew(t, srv.Client(t))
 		defer lockers[i].Close()
 		lockers[i].yield = 10 * time.Second
 	}
@@ -466,7 +466,7 @@ func TestNextInTurn(t *testing.T) {
 func TestFenceCounterAheadOfClock(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	defer l.Close()
 	ctx := context.Background()
 	_, fenceKey, _ := l.keys.lockKeys("ahead")
@@ -524,7 +524,7 @@ func TestHandOffUnderPausedRedis(t *testing.T) {
 	if !srv.Real() {
 		t.Skip("needs a redis-server to pause")
 	}
-	l := New(srv.Client(t, func(o *redis.Options) {
+	l := mustNew(t, srv.Client(t, func(o *redis.Options) {
 		o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 200*time.Millisecond, 200*time.Millisecond, -1
 	}))
 	defer l.Close()
@@ -616,7 +616,7 @@ func TestHandOffUnderPausedRedis(t *testing.T) {
 func TestHandOffNotForLostLock(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	defer l.Close()
 	ctx := context.Background()
 	holder, got := holderWithWaiter(t, l, "gone", Options{Wait: 30 * time.Second})

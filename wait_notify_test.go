@@ -47,9 +47,9 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 	calls := redistest.CountCommands("evalsha", "eval")
 	rdb := srv.Client(t)
 	rdb.AddHook(calls)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	defer l.Close()
-	holderLocker := New(srv.Client(t)) // another "process"
+	holderLocker := mustNew(t, srv.Client(t)) // another "process"
 	defer holderLocker.Close()
 	ctx := context.Background()
 	const key, waiters = "herd", 10
@@ -116,9 +116,9 @@ func TestWaiterInAnotherLockerWakesOnNotice(t *testing.T) {
 	calls := redistest.CountCommands("evalsha", "eval")
 	rdb := srv.Client(t)
 	rdb.AddHook(calls)
-	waiterLocker := New(rdb)
+	waiterLocker := mustNew(t, rdb)
 	defer waiterLocker.Close()
-	holderLocker := New(srv.Client(t))
+	holderLocker := mustNew(t, srv.Client(t))
 	defer holderLocker.Close()
 	ctx := context.Background()
 	const key = "notice"
@@ -184,7 +184,7 @@ func TestReleaseNoticeOnlyWhenWaited(t *testing.T) {
 		t.Skip("needs INFO commandstats")
 	}
 	stats := srv.Client(t)
-	l := New(srv.Client(t))
+	l := mustNew(t, srv.Client(t))
 	defer l.Close()
 	ctx := context.Background()
 
@@ -206,7 +206,7 @@ func TestReleaseNoticeOnlyWhenWaited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := New(srv.Client(t))
+	other := mustNew(t, srv.Client(t))
 	defer other.Close()
 	other.recheck = time.Hour // only the notice can wake the waiter
 	done := make(chan *Lock, 1)

@@ -26,9 +26,9 @@ func TestCloseEndsWaits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			rdb := srv.Client(t)
-			l := New(rdb)
+			l := mustNew(t, rdb)
 			defer l.Close()
-			other := New(srv.Client(t))
+			other := mustNew(t, srv.Client(t))
 			defer other.Close()
 			ctx := context.Background()
 			const key, waiters = "closing", 3
@@ -99,12 +99,12 @@ func TestRetryStrategyStopsWaiting(t *testing.T) {
 		{"own strategy stops after 5", stopAfter(5), 0, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := New(srv.Client(t))
+			l := mustNew(t, srv.Client(t))
 			defer l.Close()
 			// Look again every 20ms, short of a notice: a strategy that
 			// were ignored would let hundreds of attempts through.
 			l.recheck = 20 * time.Millisecond
-			holderLocker := New(srv.Client(t))
+			holderLocker := mustNew(t, srv.Client(t))
 			defer holderLocker.Close()
 			ctx := context.Background()
 			key := strings.ReplaceAll(t.Name(), "/", ":")
@@ -160,9 +160,9 @@ func TestSubscribeRefusedFollowsStrategy(t *testing.T) {
 
 	calls := redistest.CountCommands("evalsha", "eval")
 	rdb.AddHook(calls)
-	l := New(rdb)
+	l := mustNew(t, rdb)
 	defer l.Close()
-	holderLocker := New(admin)
+	holderLocker := mustNew(t, admin)
 	defer holderLocker.Close()
 	holder, err := holderLocker.Acquire(ctx, "refused", Options{})
 	if err != nil {

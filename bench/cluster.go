@@ -86,7 +86,7 @@ func newClusterClient(servers []*server, h *roundTrips, poolSize int) *redis.Clu
 	for i, s := range servers {
 		addrs[i] = s.addr
 	}
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: poolSize})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: poolSize, ContextTimeoutEnabled: true})
 	c.AddHook(h)
 	return c
 }

@@ -69,7 +69,10 @@ func measureHold(ctx context.Context, cfg *config, row holdRow) (result, error) 
 	hook := &roundTrips{}
 	client := newClient(servers[0].addr, hook, row.workers+2)
 	defer client.Close()
-	locker := padlock.New(client)
+	locker, err := padlock.New(client)
+	if err != nil {
+		return result{}, err
+	}
 	defer locker.Close()
 	sem, err := locker.Semaphore(semPermits)
 	if err != nil {

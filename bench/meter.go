@@ -207,9 +207,11 @@ func breakdown(calls map[string]int64, ops float64) string {
 }
 
 // newClient returns a go-redis client for addr with the counting hook.
-// poolSize 0 keeps go-redis's default.
+// poolSize 0 keeps go-redis's default. The client has
+// ContextTimeoutEnabled, as padlock.New requires (and a service's client
+// should have, whichever library it serves).
 func newClient(addr string, h *roundTrips, poolSize int) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize, ContextTimeoutEnabled: true})
 	if h != nil {
 		c.AddHook(h)
 		clientHooks.Store(c, h)

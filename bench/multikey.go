@@ -80,10 +80,10 @@ func runMultiKey(ctx context.Context, cfg *config) ([]result, error) {
 		variant := fmt.Sprintf("%d keys", n)
 		cases := []rowSpec{
 			{libPadlock, "AcquireAll + Release", false, 1, func(cl []*redis.Client) contender {
-				return &multiKey{l: padlock.New(cl[0]), n: n}
+				return &multiKey{l: newLocker(cl[0]), n: n}
 			}},
 			{libPadlock, "Acquire each (sorted) + Release each", false, 1, func(cl []*redis.Client) contender {
-				return &multiKey{l: padlock.New(cl[0]), n: n, oneByOne: true}
+				return &multiKey{l: newLocker(cl[0]), n: n, oneByOne: true}
 			}},
 		}
 		rs, err := inRounds(cfg.rounds, len(cases), func(i int) (result, error) {

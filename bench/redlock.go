@@ -52,7 +52,7 @@ func runRedlock(ctx context.Context, cfg *config) ([]result, error) {
 	}
 	cases := []rcase{
 		{libPadlock, "New, " + single, false, 1, func(n []redis.UniversalClient) (contender, error) {
-			return &padlockLib{lockers: []*padlock.Locker{padlock.New(n[0])}, opts: padlock.Options{TTL: ttl}}, nil
+			return &padlockLib{lockers: []*padlock.Locker{newLocker(n[0])}, opts: padlock.Options{TTL: ttl}}, nil
 		}},
 		{libPadlock, "NewRedlock, WithMaxLease(TTL), " + quorum, false, len(servers), func(n []redis.UniversalClient) (contender, error) {
 			l, err := padlock.NewRedlock(n, padlock.WithMaxLease(ttl))

@@ -279,7 +279,7 @@ type padlockHolder struct {
 
 func newPadlockHolder(c redis.UniversalClient, locks int, ttl time.Duration) *padlockHolder {
 	losses := &lossCounter{}
-	return &padlockHolder{locker: padlock.New(c, padlock.WithObserver(losses)), ttl: ttl, locks: make([]*padlock.Lock, locks), losses: losses}
+	return &padlockHolder{locker: newLocker(c, padlock.WithObserver(losses)), ttl: ttl, locks: make([]*padlock.Lock, locks), losses: losses}
 }
 
 // lossCounter counts the locks the Locker reports lost, so that the window

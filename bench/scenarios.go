@@ -91,10 +91,21 @@ func onFreshServer(ctx context.Context, cfg *config, scenario string, c rowSpec,
 	return r, nil
 }
 
+// newLocker is padlock.New on a client from newClient or
+// newClusterClient, which New does not refuse: an error is a bug of the
+// bench, not a measurement.
+func newLocker(c redis.UniversalClient, opts ...padlock.LockerOption) *padlock.Locker {
+	l, err := padlock.New(c, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
 func newLockers(clients []*redis.Client) []*padlock.Locker {
 	ls := make([]*padlock.Locker, len(clients))
 	for i, c := range clients {
-		ls[i] = padlock.New(c)
+		ls[i] = newLocker(c)
 	}
 	return ls
 }

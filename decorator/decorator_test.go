@@ -129,10 +129,9 @@ func TestCallerCancelsWait(t *testing.T) {
 // asked (the Locker here points at a port where nothing listens, so asking
 // it would give ErrUnavailable instead).
 func TestKeyErrors(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
-	defer rdb.Close()
-	l := padlock.New(rdb)
-	defer l.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := lockerOn(t, rdb)
 
 	type order struct{ ID string }
 	errBad := errors.New("no tenant in token")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -21,8 +22,11 @@ func exampleLocker() (*padlock.Locker, func()) {
 	if err := mr.Start(); err != nil {
 		panic(err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	locker := padlock.New(rdb)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	return locker, func() {
 		locker.Close()
 		rdb.Close()

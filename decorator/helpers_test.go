@@ -14,11 +14,19 @@ import (
 // and a client to the same server.
 func newLocker(t testing.TB) (*padlock.Locker, *redis.Client) {
 	t.Helper()
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	l := padlock.New(rdb)
+	rdb := redistest.Start(t).Client(t)
+	return lockerOn(t, rdb), rdb
+}
+
+// lockerOn returns a Locker on rdb, closed when t ends.
+func lockerOn(t testing.TB, rdb redis.UniversalClient) *padlock.Locker {
+	t.Helper()
+	l, err := padlock.New(rdb)
+	if err != nil {
+		t.Fatalf("padlock.New: %v", err)
+	}
 	t.Cleanup(func() { _ = l.Close() })
-	return l, rdb
+	return l
 }
 
 // hold takes key on l for the test, released when t ends.

@@ -70,8 +70,7 @@ func TestHooks(t *testing.T) {
 		for _, f := range forms {
 			t.Run(tt.name+"/"+f.name, func(t *testing.T) {
 				srv := redistest.Start(t)
-				l := padlock.New(srv.Client(t))
-				t.Cleanup(func() { _ = l.Close() })
+				l := lockerOn(t, srv.Client(t))
 				key := tt.key
 				if key != "" {
 					key += ":" + f.name

@@ -487,11 +487,14 @@ func TestEmbeddedRedisNotices(t *testing.T) {
 	defer e.close()
 	rdb := redis.NewClient(e.options())
 	defer rdb.Close()
-	l := padlock.New(rdb, padlock.WithDefaults(padlock.Options{
+	l, err := padlock.New(rdb, padlock.WithDefaults(padlock.Options{
 		// A retry pace far slower than a notice: a waiter that polled would
 		// take seconds.
 		Retry: padlock.LinearBackoff(5 * time.Second),
 	}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer l.Close()
 	ctx := context.Background()
 

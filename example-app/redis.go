@@ -48,9 +48,9 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.O
 		}
 		b.embed = e
 		b.desc = "embedded miniredis"
-		rdb := redis.NewClient(e.options())
-		b.nodes = []redis.UniversalClient{rdb}
-		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults), observe)
+		if err := b.lockOn(redis.NewClient(e.options()), padlock.WithDefaults(defaults), observe); err != nil {
+			return nil, err
+		}
 		logger.Info("redis: embedded miniredis, in-process, on loopback with a password of its own; locks live only as long as this process (set REDIS_ADDR to use real servers)",
 			"mode", b.desc, "addr", e.addr())
 	case modeSingle:
@@ -58,20 +58,20 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.O
 		if err != nil {
 			return nil, fmt.Errorf("REDIS_ADDR: %w", err)
 		}
-		rdb := redis.NewClient(o)
 		b.desc = "single node"
-		b.nodes = []redis.UniversalClient{rdb}
-		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults), observe)
+		if err := b.lockOn(redis.NewClient(o), padlock.WithDefaults(defaults), observe); err != nil {
+			return nil, err
+		}
 		logger.Info("redis: single node", "mode", b.desc, "addr", o.Addr, "tls", o.TLSConfig != nil, "auth", o.Password != "")
 	case modeCluster:
 		o, err := clusterOptions(cfg.RedisAddrs)
 		if err != nil {
 			return nil, fmt.Errorf("REDIS_ADDR: %w", err)
 		}
-		rdb := redis.NewClusterClient(o)
 		b.desc = "cluster"
-		b.nodes = []redis.UniversalClient{rdb}
-		b.locker = padlock.New(rdb, padlock.WithDefaults(defaults), observe)
+		if err := b.lockOn(redis.NewClusterClient(o), padlock.WithDefaults(defaults), observe); err != nil {
+			return nil, err
+		}
 		logger.Info("redis: cluster", "mode", b.desc, "seeds", o.Addrs, "tls", o.TLSConfig != nil, "auth", o.Password != "")
 	case modeRedlock:
 		clients := make([]redis.UniversalClient, len(cfg.RedisAddrs))
@@ -156,6 +156,19 @@ func (b *backend) ping(ctx context.Context) error {
 }
 
 // close stops the Locker, then the clients, then the embedded server.
+// lockOn makes b's Locker on rdb, b's one client. When New refuses rdb
+// it closes what b holds and returns the error.
+func (b *backend) lockOn(rdb redis.UniversalClient, opts ...padlock.LockerOption) error {
+	b.nodes = []redis.UniversalClient{rdb}
+	l, err := padlock.New(rdb, opts...)
+	if err != nil {
+		b.close()
+		return fmt.Errorf("redis (%s): %w", b.desc, err)
+	}
+	b.locker = l
+	return nil
+}
+
 func (b *backend) close() {
 	if b.locker != nil {
 		_ = b.locker.Close()

@@ -2,6 +2,7 @@ package gocronlock_test
 
 import (
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -20,9 +21,12 @@ func Example() {
 		panic(err)
 	}
 	defer m.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
 	jobLocker, err := gocronlock.New(locker, schedule.Options{AtMostFor: 10 * time.Minute, AtLeastFor: 30 * time.Second})

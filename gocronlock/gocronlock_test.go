@@ -32,7 +32,10 @@ func TestFleetRunsTheJobOncePerInterval(t *testing.T) {
 	)
 	var schedulers []gocron.Scheduler
 	for i, skew := range skews {
-		l := padlock.New(srv.Client(t))
+		l, err := padlock.New(srv.Client(t))
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(func() { l.Close() })
 		locker, err := gocronlock.New(l, schedule.Options{AtMostFor: 10 * time.Second, AtLeastFor: interval / 2})
 		if err != nil {
@@ -78,7 +81,10 @@ func TestFleetRunsTheJobOncePerInterval(t *testing.T) {
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	srv := redistest.Start(t)
-	l := padlock.New(srv.Client(t))
+	l, err := padlock.New(srv.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer l.Close()
 	if _, err := gocronlock.New(l, schedule.Options{AtMostFor: time.Second, AtLeastFor: time.Minute}); !errors.Is(err, padlock.ErrInvalid) {
 		t.Errorf("New = %v, want ErrInvalid", err)

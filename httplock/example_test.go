@@ -3,6 +3,7 @@ package httplock_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -25,7 +26,10 @@ func ExampleLock() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
 	lock := httplock.Lock(locker, httplock.PathValue("id", lockkey.Int(64)))
@@ -49,7 +53,10 @@ func ExampleWithReleaseError() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
 	logLost := httplock.WithReleaseError(func(r *http.Request, err error) {
@@ -81,7 +88,10 @@ func ExampleWithMaxHold() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
 	lock := httplock.Lock(locker, httplock.PathValue("id", lockkey.Int(64)), httplock.WithMaxHold(50*time.Millisecond))
@@ -109,7 +119,10 @@ func ExampleKeyFor() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
 	lock := httplock.Lock(locker, httplock.PathValue("id", lockkey.Int(64)))

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/handlertest"
 )
 
 // Every branch of the one refusal builder, with an error whose text holds
@@ -21,10 +22,9 @@ import (
 // sentinel. The faces' own tests (TestNoFaceEchoesKey in middleware) run
 // the branches Redis can produce through every face.
 func TestRefusalRedactsEveryBranch(t *testing.T) {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	defer rdb.Close()
-	l := padlock.New(rdb)
-	defer l.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := handlertest.LockerOn(t, rdb)
 	const key = "POST /reports:tok_live_5f0c9a"
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/idempotency"
 	"github.com/padlockgo/padlock/internal/redistest"
 )
@@ -129,8 +128,7 @@ func TestQuotaOptions(t *testing.T) {
 func TestQuotaCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	cc := c.Client(t)
-	l := padlock.New(cc)
-	t.Cleanup(func() { _ = l.Close() })
+	l := lockerOn(t, cc)
 	var runs atomic.Int64
 	h := idempotency.New(l, cc, tester, idempotency.WithQuota(2, 0))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)

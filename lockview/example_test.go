@@ -18,7 +18,10 @@ func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	rec := lockview.NewRecorder()
-	l := padlock.New(rdb, padlock.WithObserver(rec))
+	l, err := padlock.New(rdb, padlock.WithObserver(rec))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer l.Close()
 
 	view, err := lockview.New(l, lockview.Config{Authorize: lockview.AdminListener, Recorder: rec})

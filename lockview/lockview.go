@@ -39,7 +39,7 @@
 // Mount it on an admin listener:
 //
 //	rec := lockview.NewRecorder()
-//	l := padlock.New(rdb, padlock.WithObserver(rec))
+//	l, err := padlock.New(rdb, padlock.WithObserver(rec))
 //	view, err := lockview.New(l, lockview.Config{Authorize: lockview.AdminListener, Recorder: rec})
 //	admin := http.NewServeMux()
 //	admin.Handle("/debug/locks", view)

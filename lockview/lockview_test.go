@@ -36,7 +36,10 @@ func setup(t *testing.T) (*padlock.Locker, *lockview.Recorder, *redistest.Server
 	t.Helper()
 	srv := redistest.Start(t)
 	rec := lockview.NewRecorder()
-	l := padlock.New(srv.Client(t), padlock.WithObserver(rec))
+	l, err := padlock.New(srv.Client(t), padlock.WithObserver(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { l.Close() })
 	return l, rec, srv
 }

@@ -43,8 +43,7 @@ func TestLockAnswerBoundedWhenRedisHangs(t *testing.T) {
 			rdb := srv.Client(t, func(o *redis.Options) {
 				o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled = readTimeout, readTimeout, true
 			})
-			l := padlock.New(rdb)
-			t.Cleanup(func() { _ = l.Close() })
+			l := lockerOn(t, rdb)
 			defer srv.Resume(t)
 			r := gin.New()
 			r.POST("/orders/:id", middleware.Lock(l, keyfunc.Param("id", lockkey.Int(64)),

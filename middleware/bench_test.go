@@ -60,8 +60,7 @@ func BenchmarkLock(b *testing.B) {
 		rdb := srv.Client(b)
 		rt := redistest.CountRoundTrips()
 		rdb.AddHook(rt)
-		l := padlock.New(rdb)
-		defer l.Close()
+		l := lockerOn(b, rdb)
 		r := gin.New()
 		var failed atomic.Bool
 		r.POST("/orders/:id/pay", middleware.Lock(l, keyfunc.Param("id", lockkey.Text()), httplock.WithResponder(
@@ -75,8 +74,7 @@ func BenchmarkLock(b *testing.B) {
 	b.Run("cycle", func(b *testing.B) {
 		// Acquire and Release alone, as the middleware calls them.
 		rdb := srv.Client(b)
-		l := padlock.New(rdb)
-		defer l.Close()
+		l := lockerOn(b, rdb)
 		ctx := context.Background()
 		cycle := func() {
 			lk, err := l.Acquire(ctx, "/orders/$id/pay:42", padlock.Options{})

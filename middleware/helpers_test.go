@@ -9,6 +9,7 @@ import (
 // What the tests of both HTTP middlewares share (internal/handlertest).
 var (
 	newLocker    = handlertest.NewLocker
+	lockerOn     = handlertest.LockerOn
 	serve        = handlertest.Serve
 	checkProblem = handlertest.CheckProblem
 )

@@ -75,7 +75,10 @@ func BenchmarkCycle(b *testing.B) {
 			if ob.obs != nil {
 				opts = append(opts, padlock.WithObserver(ob.obs))
 			}
-			l := padlock.New(rdb, opts...)
+			l, err := padlock.New(rdb, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
 			defer l.Close()
 			o := padlock.Options{NoRenew: true}
 			lk, err := l.Acquire(ctx, "bench:cycle", o)
@@ -114,7 +117,10 @@ func BenchmarkContended(b *testing.B) {
 			if ob.obs != nil {
 				opts = append(opts, padlock.WithObserver(ob.obs))
 			}
-			l := padlock.New(rdb, opts...)
+			l, err := padlock.New(rdb, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
 			defer l.Close()
 			const workers = 32
 			o := padlock.Options{Wait: time.Minute}
@@ -181,7 +187,10 @@ func BenchmarkInterleaved(b *testing.B) {
 		if ob.obs != nil {
 			opts = append(opts, padlock.WithObserver(ob.obs))
 		}
-		l := padlock.New(srv.Client(b), opts...)
+		l, err := padlock.New(srv.Client(b), opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
 		b.Cleanup(func() { l.Close() })
 		lockers[i] = l
 	}

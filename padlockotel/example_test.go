@@ -18,6 +18,9 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	l := padlock.New(rdb, padlock.WithObserver(obs))
+	l, err := padlock.New(rdb, padlock.WithObserver(obs))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer l.Close()
 }

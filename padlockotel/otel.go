@@ -3,7 +3,7 @@
 // renewals and the locks held and waited for. It is a padlock.Observer:
 //
 //	obs, err := padlockotel.New() // the global providers, or WithTracerProvider / WithMeterProvider
-//	l := padlock.New(rdb, padlock.WithObserver(obs))
+//	l, err := padlock.New(rdb, padlock.WithObserver(obs))
 //
 // Only users of this package compile OpenTelemetry; the padlock engine
 // does not import it.

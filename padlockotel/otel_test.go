@@ -111,7 +111,10 @@ func value(ms map[string][]point, name, attrs string) int64 {
 func newLocker(t *testing.T, tel *telemetry) (*padlock.Locker, *redistest.Server) {
 	t.Helper()
 	srv := redistest.Start(t)
-	l := padlock.New(srv.Client(t), padlock.WithObserver(tel.obs))
+	l, err := padlock.New(srv.Client(t), padlock.WithObserver(tel.obs))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { l.Close() })
 	return l, srv
 }

@@ -1,6 +1,7 @@
 package padlockslog_test
 
 import (
+	"log"
 	"log/slog"
 	"os"
 
@@ -15,6 +16,9 @@ func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	l := padlock.New(rdb, padlock.WithObserver(padlockslog.New(logger)))
+	l, err := padlock.New(rdb, padlock.WithObserver(padlockslog.New(logger)))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer l.Close()
 }

@@ -3,7 +3,7 @@
 // waiters that fall back to polling (no release notices) at Info, each
 // with the lock's key, redacted, and the cause.
 //
-//	l := padlock.New(rdb, padlock.WithObserver(padlockslog.New(slog.Default())))
+//	l, err := padlock.New(rdb, padlock.WithObserver(padlockslog.New(slog.Default())))
 //
 // A key is logged as its namespace (attribute namespace) and a short keyed
 // hash (attribute key_hash), as the lock page shows it, never as it is: a

@@ -141,7 +141,10 @@ func TestPausedRedis(t *testing.T) {
 			if rawKeys {
 				opts = append(opts, padlockslog.WithRawKeys())
 			}
-			l := padlock.New(srv.Client(t), padlock.WithObserver(padlockslog.New(slog.New(h), opts...)))
+			l, err := padlock.New(srv.Client(t), padlock.WithObserver(padlockslog.New(slog.New(h), opts...)))
+			if err != nil {
+				t.Fatal(err)
+			}
 			t.Cleanup(func() { l.Close() })
 			ctx := context.Background()
 			lk, err := l.Acquire(ctx, key, padlock.Options{TTL: 600 * time.Millisecond})

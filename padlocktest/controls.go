@@ -79,8 +79,13 @@ func (e *Env) otherLocker() (*padlock.Locker, error) {
 		return nil, padlock.ErrClosed
 	}
 	if e.other == nil {
-		// The options were checked when the Env's Locker was built.
-		e.other = padlock.New(e.client, e.opts...)
+		// The client and options were checked when the Env's Locker was
+		// built: New does not refuse them now.
+		other, err := padlock.New(e.client, e.opts...)
+		if err != nil {
+			return nil, err
+		}
+		e.other = other
 	}
 	return e.other, nil
 }

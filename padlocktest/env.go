@@ -100,13 +100,14 @@ func Start(opts ...Option) (*Env, error) {
 		return nil, fmt.Errorf("padlocktest: starting miniredis: %w", err)
 	}
 	client := redis.NewClient(&redis.Options{
-		Addr:          m.Addr(),
-		DialTimeout:   clientIOTimeout,
-		DialerRetries: 1,
-		ReadTimeout:   clientIOTimeout,
-		WriteTimeout:  clientIOTimeout,
-		PoolTimeout:   clientPoolTimeout,
-		MaxRetries:    -1,
+		Addr:                  m.Addr(),
+		DialTimeout:           clientIOTimeout,
+		DialerRetries:         1,
+		ReadTimeout:           clientIOTimeout,
+		WriteTimeout:          clientIOTimeout,
+		PoolTimeout:           clientPoolTimeout,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
 	})
 	e := &Env{m: m, client: client, opts: cfg.lockerOpts}
 	locker, err := newLocker(client, cfg.lockerOpts)
@@ -141,7 +142,7 @@ func newLocker(client redis.UniversalClient, opts []padlock.LockerOption) (l *pa
 			panic(r)
 		}
 	}()
-	return padlock.New(client, opts...), nil
+	return padlock.New(client, opts...)
 }
 
 // Locker returns the Env's Locker. Build the code under test on it. The
@@ -150,7 +151,9 @@ func (e *Env) Locker() *padlock.Locker { return e.locker }
 
 // Client returns the go-redis client the Locker uses, for code under test
 // that needs one (an idempotency store, say) and for looking at Redis. It
-// retries no command and no dial, so it fails at once while Redis is down.
+// retries no command and no dial, so it fails at once while Redis is down,
+// and has ContextTimeoutEnabled, as padlock.New requires of a client (a
+// second Locker, for another instance of the service, may be built on it).
 // The Env owns it: do not Close it.
 func (e *Env) Client() *redis.Client { return e.client }
 

@@ -152,7 +152,10 @@ func TestBusyIgnoresDefaultWait(t *testing.T) {
 	env := padlocktest.New(t, padlocktest.WithLockerOptions(fair))
 	ctx := ctxFor(t)
 	acquire(t, ctx, env.Locker(), "k", padlock.Options{})
-	waiter := padlock.New(env.Client(), fair)
+	waiter, err := padlock.New(env.Client(), fair)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer waiter.Close()
 	waited := make(chan *padlock.Lock, 1)
 	go func() {
@@ -169,7 +172,7 @@ func TestBusyIgnoresDefaultWait(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	env.Lose("k")
-	_, err := env.Busy(ctx, "k", time.Minute)
+	_, err = env.Busy(ctx, "k", time.Minute)
 	if !errors.Is(err, padlocktest.ErrControl) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Busy behind a fair waiter: got %v, want ErrControl without waiting for the context", err)
 	}
@@ -406,7 +409,10 @@ func TestLoseLockAfterAWaiterAsked(t *testing.T) {
 	env := padlocktest.New(t)
 	ctx := ctxFor(t)
 	lk := acquire(t, ctx, env.Locker(), "k", padlock.Options{})
-	other := padlock.New(env.Client())
+	other, err := padlock.New(env.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer other.Close()
 	if _, err := other.Acquire(ctx, "k", padlock.Options{Wait: 50 * time.Millisecond}); !errors.Is(err, padlock.ErrNotAcquired) {
 		t.Fatalf("waiter's Acquire: got %v, want ErrNotAcquired", err)

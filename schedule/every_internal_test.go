@@ -15,7 +15,10 @@ import (
 func TestTickTakenTooLateDoesNotRun(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	l := padlock.New(rdb)
+	l, err := padlock.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { l.Close() })
 	ctx := context.Background()
 	o := Options{AtMostFor: 10 * time.Second, AtLeastFor: time.Second}

@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"sync"
 	"time"
 
@@ -22,9 +23,12 @@ func ExampleRun() {
 		panic(err)
 	}
 	defer m.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 	ctx := context.Background()
 
@@ -69,7 +73,10 @@ func ExampleEvery() {
 		}
 		return nil
 	}
-	other := padlock.New(env.Client()) // a second instance
+	other, err := padlock.New(env.Client()) // a second instance
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer other.Close()
 	var wg sync.WaitGroup
 	for _, locker := range []*padlock.Locker{env.Locker(), other} {

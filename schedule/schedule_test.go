@@ -29,8 +29,12 @@ func instances(t *testing.T, n int) ([]*padlock.Locker, *redis.Client) {
 	srv := redistest.Start(t)
 	ls := make([]*padlock.Locker, n)
 	for i := range ls {
-		ls[i] = padlock.New(srv.Client(t))
-		t.Cleanup(func() { ls[i].Close() })
+		l, err := padlock.New(srv.Client(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		ls[i] = l
 	}
 	return ls, srv.Client(t)
 }

@@ -56,7 +56,10 @@ func compareRueidislock(ctx context.Context) error {
 	defer rl.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		return err
+	}
 	defer locker.Close()
 
 	if err := refreshWithRueidislock(ctx, rl); err != nil {

@@ -59,7 +59,10 @@ func main() {
 	listen, o := settings(os.Getenv)
 	rdb := redis.NewClient(o)
 	defer rdb.Close()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -161,7 +161,10 @@ func TestReportIsLimited(t *testing.T) {
 // Two instances run the settlement loop; each tick, one of them settles.
 func TestSettleRunsOncePerTick(t *testing.T) {
 	env := padlocktest.New(t)
-	other := padlock.New(env.Client()) // a second instance of the service
+	other, err := padlock.New(env.Client()) // a second instance of the service
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { other.Close() })
 	ctx, stop := context.WithCancel(ctxFor(t))
 	defer stop()

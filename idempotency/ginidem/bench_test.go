@@ -10,7 +10,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/idempotency/ginidem"
 	"github.com/padlockgo/padlock/internal/redistest"
 )
@@ -67,8 +66,7 @@ func BenchmarkIdempotency(b *testing.B) {
 		rdb.FlushDB(context.Background()) // keys from an earlier -count round
 		rt := redistest.CountRoundTrips()
 		rdb.AddHook(rt)
-		l := padlock.New(rdb)
-		b.Cleanup(func() { _ = l.Close() })
+		l := lockerOn(b, rdb)
 		r.POST("/orders", ginidem.New(l, rdb, tester), handler)
 		return r, rt
 	}

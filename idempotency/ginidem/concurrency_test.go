@@ -134,8 +134,7 @@ func TestIdempotencyConcurrent(t *testing.T) {
 // with a lease that is never renewed, as a dead process's is not.
 func TestIdempotencyCrashedHolder(t *testing.T) {
 	o := newOrders(t, keyfunc.Header("X-Client-ID", lockkey.Text()))
-	dead := padlock.New(o.srv.Client(t))
-	defer dead.Close()
+	dead := lockerOn(t, o.srv.Client(t))
 	const lease = 400 * time.Millisecond
 	lk, err := dead.Acquire(context.Background(), "idempotency:/orders:alice:k1", padlock.Options{TTL: lease, NoRenew: true})
 	if err != nil {
@@ -162,8 +161,7 @@ func TestIdempotencyCrashedHolder(t *testing.T) {
 // late answer reaches its own client but does not replace the stored one.
 func TestIdempotencyRenewalStopped(t *testing.T) {
 	l, srv, rdb := newLocker(t)
-	hungLocker := padlock.New(srv.Client(t))
-	defer hungLocker.Close()
+	hungLocker := lockerOn(t, srv.Client(t))
 	opts := []idempotency.Option{idempotency.WithInFlightTTL(300 * time.Millisecond)}
 
 	entered := make(chan struct{})

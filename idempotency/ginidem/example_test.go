@@ -2,6 +2,7 @@ package ginidem_test
 
 import (
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,7 +26,10 @@ func ExampleNew() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locker := padlock.New(rdb)
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locker.Close()
 
 	orders := 0

@@ -11,6 +11,7 @@ import (
 // What the tests of the HTTP middlewares share (internal/handlertest).
 var (
 	newLocker    = handlertest.NewLocker
+	lockerOn     = handlertest.LockerOn
 	checkProblem = handlertest.CheckProblem
 )
 

@@ -24,9 +24,19 @@ func NewLocker(t testing.TB, opts ...padlock.LockerOption) (*padlock.Locker, *re
 	t.Helper()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	l := padlock.New(rdb, opts...)
+	return LockerOn(t, rdb, opts...), srv, rdb
+}
+
+// LockerOn returns a Locker on client (another process's, say), closed
+// when t ends. It ends the test when padlock.New refuses client.
+func LockerOn(t testing.TB, client redis.UniversalClient, opts ...padlock.LockerOption) *padlock.Locker {
+	t.Helper()
+	l, err := padlock.New(client, opts...)
+	if err != nil {
+		t.Fatalf("padlock.New: %v", err)
+	}
 	t.Cleanup(func() { _ = l.Close() })
-	return l, srv, rdb
+	return l
 }
 
 // Serve serves a request with body (JSON when not empty) to h and returns

@@ -184,17 +184,18 @@ func (c *Cluster) Addrs() []string {
 }
 
 // Options returns a new copy of the go-redis options ClusterClient uses:
-// every node as a seed, and the timeouts of Server.Options (1 s dial, read
-// and write, 2 s pool, one dial attempt). MOVED and ASK redirects keep the
-// go-redis default of 3.
+// every node as a seed, and the timeouts and ContextTimeoutEnabled of
+// Server.Options (1 s dial, read and write, 2 s pool, one dial attempt).
+// MOVED and ASK redirects keep the go-redis default of 3.
 func (c *Cluster) Options() *redis.ClusterOptions {
 	return &redis.ClusterOptions{
-		Addrs:         c.Addrs(),
-		DialTimeout:   clientDialTimeout,
-		DialerRetries: 1,
-		ReadTimeout:   clientIOTimeout,
-		WriteTimeout:  clientIOTimeout,
-		PoolTimeout:   clientPoolTimeout,
+		Addrs:                 c.Addrs(),
+		DialTimeout:           clientDialTimeout,
+		DialerRetries:         1,
+		ReadTimeout:           clientIOTimeout,
+		WriteTimeout:          clientIOTimeout,
+		PoolTimeout:           clientPoolTimeout,
+		ContextTimeoutEnabled: true,
 	}
 }
 

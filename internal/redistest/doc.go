@@ -21,8 +21,9 @@
 // Clients made by Client (and the Options behind them) have short timeouts
 // for tests: 1 s to dial, read and write, 2 s to get a pooled connection,
 // one dial attempt and no command retries, so a dead or paused server shows
-// on the first command, within about a second. Pass option functions to
-// change them. On the fallback, Miniredis gives the miniredis itself.
+// on the first command, within about a second. They have
+// ContextTimeoutEnabled, which padlock.New requires, so a context's
+// deadline reaches the socket. Pass option functions to change them. On the fallback, Miniredis gives the miniredis itself.
 //
 // StartCluster and StartSentinel build a Redis Cluster and a Sentinel
 // deployment from real servers; they skip the test without redis-server (or

@@ -306,18 +306,20 @@ func (s *SentinelSetup) WaitSettled(t testing.TB, addr string) {
 }
 
 // FailoverOptions returns a new copy of the go-redis options Client uses:
-// MasterName, every sentinel, and the timeouts of Server.Options (1 s
-// dial, read and write, 2 s pool, one dial attempt, no retries).
+// MasterName, every sentinel, and the timeouts and ContextTimeoutEnabled
+// of Server.Options (1 s dial, read and write, 2 s pool, one dial
+// attempt, no retries).
 func (s *SentinelSetup) FailoverOptions() *redis.FailoverOptions {
 	return &redis.FailoverOptions{
-		MasterName:    MasterName,
-		SentinelAddrs: s.SentinelAddrs(),
-		DialTimeout:   clientDialTimeout,
-		DialerRetries: 1,
-		ReadTimeout:   clientIOTimeout,
-		WriteTimeout:  clientIOTimeout,
-		PoolTimeout:   clientPoolTimeout,
-		MaxRetries:    -1,
+		MasterName:            MasterName,
+		SentinelAddrs:         s.SentinelAddrs(),
+		DialTimeout:           clientDialTimeout,
+		DialerRetries:         1,
+		ReadTimeout:           clientIOTimeout,
+		WriteTimeout:          clientIOTimeout,
+		PoolTimeout:           clientPoolTimeout,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
 	}
 }
 

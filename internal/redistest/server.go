@@ -180,16 +180,19 @@ func (s *Server) Miniredis() *miniredis.Miniredis {
 // Options returns a new copy of the go-redis options Client uses: s's
 // address; 1 s dial, read and write timeouts; 2 s pool timeout; one dial
 // attempt (DialerRetries 1) and no command retries (MaxRetries -1), so a
-// fault shows on the first command instead of being retried away.
+// fault shows on the first command instead of being retried away; and
+// ContextTimeoutEnabled, as padlock.New requires (a test that wants
+// go-redis to wait out its ReadTimeout turns it off).
 func (s *Server) Options() *redis.Options {
 	return &redis.Options{
-		Addr:          s.addr,
-		DialTimeout:   clientDialTimeout,
-		DialerRetries: 1,
-		ReadTimeout:   clientIOTimeout,
-		WriteTimeout:  clientIOTimeout,
-		PoolTimeout:   clientPoolTimeout,
-		MaxRetries:    -1,
+		Addr:                  s.addr,
+		DialTimeout:           clientDialTimeout,
+		DialerRetries:         1,
+		ReadTimeout:           clientIOTimeout,
+		WriteTimeout:          clientIOTimeout,
+		PoolTimeout:           clientPoolTimeout,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
 	}
 }
 

@@ -221,39 +221,39 @@ func newLocker(f flags) (*padlock.Locker, func(), error) {
 		if f.replicaAck > 0 {
 			opts = append(opts, padlock.WithReplicaAck(f.replicaAck, f.ackTimeout))
 		}
-		return padlock.New(c, opts...), func() { _ = c.Close() }, nil
+		return lockerOn(c, opts...)
 	case "sentinel":
 		c := redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:    f.master,
-			SentinelAddrs: addrs,
-			DialTimeout:   time.Second,
-			DialerRetries: 1,
-			ReadTimeout:   time.Second,
-			WriteTimeout:  time.Second,
-			PoolTimeout:   2 * time.Second,
-			MaxRetries:    -1,
+			MasterName:            f.master,
+			SentinelAddrs:         addrs,
+			DialTimeout:           time.Second,
+			DialerRetries:         1,
+			ReadTimeout:           time.Second,
+			WriteTimeout:          time.Second,
+			PoolTimeout:           2 * time.Second,
+			MaxRetries:            -1,
+			ContextTimeoutEnabled: true,
 		})
 		if f.replicaAck > 0 {
 			opts = append(opts, padlock.WithReplicaAck(f.replicaAck, f.ackTimeout))
 		}
-		return padlock.New(c, opts...), func() { _ = c.Close() }, nil
+		return lockerOn(c, opts...)
 	case "cluster":
 		c := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:         addrs,
-			DialTimeout:   time.Second,
-			DialerRetries: 1,
-			ReadTimeout:   time.Second,
-			WriteTimeout:  time.Second,
-			PoolTimeout:   2 * time.Second,
-			MaxRetries:    -1,
+			Addrs:                 addrs,
+			DialTimeout:           time.Second,
+			DialerRetries:         1,
+			ReadTimeout:           time.Second,
+			WriteTimeout:          time.Second,
+			PoolTimeout:           2 * time.Second,
+			MaxRetries:            -1,
+			ContextTimeoutEnabled: true,
 		})
-		return padlock.New(c, opts...), func() { _ = c.Close() }, nil
+		return lockerOn(c, opts...)
 	case "redlock":
 		clients := make([]redis.UniversalClient, len(addrs))
 		for i, a := range addrs {
-			o := clientOptions(a)
-			o.ContextTimeoutEnabled = true
-			clients[i] = redis.NewClient(o)
+			clients[i] = redis.NewClient(clientOptions(a))
 		}
 		maxLease := f.maxLease
 		if maxLease == 0 {
@@ -274,17 +274,30 @@ func newLocker(f flags) (*padlock.Locker, func(), error) {
 	return nil, nil, fmt.Errorf("-mode %q: want single, redlock, sentinel or cluster", f.mode)
 }
 
+// lockerOn returns a Locker on c and what closes c; when New refuses c,
+// it closes c and returns the error.
+func lockerOn(c redis.UniversalClient, opts ...padlock.LockerOption) (*padlock.Locker, func(), error) {
+	l, err := padlock.New(c, opts...)
+	if err != nil {
+		_ = c.Close()
+		return nil, nil, err
+	}
+	return l, func() { _ = c.Close() }, nil
+}
+
 // clientOptions are short timeouts, one dial attempt and no retries, so a
-// fault shows on the first command, as in the library's own tests.
+// fault shows on the first command, as in the library's own tests, and
+// ContextTimeoutEnabled, as padlock.New and NewRedlock require.
 func clientOptions(addr string) *redis.Options {
 	return &redis.Options{
-		Addr:          addr,
-		DialTimeout:   time.Second,
-		DialerRetries: 1,
-		ReadTimeout:   time.Second,
-		WriteTimeout:  time.Second,
-		PoolTimeout:   2 * time.Second,
-		MaxRetries:    -1,
+		Addr:                  addr,
+		DialTimeout:           time.Second,
+		DialerRetries:         1,
+		ReadTimeout:           time.Second,
+		WriteTimeout:          time.Second,
+		PoolTimeout:           2 * time.Second,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
 	}
 }
 
