@@ -23,7 +23,7 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// The shared helpers (helpers_test.go), under the names this package's
+// The shared helpers (helpers_internal_test.go), under the names this package's
 // tests use: newLocker is startLocker there, where newLocker is the
 // package's own constructor of every Locker.
 var (
