@@ -111,22 +111,6 @@ func TestFairWaiterThatGivesUpLeavesQueue(t *testing.T) {
 	}
 }
 
-// waitQueueLen waits until key's fair queue holds n waiters.
-func waitQueueLen(t *testing.T, rdb redis.Cmdable, key string, n int) {
-	t.Helper()
-	queue := "padlock:{" + key + "}:queue"
-	ctx := ctxFor(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if got := rdb.LLen(ctx, queue).Val(); got == int64(n) {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	entries := rdb.LRange(ctx, queue, 0, -1).Val()
-	t.Fatalf("queue %s is %s, want %d waiters", queue, strings.Join(entries, ", "), n)
-}
-
 // TestFairLostReplyQueuesOnce loses the reply of a fair waiter's first
 // attempt after Redis queued it, so the waiter asks to be queued again: as
 // a new attempt after a read timeout, as a copy of the same attempt after

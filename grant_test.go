@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"net"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -18,100 +16,6 @@ import (
 	"github.com/padlockgo/padlock"
 	"github.com/redis/go-redis/v9"
 )
-
-// "One identity per grant": whatever arrives late from an earlier grant (a
-// lost attempt's clean-up, a stalled Proclaim, a renewal in flight) is a
-// stranger to a later grant and changes nothing. The tests below stage
-// each of those on a real server with go-redis hooks on the client of the
-// Locker under test: a reply lost after the server ran the command, a
-// command held back and sent later (the bytes of a stalled connection
-// that arrive after those of a newer one), a send stalled after the
-// client's checks passed. Every fault is one the network or the scheduler
-// may cause; the promise each test names must hold under it.
-
-// faultHook is a go-redis hook whose behaviour a test sets and changes
-// while the client is in use; with nothing set, it passes everything on.
-type faultHook struct {
-	proc atomic.Pointer[procFault]
-	pipe atomic.Pointer[pipeFault]
-}
-
-type (
-	procFault func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
-	pipeFault func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error
-)
-
-func hookOn(rdb *redis.Client) *faultHook {
-	h := &faultHook{}
-	rdb.AddHook(h)
-	return h
-}
-
-func (h *faultHook) onProcess(f procFault)  { h.proc.Store(&f) }
-func (h *faultHook) onPipeline(f pipeFault) { h.pipe.Store(&f) }
-
-func (h *faultHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if f := h.proc.Load(); f != nil {
-			return (*f)(ctx, cmd, next)
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if f := h.pipe.Load(); f != nil {
-			return (*f)(ctx, cmds, next)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-// errReplyLost is what a client sees when a reply does not come back in
-// time: the command may have run (padlock takes it for "maybe sent").
-var errReplyLost error = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
-
-// scriptKeys returns the KEYS of an EVAL or EVALSHA command, nil for any
-// other command.
-func scriptKeys(cmd redis.Cmder) []string {
-	args := cmd.Args()
-	if len(args) < 3 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
-		return nil
-	}
-	var n int
-	switch v := args[2].(type) {
-	case int:
-		n = v
-	case int64:
-		n = int(v)
-	default:
-		return nil
-	}
-	if n < 0 || len(args) < 3+n {
-		return nil
-	}
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i], _ = args[3+i].(string)
-	}
-	return keys
-}
-
-// firstKey returns KEYS[1] of a script command, "" for any other command.
-func firstKey(cmd redis.Cmder) string {
-	if keys := scriptKeys(cmd); len(keys) > 0 {
-		return keys[0]
-	}
-	return ""
-}
-
-// hasArg reports whether one of cmd's arguments is the string s.
-func hasArg(cmd redis.Cmder, s string) bool {
-	return slices.ContainsFunc(cmd.Args(), func(a any) bool { v, ok := a.(string); return ok && v == s })
-}
 
 // lateCleanup is the fault of the late clean-up scenarios, on the script
 // commands whose KEYS[1] is key: the first (the attempt) runs and its
@@ -466,15 +370,6 @@ func stall(t *testing.T, match func(redis.Cmder) bool) (f procFault, entered cha
 		return next(ctx, cmd)
 	}
 	return f, entered, release
-}
-
-func awaitSignal(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: never happened", what)
-	}
 }
 
 // TestElectionStalledProclaimOfResignedTerm: A leads; its Proclaim passes

@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,3 +169,309 @@ func clusterKeys(l *Locker, nodes, perNode int) [][]string {
 	}
 	return keys
 }
+
+// awaitWaiters waits until cond holds for l's local waiters on key (nil
+// when none wait), checked under the notifier's lock; what names the
+// condition in the failure.
+func awaitWaiters(t *testing.T, l *Locker, key, what string, cond func(kw *keyWaiters) bool) {
+	t.Helper()
+	channel, _, _ := l.keys.lockKeys(key)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		l.notifier.mu.Lock()
+		ok := cond(l.notifier.keys[channel])
+		l.notifier.mu.Unlock()
+		if ok {
+			return
+		}
+	}
+	t.Fatalf("%s: never happened for %q", what, key)
+}
+
+// waitForWaiters waits until n local waiters queue for key, with a live
+// subscription.
+func waitForWaiters(t *testing.T, l *Locker, key string, n int) {
+	t.Helper()
+	awaitWaiters(t, l, key, fmt.Sprintf("%d waiters with a live subscription", n), func(kw *keyWaiters) bool {
+		return kw != nil && len(kw.waiters) == n && kw.live
+	})
+}
+
+// queueWaiters starts n waiting Acquires for key on l, one at a time so
+// that they queue in order, and returns the channel their locks arrive on,
+// in the order they got them, each tagged with its place in the queue.
+func queueWaiters(t *testing.T, l *Locker, key string, n int, o Options) <-chan handed {
+	t.Helper()
+	got := make(chan handed, n)
+	for i := range n {
+		go func() {
+			lk, err := l.Acquire(context.Background(), key, o)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			got <- handed{i, lk}
+		}()
+		waitForWaiters(t, l, key, i+1)
+		waitParked(t, l, key, i+1)
+	}
+	return got
+}
+
+type handed struct {
+	place int
+	lk    *Lock
+}
+
+// waitParked waits until n waiters for key are asleep.
+func waitParked(t *testing.T, l *Locker, key string, n int) {
+	t.Helper()
+	awaitWaiters(t, l, key, fmt.Sprintf("%d waiters asleep", n), func(kw *keyWaiters) bool {
+		parked := 0
+		if kw != nil {
+			for _, w := range kw.waiters {
+				if w.parked {
+					parked++
+				}
+			}
+		}
+		return parked == n
+	})
+}
+
+// extendCall reports whether args run the extend script (EVALSHA, or EVAL
+// on a server that lacks it) with a lease of ttl (0: any).
+func extendCall(args []any, ttl time.Duration) bool {
+	if len(args) != 7 || !(args[0] == "evalsha" && args[1] == extendScript.Hash() || args[0] == "eval" && args[1] == extendScript.src) {
+		return false
+	}
+	return ttl == 0 || args[5] == ttl.Milliseconds() || args[5] == strconv.FormatInt(ttl.Milliseconds(), 10)
+}
+
+// lagHook delays, by a go-redis hook, the replies of commands that match
+// after the server ran them (after), or the sending of pipelines that match
+// before the server sees them (before). held is signalled when a pipeline
+// is held back.
+type lagHook struct {
+	after       func(args []any) bool
+	afterDelay  time.Duration
+	before      func(args []any) bool
+	beforeDelay time.Duration
+	held        chan struct{}
+	armed       atomic.Bool
+}
+
+func (h *lagHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lagHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if h.after != nil && h.armed.Load() && h.after(cmd.Args()) {
+			time.Sleep(h.afterDelay)
+		}
+		return err
+	}
+}
+
+func (h *lagHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.before != nil && h.armed.Load() {
+			for _, c := range cmds {
+				if h.before(c.Args()) {
+					select {
+					case h.held <- struct{}{}:
+					default:
+					}
+					time.Sleep(h.beforeDelay)
+					break
+				}
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// contend has another Locker wait for key for wait; if it takes the lock,
+// the holder must already have heard that its lock is lost.
+func contend(t *testing.T, srv *redistest.Server, key string, holder *Lock, wait time.Duration) {
+	t.Helper()
+	other := mustNew(t, srv.Client(t))
+	defer other.Close()
+	ctx := context.Background()
+	lk, err := other.Acquire(ctx, key, Options{Wait: wait})
+	if err != nil {
+		if !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("other Locker: %v", err)
+		}
+		if holder.Err() != nil {
+			t.Fatalf("the holder lost its lock (%v) although nobody else could take the key", holder.Err())
+		}
+		return
+	}
+	defer lk.Release(ctx)
+	if holder.Err() == nil {
+		ttl, terr := holder.TTL(ctx)
+		t.Fatalf("another Locker took the key while the holder's lock reports held (holder's TTL: %v, %v)", ttl, terr)
+	}
+}
+
+// holdScript holds back, while armed, the first command of one script
+// (by its SHA or source): not sent now, the caller sees a read timeout,
+// and the test sends it later (late).
+type holdScript struct {
+	s     *script
+	mu    sync.Mutex
+	armed bool
+	held  []any
+}
+
+func (h *holdScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		h.mu.Lock()
+		hold := h.s.is(args) && h.armed
+		if hold {
+			h.armed, h.held = false, append([]any(nil), args...)
+		}
+		h.mu.Unlock()
+		if hold {
+			cmd.SetErr(errFaultTimeout)
+			return errFaultTimeout
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *holdScript) arm() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.armed = true
+}
+
+// late returns the command held back, as EVAL (the server may not have
+// the script), or nil when none was.
+func (h *holdScript) late() []any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held == nil {
+		return nil
+	}
+	args := slices.Clone(h.held)
+	args[0], args[1] = "eval", h.s.src
+	return args
+}
+
+func (s *script) is(args []any) bool {
+	return len(args) > 1 && (args[0] == "evalsha" && args[1] == s.Hash() || args[0] == "eval" && args[1] == s.src)
+}
+
+// redlockHooked starts three Redis servers and a Redlock Locker on them
+// with the Redlock tests' timings, whose client of node i carries
+// hooks[i], once the nodes may vote.
+func redlockHooked(t *testing.T, hooks map[int]redis.Hook) (*Locker, []*redistest.Server) {
+	t.Helper()
+	redistest.Require(t)
+	servers := redistest.StartN(t, 3)
+	time.Sleep(rlNodesVote)
+	clients := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		c := s.Client(t, func(o *redis.Options) {
+			o.ContextTimeoutEnabled = true
+			o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
+		})
+		if h := hooks[i]; h != nil {
+			c.AddHook(h)
+		}
+		clients[i] = c
+	}
+	l, err := NewRedlock(clients, WithMaxLease(rlMaxLease), WithNodeTimeout(rlNodeTimeout), WithDefaults(Options{TTL: rlMaxLease}))
+	if err != nil {
+		t.Fatalf("NewRedlock: %v", err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	awaitVotes(t, l)
+	return l, servers
+}
+
+var errFaultTimeout = &os.PathError{Op: "read", Path: "fault", Err: os.ErrDeadlineExceeded}
+
+// holdBackends are the deployments the semaphore and read-write tests run
+// on: one server, and a 3-master Cluster (sharded notices, keys in every
+// slot's node).
+var holdBackends = []struct {
+	name  string
+	start func(t *testing.T) func() redis.UniversalClient
+}{
+	{"single", func(t *testing.T) func() redis.UniversalClient {
+		srv := redistest.Start(t)
+		return func() redis.UniversalClient { return srv.Client(t) }
+	}},
+	{"cluster", func(t *testing.T) func() redis.UniversalClient {
+		c := redistest.StartCluster(t, 3)
+		return func() redis.UniversalClient { return c.Client(t) }
+	}},
+}
+
+// newSemaphore returns a semaphore of n permits on a new Locker on client,
+// both closed when t ends.
+func newSemaphore(t *testing.T, client redis.UniversalClient, n int, opts ...LockerOption) (*Locker, *Semaphore) {
+	t.Helper()
+	l := mustNew(t, client, opts...)
+	t.Cleanup(func() { l.Close() })
+	s, err := l.Semaphore(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, s
+}
+
+// awaitHoldWaiters waits until n of l's waiters are asleep on channel,
+// with notices arriving.
+func awaitHoldWaiters(t *testing.T, l *Locker, channel string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		l.notifier.mu.Lock()
+		parked := 0
+		kw := l.notifier.keys[channel]
+		if kw != nil {
+			for _, w := range kw.waiters {
+				if w.parked {
+					parked++
+				}
+			}
+		}
+		ok := parked == n && kw.live
+		l.notifier.mu.Unlock()
+		if ok {
+			return
+		}
+	}
+	t.Fatalf("%d waiters asleep on %q: never happened", n, channel)
+}
+
+// quorumOf returns a Redlock store of n nodes that are never dialled,
+// for the tests that count votes and build a QuorumError.
+func quorumOf(n int) *quorum {
+	q := &quorum{nodes: make([]*node, n), need: n/2 + 1}
+	for i := range q.nodes {
+		q.nodes[i] = &node{addr: fmt.Sprintf("10.0.0.%d:6379", i+1)}
+	}
+	return q
+}
+
+// replyError stands for a Redis error reply.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+// timeoutError stands for a socket deadline that passed.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }

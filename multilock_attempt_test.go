@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,49 +19,6 @@ import (
 // attempt took the keys, names a token nobody holds and changes nothing.
 // Each test below holds the rollback back with a go-redis hook and sends
 // it once the set is taken, as a network that delayed it would.
-
-// holdScript holds back, while armed, the first command of one script
-// (by its SHA or source): not sent now, the caller sees a read timeout,
-// and the test sends it later (late).
-type holdScript struct {
-	s     *script
-	mu    sync.Mutex
-	armed bool
-	held  []any
-}
-
-func (s *script) is(args []any) bool {
-	return len(args) > 1 && (args[0] == "evalsha" && args[1] == s.Hash() || args[0] == "eval" && args[1] == s.src)
-}
-
-func (h *holdScript) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *holdScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		h.mu.Lock()
-		hold := h.s.is(args) && h.armed
-		if hold {
-			h.armed, h.held = false, append([]any(nil), args...)
-		}
-		h.mu.Unlock()
-		if hold {
-			cmd.SetErr(errFaultTimeout)
-			return errFaultTimeout
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *holdScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func (h *holdScript) arm() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.armed = true
-}
 
 // acquireAllAround runs AcquireAll, then sends the commands hooks held
 // back: a rollback of an earlier attempt that Redis runs late, after the
@@ -82,19 +38,6 @@ func acquireAllAround(t *testing.T, l *Locker, keys []string, o Options, hooks [
 		send(i, late)
 	}
 	return m
-}
-
-// late returns the command held back, as EVAL (the server may not have
-// the script), or nil when none was.
-func (h *holdScript) late() []any {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.held == nil {
-		return nil
-	}
-	args := slices.Clone(h.held)
-	args[0], args[1] = "eval", h.s.src
-	return args
 }
 
 // TestAcquireAllBusyRollbackRunLateOnCluster: on Cluster, an AcquireAll
@@ -245,32 +188,4 @@ func sleepingIn(fn string) bool {
 		}
 	}
 	return false
-}
-
-// redlockHooked starts three Redis servers and a Redlock Locker on them
-// with the Redlock tests' timings, whose client of node i carries
-// hooks[i], once the nodes may vote.
-func redlockHooked(t *testing.T, hooks map[int]redis.Hook) (*Locker, []*redistest.Server) {
-	t.Helper()
-	redistest.Require(t)
-	servers := redistest.StartN(t, 3)
-	time.Sleep(rlNodesVote)
-	clients := make([]redis.UniversalClient, len(servers))
-	for i, s := range servers {
-		c := s.Client(t, func(o *redis.Options) {
-			o.ContextTimeoutEnabled = true
-			o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
-		})
-		if h := hooks[i]; h != nil {
-			c.AddHook(h)
-		}
-		clients[i] = c
-	}
-	l, err := NewRedlock(clients, WithMaxLease(rlMaxLease), WithNodeTimeout(rlNodeTimeout), WithDefaults(Options{TTL: rlMaxLease}))
-	if err != nil {
-		t.Fatalf("NewRedlock: %v", err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	awaitVotes(t, l)
-	return l, servers
 }

@@ -16,14 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func quorumOf(n int) *quorum {
-	q := &quorum{nodes: make([]*node, n), need: n/2 + 1}
-	for i := range q.nodes {
-		q.nodes[i] = &node{addr: fmt.Sprintf("10.0.0.%d:6379", i+1)}
-	}
-	return q
-}
-
 func TestQuorumHolderTTL(t *testing.T) {
 	ms := func(d int) time.Duration { return time.Duration(d) * time.Millisecond }
 	busy := func(d int) vote { return vote{busy: true, holderTTL: ms(d)} }
@@ -97,19 +89,6 @@ func TestQuorumDecide(t *testing.T) {
 		})
 	}
 }
-
-// replyError stands for a Redis error reply.
-type replyError string
-
-func (e replyError) Error() string { return string(e) }
-func (replyError) RedisError()     {}
-
-// timeoutError stands for a socket deadline that passed.
-type timeoutError struct{}
-
-func (timeoutError) Error() string   { return "i/o timeout" }
-func (timeoutError) Timeout() bool   { return true }
-func (timeoutError) Temporary() bool { return true }
 
 func TestOutcomeOf(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}

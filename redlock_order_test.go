@@ -3,7 +3,6 @@ package padlock
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -27,8 +26,6 @@ type nodeFault struct {
 	next string  // "hold" or "lose" for the next extend; "" runs it
 	held [][]any // the extends held back, to send late
 }
-
-var errFaultTimeout = &os.PathError{Op: "read", Path: "fault", Err: os.ErrDeadlineExceeded}
 
 func (f *nodeFault) set(mode string) {
 	f.mu.Lock()

@@ -317,33 +317,6 @@ func TestRedlockRestartedNodeDoesNotVote(t *testing.T) {
 	_ = lk.Release(ctx)
 }
 
-// checkNodes asserts that err carries a *padlock.QuorumError for op whose
-// node results have the outcomes want, in the order of servers, and
-// returns it.
-func checkNodes(t *testing.T, call string, err error, op string, servers []*redistest.Server, want []padlock.NodeOutcome) *padlock.QuorumError {
-	t.Helper()
-	var qe *padlock.QuorumError
-	if !errors.As(err, &qe) {
-		t.Fatalf("%s: errors.As(%v) finds no *padlock.QuorumError", call, err)
-	}
-	if qe.Op != op || qe.Need != len(servers)/2+1 || len(qe.Nodes) != len(servers) {
-		t.Fatalf("%s: got Op %q, Need %d, %d nodes; want %q, %d, %d", call, qe.Op, qe.Need, len(qe.Nodes), op, len(servers)/2+1, len(servers))
-	}
-	for i, r := range qe.Nodes {
-		if r.Index != i || r.Addr != servers[i].Addr() || r.Outcome != want[i] {
-			t.Errorf("%s: Nodes[%d] = %d %s %v (%v), want %d %s %v", call, i, r.Index, r.Addr, r.Outcome, r.Err, i, servers[i].Addr(), want[i])
-		}
-		failed := r.Outcome == padlock.NodeTimeout || r.Outcome == padlock.NodeUnreachable
-		if (failed && r.Err == nil) || (r.Outcome == padlock.NodeAgreed && r.Err != nil) {
-			t.Errorf("%s: Nodes[%d] is %v with Err %v", call, i, r.Outcome, r.Err)
-		}
-		if r.Outcome != padlock.NodeAgreed && !strings.Contains(err.Error(), r.Addr+": "+r.Outcome.String()) {
-			t.Errorf("%s: error %q does not name %s as %v", call, err, r.Addr, r.Outcome)
-		}
-	}
-	return qe
-}
-
 // TestRedlockFreshNodes: nodes that just started do not vote for the max
 // lease, and the error names each with the time it still has to wait;
 // WithPersistentNodes lets nodes that persist every write vote at once,

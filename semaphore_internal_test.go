@@ -10,38 +10,7 @@ import (
 	"time"
 
 	"github.com/padlockgo/padlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
-
-// holdBackends are the deployments the semaphore and read-write tests run
-// on: one server, and a 3-master Cluster (sharded notices, keys in every
-// slot's node).
-var holdBackends = []struct {
-	name  string
-	start func(t *testing.T) func() redis.UniversalClient
-}{
-	{"single", func(t *testing.T) func() redis.UniversalClient {
-		srv := redistest.Start(t)
-		return func() redis.UniversalClient { return srv.Client(t) }
-	}},
-	{"cluster", func(t *testing.T) func() redis.UniversalClient {
-		c := redistest.StartCluster(t, 3)
-		return func() redis.UniversalClient { return c.Client(t) }
-	}},
-}
-
-// newSemaphore returns a semaphore of n permits on a new Locker on client,
-// both closed when t ends.
-func newSemaphore(t *testing.T, client redis.UniversalClient, n int, opts ...LockerOption) (*Locker, *Semaphore) {
-	t.Helper()
-	l := mustNew(t, client, opts...)
-	t.Cleanup(func() { l.Close() })
-	s, err := l.Semaphore(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l, s
-}
 
 // maxCounter tracks how many holders are inside at once, and the most
 // ever seen.
@@ -286,30 +255,6 @@ func TestSemaphoreNoticeWakesWaiter(t *testing.T) {
 			held[1].Release(ctx)
 		})
 	}
-}
-
-// awaitHoldWaiters waits until n of l's waiters are asleep on channel,
-// with notices arriving.
-func awaitHoldWaiters(t *testing.T, l *Locker, channel string, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		l.notifier.mu.Lock()
-		parked := 0
-		kw := l.notifier.keys[channel]
-		if kw != nil {
-			for _, w := range kw.waiters {
-				if w.parked {
-					parked++
-				}
-			}
-		}
-		ok := parked == n && kw.live
-		l.notifier.mu.Unlock()
-		if ok {
-			return
-		}
-	}
-	t.Fatalf("%d waiters asleep on %q: never happened", n, channel)
 }
 
 // TestSemaphoreFairOrder queues waiters from separate Lockers one after

@@ -3,9 +3,7 @@ package padlock
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,82 +14,6 @@ import (
 // Tests that the lock-lost signal comes before another owner can take the
 // key, whatever order Redis runs lease changes in and answers them, and
 // that a hand-off never passes on a lock Redis may no longer hold.
-
-// extendCall reports whether args run the extend script (EVALSHA, or EVAL
-// on a server that lacks it) with a lease of ttl (0: any).
-func extendCall(args []any, ttl time.Duration) bool {
-	if len(args) != 7 || !(args[0] == "evalsha" && args[1] == extendScript.Hash() || args[0] == "eval" && args[1] == extendScript.src) {
-		return false
-	}
-	return ttl == 0 || args[5] == ttl.Milliseconds() || args[5] == strconv.FormatInt(ttl.Milliseconds(), 10)
-}
-
-// lagHook delays, by a go-redis hook, the replies of commands that match
-// after the server ran them (after), or the sending of pipelines that match
-// before the server sees them (before). held is signalled when a pipeline
-// is held back.
-type lagHook struct {
-	after       func(args []any) bool
-	afterDelay  time.Duration
-	before      func(args []any) bool
-	beforeDelay time.Duration
-	held        chan struct{}
-	armed       atomic.Bool
-}
-
-func (h *lagHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *lagHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if h.after != nil && h.armed.Load() && h.after(cmd.Args()) {
-			time.Sleep(h.afterDelay)
-		}
-		return err
-	}
-}
-
-func (h *lagHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if h.before != nil && h.armed.Load() {
-			for _, c := range cmds {
-				if h.before(c.Args()) {
-					select {
-					case h.held <- struct{}{}:
-					default:
-					}
-					time.Sleep(h.beforeDelay)
-					break
-				}
-			}
-		}
-		return next(ctx, cmds)
-	}
-}
-
-// contend has another Locker wait for key for wait; if it takes the lock,
-// the holder must already have heard that its lock is lost.
-func contend(t *testing.T, srv *redistest.Server, key string, holder *Lock, wait time.Duration) {
-	t.Helper()
-	other := mustNew(t, srv.Client(t))
-	defer other.Close()
-	ctx := context.Background()
-	lk, err := other.Acquire(ctx, key, Options{Wait: wait})
-	if err != nil {
-		if !errors.Is(err, ErrNotAcquired) {
-			t.Fatalf("other Locker: %v", err)
-		}
-		if holder.Err() != nil {
-			t.Fatalf("the holder lost its lock (%v) although nobody else could take the key", holder.Err())
-		}
-		return
-	}
-	defer lk.Release(ctx)
-	if holder.Err() == nil {
-		ttl, terr := holder.TTL(ctx)
-		t.Fatalf("another Locker took the key while the holder's lock reports held (holder's TTL: %v, %v)", ttl, terr)
-	}
-}
 
 // TestExtendRacingRenewal: the watchdog's renewal, with the old lease, is
 // sent before an Extend to a longer lease but runs after it, and answers

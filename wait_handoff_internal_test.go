@@ -14,47 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// queueWaiters starts n waiting Acquires for key on l, one at a time so
-// that they queue in order, and returns the channel their locks arrive on,
-// in the order they got them, each tagged with its place in the queue.
-func queueWaiters(t *testing.T, l *Locker, key string, n int, o Options) <-chan handed {
-	t.Helper()
-	got := make(chan handed, n)
-	for i := range n {
-		go func() {
-			lk, err := l.Acquire(context.Background(), key, o)
-			if err != nil {
-				t.Errorf("waiter %d: %v", i, err)
-			}
-			got <- handed{i, lk}
-		}()
-		waitForWaiters(t, l, key, i+1)
-		waitParked(t, l, key, i+1)
-	}
-	return got
-}
-
-type handed struct {
-	place int
-	lk    *Lock
-}
-
-// waitParked waits until n waiters for key are asleep.
-func waitParked(t *testing.T, l *Locker, key string, n int) {
-	t.Helper()
-	awaitWaiters(t, l, key, fmt.Sprintf("%d waiters asleep", n), func(kw *keyWaiters) bool {
-		parked := 0
-		if kw != nil {
-			for _, w := range kw.waiters {
-				if w.parked {
-					parked++
-				}
-			}
-		}
-		return parked == n
-	})
-}
-
 // holderWithWaiter takes key on l as a waiting holder with fences reserved
 // for waiters behind it, and queues one waiter with options o behind it.
 func holderWithWaiter(t *testing.T, l *Locker, key string, o Options) (*Lock, <-chan handed) {

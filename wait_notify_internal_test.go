@@ -2,7 +2,6 @@ package padlock
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,32 +11,6 @@ import (
 	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
-
-// awaitWaiters waits until cond holds for l's local waiters on key (nil
-// when none wait), checked under the notifier's lock; what names the
-// condition in the failure.
-func awaitWaiters(t *testing.T, l *Locker, key, what string, cond func(kw *keyWaiters) bool) {
-	t.Helper()
-	channel, _, _ := l.keys.lockKeys(key)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		l.notifier.mu.Lock()
-		ok := cond(l.notifier.keys[channel])
-		l.notifier.mu.Unlock()
-		if ok {
-			return
-		}
-	}
-	t.Fatalf("%s: never happened for %q", what, key)
-}
-
-// waitForWaiters waits until n local waiters queue for key, with a live
-// subscription.
-func waitForWaiters(t *testing.T, l *Locker, key string, n int) {
-	t.Helper()
-	awaitWaiters(t, l, key, fmt.Sprintf("%d waiters with a live subscription", n), func(kw *keyWaiters) bool {
-		return kw != nil && len(kw.waiters) == n && kw.live
-	})
-}
 
 // TestReleaseWakesOneWaiter queues many waiters in one Locker and checks
 // that a release costs one attempt, not one per waiter, and that no waiter
