@@ -3,7 +3,6 @@ package padlock_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/padlockgo/padlock"
-	"github.com/padlockgo/padlock/internal/hashslot"
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
@@ -208,44 +206,5 @@ func TestClusterReplicaAckWithoutReplicas(t *testing.T) {
 				t.Errorf("node %d holds lock key %q after the failed acquisitions, want none", i, k)
 			}
 		}
-	}
-}
-
-// TestClusterKeyCountBounded: on Cluster each hash slot has its own fence
-// counter, so what distinct locks leave behind is bounded by the 16384
-// slots, however many keys were locked.
-func TestClusterKeyCountBounded(t *testing.T) {
-	t.Parallel()
-	c, l := startCluster(t)
-	ctx := context.Background()
-	const n = 20000
-	var wg sync.WaitGroup
-	for w := range 10 {
-		wg.Go(func() {
-			for i := w; i < n; i += 10 {
-				lk, err := l.Acquire(ctx, fmt.Sprintf("bounded:%d", i), padlock.Options{})
-				if err != nil {
-					t.Errorf("Acquire: %v", err)
-					return
-				}
-				if err := lk.Release(ctx); err != nil {
-					t.Errorf("Release: %v", err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	left := 0
-	for _, node := range c.Nodes() {
-		for _, k := range node.Keys(t) {
-			if !strings.HasPrefix(k, "padlock:fence:{") {
-				t.Fatalf("node %s: key %q left behind; only fence counters may stay", node, k)
-			}
-			left++
-		}
-	}
-	t.Logf("%d distinct locks left %d fence counters", n, left)
-	if left > hashslot.Count {
-		t.Fatalf("%d keys left after %d distinct locks, want at most one per slot (%d)", left, n, hashslot.Count)
 	}
 }

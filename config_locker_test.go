@@ -325,28 +325,6 @@ func TestContextCancelEndsWait(t *testing.T) {
 	}
 }
 
-func TestInvalidInput(t *testing.T) {
-	l, _, _ := newLocker(t)
-	ctx := ctxFor(t)
-	for _, tc := range []struct {
-		name, key string
-		o         padlock.Options
-		field     string
-	}{
-		{"empty key", "", padlock.Options{}, "key"},
-		{"negative TTL", "k", padlock.Options{TTL: -time.Second}, "Options.TTL"},
-		{"sub-millisecond TTL", "k", padlock.Options{TTL: 500 * time.Microsecond}, "Options.TTL"},
-		{"negative Wait", "k", padlock.Options{Wait: -1}, "Options.Wait"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			lk, err := l.Acquire(ctx, tc.key, tc.o)
-			if lk != nil || !errors.Is(err, padlock.ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
-				t.Fatalf("got %v, %v; want an ErrInvalid error naming %s", lk, err, tc.field)
-			}
-		})
-	}
-}
-
 func TestNewPanicsOnBadConfiguration(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	for _, tc := range []struct {
@@ -484,66 +462,6 @@ func TestRedisDownFailsFast(t *testing.T) {
 				t.Fatalf("gave up after %v of a %v wait; want an early ErrUnavailable", took, wait)
 			}
 		})
-	}
-}
-
-func TestKeysWithBracesAndPrefix(t *testing.T) {
-	l, _, rdb := newLocker(t, padlock.WithKeyPrefix("app:locks:"))
-	ctx := ctxFor(t)
-	keys := []string{"a}", "a%7D", "{a}", "a", "}{", "order:{42}:pay"}
-	var held []*padlock.Lock
-	for _, k := range keys {
-		held = append(held, mustAcquire(t, l, ctx, k, padlock.Options{}))
-	}
-	got, err := rdb.Keys(ctx, "app:locks:{*").Result()
-	if err != nil || len(got) != len(keys) {
-		t.Fatalf("lock keys %v, %v; want %d distinct ones", got, err, len(keys))
-	}
-	for _, lk := range held {
-		if err := lk.Release(ctx); err != nil {
-			t.Fatalf("Release %q: %v", lk.Key(), err)
-		}
-	}
-}
-
-// TestKeyCountBounded locks many distinct keys and checks that what stays
-// behind in Redis does not grow with how many keys were ever locked: on one
-// deployment, the single fence counter (Cluster: one per hash slot, see
-// TestClusterKeyCountBounded).
-func TestKeyCountBounded(t *testing.T) {
-	l, srv, _ := newLocker(t)
-	ctx := ctxFor(t)
-	before := srv.DBSize(t)
-	lockMany := func(batch, n int) {
-		var wg sync.WaitGroup
-		for w := range 10 {
-			wg.Go(func() {
-				for i := w; i < n; i += 10 {
-					// Fair ones too: their queue keys must go as well.
-					o := padlock.Options{Fair: i%2 == 0}
-					lk, err := l.Acquire(ctx, fmt.Sprintf("bounded:%d:%d", batch, i), o)
-					if err != nil {
-						t.Errorf("Acquire: %v", err)
-						return
-					}
-					if err := lk.Release(ctx); err != nil {
-						t.Errorf("Release: %v", err)
-					}
-				}
-			})
-		}
-		wg.Wait()
-	}
-	lockMany(1, 10000)
-	afterFirst := srv.DBSize(t) - before
-	lockMany(2, 10000)
-	afterSecond := srv.DBSize(t) - before
-	t.Logf("keys left after 10,000 distinct locks: %d; after 20,000: %d", afterFirst, afterSecond)
-	if afterFirst != 1 || afterSecond != 1 {
-		t.Fatalf("keys left: %d after 10,000 distinct locks, %d after 20,000; want the fence counter alone", afterFirst, afterSecond)
-	}
-	if keys := srv.Keys(t); len(keys) != 1 || keys[0] != "padlock:fence" {
-		t.Fatalf("keys left %q, want only the fence counter padlock:fence", keys)
 	}
 }
 

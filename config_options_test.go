@@ -165,3 +165,25 @@ func TestHoldOwner(t *testing.T) {
 		})
 	}
 }
+
+func TestInvalidInput(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	for _, tc := range []struct {
+		name, key string
+		o         padlock.Options
+		field     string
+	}{
+		{"empty key", "", padlock.Options{}, "key"},
+		{"negative TTL", "k", padlock.Options{TTL: -time.Second}, "Options.TTL"},
+		{"sub-millisecond TTL", "k", padlock.Options{TTL: 500 * time.Microsecond}, "Options.TTL"},
+		{"negative Wait", "k", padlock.Options{Wait: -1}, "Options.Wait"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lk, err := l.Acquire(ctx, tc.key, tc.o)
+			if lk != nil || !errors.Is(err, padlock.ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("got %v, %v; want an ErrInvalid error naming %s", lk, err, tc.field)
+			}
+		})
+	}
+}
