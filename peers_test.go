@@ -49,46 +49,6 @@ func TestOneOfManyTakesIt(t *testing.T) {
 	}
 }
 
-// TestForeignValueIsNotOurs: someone overwrites the lock's key by hand.
-// Release, Extend and TTL must say the lock is not held and leave the
-// other value alone.
-func TestForeignValueIsNotOurs(t *testing.T) {
-	l, _, rdb := newLocker(t)
-	ctx := ctxFor(t)
-	key := testKey(t)
-	lockKey := "padlock:{" + key + "}"
-	for _, op := range []string{"Release", "Extend", "TTL"} {
-		t.Run(op, func(t *testing.T) {
-			lk := mustAcquire(t, l, ctx, key, padlock.Options{})
-			if err := rdb.Set(ctx, lockKey, "ABCD", time.Minute).Err(); err != nil {
-				t.Fatal(err)
-			}
-			var err error
-			switch op {
-			case "Release":
-				err = lk.Release(ctx)
-			case "Extend":
-				err = lk.Extend(ctx, time.Hour)
-			case "TTL":
-				_, err = lk.TTL(ctx)
-			}
-			if !errors.Is(err, padlock.ErrNotHeld) {
-				t.Fatalf("%s of an overwritten lock: %v, want ErrNotHeld", op, err)
-			}
-			if !errors.Is(lk.Err(), padlock.ErrLockLost) {
-				t.Fatalf("Err after %s found the lock gone: %v, want ErrLockLost", op, lk.Err())
-			}
-			v, _ := rdb.Get(ctx, lockKey).Result()
-			ttl, _ := rdb.PTTL(ctx, lockKey).Result()
-			if v != "ABCD" || ttl > time.Minute {
-				t.Fatalf("the other value after %s: %q with %v left, want \"ABCD\" untouched", op, v, ttl)
-			}
-			rdb.Del(ctx, lockKey)
-			lk.Release(ctx)
-		})
-	}
-}
-
 // TestRedlockEveryMajority: for every set of nodes on which someone else
 // holds the key, a Redlock Acquire succeeds exactly when the free nodes are
 // a majority; it then holds the key on every free node, and either way it

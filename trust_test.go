@@ -8,116 +8,11 @@ import (
 	"time"
 
 	"github.com/padlockgo/padlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // Tests that the lock-lost signal comes before another owner can take the
 // key, whatever order Redis runs lease changes in and answers them, and
 // that a hand-off never passes on a lock Redis may no longer hold.
-
-// TestExtendRacingRenewal: the watchdog's renewal, with the old lease, is
-// sent before an Extend to a longer lease but runs after it, and answers
-// before it. Redis then holds the old lease; the holder must not trust the
-// Extend's.
-func TestExtendRacingRenewal(t *testing.T) {
-	srv := redistest.Start(t)
-	const ttl = 600 * time.Millisecond
-	hook := &lagHook{
-		before:      func(args []any) bool { return extendCall(args, ttl) },
-		beforeDelay: 100 * time.Millisecond,
-		after:       func(args []any) bool { return extendCall(args, 3*time.Second) },
-		afterDelay:  150 * time.Millisecond, // answers after the renewal, before the next is due
-		held:        make(chan struct{}, 1),
-	}
-	rdb := srv.Client(t)
-	rdb.AddHook(hook)
-	l := mustNew(t, rdb)
-	defer l.Close()
-	ctx := context.Background()
-	lk, err := l.Acquire(ctx, "race", Options{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lk.Release(ctx)
-	// Loaded, so that each change is one EVALSHA that runs at once.
-	if err := extendScript.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
-	hook.armed.Store(true)
-	<-hook.held // the renewal is on its way, held back before Redis
-	if err := lk.Extend(ctx, 3*time.Second); err != nil {
-		t.Fatalf("Extend: %v", err)
-	}
-	hook.armed.Store(false)
-	contend(t, srv, "race", lk, 2*time.Second)
-}
-
-// TestConcurrentExtends: two Extends at once, to 30s and to 2s; the 30s one
-// runs first and answers last. Redis holds 2s.
-func TestConcurrentExtends(t *testing.T) {
-	srv := redistest.Start(t)
-	hook := &lagHook{
-		after:      func(args []any) bool { return extendCall(args, 30*time.Second) },
-		afterDelay: 300 * time.Millisecond,
-	}
-	rdb := srv.Client(t)
-	rdb.AddHook(hook)
-	l := mustNew(t, rdb)
-	defer l.Close()
-	ctx := context.Background()
-	lk, err := l.Acquire(ctx, "two", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lk.Release(ctx)
-	// Loaded, so that each change is one EVALSHA that runs at once.
-	if err := extendScript.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
-	hook.armed.Store(true)
-	long := make(chan error, 1)
-	go func() { long <- lk.Extend(ctx, 30*time.Second) }()
-	time.Sleep(50 * time.Millisecond) // the 30s Extend has run; its reply waits
-	if err := lk.Extend(ctx, 2*time.Second); err != nil {
-		t.Fatalf("Extend(2s): %v", err)
-	}
-	if err := <-long; err != nil {
-		t.Fatalf("Extend(30s): %v", err)
-	}
-	contend(t, srv, "two", lk, 3500*time.Millisecond)
-}
-
-// TestShorterExtendLost: an Extend to a shorter lease is sent while the
-// server is stopped; the client gives up on it (ErrUnavailable), and the
-// server runs it when it resumes. The holder must trust the shorter lease.
-func TestShorterExtendLost(t *testing.T) {
-	srv := redistest.Start(t)
-	if !srv.Real() {
-		t.Skip("needs a redis-server to pause")
-	}
-	rdb := srv.Client(t, func(o *redis.Options) {
-		o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 200*time.Millisecond, 200*time.Millisecond, -1
-	})
-	l := mustNew(t, rdb)
-	defer l.Close()
-	ctx := context.Background()
-	lk, err := l.Acquire(ctx, "lost", Options{TTL: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lk.Release(ctx)
-	if err := extendScript.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
-	srv.Pause(t)
-	err = lk.Extend(ctx, time.Second)
-	time.Sleep(100 * time.Millisecond)
-	srv.Resume(t) // it runs the Extend the client gave up on
-	if !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Extend while the server was stopped: %v, want ErrUnavailable", err)
-	}
-	contend(t, srv, "lost", lk, 4*time.Second)
-}
 
 // TestNoHandOffAfterRestart: the server restarts without persistence while
 // a Locker holds a lock with waiters; another Locker takes the key. A
@@ -312,31 +207,5 @@ func TestHandedLockLostBeforeWakeUp(t *testing.T) {
 	}
 	if n, _ := l.store.(single).client.Exists(ctx, lk.id.lockKey()).Result(); n != 0 {
 		t.Fatal("the lost lock's key is still in Redis: receive must let it go")
-	}
-}
-
-// TestErrWithoutTheWatchdog: Err reports a lock lost once its trusted lease
-// has run out, even while the watchdog cannot run to close Done.
-func TestErrWithoutTheWatchdog(t *testing.T) {
-	l, _, _ := startLocker(t)
-	ctx := context.Background()
-	lk, err := l.Acquire(ctx, "stalled", Options{TTL: 100 * time.Millisecond, NoRenew: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lk.Release(ctx)
-	l.watchdog.mu.Lock() // the watchdog stalls, as on a starved runtime
-	until := lk.lease.validUntil
-	time.Sleep(time.Until(until) + 5*time.Millisecond)
-	err = lk.Err()
-	select {
-	case <-lk.Done():
-	default:
-		l.watchdog.mu.Unlock()
-		t.Fatal("Done open after Err reported the lock lost")
-	}
-	l.watchdog.mu.Unlock()
-	if !errors.Is(err, ErrLockLost) {
-		t.Fatalf("Err after the trusted lease ran out, watchdog stalled: %v, want ErrLockLost", err)
 	}
 }

@@ -1,7 +1,10 @@
 package padlock
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -24,5 +27,31 @@ func TestLockSizeClass(t *testing.T) {
 		if tt.size > tt.want {
 			t.Errorf("got unsafe.Sizeof(%s{}) = %d, want at most %d", tt.name, tt.size, tt.want)
 		}
+	}
+}
+
+// TestErrWithoutTheWatchdog: Err reports a lock lost once its trusted lease
+// has run out, even while the watchdog cannot run to close Done.
+func TestErrWithoutTheWatchdog(t *testing.T) {
+	l, _, _ := startLocker(t)
+	ctx := context.Background()
+	lk, err := l.Acquire(ctx, "stalled", Options{TTL: 100 * time.Millisecond, NoRenew: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release(ctx)
+	l.watchdog.mu.Lock() // the watchdog stalls, as on a starved runtime
+	until := lk.lease.validUntil
+	time.Sleep(time.Until(until) + 5*time.Millisecond)
+	err = lk.Err()
+	select {
+	case <-lk.Done():
+	default:
+		l.watchdog.mu.Unlock()
+		t.Fatal("Done open after Err reported the lock lost")
+	}
+	l.watchdog.mu.Unlock()
+	if !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Err after the trusted lease ran out, watchdog stalled: %v, want ErrLockLost", err)
 	}
 }
