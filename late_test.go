@@ -1,18 +1,14 @@
 package padlock_test
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/padlockgo/padlock"
-	"github.com/padlockgo/padlock/internal/hashslot"
 	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -109,85 +105,5 @@ func TestLateGrantIsNotALock(t *testing.T) {
 	}
 	if err := lk.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
-	}
-}
-
-// slowKeysHook makes the first script call that names a given key first
-// slow: its reply comes late after the server ran it (reply), or it
-// reaches the server late (send).
-type slowKeysHook struct {
-	reply, send map[string]time.Duration // by Redis key
-	mu          sync.Mutex
-	done        map[string]bool
-}
-
-func (h *slowKeysHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *slowKeysHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func (h *slowKeysHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if len(args) < 4 || cmd.Name() != "evalsha" && cmd.Name() != "eval" {
-			return next(ctx, cmd)
-		}
-		key := fmt.Sprint(args[3])
-		h.mu.Lock()
-		first := !h.done[key]
-		h.done[key] = true
-		h.mu.Unlock()
-		if !first {
-			return next(ctx, cmd)
-		}
-		time.Sleep(h.send[key])
-		err := next(ctx, cmd)
-		time.Sleep(h.reply[key])
-		return err
-	}
-}
-
-// TestLateSetIsNotALock takes, with AcquireAll, two keys on two Cluster
-// masters (one script each, in slot order): the first's reply comes 1s
-// late, the second's command reaches its master 1.3s late. Each reply
-// came within its own call's trusted lease (2s less the margin), but the
-// second came after the first key's trust had run out: the set must not
-// be returned (it would be lost at once), and its keys must be free.
-func TestLateSetIsNotALock(t *testing.T) {
-	t.Parallel()
-	c := redistest.StartCluster(t, 3)
-	cc := c.Client(t)
-	l := padlock.MustNew(t, cc)
-	t.Cleanup(func() { l.Close() })
-	byNode := padlock.ClusterKeys(l, 3, 1)
-	keys := []string{byNode[0][0], byNode[1][0]}
-	slices.SortFunc(keys, func(a, b string) int { return hashslot.Slot(l.RedisKey(a)) - hashslot.Slot(l.RedisKey(b)) })
-	cc.AddHook(&slowKeysHook{
-		reply: map[string]time.Duration{l.RedisKey(keys[0]): time.Second},
-		send:  map[string]time.Duration{l.RedisKey(keys[1]): 1300 * time.Millisecond},
-		done:  map[string]bool{},
-	})
-	ctx := padlock.CtxFor(t)
-	m, err := l.AcquireAll(ctx, keys, padlock.Options{TTL: 2 * time.Second})
-	if err == nil {
-		lost := m.Err()
-		_ = m.Release(ctx)
-		if lost != nil {
-			t.Fatalf("AcquireAll(%v) returned a set already lost: Err %v", keys, lost)
-		}
-		return // the replies came sooner than asked: nothing late
-	}
-	if !errors.Is(err, padlock.ErrUnavailable) {
-		t.Fatalf("AcquireAll whose first key's trust ran out before the last key's reply: got %v; want ErrUnavailable", err)
-	}
-	other := padlock.MustNew(t, c.Client(t))
-	t.Cleanup(func() { other.Close() })
-	for _, k := range keys {
-		lk, err := other.Acquire(ctx, k, padlock.Options{TTL: time.Second})
-		if err != nil {
-			t.Fatalf("Acquire(%q) after the late set was given back: %v", k, err)
-		}
-		_ = lk.Release(ctx)
 	}
 }

@@ -1,12 +1,16 @@
 package padlock_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/padlockgo/padlock"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestDetachResume: a lock taken by one Locker (the process that queues a
@@ -133,5 +137,93 @@ func TestResumeTwice(t *testing.T) {
 	}
 	if err := first.Err(); err != nil {
 		t.Fatalf("first resumed lock after the second Resume: %v, want held", err)
+	}
+}
+
+// resetAfterRun makes the first EVALSHA of sha run and then fail as a
+// closed connection does, so that padlock sends it again; it returns
+// how many copies were sent.
+func resetAfterRun(hook *faultHook, sha string) *atomic.Int32 {
+	var n atomic.Int32
+	hook.onProcess(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		args := cmd.Args()
+		if cmd.Name() != "evalsha" || len(args) < 2 || args[1] != sha || n.Add(1) != 1 {
+			return next(ctx, cmd)
+		}
+		if err := next(ctx, cmd); err != nil {
+			return err
+		}
+		cmd.SetErr(io.EOF) // the connection closed after the server ran it
+		return io.EOF
+	})
+	return &n
+}
+
+// TestResumeSentAgain: Redis runs a Resume, the connection closes before
+// its reply, and padlock sends it again. The copy finds the lock under
+// the resuming token: Resume returns the lock, not ErrNotHeld.
+func TestResumeSentAgain(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	hook := hookOn(rdb)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	o := padlock.Options{TTL: 20 * time.Second}
+	// Loads the resume script.
+	if own, err := mustAcquire(t, l, ctx, key+":warm", o).Detach(); err == nil {
+		if lk, err := l.Resume(ctx, own, o); err == nil {
+			_ = lk.Release(ctx)
+		}
+	}
+	own, err := mustAcquire(t, l, ctx, key, o).Detach()
+	if err != nil {
+		t.Fatalf("Detach: %v", err)
+	}
+	n := resetAfterRun(hook, padlock.ResumeSHA)
+	lk, err := l.Resume(ctx, own, o)
+	if n.Load() < 2 {
+		t.Fatalf("scenario not staged: %d resume command(s) sent, want the resume and its copy", n.Load())
+	}
+	if err != nil {
+		t.Fatalf("Resume that ran, its copy sent again = %v, want the lock", err)
+	}
+	defer lk.Release(ctx)
+	if tok, _ := rdb.Get(ctx, l.RedisKey(key)).Result(); padlock.StoredToken(tok) != lk.Token() {
+		t.Errorf("Redis holds the lock under %q, the resumed lock's token is %q", padlock.StoredToken(tok), lk.Token())
+	}
+}
+
+// TestResumeLateReply: Redis runs a Resume, but its reply comes after the
+// new lease has run out. Resume does not return a lock that is lost
+// already (the explorer found one): it returns ErrUnavailable.
+func TestResumeLateReply(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	hook := hookOn(rdb)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: time.Minute})
+	own, err := lk.Detach()
+	if err != nil {
+		t.Fatalf("Detach: %v", err)
+	}
+	const ttl = 200 * time.Millisecond
+	var armed atomic.Bool
+	armed.Store(true)
+	hook.onProcess(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if !armed.CompareAndSwap(true, false) {
+			return next(ctx, cmd)
+		}
+		err := next(ctx, cmd)
+		time.Sleep(ttl + 100*time.Millisecond) // the reply is late
+		return err
+	})
+	got, err := l.Resume(ctx, own, padlock.Options{TTL: ttl})
+	if armed.Load() {
+		t.Fatal("scenario not staged: Resume sent no command")
+	}
+	if err == nil {
+		t.Fatalf("Resume with its reply after its lease = a lock (Err %v), want an error", got.Err())
+	}
+	if !errors.Is(err, padlock.ErrUnavailable) {
+		t.Errorf("Resume with its reply after its lease = %v, want ErrUnavailable", err)
 	}
 }
