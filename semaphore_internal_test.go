@@ -451,32 +451,6 @@ func TestSemaphoreReentrant(t *testing.T) {
 	outer.Release(ctx)
 }
 
-// TestHoldsReplicaAckWithoutReplicas: on a server with no replica,
-// WithReplicaAck cannot confirm a permit, a read or a write hold, so each
-// acquisition fails with ErrUnavailable and leaves nothing held behind.
-func TestHoldsReplicaAckWithoutReplicas(t *testing.T) {
-	srv := redistest.Start(t)
-	l, s := newSemaphore(t, srv.Client(t), 2, WithReplicaAck(1, 50*time.Millisecond))
-	ctx := context.Background()
-	for _, tc := range []struct {
-		name    string
-		acquire func() (*Lock, error)
-	}{
-		{"permit", func() (*Lock, error) { return s.Acquire(ctx, "k", Options{}) }},
-		{"read", func() (*Lock, error) { return l.AcquireRead(ctx, "k", Options{}) }},
-		{"write", func() (*Lock, error) { return l.AcquireWrite(ctx, "k", Options{}) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := tc.acquire(); !errors.Is(err, ErrUnavailable) {
-				t.Fatalf("got %v, want ErrUnavailable", err)
-			}
-		})
-	}
-	if keys := srv.Keys(t); len(keys) != 1 || keys[0] != "padlock:fence" {
-		t.Errorf("keys left in Redis: got %v, want only the fence counter", keys)
-	}
-}
-
 // TestHoldNoticeBeforeJoining: a notice that names a queued waiter before
 // it has taken its place in its Locker's line (right after the first
 // attempt that queued it in Redis) is not lost: the waiter finds it when

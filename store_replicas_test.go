@@ -1,6 +1,7 @@
 package padlock_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -156,5 +157,35 @@ func TestSentinelReplicaAckLockSurvivesFailover(t *testing.T) {
 	}
 	if err != nil || d < 20*time.Second {
 		t.Errorf("A's TTL() after the failover = %v, %v; want over 20s", d, err)
+	}
+}
+
+// TestClusterReplicaAckWithoutReplicas: a Cluster of masters only cannot
+// confirm a lock on a replica, so WithReplicaAck fails the acquisition,
+// and leaves nothing behind, on every node.
+func TestClusterReplicaAckWithoutReplicas(t *testing.T) {
+	t.Parallel()
+	c, l := startCluster(t, padlock.WithReplicaAck(1, 50*time.Millisecond))
+	ctx := context.Background()
+	for node, nodeKeys := range clusterKeys(l, 3, 1) {
+		_, err := l.Acquire(ctx, nodeKeys[0], padlock.Options{})
+		if !errors.Is(err, padlock.ErrUnavailable) || !strings.Contains(err.Error(), "0 of 1 acknowledged") {
+			t.Errorf("node %d: Acquire: got %v, want padlock.ErrUnavailable saying no replica acknowledged", node, err)
+		}
+	}
+	var set []string
+	for _, nodeKeys := range clusterKeys(l, 3, 1) {
+		set = append(set, nodeKeys[0]+":set")
+	}
+	if m, err := l.AcquireAll(ctx, set, padlock.Options{}); !errors.Is(err, padlock.ErrUnavailable) || !strings.Contains(err.Error(), "0 of 1 acknowledged") {
+		_ = m.Release(ctx)
+		t.Errorf("AcquireAll across the nodes: got %v, want padlock.ErrUnavailable saying no replica acknowledged", err)
+	}
+	for i, n := range c.Nodes() {
+		for _, k := range n.Keys(t) {
+			if strings.HasPrefix(k, padlock.DefaultKeyPrefix+"{") {
+				t.Errorf("node %d holds lock key %q after the failed acquisitions, want none", i, k)
+			}
+		}
 	}
 }
