@@ -222,6 +222,7 @@ func TestAPINotes(t *testing.T) {
 // TestForeignValueIsNotOurs: someone overwrites the lock's key by hand.
 // Release, Extend and TTL must say the lock is not held and leave the
 // other value alone.
+// A check of the peers' own suites (bsm/redislock, go-redsync/redsync).
 func TestForeignValueIsNotOurs(t *testing.T) {
 	l, _, rdb := newLocker(t)
 	ctx := ctxFor(t)

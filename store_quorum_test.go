@@ -312,6 +312,7 @@ func TestRedlockRenewal(t *testing.T) {
 // a majority; it then holds the key on every free node, and either way it
 // leaves the other owner's nodes alone and, when it fails, none of its own
 // behind.
+// A check of the peers' own suites (bsm/redislock, go-redsync/redsync).
 func TestRedlockEveryMajority(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{3, 5} {
@@ -363,6 +364,7 @@ func TestRedlockEveryMajority(t *testing.T) {
 }
 
 // TestRedlockExtendReachesEveryNode: Extend resets the lease on every node.
+// A check of the peers' own suites (bsm/redislock, go-redsync/redsync).
 func TestRedlockExtendReachesEveryNode(t *testing.T) {
 	t.Parallel()
 	l, servers := startRedlock(t, 3)

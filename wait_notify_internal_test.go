@@ -2,6 +2,7 @@ package padlock
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -202,5 +203,56 @@ func TestReleaseNoticeOnlyWhenWaited(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter that marked the lock was not woken by its release")
+	}
+}
+
+// TestSubscribeRefusedFollowsStrategy waits as a Redis user that may not
+// SUBSCRIBE (a user without channel permissions is refused the same way,
+// NOPERM, though also the PUBLISH of a waiting attempt): go-redis reports
+// no error, the refusal never reaches the notifier, and the waiter must
+// attempt on the strategy's schedule instead of once per subscribe
+// timeout.
+func TestSubscribeRefusedFollowsStrategy(t *testing.T) {
+	srv := redistest.Start(t)
+	if !srv.Real() {
+		t.Skip("needs ACL")
+	}
+	admin := srv.Client(t)
+	ctx := context.Background()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "nosub", "on", ">pw", "~*", "&*", "+@all", "-subscribe", "-ssubscribe").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := srv.Client(t, func(o *redis.Options) { o.Username, o.Password = "nosub", "pw" })
+
+	// The premise: Subscribe succeeds, and only a reader sees the refusal.
+	ps := rdb.Subscribe(ctx, "probe")
+	if _, err := ps.Receive(ctx); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("got %v from the subscription, want a NOPERM error", err)
+	}
+	ps.Close()
+
+	calls := redistest.CountCommands("evalsha", "eval")
+	rdb.AddHook(calls)
+	l := mustNew(t, rdb)
+	defer l.Close()
+	holderLocker := mustNew(t, admin)
+	defer holderLocker.Close()
+	holder, err := holderLocker.Acquire(ctx, "refused", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release(ctx)
+
+	// LinearBackoff(20ms) sleeps 10-20ms between attempts: 50 to 100 in a
+	// second. Expect a fifth of the fewest, for a loaded machine; once
+	// per subscribe timeout would be 2.
+	const wait, step = time.Second, 20 * time.Millisecond
+	_, err = l.Acquire(ctx, "refused", Options{Wait: wait, Retry: LinearBackoff(step)})
+	if !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("got %v, want ErrNotAcquired", err)
+	}
+	n := calls.Load()
+	if least, most := int64(wait/step/5), int64(wait/(step/2))+3; n < least || n > most {
+		t.Fatalf("got %d attempts in %v, want %d to %d (one each 10-20ms)", n, wait, least, most)
 	}
 }
