@@ -107,13 +107,14 @@ func (h *strandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return next
 }
 
-// TestLostAttemptRunsLate: an attempt of a waiting Acquire is lost, and so
-// is the release that cleans up after it; the next attempt takes the lock.
-// Both lost commands may still run after that (their bytes were on the
-// way). The cleanup release then deletes the key the new lock holds, and
-// another Locker takes it: the holder must have been told, or must not
-// have been handed the lock.
-func TestLostAttemptRunsLate(t *testing.T) {
+// TestLostAttemptRunLateChangesNothing: an attempt of a waiting Acquire is
+// lost, and so is the release that cleans up after it; the next attempt
+// takes the lock. Both lost commands may still run after that (their bytes
+// were on the way). The cleanup release then deletes the key the new lock
+// holds, and another Locker takes it: the holder must have been told, or
+// must not have been handed the lock.
+// Regression: the clean-up, run late on a reused token, deleted the new lock.
+func TestLostAttemptRunLateChangesNothing(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	l := mustNew(t, rdb)
@@ -159,11 +160,12 @@ func TestLostAttemptRunsLate(t *testing.T) {
 	}
 }
 
-// TestLostAttemptRunsAfterExtend: a lost attempt of the Acquire that took
-// the lock runs after an Extend to a longer lease. acquire.lua takes the
-// lock anew for its own token, with the Acquire's shorter lease: the
-// holder must not go on trusting the Extend's.
-func TestLostAttemptRunsAfterExtend(t *testing.T) {
+// TestLostAttemptRunAfterExtendChangesNothing: a lost attempt of the
+// Acquire that took the lock runs after an Extend to a longer lease.
+// acquire.lua takes the lock anew for its own token, with the Acquire's
+// shorter lease: the holder must not go on trusting the Extend's.
+// Regression: the attempt, run late on the holder's token, cut the lease.
+func TestLostAttemptRunAfterExtendChangesNothing(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	l := mustNew(t, rdb)
@@ -203,6 +205,7 @@ func TestLostAttemptRunsAfterExtend(t *testing.T) {
 // token, the next attempt would take the node the first one holds, and
 // the clean-up would delete it there behind the holder's back ("Every
 // grant is its own").
+// Regression: on a kept token, the late clean-up deleted the holder's node.
 func TestRedlockAttemptAfterBusyHasItsOwnToken(t *testing.T) {
 	t.Parallel()
 	hook := &holdScript{s: plainScripts.release}

@@ -184,6 +184,7 @@ const (
 // attempt takes the hold, and then the clean-up arrives. Promise: while
 // the writer's Err is nil and before its ValidUntil, no reader on another
 // Locker gets in.
+// Regression: the late clean-up released the later attempt's write hold.
 func TestLateCleanupKeepsWriteHold(t *testing.T) {
 	checkLateCleanup(t, lateCleanupCase{
 		watch: func(l *padlock.Locker, key string) string { return l.RedisKey(key) + ":rw:w" },
@@ -199,6 +200,7 @@ func TestLateCleanupKeepsWriteHold(t *testing.T) {
 // TestLateCleanupKeepsFairLock: the same for a fair mutex. Promise: while
 // the holder's Err is nil and before its ValidUntil, another Locker's
 // Acquire does not get the key.
+// Regression: the late clean-up released the fair lock a later attempt took.
 func TestLateCleanupKeepsFairLock(t *testing.T) {
 	checkLateCleanup(t, lateCleanupCase{
 		watch: func(l *padlock.Locker, key string) string { return l.RedisKey(key) },
@@ -214,6 +216,7 @@ func TestLateCleanupKeepsFairLock(t *testing.T) {
 // TestLateCleanupKeepsFairPermit: the same for a fair semaphore's only
 // permit. Promise: while the holder's Err is nil and before its
 // ValidUntil, no other Locker gets a permit of the one-permit semaphore.
+// Regression: the late clean-up freed the permit a later attempt took.
 func TestLateCleanupKeepsFairPermit(t *testing.T) {
 	permit := func(o padlock.Options) func(ctx context.Context, l *padlock.Locker, key string) (*padlock.Lock, error) {
 		return func(ctx context.Context, l *padlock.Locker, key string) (*padlock.Lock, error) {

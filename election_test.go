@@ -151,12 +151,13 @@ func stall(t *testing.T, match func(redis.Cmder) bool) (f procFault, entered cha
 	return f, entered, release
 }
 
-// TestElectionStalledProclaimOfResignedTerm: A leads; its Proclaim passes
-// its checks and stalls before its command is sent; A resigns and B takes
+// TestElectionResignedTermCannotProclaim: A leads; its Proclaim passes its
+// checks and stalls before its command is sent; A resigns and B takes
 // office (the lock handed on inside the Locker). Then A's Proclaim goes
 // out. Promise: it returns an error, and Leader reports B's value and B's
 // fence, never A's nor a lower fence.
-func TestElectionStalledProclaimOfResignedTerm(t *testing.T) {
+// Regression: the stalled Proclaim wrote A's value over B's leader record.
+func TestElectionResignedTermCannotProclaim(t *testing.T) {
 	h := electionHandOff(t)
 	ctx := ctxFor(t)
 	f, entered, release := stall(t, func(cmd redis.Cmder) bool {
@@ -195,6 +196,7 @@ func TestElectionStalledProclaimOfResignedTerm(t *testing.T) {
 // and B takes office (handed on inside the Locker); then the first one's
 // command goes out. Promise: B's record stays: Leader reports B's value
 // and fence.
+// Regression: the stalled Resign deleted B's leader record.
 func TestElectionLateResignKeepsSuccessorRecord(t *testing.T) {
 	h := electionHandOff(t)
 	ctx := ctxFor(t)

@@ -437,11 +437,12 @@ func TestLeaseOpenBounded(t *testing.T) {
 	t.Logf("at most %d changes remembered", most)
 }
 
-// TestExtendRacingRenewal: the watchdog's renewal, with the old lease, is
-// sent before an Extend to a longer lease but runs after it, and answers
-// before it. Redis then holds the old lease; the holder must not trust the
-// Extend's.
-func TestExtendRacingRenewal(t *testing.T) {
+// TestRenewalRunAfterExtendBoundsTrust: the watchdog's renewal, with the
+// old lease, is sent before an Extend to a longer lease but runs after it,
+// and answers before it. Redis then holds the old lease; the holder must
+// not trust the Extend's.
+// Regression: the holder trusted the lease the late renewal had undone.
+func TestRenewalRunAfterExtendBoundsTrust(t *testing.T) {
 	srv := redistest.Start(t)
 	const ttl = 600 * time.Millisecond
 	hook := &lagHook{
@@ -474,9 +475,10 @@ func TestExtendRacingRenewal(t *testing.T) {
 	contend(t, srv, "race", lk, 2*time.Second)
 }
 
-// TestConcurrentExtends: two Extends at once, to 30s and to 2s; the 30s one
-// runs first and answers last. Redis holds 2s.
-func TestConcurrentExtends(t *testing.T) {
+// TestConcurrentExtendsTrustTheLastRun: two Extends at once, to 30s and to
+// 2s; the 30s one runs first and answers last. Redis holds 2s.
+// Regression: the holder trusted the 30s answered last, not the 2s Redis held.
+func TestConcurrentExtendsTrustTheLastRun(t *testing.T) {
 	srv := redistest.Start(t)
 	hook := &lagHook{
 		after:      func(args []any) bool { return extendCall(args, 30*time.Second) },
@@ -509,10 +511,12 @@ func TestConcurrentExtends(t *testing.T) {
 	contend(t, srv, "two", lk, 3500*time.Millisecond)
 }
 
-// TestShorterExtendLost: an Extend to a shorter lease is sent while the
-// server is stopped; the client gives up on it (ErrUnavailable), and the
-// server runs it when it resumes. The holder must trust the shorter lease.
-func TestShorterExtendLost(t *testing.T) {
+// TestLostShorterExtendBoundsTrust: an Extend to a shorter lease is sent
+// while the server is stopped; the client gives up on it (ErrUnavailable),
+// and the server runs it when it resumes. The holder must trust the shorter
+// lease.
+// Regression: the holder trusted the longer lease the lost Extend had cut.
+func TestLostShorterExtendBoundsTrust(t *testing.T) {
 	srv := redistest.Start(t)
 	if !srv.Real() {
 		t.Skip("needs a redis-server to pause")

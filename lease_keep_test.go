@@ -55,10 +55,11 @@ func TestReleaseAfter(t *testing.T) {
 	})
 }
 
-// An Extend that passed its check that the lock is held, and sends its
-// change only after ReleaseAfter returned, changes nothing: ReleaseAfter's
-// lease is the last (the explorer found an Extend undoing it).
-func TestExtendRacingReleaseAfter(t *testing.T) {
+// TestReleaseAfterIsTheLastLeaseChange: an Extend that passed its check
+// that the lock is held, and sends its change only after ReleaseAfter
+// returned, changes nothing: ReleaseAfter's lease is the last.
+// Regression: the Extend undid ReleaseAfter's lease (explorer).
+func TestReleaseAfterIsTheLastLeaseChange(t *testing.T) {
 	l, _, rdb := newLocker(t)
 	ctx := ctxFor(t)
 	key := testKey(t)
@@ -88,6 +89,7 @@ func TestExtendRacingReleaseAfter(t *testing.T) {
 // it. Promise: the key stays locked for 3s after ReleaseAfter, for
 // everyone (a renewal in flight does not cut it to the lock's lease), and
 // is free after that.
+// Regression: the renewal in flight cut ReleaseAfter's lease to the lock's.
 func TestReleaseAfterOutlastsRenewalInFlight(t *testing.T) {
 	mutex := func(ctx context.Context, l *padlock.Locker, key string, o padlock.Options) (*padlock.Lock, error) {
 		return l.Acquire(ctx, key, o)

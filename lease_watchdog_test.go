@@ -282,6 +282,7 @@ func (o *renewalStaller) LeaseRenewed(e padlock.LeaseRenewedEvent) {
 // A's renewal rides in one batch with B's, which comes first; the
 // Observer stalls on B's answer (standing for the watchdog's goroutine
 // being held up) until A's trust has run out.
+// Regression: the late confirmation kept renewing a lock reported lost.
 func TestLostLockIsNotRenewed(t *testing.T) {
 	key := "lost-lock"
 	obs := &renewalStaller{key: key + ":b", entered: make(chan struct{}), release: make(chan struct{})}

@@ -30,9 +30,11 @@ func TestLockSizeClass(t *testing.T) {
 	}
 }
 
-// TestErrWithoutTheWatchdog: Err reports a lock lost once its trusted lease
-// has run out, even while the watchdog cannot run to close Done.
-func TestErrWithoutTheWatchdog(t *testing.T) {
+// TestErrReportsLossWithoutTheWatchdog: Err reports a lock lost once its
+// trusted lease has run out, even while the watchdog cannot run to close
+// Done.
+// Regression: Err said held past the trusted lease, until the watchdog woke.
+func TestErrReportsLossWithoutTheWatchdog(t *testing.T) {
 	l, _, _ := startLocker(t)
 	ctx := context.Background()
 	lk, err := l.Acquire(ctx, "stalled", Options{TTL: 100 * time.Millisecond, NoRenew: true})

@@ -495,14 +495,13 @@ func acquireAllAround(t *testing.T, l *Locker, keys []string, o Options, hooks [
 	return m
 }
 
-// TestAcquireAllBusyRollbackRunLateOnCluster: on Cluster, an AcquireAll
-// takes the first slot's key, finds the second slot's busy and rolls the
-// first back, and that rollback's reply is lost (Redis runs it later).
-// The next attempt takes both keys; when the late rollback lands it must
-// leave them to the set. (It once kept the attempt's token after a busy
-// slot: the late rollback deleted the first key, another Locker took it,
-// and the set's Err stayed nil: two holders.)
-func TestAcquireAllBusyRollbackRunLateOnCluster(t *testing.T) {
+// TestAcquireAllLateRollbackLeavesTheSetOnCluster: on Cluster, an
+// AcquireAll takes the first slot's key, finds the second slot's busy and
+// rolls the first back, and that rollback's reply is lost (Redis runs it
+// later). The next attempt takes both keys; when the late rollback lands it
+// must leave them to the set.
+// Regression: a kept token let the late rollback delete a key: two holders.
+func TestAcquireAllLateRollbackLeavesTheSetOnCluster(t *testing.T) {
 	redistest.Require(t)
 	c := redistest.StartCluster(t, 3)
 	hook := &holdScript{s: multiSharded.release}
@@ -560,11 +559,12 @@ func TestAcquireAllBusyRollbackRunLateOnCluster(t *testing.T) {
 	}
 }
 
-// TestAcquireAllBusyRollbackRunLateOnRedlock: the same on Redlock, where
-// AcquireAll takes the keys one by one in sorted order: the first key's
-// rollback is held back on two of three nodes, and runs there after the
-// next attempt took the set. The set's keys must stay on a majority.
-func TestAcquireAllBusyRollbackRunLateOnRedlock(t *testing.T) {
+// TestAcquireAllLateRollbackLeavesTheSetOnRedlock: the same on Redlock,
+// where AcquireAll takes the keys one by one in sorted order: the first
+// key's rollback is held back on two of three nodes, and runs there after
+// the next attempt took the set. The set's keys must stay on a majority.
+// Regression: a kept token let the late rollback delete a key: two holders.
+func TestAcquireAllLateRollbackLeavesTheSetOnRedlock(t *testing.T) {
 	t.Parallel()
 	hooks := []*holdScript{{s: plainScripts.release}, {s: plainScripts.release}}
 	l, servers := redlockHooked(t, map[int]redis.Hook{0: hooks[0], 1: hooks[1]})

@@ -120,6 +120,7 @@ func (h *slowKeysHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // came within its own call's trusted lease (2s less the margin), but the
 // second came after the first key's trust had run out: the set must not
 // be returned (it would be lost at once), and its keys must be free.
+// Regression: AcquireAll returned a set already lost (Cluster explorer).
 func TestLateSetIsNotALock(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)

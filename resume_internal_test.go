@@ -8,12 +8,13 @@ import (
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
-// TestDetachWithRenewalInFlight: the watchdog's renewal, with the lock's
-// 300ms lease, is on its way when the lock is detached, and runs after
-// another Locker resumed the lock with a 10s lease. Redis then holds
-// 300ms; the resumed lock must not report held once another owner can
+// TestRenewalInFlightChangesNothingAfterResume: the watchdog's renewal,
+// with the lock's 300ms lease, is on its way when the lock is detached, and
+// runs after another Locker resumed the lock with a 10s lease. Redis then
+// holds 300ms; the resumed lock must not report held once another owner can
 // take the key.
-func TestDetachWithRenewalInFlight(t *testing.T) {
+// Regression: Resume kept the token; the late renewal cut the new lease.
+func TestRenewalInFlightChangesNothingAfterResume(t *testing.T) {
 	srv := redistest.Start(t)
 	const ttl = 300 * time.Millisecond
 	hook := &lagHook{

@@ -159,10 +159,11 @@ func resetAfterRun(hook *faultHook, sha string) *atomic.Int32 {
 	return &n
 }
 
-// TestResumeSentAgain: Redis runs a Resume, the connection closes before
-// its reply, and padlock sends it again. The copy finds the lock under
-// the resuming token: Resume returns the lock, not ErrNotHeld.
-func TestResumeSentAgain(t *testing.T) {
+// TestResumeSentAgainReturnsTheLock: Redis runs a Resume, the connection
+// closes before its reply, and padlock sends it again. The copy finds the
+// lock under the resuming token: Resume returns the lock, not ErrNotHeld.
+// Regression: the copy said ErrNotHeld; the lock stayed under a lost token.
+func TestResumeSentAgainReturnsTheLock(t *testing.T) {
 	l, _, rdb := newLocker(t)
 	hook := hookOn(rdb)
 	ctx := ctxFor(t)
@@ -192,10 +193,11 @@ func TestResumeSentAgain(t *testing.T) {
 	}
 }
 
-// TestResumeLateReply: Redis runs a Resume, but its reply comes after the
-// new lease has run out. Resume does not return a lock that is lost
-// already (the explorer found one): it returns ErrUnavailable.
-func TestResumeLateReply(t *testing.T) {
+// TestResumeLateReplyIsUnavailable: Redis runs a Resume, but its reply
+// comes after the new lease has run out. Resume does not return a lock that
+// is lost already: it returns ErrUnavailable.
+// Regression: Resume returned a lock already lost (explorer).
+func TestResumeLateReplyIsUnavailable(t *testing.T) {
 	l, _, rdb := newLocker(t)
 	hook := hookOn(rdb)
 	ctx := ctxFor(t)

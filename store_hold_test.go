@@ -14,10 +14,10 @@ import (
 
 // TestHoldReleaseWithLostReplyReportsReleased: as
 // TestReleaseWithLostReplyReportsReleased, for a semaphore permit and a
-// read-write hold: Redis runs the release, the connection closes before
-// its reply, padlock sends it again, and the copy finds the hold gone. A
-// release that worked does not report the hold lost (the explorer found
-// permits reporting ErrNotHeld).
+// read-write hold: Redis runs the release, the connection closes before its
+// reply, padlock sends it again, and the copy finds the hold gone. A
+// release that worked does not report the hold lost.
+// Regression: a permit's release, sent again, said ErrNotHeld (explorer).
 func TestHoldReleaseWithLostReplyReportsReleased(t *testing.T) {
 	l, _, rdb := newLocker(t)
 	hook := hookOn(rdb)

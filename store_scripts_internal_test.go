@@ -92,12 +92,13 @@ func (c stallConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// TestRetriedExtendCopyRunsLate: with go-redis's default retries, a
+// TestStuckExtendCopyBoundsTrust: with go-redis's default retries, a
 // shorter Extend whose first copy is stuck on its way would be sent again
 // and confirmed, and padlock would see no lost reply. A longer Extend
 // follows. The stuck copy then arrives and runs: Redis holds the shorter
 // lease, and the holder must not trust the longer one.
-func TestRetriedExtendCopyRunsLate(t *testing.T) {
+// Regression: go-redis sent the Extend again; its stuck copy then ran unseen.
+func TestStuckExtendCopyBoundsTrust(t *testing.T) {
 	srv := redistest.Start(t)
 	if !srv.Real() {
 		t.Skip("needs a redis-server behind a real socket")

@@ -19,6 +19,7 @@ import (
 // release again, which finds the token gone. Promise: a Release that
 // worked does not report the lock lost: it returns neither ErrNotHeld nor
 // ErrLockLost, and Err says ErrReleased.
+// Regression: the copy of a Release that worked reported ErrNotHeld.
 func TestReleaseWithLostReplyReportsReleased(t *testing.T) {
 	l, srv, rdb := newLocker(t)
 	hook := hookOn(rdb)

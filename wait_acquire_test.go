@@ -273,6 +273,7 @@ func delayProxy(t *testing.T, target string, delay time.Duration) string {
 // TestLateGrantIsNotALock: a grant whose reply arrives after the lease's
 // trusted part ran out must not be handed to the caller, who would then
 // work under a lock another owner may already hold.
+// Regression: Acquire returned a lock whose lease had already ended.
 func TestLateGrantIsNotALock(t *testing.T) {
 	srv := redistest.Start(t)
 	direct := srv.Client(t)

@@ -1148,14 +1148,13 @@ func (h *resetHandover) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// TestHandOffSentAgain: a Release hands the lock to a waiter of its
-// Locker; Redis runs the hand-off, the connection closes before its
-// reply, and padlock sends it again. The copy finds the lock under the
-// waiter's token: the hand-off happened, and neither the releaser nor
-// the waiter is told the lock was lost (the explorer found the copy
-// reported as ErrNotHeld, the lock left in Redis under a token nobody
-// held).
-func TestHandOffSentAgain(t *testing.T) {
+// TestHandOffSentAgainIsNoLoss: a Release hands the lock to a waiter of its
+// Locker; Redis runs the hand-off, the connection closes before its reply,
+// and padlock sends it again. The copy finds the lock under the waiter's
+// token: the hand-off happened, and neither the releaser nor the waiter is
+// told the lock was lost.
+// Regression: the copy said ErrNotHeld; the lock stayed under a lost token.
+func TestHandOffSentAgainIsNoLoss(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
@@ -1199,6 +1198,7 @@ func TestHandOffSentAgain(t *testing.T) {
 // waiter that asked after that must not be handed the old lock, the old
 // holder's Release must say it was not held, and every lock taken after
 // the restart must have a fence above the other Locker's.
+// Regression: a waiter was handed the lock the restart had lost.
 func TestNoHandOffAfterRestart(t *testing.T) {
 	srv := redistest.Start(t)
 	if !srv.Real() {

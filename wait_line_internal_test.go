@@ -7,11 +7,12 @@ import (
 	"github.com/padlockgo/padlock/internal/redistest"
 )
 
-// TestHoldNoticeBeforeJoining: a notice that names a queued waiter before
-// it has taken its place in its Locker's line (right after the first
-// attempt that queued it in Redis) is not lost: the waiter finds it when
-// it joins, and tries again at once.
-func TestHoldNoticeBeforeJoining(t *testing.T) {
+// TestHoldNoticeBeforeJoiningIsKept: a notice that names a queued waiter
+// before it has taken its place in its Locker's line (right after the first
+// attempt that queued it in Redis) is not lost: the waiter finds it when it
+// joins, and tries again at once.
+// Regression: a notice that came before the waiter joined its line was lost.
+func TestHoldNoticeBeforeJoiningIsKept(t *testing.T) {
 	srv := redistest.Start(t)
 	n := newNotifier(srv.Client(t), "self")
 	defer n.close()
