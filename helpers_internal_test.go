@@ -176,15 +176,37 @@ func clusterKeys(l *Locker, nodes, perNode int) [][]string {
 func awaitWaiters(t *testing.T, l *Locker, key, what string, cond func(kw *keyWaiters) bool) {
 	t.Helper()
 	channel, _, _ := l.keys.lockKeys(key)
+	if !waitersOn(l, channel, cond) {
+		t.Fatalf("%s: never happened for %q", what, key)
+	}
+}
+
+// waitersOn reports whether cond came to hold, within 10s, for l's local
+// waiters on a notice channel (a lock key, or a hold's), checked under
+// the notifier's lock.
+func waitersOn(l *Locker, channel string, cond func(kw *keyWaiters) bool) bool {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 		l.notifier.mu.Lock()
 		ok := cond(l.notifier.keys[channel])
 		l.notifier.mu.Unlock()
 		if ok {
-			return
+			return true
 		}
 	}
-	t.Fatalf("%s: never happened for %q", what, key)
+	return false
+}
+
+// asleep counts the waiters of kw (nil when none wait) that are asleep.
+func asleep(kw *keyWaiters) int {
+	n := 0
+	if kw != nil {
+		for _, w := range kw.waiters {
+			if w.parked {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // waitForWaiters waits until n local waiters queue for key, with a live
@@ -224,17 +246,7 @@ type handed struct {
 // waitParked waits until n waiters for key are asleep.
 func waitParked(t *testing.T, l *Locker, key string, n int) {
 	t.Helper()
-	awaitWaiters(t, l, key, fmt.Sprintf("%d waiters asleep", n), func(kw *keyWaiters) bool {
-		parked := 0
-		if kw != nil {
-			for _, w := range kw.waiters {
-				if w.parked {
-					parked++
-				}
-			}
-		}
-		return parked == n
-	})
+	awaitWaiters(t, l, key, fmt.Sprintf("%d waiters asleep", n), func(kw *keyWaiters) bool { return asleep(kw) == n })
 }
 
 // extendCall reports whether args run the extend script (EVALSHA, or EVAL
@@ -433,24 +445,9 @@ func newSemaphore(t *testing.T, client redis.UniversalClient, n int, opts ...Loc
 // with notices arriving.
 func awaitHoldWaiters(t *testing.T, l *Locker, channel string, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		l.notifier.mu.Lock()
-		parked := 0
-		kw := l.notifier.keys[channel]
-		if kw != nil {
-			for _, w := range kw.waiters {
-				if w.parked {
-					parked++
-				}
-			}
-		}
-		ok := parked == n && kw.live
-		l.notifier.mu.Unlock()
-		if ok {
-			return
-		}
+	if !waitersOn(l, channel, func(kw *keyWaiters) bool { return kw != nil && asleep(kw) == n && kw.live }) {
+		t.Fatalf("%d waiters asleep on %q: never happened", n, channel)
 	}
-	t.Fatalf("%d waiters asleep on %q: never happened", n, channel)
 }
 
 // quorumOf returns a Redlock store of n nodes that are never dialled,
