@@ -1,11 +1,9 @@
 package padlock_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -16,80 +14,6 @@ import (
 	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
-
-// The ACL rules docs/acl.md documents, by the comment line above each.
-const (
-	aclEvery      = "# Every deployment"
-	aclNotices    = "# Release notices on a single node"
-	aclCluster    = "# Release notices on Cluster"
-	aclTopology   = "# Cluster: what go-redis asks"
-	aclRedlock    = "# NewRedlock"
-	aclReplicaAck = "# WithReplicaAck"
-	aclInspect    = "# Locker.Inspect"
-)
-
-// readmeACL returns the ACL SETUSER lines of docs/acl.md, the permissions
-// guide, as command arguments, by the comment line above each.
-func readmeACL(t *testing.T) map[string][]string {
-	t.Helper()
-	f, err := os.Open("docs/acl.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rules := make(map[string][]string)
-	var section, block bool
-	comment := ""
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "# Redis permissions"):
-			section = true
-		case !section:
-		case strings.HasPrefix(line, "```"):
-			if block {
-				return rules
-			}
-			block = true
-		case block && strings.HasPrefix(line, "# "):
-			comment = line
-		case block && strings.HasPrefix(line, "ACL SETUSER "):
-			for prefix := range map[string]bool{aclEvery: true, aclNotices: true, aclCluster: true, aclTopology: true, aclRedlock: true, aclReplicaAck: true, aclInspect: true} {
-				if strings.HasPrefix(comment, prefix) {
-					rules[prefix] = strings.Fields(line)
-				}
-			}
-		}
-	}
-	t.Fatal("docs/acl.md: no ACL block under \"# Redis permissions\"")
-	return nil
-}
-
-// aclUser applies rules (ACL SETUSER lines) to srv, clears its ACL log,
-// and returns a client logged in as the user they made.
-func aclUser(t *testing.T, srv *redistest.Server, rules ...[]string) *redis.Client {
-	t.Helper()
-	ctx := ctxFor(t)
-	admin := srv.Client(t)
-	user := ""
-	for _, r := range rules {
-		if len(r) < 3 {
-			t.Fatalf("ACL rule %q: want ACL SETUSER <user> ...", r)
-		}
-		user = r[2]
-		args := make([]any, len(r))
-		for i, a := range r {
-			args[i] = a
-		}
-		if err := admin.Do(ctx, args...).Err(); err != nil {
-			t.Fatalf("%s: %v", strings.Join(r, " "), err)
-		}
-	}
-	if err := admin.Do(ctx, "acl", "log", "reset").Err(); err != nil {
-		t.Fatal(err)
-	}
-	return srv.Client(t, func(o *redis.Options) { o.Username, o.Password = user, "secret" })
-}
 
 // aclDenials returns what srv's ACL refused since aclUser, one line each.
 func aclDenials(t *testing.T, srv *redistest.Server) []string {

@@ -1,6 +1,8 @@
 package padlock_test
 
 import (
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -70,4 +72,86 @@ func TestArchitectureNamesEverything(t *testing.T) {
 			t.Errorf("ARCHITECTURE.md does not name the package directory %s: add it to the code map", dir)
 		}
 	}
+}
+
+// crossCutting are the root test files that mirror no source file: suites
+// that span the package, and the files every test leans on. Each is named
+// in ARCHITECTURE.md's map of the tests, and each says why it stands
+// apart. Keep the list short: a test proves one file's promise, and lives
+// beside that file.
+var crossCutting = map[string]string{
+	"acl_test.go":              "docs/acl.md's permissions, for every operation on every deployment",
+	"architecture_test.go":     "this map's own checks",
+	"bench_test.go":            "the lock cycle's benchmarks beside the go-redis floors they are read against",
+	"bubble_test.go":           "the synctest bubble that tests of timing run in",
+	"contract_test.go":         "the contract every store keeps, run on each deployment",
+	"example*_test.go":         "the Examples: the documentation, one call sequence each",
+	"explore*_test.go":         "the explorer: every primitive under seeded faults",
+	"export_test.go":           "what the external tests may use of the package's insides",
+	"helpers_test.go":          "helpers that more than one external test file uses",
+	"helpers_internal_test.go": "helpers that more than one internal test file uses",
+	"main_test.go":             "TestMain",
+}
+
+// TestTestFilesMirrorTheCode checks that every root test file either
+// mirrors a source file (x_test.go or x_internal_test.go for x.go) or is
+// one of the cross-cutting files above, so that a reader finds a
+// promise's tests beside the file that keeps it. A mirroring file's name
+// says its package: x_internal_test.go is package padlock, x_test.go
+// package padlock_test.
+func TestTestFilesMirrorTheCode(t *testing.T) {
+	doc, err := os.ReadFile("ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pattern := range crossCutting {
+		if !strings.Contains(string(doc), "`"+pattern+"`") {
+			t.Errorf("ARCHITECTURE.md's map of the tests does not name the cross-cutting %s: add it there", pattern)
+		}
+	}
+
+	tests, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tests) == 0 {
+		t.Fatal("no root test files found: is the test running in the repository root?")
+	}
+	fset := token.NewFileSet()
+	for _, f := range tests {
+		if apart(f) {
+			continue
+		}
+		internal := strings.HasSuffix(f, "_internal_test.go")
+		source := strings.TrimSuffix(strings.TrimSuffix(f, "_test.go"), "_internal") + ".go"
+		if _, err := os.Stat(source); err != nil {
+			t.Errorf("%s mirrors no source file (there is no %s): put its tests beside the file whose promise each proves, "+
+				"in <file>_test.go (package padlock_test) or <file>_internal_test.go (package padlock), "+
+				"its shared helpers in helpers_test.go or helpers_internal_test.go; "+
+				"a suite that spans the package goes in crossCutting here and in ARCHITECTURE.md's map of the tests", f, source)
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.PackageClauseOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "padlock_test"
+		if internal {
+			want = "padlock"
+		}
+		if got := af.Name.Name; got != want {
+			t.Errorf("%s is package %s, want %s: a mirroring file in package padlock is named <file>_internal_test.go, "+
+				"one in package padlock_test <file>_test.go", f, got, want)
+		}
+	}
+}
+
+// apart reports whether the test file f is one of the cross-cutting files.
+func apart(f string) bool {
+	for pattern := range crossCutting {
+		if ok, _ := filepath.Match(pattern, f); ok {
+			return true
+		}
+	}
+	return false
 }

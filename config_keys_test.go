@@ -1,64 +1,111 @@
-package padlock
+package padlock_test
 
 import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/hashslot"
 )
 
-func TestFenceKeySharesLockSlot(t *testing.T) {
-	ks := keyspace{prefix: DefaultKeyPrefix, slotted: true}
-	for _, key := range []string{"a", "order:42", "{x}", "}{", "a}b{c", "%7D", `\]`, "very " + string(make([]byte, 300))} {
-		lk := ks.lock(key)
-		if got, want := hashslot.Slot(ks.fence(lk)), hashslot.Slot(lk); got != want {
-			t.Errorf("key %q: fence slot %d, lock slot %d", key, got, want)
-		}
-		if got, want := hashslot.Slot(ks.queue(lk)), hashslot.Slot(lk); got != want {
-			t.Errorf("key %q: queue slot %d, lock slot %d", key, got, want)
-		}
-	}
-}
-
-func TestLockKeysAreDistinct(t *testing.T) {
-	ks := keyspace{prefix: DefaultKeyPrefix}
-	keys := []string{"a}", `a\]`, `a\\]`, `a\`, `a\\`, "{a}", `\[a\]`, "a", "a{", `a\[`, "a%7D", "a%257D"}
-	seen := map[string]string{}
+func TestKeysWithBracesAndPrefix(t *testing.T) {
+	l, _, rdb := newLocker(t, padlock.WithKeyPrefix("app:locks:"))
+	ctx := ctxFor(t)
+	keys := []string{"a}", "a%7D", "{a}", "a", "}{", "order:{42}:pay"}
+	var held []*padlock.Lock
 	for _, k := range keys {
-		rk := ks.lock(k)
-		if prev, dup := seen[rk]; dup {
-			t.Fatalf("keys %q and %q both map to %q", prev, k, rk)
-		}
-		seen[rk] = k
-		// The hash tag must span the whole escaped key.
-		if got, want := hashslot.Slot(rk), hashslot.Of(rk[len(DefaultKeyPrefix)+1:len(rk)-1]); got != want {
-			t.Errorf("key %q: slot %d, want the slot of the whole key %d", k, got, want)
+		held = append(held, mustAcquire(t, l, ctx, k, padlock.Options{}))
+	}
+	got, err := rdb.Keys(ctx, "app:locks:{*").Result()
+	if err != nil || len(got) != len(keys) {
+		t.Fatalf("lock keys %v, %v; want %d distinct ones", got, err, len(keys))
+	}
+	for _, lk := range held {
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("Release %q: %v", lk.Key(), err)
 		}
 	}
 }
 
-// FuzzLockKeys checks the key layout for any pair of user keys: distinct
-// keys get distinct lock keys, and a lock's keys share one hash slot whose
-// tag is the whole escaped key.
-func FuzzLockKeys(f *testing.F) {
-	for _, seed := range [][2]string{{"a}", `a\]`}, {"{", `\[`}, {`\`, `\\`}, {"}x", "x"}, {"order:1", "order:1:pay"}} {
-		f.Add(seed[0], seed[1])
+// TestKeyCountBounded locks many distinct keys and checks that what stays
+// behind in Redis does not grow with how many keys were ever locked: on one
+// deployment, the single fence counter (Cluster: one per hash slot, see
+// TestClusterKeyCountBounded).
+func TestKeyCountBounded(t *testing.T) {
+	l, srv, _ := newLocker(t)
+	ctx := ctxFor(t)
+	before := srv.DBSize(t)
+	lockMany := func(batch, n int) {
+		var wg sync.WaitGroup
+		for w := range 10 {
+			wg.Go(func() {
+				for i := w; i < n; i += 10 {
+					// Fair ones too: their queue keys must go as well.
+					o := padlock.Options{Fair: i%2 == 0}
+					lk, err := l.Acquire(ctx, fmt.Sprintf("bounded:%d:%d", batch, i), o)
+					if err != nil {
+						t.Errorf("Acquire: %v", err)
+						return
+					}
+					if err := lk.Release(ctx); err != nil {
+						t.Errorf("Release: %v", err)
+					}
+				}
+			})
+		}
+		wg.Wait()
 	}
-	f.Fuzz(func(t *testing.T, a, b string) {
-		if a == "" || b == "" {
-			return
+	lockMany(1, 10000)
+	afterFirst := srv.DBSize(t) - before
+	lockMany(2, 10000)
+	afterSecond := srv.DBSize(t) - before
+	t.Logf("keys left after 10,000 distinct locks: %d; after 20,000: %d", afterFirst, afterSecond)
+	if afterFirst != 1 || afterSecond != 1 {
+		t.Fatalf("keys left: %d after 10,000 distinct locks, %d after 20,000; want the fence counter alone", afterFirst, afterSecond)
+	}
+	if keys := srv.Keys(t); len(keys) != 1 || keys[0] != "padlock:fence" {
+		t.Fatalf("keys left %q, want only the fence counter padlock:fence", keys)
+	}
+}
+
+// TestClusterKeyCountBounded: on Cluster each hash slot has its own fence
+// counter, so what distinct locks leave behind is bounded by the 16384
+// slots, however many keys were locked.
+func TestClusterKeyCountBounded(t *testing.T) {
+	t.Parallel()
+	c, l := startCluster(t)
+	ctx := context.Background()
+	const n = 20000
+	var wg sync.WaitGroup
+	for w := range 10 {
+		wg.Go(func() {
+			for i := w; i < n; i += 10 {
+				lk, err := l.Acquire(ctx, fmt.Sprintf("bounded:%d", i), padlock.Options{})
+				if err != nil {
+					t.Errorf("Acquire: %v", err)
+					return
+				}
+				if err := lk.Release(ctx); err != nil {
+					t.Errorf("Release: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	left := 0
+	for _, node := range c.Nodes() {
+		for _, k := range node.Keys(t) {
+			if !strings.HasPrefix(k, "padlock:fence:{") {
+				t.Fatalf("node %s: key %q left behind; only fence counters may stay", node, k)
+			}
+			left++
 		}
-		for _, ks := range []keyspace{{prefix: DefaultKeyPrefix, slotted: true}, {prefix: "app:"}} {
-			la, fa, qa := ks.lockKeys(a)
-			lb, _, _ := ks.lockKeys(b)
-			if a != b && la == lb {
-				t.Fatalf("keys %q and %q both map to %q", a, b, la)
-			}
-			if la != ks.lock(a) || fa != ks.fence(la) || qa != ks.queue(la) {
-				t.Fatalf("lockKeys(%q) = %q, %q, %q; disagrees with lock/fence/queue", a, la, fa, qa)
-			}
-			if s := hashslot.Slot(la); ks.slotted && (hashslot.Slot(fa) != s || hashslot.Slot(qa) != s || hashslot.Of(la[len(ks.prefix)+1:len(la)-1]) != s) {
-				t.Fatalf("key %q: slots lock %d, fence %d, queue %d", a, s, hashslot.Slot(fa), hashslot.Slot(qa))
-			}
-		}
-	})
+	}
+	t.Logf("%d distinct locks left %d fence counters", n, left)
+	if left > hashslot.Count {
+		t.Fatalf("%d keys left after %d distinct locks, want at most one per slot (%d)", left, n, hashslot.Count)
+	}
 }

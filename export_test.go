@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// What the external tests (package padlock_test) may use of the package's
-// insides: the shared helpers of helpers_test.go, and a few views of
-// internal state that black-box tests check.
+// What the external tests (package padlock_test) may use of the
+// package's insides: the shared helpers of helpers_internal_test.go, and a
+// few views of internal state that black-box tests check.
 
 var (
 	StartLocker  = startLocker
@@ -24,7 +24,7 @@ var (
 	StoredToken = tokenOf
 )
 
-// The Redlock tests' timings (helpers_test.go).
+// The Redlock tests' timings (helpers_internal_test.go).
 const (
 	RLMaxLease    = rlMaxLease
 	RLNodesVote   = rlNodesVote

@@ -1,166 +1,257 @@
-package padlock
+package padlock_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
-	"fmt"
+	"net"
+	"os"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/padlockgo/padlock/internal/hashslot"
+	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
-// The helpers of both test packages: the external one (padlock_test)
-// reaches them through export_test.go, under the same names but one:
-// startLocker is newLocker there (here newLocker builds every Locker).
-
-// startLocker returns a Locker on a fresh Redis server, closed when t ends.
-func startLocker(t testing.TB, opts ...LockerOption) (*Locker, *redistest.Server, *redis.Client) {
-	t.Helper()
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	l := mustNew(t, rdb, opts...)
-	t.Cleanup(func() { _ = l.Close() })
-	return l, srv, rdb
-}
-
-// mustNew is New, ending the test when it refuses client. The caller
-// closes the Locker.
-func mustNew(t testing.TB, client redis.UniversalClient, opts ...LockerOption) *Locker {
-	t.Helper()
-	l, err := New(client, opts...)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return l
-}
-
-// testKey returns a key unique to t.
-func testKey(t testing.TB) string { return strings.ReplaceAll(t.Name(), "/", ":") }
-
-// ctxFor returns a context that ends with t, or after 30s.
-func ctxFor(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// mustAcquire is Acquire, ending the test when it fails. A grant whose
-// reply came after its lease had run out (errLateGrant: a short lease on
-// a loaded machine, under the race detector) was let go by Acquire and is
-// asked for again, a few times: taking the lock is the test's setup, not
-// what it checks.
-func mustAcquire(t testing.TB, l *Locker, ctx context.Context, key string, o Options) *Lock {
-	t.Helper()
-	lk, err := l.Acquire(ctx, key, o)
-	for try := 1; try < 5 && errors.Is(err, errLateGrant) && ctx.Err() == nil; try++ {
-		t.Logf("Acquire(%q): %v; asking again", key, err)
-		lk, err = l.Acquire(ctx, key, o)
-	}
-	if err != nil {
-		t.Fatalf("Acquire(%q): %v", key, err)
-	}
-	return lk
-}
-
-// startCluster starts a 3-master cluster and returns it with a Locker on
-// it, closed when t ends.
-func startCluster(t testing.TB, opts ...LockerOption) (*redistest.Cluster, *Locker) {
-	t.Helper()
-	c := redistest.StartCluster(t, 3)
-	l := mustNew(t, c.Client(t), opts...)
-	t.Cleanup(func() { l.Close() })
-	return c, l
-}
-
-// Redlock tests keep leases short so that the delayed-restart rule, which
-// holds a node's vote back until it has been up for the max lease, costs a
-// freshly started node about a second rather than the default 30s.
-const (
-	rlMaxLease = time.Second
-	// rlNodesVote is how long after start a node surely votes the first
-	// time it is asked: uptime comes in whole seconds, and is trusted to be
-	// a second less than it says.
-	rlNodesVote = rlMaxLease + 2*time.Second
-	// Generous for loopback, so that a busy test machine does not pass
-	// for a hung node.
-	rlNodeTimeout = 250 * time.Millisecond
+// The helpers both test packages share (helpers_internal_test.go), under
+// the names this package's tests use: newLocker is startLocker there,
+// where newLocker is the package's own constructor of every Locker.
+var (
+	newLocker    = padlock.StartLocker
+	testKey      = padlock.TestKey
+	ctxFor       = padlock.CtxFor
+	clusterKeys  = padlock.ClusterKeys
+	mustAcquire  = padlock.MustAcquire
+	startCluster = padlock.StartCluster
+	startRedlock = padlock.StartRedlock
+	redlockOn    = padlock.RedlockOn
+	awaitVotes   = padlock.AwaitVotes
 )
 
-// redlockOn returns a Redlock Locker on servers, with clients of its own
-// (another process, as far as Redis can tell), closed when t ends.
-func redlockOn(t testing.TB, servers []*redistest.Server, opts ...RedlockOption) *Locker {
-	t.Helper()
-	clients := make([]redis.UniversalClient, len(servers))
-	for i, s := range servers {
-		clients[i] = s.Client(t, func(o *redis.Options) {
-			o.ContextTimeoutEnabled = true
-			// Socket timeouts far above the node timeout, so the timing
-			// checks below can only pass if the node timeout bounds calls.
-			o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
-			// After a pool's size in failed dials go-redis probes a dead node from
-			// a goroutine that sees its pool closed only a second later,
-			// past goleak's patience. Tests that kill nodes never get there.
-			o.PoolSize, o.PipelinePoolSize = 1000, 1000
-		})
-	}
-	opts = append([]RedlockOption{
-		WithMaxLease(rlMaxLease),
-		WithNodeTimeout(rlNodeTimeout),
-		WithDefaults(Options{TTL: rlMaxLease}),
-	}, opts...)
-	l, err := NewRedlock(clients, opts...)
-	if err != nil {
-		t.Fatalf("NewRedlock: %v", err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
+const (
+	rlMaxLease    = padlock.RLMaxLease
+	rlNodesVote   = padlock.RLNodesVote
+	rlNodeTimeout = padlock.RLNodeTimeout
+)
+
+// The tests that stage a fault do it on a real server, with go-redis hooks
+// on the client of the Locker under test: a reply lost after the server
+// ran the command, a command held back and sent later (the bytes of a
+// stalled connection that arrive after those of a newer one), a send
+// stalled after the client's checks passed. Every fault is one the
+// network or the scheduler may cause; the promise each test names must
+// hold under it.
+
+// faultHook is a go-redis hook whose behaviour a test sets and changes
+// while the client is in use; with nothing set, it passes everything on.
+type faultHook struct {
+	proc atomic.Pointer[procFault]
+	pipe atomic.Pointer[pipeFault]
 }
 
-// startRedlock starts n real nodes and returns a Locker on them once every
-// node has been up long enough to vote. (Waiting for a majority to vote is
-// not enough for tests that then take nodes away.)
-func startRedlock(t testing.TB, n int, opts ...RedlockOption) (*Locker, []*redistest.Server) {
-	t.Helper()
-	redistest.Require(t)
-	servers := redistest.StartN(t, n)
-	time.Sleep(rlNodesVote)
-	l := redlockOn(t, servers, opts...)
-	awaitVotes(t, l)
-	return l, servers
-}
+func (h *faultHook) onProcess(f procFault)  { h.proc.Store(&f) }
+func (h *faultHook) onPipeline(f pipeFault) { h.pipe.Store(&f) }
 
-// awaitVotes waits until l can take a lock, that is, until enough nodes
-// have been up for the max lease.
-func awaitVotes(t testing.TB, l *Locker) {
-	t.Helper()
-	ctx := context.Background()
-	var err error
-	for deadline := time.Now().Add(rlNodesVote + 5*time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		var lk *Lock
-		if lk, err = l.Acquire(ctx, "probe:"+testKey(t), Options{NoRenew: true}); err == nil {
-			_ = lk.Release(ctx)
-			return
+func (h *faultHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *faultHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f := h.proc.Load(); f != nil {
+			return (*f)(ctx, cmd, next)
 		}
+		return next(ctx, cmd)
 	}
-	t.Fatalf("nodes never voted: %v", err)
 }
 
-// clusterKeys returns perNode user keys for each of nodes cluster nodes:
-// keys whose locks fall in node i's share of the slots (StartCluster
-// splits them evenly, in order).
-func clusterKeys(l *Locker, nodes, perNode int) [][]string {
-	keys := make([][]string, nodes)
-	for n, left := 0, nodes*perNode; left > 0; n++ {
-		k := fmt.Sprintf("order:%d", n)
-		node := hashslot.Slot(l.RedisKey(k)) * nodes / hashslot.Count
-		if len(keys[node]) < perNode {
-			keys[node] = append(keys[node], k)
-			left--
+func (h *faultHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if f := h.pipe.Load(); f != nil {
+			return (*f)(ctx, cmds, next)
 		}
+		return next(ctx, cmds)
+	}
+}
+
+type (
+	procFault func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
+	pipeFault func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error
+)
+
+func hookOn(rdb *redis.Client) *faultHook {
+	h := &faultHook{}
+	rdb.AddHook(h)
+	return h
+}
+
+// errReplyLost is what a client sees when a reply does not come back in
+// time: the command may have run (padlock takes it for "maybe sent").
+var errReplyLost error = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+
+// scriptKeys returns the KEYS of an EVAL or EVALSHA command, nil for any
+// other command.
+func scriptKeys(cmd redis.Cmder) []string {
+	args := cmd.Args()
+	if len(args) < 3 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
+		return nil
+	}
+	var n int
+	switch v := args[2].(type) {
+	case int:
+		n = v
+	case int64:
+		n = int(v)
+	default:
+		return nil
+	}
+	if n < 0 || len(args) < 3+n {
+		return nil
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i], _ = args[3+i].(string)
 	}
 	return keys
+}
+
+// firstKey returns KEYS[1] of a script command, "" for any other command.
+func firstKey(cmd redis.Cmder) string {
+	if keys := scriptKeys(cmd); len(keys) > 0 {
+		return keys[0]
+	}
+	return ""
+}
+
+// hasArg reports whether one of cmd's arguments is the string s.
+func hasArg(cmd redis.Cmder, s string) bool {
+	return slices.ContainsFunc(cmd.Args(), func(a any) bool { v, ok := a.(string); return ok && v == s })
+}
+
+func awaitSignal(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: never happened", what)
+	}
+}
+
+// waitQueueLen waits until key's fair queue holds n waiters.
+func waitQueueLen(t *testing.T, rdb redis.Cmdable, key string, n int) {
+	t.Helper()
+	queue := "padlock:{" + key + "}:queue"
+	ctx := ctxFor(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if got := rdb.LLen(ctx, queue).Val(); got == int64(n) {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	entries := rdb.LRange(ctx, queue, 0, -1).Val()
+	t.Fatalf("queue %s is %s, want %d waiters", queue, strings.Join(entries, ", "), n)
+}
+
+// The ACL rules docs/acl.md documents, by the comment line above each.
+const (
+	aclEvery      = "# Every deployment"
+	aclNotices    = "# Release notices on a single node"
+	aclCluster    = "# Release notices on Cluster"
+	aclTopology   = "# Cluster: what go-redis asks"
+	aclRedlock    = "# NewRedlock"
+	aclReplicaAck = "# WithReplicaAck"
+	aclInspect    = "# Locker.Inspect"
+)
+
+// readmeACL returns the ACL SETUSER lines of docs/acl.md, the permissions
+// guide, as command arguments, by the comment line above each.
+func readmeACL(t *testing.T) map[string][]string {
+	t.Helper()
+	f, err := os.Open("docs/acl.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rules := make(map[string][]string)
+	var section, block bool
+	comment := ""
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "# Redis permissions"):
+			section = true
+		case !section:
+		case strings.HasPrefix(line, "```"):
+			if block {
+				return rules
+			}
+			block = true
+		case block && strings.HasPrefix(line, "# "):
+			comment = line
+		case block && strings.HasPrefix(line, "ACL SETUSER "):
+			for prefix := range map[string]bool{aclEvery: true, aclNotices: true, aclCluster: true, aclTopology: true, aclRedlock: true, aclReplicaAck: true, aclInspect: true} {
+				if strings.HasPrefix(comment, prefix) {
+					rules[prefix] = strings.Fields(line)
+				}
+			}
+		}
+	}
+	t.Fatal("docs/acl.md: no ACL block under \"# Redis permissions\"")
+	return nil
+}
+
+// aclUser applies rules (ACL SETUSER lines) to srv, clears its ACL log,
+// and returns a client logged in as the user they made.
+func aclUser(t *testing.T, srv *redistest.Server, rules ...[]string) *redis.Client {
+	t.Helper()
+	ctx := ctxFor(t)
+	admin := srv.Client(t)
+	user := ""
+	for _, r := range rules {
+		if len(r) < 3 {
+			t.Fatalf("ACL rule %q: want ACL SETUSER <user> ...", r)
+		}
+		user = r[2]
+		args := make([]any, len(r))
+		for i, a := range r {
+			args[i] = a
+		}
+		if err := admin.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%s: %v", strings.Join(r, " "), err)
+		}
+	}
+	if err := admin.Do(ctx, "acl", "log", "reset").Err(); err != nil {
+		t.Fatal(err)
+	}
+	return srv.Client(t, func(o *redis.Options) { o.Username, o.Password = user, "secret" })
+}
+
+// checkNodes asserts that err carries a *padlock.QuorumError for op whose
+// node results have the outcomes want, in the order of servers, and
+// returns it.
+func checkNodes(t *testing.T, call string, err error, op string, servers []*redistest.Server, want []padlock.NodeOutcome) *padlock.QuorumError {
+	t.Helper()
+	var qe *padlock.QuorumError
+	if !errors.As(err, &qe) {
+		t.Fatalf("%s: errors.As(%v) finds no *padlock.QuorumError", call, err)
+	}
+	if qe.Op != op || qe.Need != len(servers)/2+1 || len(qe.Nodes) != len(servers) {
+		t.Fatalf("%s: got Op %q, Need %d, %d nodes; want %q, %d, %d", call, qe.Op, qe.Need, len(qe.Nodes), op, len(servers)/2+1, len(servers))
+	}
+	for i, r := range qe.Nodes {
+		if r.Index != i || r.Addr != servers[i].Addr() || r.Outcome != want[i] {
+			t.Errorf("%s: Nodes[%d] = %d %s %v (%v), want %d %s %v", call, i, r.Index, r.Addr, r.Outcome, r.Err, i, servers[i].Addr(), want[i])
+		}
+		failed := r.Outcome == padlock.NodeTimeout || r.Outcome == padlock.NodeUnreachable
+		if (failed && r.Err == nil) || (r.Outcome == padlock.NodeAgreed && r.Err != nil) {
+			t.Errorf("%s: Nodes[%d] is %v with Err %v", call, i, r.Outcome, r.Err)
+		}
+		if r.Outcome != padlock.NodeAgreed && !strings.Contains(err.Error(), r.Addr+": "+r.Outcome.String()) {
+			t.Errorf("%s: error %q does not name %s as %v", call, err, r.Addr, r.Outcome)
+		}
+	}
+	return qe
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,4 +253,92 @@ func TestReleaseAfterClose(t *testing.T) {
 	t.Cleanup(func() { other.Close() })
 	again := mustAcquire(t, other, ctx, key, padlock.Options{})
 	again.Release(ctx)
+}
+
+// renewalStaller is an Observer that stalls the watchdog at the first
+// renewal of one key it is told of, until released: a renewal goroutine
+// descheduled in the middle of applying a batch's answers.
+type renewalStaller struct {
+	padlock.NopObserver
+	key              string
+	once             atomic.Bool
+	entered, release chan struct{}
+}
+
+func (o *renewalStaller) LeaseRenewed(e padlock.LeaseRenewedEvent) {
+	if e.Key == o.key && e.OK && o.once.CompareAndSwap(false, true) {
+		close(o.entered)
+		<-o.release
+	}
+}
+
+// TestLostLockIsNotRenewed: a renewal of lock A is confirmed by Redis, but
+// its answer is applied only after A's trusted lease ran out and A
+// reported itself lost. Promise: once Err has reported the lock lost, the
+// key is renewed no more: it expires at the latest one lease after the
+// last renewal sent before the loss, rather than staying locked until
+// Release.
+//
+// A's renewal rides in one batch with B's, which comes first; the
+// Observer stalls on B's answer (standing for the watchdog's goroutine
+// being held up) until A's trust has run out.
+// Regression: the late confirmation kept renewing a lock reported lost.
+func TestLostLockIsNotRenewed(t *testing.T) {
+	key := "lost-lock"
+	obs := &renewalStaller{key: key + ":b", entered: make(chan struct{}), release: make(chan struct{})}
+	l, srv, _ := newLocker(t, padlock.WithObserver(obs))
+	raw := srv.Client(t)
+	ctx := ctxFor(t)
+	const ttl = 2 * time.Second
+	o := padlock.Options{TTL: ttl}
+	releaseObs := sync.OnceFunc(func() { close(obs.release) })
+	defer releaseObs()
+
+	// Loads the lease script, so the batch needs no second round.
+	warm := mustAcquire(t, l, ctx, key+":warm", o)
+	if err := warm.Extend(ctx, ttl); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+
+	b := mustAcquire(t, l, ctx, obs.key, o)
+	defer b.Release(ctx)
+	a := mustAcquire(t, l, ctx, key, o)
+	defer a.Release(ctx)
+	awaitSignal(t, obs.entered, "the first renewal batch")
+
+	deadline := time.Now().Add(3 * ttl)
+	for a.Err() == nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if a.Err() == nil {
+		releaseObs()
+		t.Skip("scenario not staged: A's renewal was applied before its trust ran out")
+	}
+	lostAt := time.Now()
+	if !errors.Is(a.Err(), padlock.ErrLockLost) {
+		t.Fatalf("A: Err = %v, want ErrLockLost", a.Err())
+	}
+	releaseObs()
+
+	// The last renewal sent before the loss went out before lostAt; its
+	// lease ends before lostAt + ttl. A second of slack for a busy
+	// machine.
+	lockKey := l.RedisKey(key)
+	for end := lostAt.Add(ttl + time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n, err := raw.Exists(ctx, lockKey).Result()
+		if err != nil {
+			t.Fatalf("EXISTS: %v", err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			pttl := raw.PTTL(ctx, lockKey).Val()
+			t.Fatalf("the key is still held %v after A reported the lock lost (Err %v), with %v of lease left: it is still being renewed",
+				time.Since(lostAt).Round(time.Millisecond), a.Err(), pttl)
+		}
+	}
 }

@@ -4,12 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/padlockgo/padlock"
-
+	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
-
-	"github.com/padlockgo/padlock/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
@@ -22,24 +19,3 @@ func TestMain(m *testing.M) {
 type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
-
-// The shared helpers (helpers_test.go), under the names this package's
-// tests use: newLocker is startLocker there, where newLocker is the
-// package's own constructor of every Locker.
-var (
-	newLocker    = padlock.StartLocker
-	testKey      = padlock.TestKey
-	ctxFor       = padlock.CtxFor
-	clusterKeys  = padlock.ClusterKeys
-	mustAcquire  = padlock.MustAcquire
-	startCluster = padlock.StartCluster
-	startRedlock = padlock.StartRedlock
-	redlockOn    = padlock.RedlockOn
-	awaitVotes   = padlock.AwaitVotes
-)
-
-const (
-	rlMaxLease    = padlock.RLMaxLease
-	rlNodesVote   = padlock.RLNodesVote
-	rlNodeTimeout = padlock.RLNodeTimeout
-)

@@ -1,12 +1,16 @@
 package padlock_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/padlockgo/padlock"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestDetachResume: a lock taken by one Locker (the process that queues a
@@ -105,84 +109,6 @@ func TestResumeNotHeld(t *testing.T) {
 	}
 }
 
-// TestLockAccessors: Lease and ValidUntil answer without a round trip and
-// follow Extend.
-func TestLockAccessors(t *testing.T) {
-	l, _, _ := newLocker(t)
-	ctx := ctxFor(t)
-	before := time.Now()
-	lk := mustAcquire(t, l, ctx, testKey(t), padlock.Options{TTL: 10 * time.Second})
-	if got := lk.Lease(); got != 10*time.Second {
-		t.Fatalf("Lease %v, want 10s", got)
-	}
-	if v := lk.ValidUntil(); v.Before(before.Add(9*time.Second)) || v.After(time.Now().Add(10*time.Second)) {
-		t.Fatalf("ValidUntil %v from now, want about 10s less the drift margin", time.Until(v))
-	}
-	sent := time.Now()
-	if err := lk.Extend(ctx, 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if got := lk.Lease(); got != 2*time.Second {
-		t.Fatalf("Lease after Extend(2s) %v, want 2s", got)
-	}
-	if v := lk.ValidUntil(); v.After(sent.Add(2*time.Second)) || v.Before(sent.Add(time.Second)) {
-		t.Fatalf("ValidUntil after Extend(2s): %v after it was sent, want within (1s, 2s]", v.Sub(sent))
-	}
-	lk.Release(ctx)
-	if v := lk.ValidUntil(); !v.IsZero() {
-		t.Fatalf("ValidUntil after Release %v, want zero", v)
-	}
-}
-
-// TestAPINotes holds the answers docs/locks.md's API notes give for locks that
-// are not, or no longer, held.
-func TestAPINotes(t *testing.T) {
-	l, _, rdb := newLocker(t)
-	ctx := ctxFor(t)
-	key := testKey(t)
-
-	var never *padlock.Lock
-	if err := never.Release(ctx); err != nil {
-		t.Errorf("Release of a nil Lock: %v, want nil", err)
-	}
-	var zero padlock.Lock
-	if err := zero.Release(ctx); !errors.Is(err, padlock.ErrNotHeld) {
-		t.Errorf("Release of a zero Lock: %v, want ErrNotHeld", err)
-	}
-	if _, err := zero.TTL(ctx); !errors.Is(err, padlock.ErrNotHeld) {
-		t.Errorf("TTL of a zero Lock: %v, want ErrNotHeld", err)
-	}
-	if err := zero.Extend(ctx, time.Second); !errors.Is(err, padlock.ErrNotHeld) {
-		t.Errorf("Extend of a zero Lock: %v, want ErrNotHeld", err)
-	}
-	select {
-	case <-zero.Done():
-	default:
-		t.Error("Done of a zero Lock is open")
-	}
-
-	// An expired lock: TTL and Extend say it is not held, and Extend does
-	// not take the key again (unlike redsync's SetNXOnExtend).
-	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: 100 * time.Millisecond, NoRenew: true})
-	<-lk.Done()
-	time.Sleep(150 * time.Millisecond)
-	if _, err := lk.TTL(ctx); !errors.Is(err, padlock.ErrNotHeld) {
-		t.Errorf("TTL of an expired lock: %v, want ErrNotHeld", err)
-	}
-	if err := lk.Extend(ctx, time.Second); !errors.Is(err, padlock.ErrNotHeld) {
-		t.Errorf("Extend of an expired lock: %v, want ErrNotHeld", err)
-	}
-	if n, err := rdb.Exists(ctx, "padlock:{"+key+"}").Result(); err != nil || n != 0 {
-		t.Errorf("lock key after Extend of an expired lock: exists=%d, %v; want gone", n, err)
-	}
-	if err := lk.Release(ctx); !errors.Is(err, padlock.ErrNotHeld) {
-		t.Errorf("Release of an expired lock: %v, want ErrNotHeld", err)
-	}
-	if err := lk.Release(ctx); err != nil {
-		t.Errorf("second Release: %v, want nil", err)
-	}
-}
-
 // TestResumeTwice: a queue that delivers a job twice has two workers
 // resume the same Ownership. Only the first may hold the lock.
 func TestResumeTwice(t *testing.T) {
@@ -211,5 +137,95 @@ func TestResumeTwice(t *testing.T) {
 	}
 	if err := first.Err(); err != nil {
 		t.Fatalf("first resumed lock after the second Resume: %v, want held", err)
+	}
+}
+
+// resetAfterRun makes the first EVALSHA of sha run and then fail as a
+// closed connection does, so that padlock sends it again; it returns
+// how many copies were sent.
+func resetAfterRun(hook *faultHook, sha string) *atomic.Int32 {
+	var n atomic.Int32
+	hook.onProcess(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		args := cmd.Args()
+		if cmd.Name() != "evalsha" || len(args) < 2 || args[1] != sha || n.Add(1) != 1 {
+			return next(ctx, cmd)
+		}
+		if err := next(ctx, cmd); err != nil {
+			return err
+		}
+		cmd.SetErr(io.EOF) // the connection closed after the server ran it
+		return io.EOF
+	})
+	return &n
+}
+
+// TestResumeSentAgainReturnsTheLock: Redis runs a Resume, the connection
+// closes before its reply, and padlock sends it again. The copy finds the
+// lock under the resuming token: Resume returns the lock, not ErrNotHeld.
+// Regression: the copy said ErrNotHeld; the lock stayed under a lost token.
+func TestResumeSentAgainReturnsTheLock(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	hook := hookOn(rdb)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	o := padlock.Options{TTL: 20 * time.Second}
+	// Loads the resume script.
+	if own, err := mustAcquire(t, l, ctx, key+":warm", o).Detach(); err == nil {
+		if lk, err := l.Resume(ctx, own, o); err == nil {
+			_ = lk.Release(ctx)
+		}
+	}
+	own, err := mustAcquire(t, l, ctx, key, o).Detach()
+	if err != nil {
+		t.Fatalf("Detach: %v", err)
+	}
+	n := resetAfterRun(hook, padlock.ResumeSHA)
+	lk, err := l.Resume(ctx, own, o)
+	if n.Load() < 2 {
+		t.Fatalf("scenario not staged: %d resume command(s) sent, want the resume and its copy", n.Load())
+	}
+	if err != nil {
+		t.Fatalf("Resume that ran, its copy sent again = %v, want the lock", err)
+	}
+	defer lk.Release(ctx)
+	if tok, _ := rdb.Get(ctx, l.RedisKey(key)).Result(); padlock.StoredToken(tok) != lk.Token() {
+		t.Errorf("Redis holds the lock under %q, the resumed lock's token is %q", padlock.StoredToken(tok), lk.Token())
+	}
+}
+
+// TestResumeLateReplyIsUnavailable: Redis runs a Resume, but its reply
+// comes after the new lease has run out. Resume does not return a lock that
+// is lost already: it returns ErrUnavailable.
+// Regression: Resume returned a lock already lost (explorer).
+func TestResumeLateReplyIsUnavailable(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	hook := hookOn(rdb)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: time.Minute})
+	own, err := lk.Detach()
+	if err != nil {
+		t.Fatalf("Detach: %v", err)
+	}
+	const ttl = 200 * time.Millisecond
+	var armed atomic.Bool
+	armed.Store(true)
+	hook.onProcess(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if !armed.CompareAndSwap(true, false) {
+			return next(ctx, cmd)
+		}
+		err := next(ctx, cmd)
+		time.Sleep(ttl + 100*time.Millisecond) // the reply is late
+		return err
+	})
+	got, err := l.Resume(ctx, own, padlock.Options{TTL: ttl})
+	if armed.Load() {
+		t.Fatal("scenario not staged: Resume sent no command")
+	}
+	if err == nil {
+		t.Fatalf("Resume with its reply after its lease = a lock (Err %v), want an error", got.Err())
+	}
+	if !errors.Is(err, padlock.ErrUnavailable) {
+		t.Errorf("Resume with its reply after its lease = %v, want ErrUnavailable", err)
 	}
 }

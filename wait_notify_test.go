@@ -1,233 +1,69 @@
-package padlock
+package padlock_test
 
 import (
 	"context"
-	"fmt"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
-// awaitWaiters waits until cond holds for l's local waiters on key (nil
-// when none wait), checked under the notifier's lock; what names the
-// condition in the failure.
-func awaitWaiters(t *testing.T, l *Locker, key, what string, cond func(kw *keyWaiters) bool) {
-	t.Helper()
-	channel, _, _ := l.keys.lockKeys(key)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		l.notifier.mu.Lock()
-		ok := cond(l.notifier.keys[channel])
-		l.notifier.mu.Unlock()
-		if ok {
-			return
-		}
-	}
-	t.Fatalf("%s: never happened for %q", what, key)
-}
-
-// waitForWaiters waits until n local waiters queue for key, with a live
-// subscription.
-func waitForWaiters(t *testing.T, l *Locker, key string, n int) {
-	t.Helper()
-	awaitWaiters(t, l, key, fmt.Sprintf("%d waiters with a live subscription", n), func(kw *keyWaiters) bool {
-		return kw != nil && len(kw.waiters) == n && kw.live
-	})
-}
-
-// TestReleaseWakesOneWaiter queues many waiters in one Locker and checks
-// that a release costs one attempt, not one per waiter, and that no waiter
-// polls while the holder keeps the lock.
-func TestReleaseWakesOneWaiter(t *testing.T) {
-	srv := redistest.Start(t)
+// TestClusterWakeUpAcrossSlots checks the release notices (sharded pub/sub)
+// for a key on every node: the waiter makes no attempt while the lock is
+// held, however eager its retry strategy, and wakes as soon as it is
+// released.
+func TestClusterWakeUpAcrossSlots(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
 	calls := redistest.CountCommands("evalsha", "eval")
-	rdb := srv.Client(t)
-	rdb.AddHook(calls)
-	l := mustNew(t, rdb)
-	defer l.Close()
-	holderLocker := mustNew(t, srv.Client(t)) // another "process"
-	defer holderLocker.Close()
+	cc := c.Client(t)
+	cc.AddHook(calls)
+	waiters := padlock.MustNew(t, cc)
+	defer waiters.Close()
+	padlock.SetNoticeRecheck(waiters, time.Hour) // only a notice can wake the waiter
+	holders := padlock.MustNew(t, c.Client(t))
+	defer holders.Close()
 	ctx := context.Background()
-	const key, waiters = "herd", 10
 
-	holder, err := holderLocker.Acquire(ctx, key, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan *Lock, waiters)
-	var wg sync.WaitGroup
-	for range waiters {
-		wg.Go(func() {
-			lk, err := l.Acquire(ctx, key, Options{Wait: 30 * time.Second, Retry: LinearBackoff(time.Millisecond)})
+	for node, nodeKeys := range clusterKeys(waiters, 3, 1) {
+		key := nodeKeys[0]
+		holder, err := holders.Acquire(ctx, key, padlock.Options{TTL: time.Minute})
+		if err != nil {
+			t.Fatalf("node %d: holder's Acquire(%q): %v", node, key, err)
+		}
+		done := make(chan time.Time, 1)
+		go func() {
+			lk, err := waiters.Acquire(ctx, key, padlock.Options{Wait: 30 * time.Second, Retry: padlock.LinearBackoff(time.Millisecond)})
 			if err != nil {
-				t.Errorf("waiter: %v", err)
+				t.Errorf("node %d: waiter: %v", node, err)
+				close(done)
 				return
 			}
-			got <- lk
-		})
-	}
-	waitForWaiters(t, l, key, waiters)
-	before := calls.Load()
-	time.Sleep(300 * time.Millisecond) // a polling waiter would try ~300 times here
-	// At most one attempt per waiter that started before the subscription
-	// was live, made right after subscribing (it may land inside this
-	// window), and one more the first in line decided on by its retry
-	// strategy just before the subscription went live; polling at 1ms
-	// would make thousands.
-	if polled := calls.Load() - before; polled > waiters+1 {
-		t.Fatalf("waiters made %d attempts while the lock was held; want at most %d (they wait for a notice)", polled, waiters+1)
-	}
-
-	// The release wakes one waiter, whose one attempt takes the lock from
-	// Redis; the other waiters get it handed on within the Locker, each
-	// hand-off after one confirmation, and only the last release goes back
-	// to Redis: one attempt, waiters-1 confirmations and one release.
-	if err := handoverScript.Load(ctx, rdb).Err(); err != nil { // one EVALSHA per hand-off
-		t.Fatal(err)
-	}
-	before = calls.Load()
-	holder.Release(ctx)
-	var fence int64
-	for range waiters {
-		lk := <-got
-		if lk.Fence() <= fence {
-			t.Fatalf("fence %d after %d: fences must rise with every holder", lk.Fence(), fence)
+			done <- time.Now()
+			_ = lk.Release(ctx)
+		}()
+		padlock.WaitForWaiters(t, waiters, key, 1)
+		before := calls.Load()
+		time.Sleep(200 * time.Millisecond)
+		// At most two attempts may land inside this window: one the
+		// waiter decided on, by its retry strategy, just before the
+		// subscription went live, and the one it makes once it is live.
+		// A 1ms retry strategy would make ~200.
+		if polled := calls.Load() - before; polled > 2 {
+			t.Errorf("node %d: the waiter made %d attempts while the lock was held, want at most 2", node, polled)
 		}
-		fence = lk.Fence()
-		if err := lk.Release(ctx); err != nil {
-			t.Fatal(err)
+		released := time.Now()
+		if err := holder.Release(ctx); err != nil {
+			t.Fatalf("node %d: Release: %v", node, err)
 		}
-	}
-	if n := calls.Load() - before; n != waiters+1 {
-		t.Fatalf("%d script calls for %d hand-overs, want %d (one attempt, a confirmation per hand-off, one release)", n, waiters, waiters+1)
-	}
-	wg.Wait()
-}
-
-// TestWaiterInAnotherLockerWakesOnNotice has the holder and the waiter in
-// different Lockers, as in different processes: the waiter must wake on the
-// release notice, not by polling.
-func TestWaiterInAnotherLockerWakesOnNotice(t *testing.T) {
-	srv := redistest.Start(t)
-	calls := redistest.CountCommands("evalsha", "eval")
-	rdb := srv.Client(t)
-	rdb.AddHook(calls)
-	waiterLocker := mustNew(t, rdb)
-	defer waiterLocker.Close()
-	holderLocker := mustNew(t, srv.Client(t))
-	defer holderLocker.Close()
-	ctx := context.Background()
-	const key = "notice"
-
-	holder, err := holderLocker.Acquire(ctx, key, Options{TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan *Lock, 1)
-	go func() {
-		// A backoff this fast would make hundreds of attempts while the
-		// holder holds on; notices make it unnecessary.
-		lk, err := waiterLocker.Acquire(ctx, key, Options{Wait: 30 * time.Second, Retry: LinearBackoff(time.Millisecond)})
-		if err != nil {
-			t.Errorf("waiter: %v", err)
+		select {
+		case at, ok := <-done:
+			if ok {
+				t.Logf("node %d: the waiter got the lock %v after the release", node, at.Sub(released))
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("node %d: no wake-up after the release: the notice did not arrive", node)
 		}
-		done <- lk
-	}()
-	waitForWaiters(t, waiterLocker, key, 1)
-	// Until the subscription is confirmed the waiter follows its strategy;
-	// from then on only notices (and the lease end) wake it.
-	before := calls.Load()
-	time.Sleep(300 * time.Millisecond)
-	holder.Release(ctx)
-	lk := <-done
-	if lk == nil {
-		return
-	}
-	defer lk.Release(ctx)
-	// An attempt decided on by the retry strategy just before the
-	// subscription went live, one more once subscribed (either may land
-	// after the subscription was seen live), and the one the notice
-	// triggered.
-	if n := calls.Load() - before; n > 3 {
-		t.Fatalf("waiter made %d attempts once notices flowed, want at most 3", n)
-	}
-}
-
-// publishCalls returns how many PUBLISH commands srv has run, including
-// those run by scripts.
-func publishCalls(t *testing.T, rdb *redis.Client) int64 {
-	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(info, "\r\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_publish:calls="); ok {
-			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// TestReleaseNoticeOnlyWhenWaited checks that a release publishes a notice
-// only when someone waits for one: not in an uncontended cycle, but when
-// a waiter of another Locker marked the lock, which must then wake by that
-// notice alone.
-func TestReleaseNoticeOnlyWhenWaited(t *testing.T) {
-	srv := redistest.Start(t)
-	if !srv.Real() {
-		t.Skip("needs INFO commandstats")
-	}
-	stats := srv.Client(t)
-	l := mustNew(t, srv.Client(t))
-	defer l.Close()
-	ctx := context.Background()
-
-	before := publishCalls(t, stats)
-	for range 5 {
-		lk, err := l.Acquire(ctx, "quiet", Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lk.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := publishCalls(t, stats) - before; n != 0 {
-		t.Fatalf("5 uncontended cycles published %d notices, want none", n)
-	}
-
-	holder, err := l.Acquire(ctx, "quiet", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := mustNew(t, srv.Client(t))
-	defer other.Close()
-	other.recheck = time.Hour // only the notice can wake the waiter
-	done := make(chan *Lock, 1)
-	go func() {
-		lk, err := other.Acquire(ctx, "quiet", Options{Wait: time.Minute, Retry: LinearBackoff(time.Hour)})
-		if err != nil {
-			t.Error(err)
-		}
-		done <- lk
-	}()
-	waitForWaiters(t, other, "quiet", 1)
-	waitParked(t, other, "quiet", 1)
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case lk := <-done:
-		if lk != nil {
-			lk.Release(ctx)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter that marked the lock was not woken by its release")
 	}
 }

@@ -1,0 +1,124 @@
+package padlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock/internal/redistest"
+)
+
+// WithReplicaAck waits for the replicas after every write that takes a
+// lock, AcquireAll's included: on a server with no replica, AcquireAll
+// fails as Acquire does, and leaves no key of its set behind. (AcquireAll
+// once took its set with no WAIT: a failover could lose it to a second
+// owner while the first held the MultiLock.)
+func TestAcquireAllWaitsForReplicas(t *testing.T) {
+	t.Parallel()
+	l, _, rdb := startLocker(t, WithReplicaAck(1, 50*time.Millisecond))
+	ctx := ctxFor(t)
+	keys := []string{testKey(t) + ":a", testKey(t) + ":b"}
+	m, err := l.AcquireAll(ctx, keys, Options{})
+	if err == nil {
+		_ = m.Release(ctx)
+		t.Fatal("AcquireAll with no replica to acknowledge it succeeded, want ErrUnavailable")
+	}
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "0 of 1 acknowledged") {
+		t.Errorf("AcquireAll: got %v, want ErrUnavailable saying no replica acknowledged", err)
+	}
+	for _, k := range keys {
+		if n, err := rdb.Exists(ctx, l.keys.lock(k)).Result(); err != nil || n != 0 {
+			t.Errorf("%s is left behind after the refused AcquireAll (%d, %v)", k, n, err)
+		}
+	}
+}
+
+// TestReplicaAckLostExtend: with WithReplicaAck, a shorter Extend that ran
+// on the master but that no replica confirmed fails with ErrUnavailable;
+// the master holds the shorter lease all the same.
+func TestReplicaAckLostExtend(t *testing.T) {
+	srvs := redistest.StartN(t, 2)
+	master, replica := srvs[0], srvs[1]
+	if !master.Real() {
+		t.Skip("needs redis-servers to replicate and pause")
+	}
+	ctx := context.Background()
+	host, port, _ := strings.Cut(master.Addr(), ":")
+	rc := replica.Client(t)
+	if err := rc.ReplicaOf(ctx, host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, _ := rc.Info(ctx, "replication").Result()
+		if strings.Contains(info, "master_link_status:up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica not in sync: %s", info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The replica's link is up before the master counts its acks: wait
+	// until one write is acknowledged, so that the acquisition below does
+	// not meet a replica still starting to stream.
+	rdb := master.Client(t)
+	for {
+		if err := rdb.Set(ctx, "warm", "1", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := rdb.Do(ctx, "WAIT", 1, 500).Int64(); err == nil && n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica never acknowledged a write")
+		}
+	}
+	l := mustNew(t, rdb, WithReplicaAck(1, 800*time.Millisecond)) // under the 1s ReadTimeout, with slack for a loaded machine
+	defer l.Close()
+	lk, err := l.Acquire(ctx, "acked", Options{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Release(ctx)
+	replica.Pause(t)
+	defer replica.Resume(t)
+	// Shorter than the 10s in force, and long enough to outlast the WAIT
+	// and the TTL read after it on a loaded machine.
+	const shorter = 3 * time.Second
+	if err := lk.Extend(ctx, shorter); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Extend no replica confirmed: %v, want ErrUnavailable", err)
+	}
+	if d, err := lk.TTL(ctx); err != nil || d > shorter {
+		t.Fatalf("lease on the master after the unconfirmed Extend: %v, %v; want at most %v", d, err, shorter)
+	}
+	contend(t, master, "acked", lk, shorter+2*time.Second)
+}
+
+// TestHoldsReplicaAckWithoutReplicas: on a server with no replica,
+// WithReplicaAck cannot confirm a permit, a read or a write hold, so each
+// acquisition fails with ErrUnavailable and leaves nothing held behind.
+func TestHoldsReplicaAckWithoutReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	l, s := newSemaphore(t, srv.Client(t), 2, WithReplicaAck(1, 50*time.Millisecond))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		acquire func() (*Lock, error)
+	}{
+		{"permit", func() (*Lock, error) { return s.Acquire(ctx, "k", Options{}) }},
+		{"read", func() (*Lock, error) { return l.AcquireRead(ctx, "k", Options{}) }},
+		{"write", func() (*Lock, error) { return l.AcquireWrite(ctx, "k", Options{}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tc.acquire(); !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("got %v, want ErrUnavailable", err)
+			}
+		})
+	}
+	if keys := srv.Keys(t); len(keys) != 1 || keys[0] != "padlock:fence" {
+		t.Errorf("keys left in Redis: got %v, want only the fence counter", keys)
+	}
+}

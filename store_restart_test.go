@@ -1,0 +1,116 @@
+package padlock_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
+)
+
+// TestRedlockRestartedNodeDoesNotVote is the delayed-restart rule at work.
+// A holds the lock on nodes 0 and 1; its request never reached node 2 (we
+// drop it there by hand, as a lost packet would). Node 0 restarts and
+// forgets the lock. Without the rule, B would now get nodes 0 and 2, a
+// majority, while A still holds the lock.
+func TestRedlockRestartedNodeDoesNotVote(t *testing.T) {
+	t.Parallel()
+	la, servers := startRedlock(t, 3)
+	lb := redlockOn(t, servers)
+	awaitVotes(t, lb)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	asked := time.Now() // A's lease runs from no earlier than this
+	a := mustAcquire(t, la, ctx, key, padlock.Options{TTL: rlMaxLease, NoRenew: true})
+	defer a.Release(ctx)
+	if err := servers[2].Client(t).FlushAll(ctx).Err(); err != nil {
+		t.Fatalf("drop A's lock on node 2: %v", err)
+	}
+	servers[0].Restart(t)
+
+	_, err := lb.Acquire(ctx, key, padlock.Options{})
+	if err == nil {
+		t.Fatal("B acquired the lock A holds, through the node that restarted and forgot it")
+	}
+	if !errors.Is(err, padlock.ErrNotAcquired) || !strings.Contains(err.Error(), "restarted within the max lease") {
+		t.Fatalf("B's Acquire: got %v, want ErrNotAcquired saying a node restarted", err)
+	}
+	// Node 0 restarted, node 1 holds A's lock, node 2 granted B's.
+	qe := checkNodes(t, "B's Acquire", err, "acquire", servers,
+		[]padlock.NodeOutcome{padlock.NodeRestarting, padlock.NodeBusy, padlock.NodeAgreed})
+	if w := qe.Nodes[0].Wait; w <= 0 || w > rlMaxLease+time.Second {
+		t.Errorf("restarted node votes in %v, want within (0, %v]", w, rlMaxLease+time.Second)
+	}
+	if time.Since(asked) >= rlMaxLease {
+		t.Fatal("test too slow: A's lease ended before B tried")
+	}
+
+	// Once A's lease is over and the node has been up for the max lease,
+	// it votes again.
+	lk := mustAcquire(t, lb, ctx, key, padlock.Options{Wait: 5 * time.Second})
+	if since := time.Since(asked); since < rlMaxLease {
+		t.Errorf("B acquired %v after A asked for a %v lease, before it ended", since, rlMaxLease)
+	}
+	_ = lk.Release(ctx)
+}
+
+// TestRedlockFreshNodes: nodes that just started do not vote for the max
+// lease, and the error names each with the time it still has to wait;
+// WithPersistentNodes lets nodes that persist every write vote at once,
+// and holds those that do not to the rule, saying why.
+func TestRedlockFreshNodes(t *testing.T) {
+	t.Parallel()
+	redistest.Require(t)
+	servers := redistest.StartN(t, 3)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	// Far above how long starting the nodes can take on a loaded machine.
+	const maxLease = 20 * time.Second
+	restarting := []padlock.NodeOutcome{padlock.NodeRestarting, padlock.NodeRestarting, padlock.NodeRestarting}
+
+	_, err := redlockOn(t, servers, padlock.WithMaxLease(maxLease)).Acquire(ctx, key, padlock.Options{})
+	if !errors.Is(err, padlock.ErrNotAcquired) || !errors.Is(err, padlock.ErrUnavailable) {
+		t.Fatalf("Acquire on fresh nodes: got %v, want ErrNotAcquired and ErrUnavailable", err)
+	}
+	qe := checkNodes(t, "Acquire on fresh nodes", err, "acquire", servers, restarting)
+	for i, r := range qe.Nodes {
+		if r.Wait <= maxLease-10*time.Second || r.Wait > maxLease+time.Second {
+			t.Errorf("fresh node %d votes in %v, want about %v", i, r.Wait, maxLease)
+		}
+		if r.Err != nil {
+			t.Errorf("fresh node %d: Err = %v, want nil without WithPersistentNodes", i, r.Err)
+		}
+		if !strings.Contains(err.Error(), r.Addr+": restarting, votes in ") {
+			t.Errorf("error %q does not say when %s votes", err, r.Addr)
+		}
+	}
+
+	// The option does not spare nodes whose settings lose writes.
+	_, err = redlockOn(t, servers, padlock.WithMaxLease(maxLease), padlock.WithPersistentNodes()).Acquire(ctx, key, padlock.Options{})
+	qe = checkNodes(t, "Acquire on fresh nodes without AOF", err, "acquire", servers, restarting)
+	for i, r := range qe.Nodes {
+		if r.Err == nil || !strings.Contains(r.Err.Error(), "appendonly is no") {
+			t.Errorf("fresh node %d without AOF: Err = %v, want it to say appendonly is no", i, r.Err)
+		}
+	}
+
+	for _, s := range servers {
+		c := s.Client(t)
+		for _, kv := range [][2]string{{"appendonly", "yes"}, {"appendfsync", "always"}} {
+			if err := c.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+				t.Fatalf("CONFIG SET %s %s on %s: %v", kv[0], kv[1], s, err)
+			}
+		}
+	}
+	l := redlockOn(t, servers, padlock.WithMaxLease(maxLease), padlock.WithPersistentNodes())
+	lk, err := l.Acquire(ctx, key, padlock.Options{})
+	if err != nil {
+		t.Fatalf("Acquire on fresh nodes that persist every write, with WithPersistentNodes: %v", err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}

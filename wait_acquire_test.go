@@ -1,0 +1,754 @@
+package padlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestMutualExclusionCounter(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	const workers, rounds = 100, 3
+	counter := 0 // deliberately not atomic: only the lock protects it
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for range workers {
+		wg.Go(func() {
+			for range rounds {
+				lk, err := l.Acquire(ctx, key, padlock.Options{Wait: 20 * time.Second})
+				if err != nil {
+					errs <- err
+					return
+				}
+				v := counter
+				time.Sleep(time.Microsecond) // widen the race window
+				counter = v + 1
+				if err := lk.Release(ctx); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("worker: %v", err)
+	}
+	if counter != workers*rounds {
+		t.Fatalf("counter = %d, want %d", counter, workers*rounds)
+	}
+}
+
+func TestExpiryFreesCrashedHolder(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	// A holder that "crashes": it never releases and nothing renews it.
+	crashed := mustAcquire(t, l, ctx, key, padlock.Options{TTL: 200 * time.Millisecond, NoRenew: true})
+	_ = crashed
+
+	if _, err := l.Acquire(ctx, key, padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("before expiry: got %v, want ErrNotAcquired", err)
+	}
+	start := time.Now()
+	lk, err := l.Acquire(ctx, key, padlock.Options{Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("after expiry: %v", err)
+	}
+	defer lk.Release(ctx)
+	// The waiter sleeps until the lease ends, not for its whole budget.
+	if waited := time.Since(start); waited > 4*time.Second {
+		t.Fatalf("waited %v for a 200ms lease", waited)
+	}
+	if lk.Fence() <= crashed.Fence() {
+		t.Fatalf("fence %d after expiry, want > the crashed holder's %d", lk.Fence(), crashed.Fence())
+	}
+}
+
+func TestWaitSucceedsWhenHolderReleases(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	holder := mustAcquire(t, l, ctx, key, padlock.Options{TTL: 30 * time.Second})
+
+	released := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		released <- time.Now()
+		holder.Release(ctx)
+	}()
+	lk, err := l.Acquire(ctx, key, padlock.Options{Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("waiting Acquire: %v", err)
+	}
+	defer lk.Release(ctx)
+	at := <-released
+	if lk.Fence() <= holder.Fence() {
+		t.Fatalf("fence %d, want > holder's %d", lk.Fence(), holder.Fence())
+	}
+	// The waiter must not have slept through the holder's 30s lease.
+	if late := time.Since(at); late > 5*time.Second {
+		t.Fatalf("acquired %v after the release", late)
+	}
+}
+
+func TestWaitGivesUpOnTime(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	holder := mustAcquire(t, l, ctx, key, padlock.Options{})
+	defer holder.Release(ctx)
+
+	const wait = 300 * time.Millisecond
+	start := time.Now()
+	_, err := l.Acquire(ctx, key, padlock.Options{Wait: wait})
+	took := time.Since(start)
+	if !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("got %v, want ErrNotAcquired", err)
+	}
+	var na *padlock.NotAcquiredError
+	if errors.As(err, &na); na.Attempts < 2 {
+		t.Fatalf("%d attempts in %v of waiting, want retries", na.Attempts, wait)
+	}
+	// Lower bound only: the wait must be used. (No upper bound tighter than
+	// a generous one: shared machines stall.)
+	if took < wait || took > wait+5*time.Second {
+		t.Fatalf("gave up after %v, want about %v", took, wait)
+	}
+}
+
+func TestContextCancelEndsWait(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	holder := mustAcquire(t, l, ctx, key, padlock.Options{})
+	defer holder.Release(ctx)
+
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"cancel", func() (context.Context, context.CancelFunc) {
+			c, cancel := context.WithCancel(ctx)
+			time.AfterFunc(100*time.Millisecond, cancel)
+			return c, cancel
+		}, context.Canceled},
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(ctx, 100*time.Millisecond)
+		}, context.DeadlineExceeded},
+		{"already canceled", func() (context.Context, context.CancelFunc) {
+			c, cancel := context.WithCancel(ctx)
+			cancel()
+			return c, cancel
+		}, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, cancel := tc.ctx()
+			defer cancel()
+			start := time.Now()
+			_, err := l.Acquire(c, key, padlock.Options{Wait: time.Minute})
+			if !errors.Is(err, padlock.ErrNotAcquired) || !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want ErrNotAcquired and %v", err, tc.want)
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Fatalf("returned %v after the context ended", took)
+			}
+		})
+	}
+}
+
+// TestOneOfManyTakesIt: a thousand callers, arriving at random within 50ms,
+// each try once for a key nobody releases: exactly one gets it.
+// A check of the peers' own suites (bsm/redislock, go-redsync/redsync).
+func TestOneOfManyTakesIt(t *testing.T) {
+	l, _, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	var (
+		got  atomic.Int32
+		busy atomic.Int32
+		wg   sync.WaitGroup
+	)
+	for range 1000 {
+		wg.Go(func() {
+			time.Sleep(rand.N(50 * time.Millisecond))
+			lk, err := l.Acquire(ctx, key, padlock.Options{TTL: time.Minute})
+			switch {
+			case err == nil:
+				got.Add(1)
+				t.Cleanup(func() { lk.Release(context.Background()) })
+			case errors.Is(err, padlock.ErrNotAcquired):
+				busy.Add(1)
+			default:
+				t.Errorf("Acquire: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if got.Load() != 1 || busy.Load() != 999 {
+		t.Fatalf("%d callers got the lock and %d were told it is busy, want 1 and 999", got.Load(), busy.Load())
+	}
+}
+
+// delayProxy forwards TCP connections to target, holding back everything
+// the server sends by delay: a slow network, or a server stalled after it
+// ran the command. It stops when t ends.
+func delayProxy(t *testing.T, target string, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	wg.Go(func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", target)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			track(client)
+			track(server)
+			wg.Go(func() { _, _ = io.Copy(server, client) })
+			wg.Go(func() {
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := server.Read(buf)
+					if n > 0 {
+						time.Sleep(delay)
+						if _, werr := client.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// TestLateGrantIsNotALock: a grant whose reply arrives after the lease's
+// trusted part ran out must not be handed to the caller, who would then
+// work under a lock another owner may already hold.
+// Regression: Acquire returned a lock whose lease had already ended.
+func TestLateGrantIsNotALock(t *testing.T) {
+	srv := redistest.Start(t)
+	direct := srv.Client(t)
+	slow := redis.NewClient(&redis.Options{Addr: delayProxy(t, srv.Addr(), 300*time.Millisecond), ReadTimeout: 5 * time.Second, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { slow.Close() })
+	l := padlock.MustNew(t, slow)
+	t.Cleanup(func() { l.Close() })
+	ctx := ctxFor(t)
+	key := testKey(t)
+
+	lk, err := l.Acquire(ctx, key, padlock.Options{TTL: 200 * time.Millisecond})
+	if lk != nil || !errors.Is(err, padlock.ErrUnavailable) || errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("Acquire whose grant came back after its 200ms lease: got %v, %v; want ErrUnavailable only", lk, err)
+	}
+	// The grant was undone, so the key is free for others at once, not
+	// only when the lease runs out.
+	if n := direct.Exists(ctx, "padlock:{"+key+"}").Val(); n != 0 {
+		t.Fatalf("the late grant was left in Redis")
+	}
+
+	// With a lease that outlasts the delay, the same slow path works.
+	lk, err = l.Acquire(ctx, key, padlock.Options{TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("Acquire with a 5s lease over the slow link: %v", err)
+	}
+	if err := lk.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
+
+// TestFairOrder has waiters in separate Lockers (as if separate processes)
+// arrive one after another, and checks they get the lock in that order.
+func TestFairOrder(t *testing.T) {
+	l, srv, _ := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	o := padlock.Options{Fair: true, Wait: 20 * time.Second}
+
+	holder := mustAcquire(t, l, ctx, key, o)
+	const waiters = 6
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+	)
+	for i := range waiters {
+		wl := padlock.MustNew(t, srv.Client(t))
+		t.Cleanup(func() { wl.Close() })
+		wg.Go(func() {
+			lk, err := wl.Acquire(ctx, key, o)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			lk.Release(ctx)
+		})
+		waitQueueLen(t, srv.Client(t), key, i+1)
+	}
+	holder.Release(ctx)
+	wg.Wait()
+	for i, w := range order {
+		if w != i {
+			t.Fatalf("waiters got the lock in order %v, want arrival order", order)
+		}
+	}
+	if len(order) != waiters {
+		t.Fatalf("%d of %d waiters got the lock", len(order), waiters)
+	}
+}
+
+// TestFairNewcomerDoesNotJump checks that a fair Acquire without a wait
+// does not take a key that is free but promised to a queued waiter.
+func TestFairNewcomerDoesNotJump(t *testing.T) {
+	l, srv, rdb := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	// A queued waiter in "another process" whose notice we hold back by
+	// queueing it by hand: it is first in line for the next 2 seconds.
+	queue := "padlock:{" + key + "}:queue"
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.RPush(ctx, queue, strconv.FormatInt(now.UnixMilli()+2000, 10)+":ghost")
+	_, err = l.Acquire(ctx, key, padlock.Options{Fair: true})
+	if !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("fair newcomer with an older waiter queued: got %v, want ErrNotAcquired", err)
+	}
+	// Once the ghost's wait has run out it is dropped, and the key is
+	// taken by the next waiter within its own wait.
+	lk, err := l.Acquire(ctx, key, padlock.Options{Fair: true, Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("after the dead waiter's wait ran out: %v", err)
+	}
+	lk.Release(ctx)
+	_ = srv
+}
+
+// TestFairWaiterThatGivesUpLeavesQueue checks a waiter that runs out of
+// time takes itself out of the queue instead of blocking the next one.
+func TestFairWaiterThatGivesUpLeavesQueue(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	holder := mustAcquire(t, l, ctx, key, padlock.Options{Fair: true})
+
+	_, err := l.Acquire(ctx, key, padlock.Options{Fair: true, Wait: 100 * time.Millisecond})
+	if !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("got %v, want ErrNotAcquired", err)
+	}
+	queue := "padlock:{" + key + "}:queue"
+	if entries := rdb.LRange(ctx, queue, 0, -1).Val(); len(entries) != 0 {
+		t.Fatalf("queue after the waiter gave up: %v, want empty", entries)
+	}
+	holder.Release(ctx)
+	if n := rdb.Exists(ctx, queue).Val(); n != 0 {
+		t.Fatalf("queue key still exists after everyone left")
+	}
+}
+
+// TestFairLostReplyQueuesOnce loses the reply of a fair waiter's first
+// attempt after Redis queued it, so the waiter asks to be queued again: as
+// a new attempt after a read timeout, as a copy of the same attempt after
+// its connection closed. It must stay queued once: after it is served and
+// lets go, the next fair waiter gets the key, instead of finding the key
+// promised to a stale entry of the served waiter until that entry's
+// deadline.
+func TestFairLostReplyQueuesOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose fairLoss
+	}{
+		{"read timeout", loseReply},
+		{"connection closed", closeConn},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testFairLostReplyQueuesOnce(t, tc.lose) })
+	}
+}
+
+func testFairLostReplyQueuesOnce(t *testing.T, loss fairLoss) {
+	l, srv, rdb := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	queue := "padlock:{" + key + "}:queue"
+	holder := mustAcquire(t, l, ctx, key, padlock.Options{Fair: true})
+
+	lose := &fairJoins{lose: loss}
+	c1 := srv.Client(t)
+	c1.AddHook(lose)
+	l1 := padlock.MustNew(t, c1)
+	t.Cleanup(func() { l1.Close() })
+	// The first waiter's wait is long, so a stale entry of it would block
+	// the second waiter for all of the second's wait.
+	type result struct {
+		lk  *padlock.Lock
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		lk, err := l1.Acquire(ctx, key, padlock.Options{Fair: true, Wait: 25 * time.Second})
+		first <- result{lk, err}
+	}()
+	// The lost attempt, then at least one more that asks to be queued.
+	place := lose.awaitJoins(t, 2)
+	if got := entriesOf(rdb.LRange(ctx, queue, 0, -1).Val(), place); got != 1 {
+		t.Errorf("queue entries of the waiter whose reply was lost: got %d, want 1", got)
+	}
+
+	l2 := padlock.MustNew(t, srv.Client(t))
+	t.Cleanup(func() { l2.Close() })
+	second := make(chan result, 1)
+	go func() {
+		lk, err := l2.Acquire(ctx, key, padlock.Options{Fair: true, Wait: 10 * time.Second})
+		second <- result{lk, err}
+	}()
+	waitQueueLen(t, rdb, key, 2)
+
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("holder's Release: %v", err)
+	}
+	r1 := <-first
+	if r1.err != nil {
+		t.Fatalf("first waiter: %v", r1.err)
+	}
+	// A copy sent again after a closed connection is the same attempt,
+	// the same grant; a new attempt is a grant of its own.
+	if lose.mu.Lock(); loss == loseReply && r1.lk.Token() == lose.lostToken {
+		t.Errorf("first waiter's token %s is the lost attempt's: every attempt is a grant of its own", r1.lk.Token())
+	}
+	lose.mu.Unlock()
+	if entries := rdb.LRange(ctx, queue, 0, -1).Val(); entriesOf(entries, place) != 0 {
+		t.Errorf("queue once the first waiter was served: %v, want no entry of %s", entries, place)
+	}
+	released := time.Now()
+	if err := r1.lk.Release(ctx); err != nil {
+		t.Fatalf("first waiter's Release: %v", err)
+	}
+	r2 := <-second
+	if r2.err != nil {
+		t.Fatalf("second waiter, with the key free since the first let go: got %v, want the lock", r2.err)
+	}
+	t.Logf("second waiter got the key %v after the first let go", time.Since(released))
+	r2.lk.Release(ctx)
+	if n := rdb.Exists(ctx, queue).Val(); n != 0 {
+		t.Fatalf("queue key after every waiter was served: %v, want gone", rdb.LRange(ctx, queue, 0, -1).Val())
+	}
+}
+
+// entriesOf counts the entries of token in a fair queue.
+func entriesOf(entries []string, token string) int {
+	n := 0
+	for _, e := range entries {
+		if _, tok, _ := strings.Cut(e, ":"); tok == token {
+			n++
+		}
+	}
+	return n
+}
+
+// fairLoss is what fairJoins does to the first attempt that asks to be
+// queued.
+type fairLoss int
+
+const (
+	loseNothing fairLoss = iota
+	// loseReply lets it run on the server and then fails it, as a reply
+	// lost to a read timeout would: the waiter sends a new attempt.
+	loseReply
+	// closeConn lets it run and then fails it as a closed connection
+	// would: the store sends a copy of the same attempt again.
+	closeConn
+	// holdBack fails it, as a read timeout would, without sending it: the
+	// test sends it later (fairJoins.late), as a copy stuck on its way
+	// that runs after the attempts sent since.
+	holdBack
+)
+
+// fairJoins is a go-redis hook that watches the fair attempts that ask to
+// be queued: it records the waiter's place in the queue and the first
+// attempt's grant token, and counts those that ran (or, held back, were
+// to run). It does to the first what lose says.
+type fairJoins struct {
+	lose fairLoss
+
+	mu        sync.Mutex
+	place     string
+	lostToken string // the grant token of the first attempt
+	joins     int
+	held      []any // the first attempt's command, held back
+}
+
+func (h *fairJoins) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *fairJoins) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *fairJoins) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		// acquire_fair.lua: EVALSHA or EVAL, script, 3 keys, then the
+		// grant token, the lease, how long to stay queued (0: not
+		// queued) and the place.
+		args := cmd.Args()
+		if len(args) != 10 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") ||
+			fmt.Sprint(args[2]) != "3" || fmt.Sprint(args[8]) == "0" {
+			return next(ctx, cmd)
+		}
+		h.mu.Lock()
+		first := h.joins == 0
+		h.mu.Unlock()
+		var err error
+		if first && h.lose == holdBack {
+			h.mu.Lock()
+			h.held = append([]any(nil), args...)
+			h.mu.Unlock()
+		} else if err = next(ctx, cmd); err != nil {
+			return err
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.joins++
+		h.place = fmt.Sprint(args[9])
+		if h.joins == 1 {
+			h.lostToken = fmt.Sprint(args[6])
+		}
+		if !first {
+			return nil
+		}
+		var lostErr error
+		switch h.lose {
+		case loseNothing:
+			return nil
+		case closeConn:
+			lostErr = io.EOF
+		default:
+			lostErr = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+		}
+		cmd.SetErr(lostErr)
+		return lostErr
+	}
+}
+
+// late sends the attempt held back (holdBack) through c, and returns its
+// reply.
+func (h *fairJoins) late(ctx context.Context, c *redis.Client) (any, error) {
+	h.mu.Lock()
+	args := h.held
+	h.mu.Unlock()
+	return c.Do(ctx, args...).Result()
+}
+
+// awaitJoins waits until n attempts asked to be queued and ran, and
+// returns the place they queued.
+func (h *fairJoins) awaitJoins(t *testing.T, n int) string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		h.mu.Lock()
+		joins, token := h.joins, h.place
+		h.mu.Unlock()
+		if joins >= n {
+			return token
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("attempts that asked to be queued: fewer than %d in 15s", n)
+	return ""
+}
+
+// TestFairLeavingTakesEveryEntry checks that a fair waiter that gives up
+// takes every queue entry of its token with it, even when the queue holds
+// more than one (as a client that queued twice would leave it; no request
+// to queue a waiter queues it twice, see TestFairLateRequestQueuesOnce).
+func TestFairLeavingTakesEveryEntry(t *testing.T) {
+	l, srv, rdb := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	queue := "padlock:{" + key + "}:queue"
+	holder := mustAcquire(t, l, ctx, key, padlock.Options{Fair: true})
+
+	joins := &fairJoins{}
+	c := srv.Client(t)
+	c.AddHook(joins)
+	wl := padlock.MustNew(t, c)
+	t.Cleanup(func() { wl.Close() })
+	wctx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	done := acquireFairAndRelease(ctx, wctx, wl, key)
+	token := joins.awaitJoins(t, 1)
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second entry, as the script would push it (with the queue's
+	// expiry raised to cover it).
+	rdb.RPush(ctx, queue, strconv.FormatInt(now.UnixMilli()+25000, 10)+":"+token)
+	rdb.PExpire(ctx, queue, 26*time.Second)
+	giveUp()
+	if err := <-done; !errors.Is(err, padlock.ErrNotAcquired) {
+		t.Fatalf("waiter: got %v, want ErrNotAcquired", err)
+	}
+	if entries := rdb.LRange(ctx, queue, 0, -1).Val(); len(entries) != 0 {
+		t.Fatalf("queue after its only waiter left: %v, want empty", entries)
+	}
+	holder.Release(ctx)
+}
+
+// TestFairLateRequestQueuesOnce has a fair waiter's first request to be
+// queued, whose reply was lost, run late: after the next one queued the
+// waiter. The late one must not queue it again, so the waiter, once served
+// (which takes only the head of the queue: lua/queue_head.lua's serveHead)
+// or gone, leaves no entry behind to hold the key for nobody. Served by a
+// release in another Locker (its next attempt takes the key), or handed
+// the lock within its own Locker (lua/handover_fair.lua).
+func TestFairLateRequestQueuesOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		served bool // the holder lets go; else the waiter's ctx ends
+		local  bool // the holder is of the waiter's Locker: a hand-off
+	}{
+		{"served", true, false},
+		{"handed on", true, true},
+		{"gives up", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, srv, rdb := newLocker(t)
+			ctx := ctxFor(t)
+			key := testKey(t)
+			queue := "padlock:{" + key + "}:queue"
+
+			joins := &fairJoins{lose: holdBack}
+			c := srv.Client(t)
+			c.AddHook(joins)
+			ends := &acquireEnds{}
+			wl := padlock.MustNew(t, c, padlock.WithObserver(ends))
+			t.Cleanup(func() { wl.Close() })
+			hl := l
+			if tc.local {
+				hl = wl
+			}
+			holder := mustAcquire(t, hl, ctx, key, padlock.Options{Fair: true})
+			wctx, giveUp := context.WithCancel(ctx)
+			defer giveUp()
+			done := acquireFairAndRelease(ctx, wctx, wl, key)
+			// The held-back request, then the one sent after it.
+			place := joins.awaitJoins(t, 2)
+			waitQueueLen(t, rdb, key, 1)
+			// The first, late: the key is still held.
+			if v, err := joins.late(ctx, rdb); err != nil {
+				t.Fatalf("the late request: %v", err)
+			} else if n, ok := v.(int64); !ok || n >= 0 {
+				t.Fatalf("the late request: got %v, want the key busy", v)
+			}
+			if got := entriesOf(rdb.LRange(ctx, queue, 0, -1).Val(), place); got != 1 {
+				t.Fatalf("entries of the waiter once the late request ran: got %d, want 1", got)
+			}
+			if tc.served {
+				if err := holder.Release(ctx); err != nil {
+					t.Fatalf("holder's Release: %v", err)
+				}
+				if err := <-done; err != nil {
+					t.Fatalf("waiter: got %v, want the lock", err)
+				}
+				if got := ends.last(); tc.local && got != padlock.OutcomeHandedOff {
+					t.Fatalf("waiter's outcome: %v, want the lock handed on within its Locker", got)
+				}
+			} else {
+				giveUp()
+				if err := <-done; !errors.Is(err, padlock.ErrNotAcquired) {
+					t.Fatalf("waiter: got %v, want ErrNotAcquired", err)
+				}
+			}
+			if entries := rdb.LRange(ctx, queue, 0, -1).Val(); len(entries) != 0 {
+				t.Fatalf("queue after its only waiter left: %v, want empty", entries)
+			}
+			holder.Release(ctx)
+		})
+	}
+}
+
+// acquireEnds is an Observer that keeps the outcome of the last Acquire
+// that ended.
+type acquireEnds struct {
+	padlock.NopObserver
+	mu      sync.Mutex
+	outcome padlock.AcquireOutcome
+}
+
+func (o *acquireEnds) AcquireEnd(_ context.Context, e padlock.AcquireEndEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.outcome = e.Outcome
+}
+
+func (o *acquireEnds) last() padlock.AcquireOutcome {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.outcome
+}
+
+// acquireFairAndRelease waits on l for key in fair mode (up to 20s, or
+// until wctx ends), lets it go under ctx once it holds it, and sends how
+// that went on the channel it returns.
+func acquireFairAndRelease(ctx, wctx context.Context, l *padlock.Locker, key string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		lk, err := l.Acquire(wctx, key, padlock.Options{Fair: true, Wait: 20 * time.Second})
+		if err == nil {
+			err = lk.Release(ctx)
+		}
+		done <- err
+	}()
+	return done
+}
