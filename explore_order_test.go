@@ -14,9 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The order invariants: the promises about who goes first, and about
-// what the election tells its callers, read off queue snapshots, the
-// Lockers' observers and the replies of the commands themselves.
+// The order invariants: the promises about who goes first, read off
+// queue snapshots and the Lockers' observers.
 //
 //   - queue-order: "Fair: true queues waiters in Redis for strict arrival
 //     order": a waiter that joins a queue (fair mutex, fair semaphore,
@@ -28,31 +27,17 @@ import (
 //   - writer-first: "Writers are not starved ... while one is queued new
 //     readers wait too": no read hold goes to a reader that came after a
 //     writer was queued, while that writer still waits.
-//   - leader-stale (more of it): Leader never reports a term after
-//     another term's lock was granted: the record it names can no longer
-//     hold.
-//   - proclaim-truthful: a Campaign or Proclaim that returns nil wrote its
-//     record ("Lost leadership is loud").
 //   - permit-order: "Fair: waiters queue in Redis and free permits go to
 //     the oldest live waiters": once a permit went to a waiter behind a
 //     live queued one (or to a newcomer), a permit stays free for every
 //     waiter ahead, so the semaphore is never full while one of them is
 //     still queued.
-//   - ttl-truthful: "Once a lock's lease ran out, TTL ... return
-//     ErrNotHeld": TTL never reports a lease after another grant took
-//     the key (a restart without persistence lets one in while the
-//     holder still trusts its lease).
-//   - observe-all: Observe reports a Proclaim ("each new term (or
-//     Proclaim) as it is published") when the term kept it for a while.
 
 const (
-	invQueueOrder       = "queue-order"       // a newcomer queued ahead of a waiter queued before it
-	invHandOffOrder     = "handoff-order"     // a local hand-off passed over a waiter that joined the line earlier
-	invWriterFirst      = "writer-first"      // a reader that came after a queued writer was let in before it
-	invProclaimTruthful = "proclaim-truthful" // Campaign or Proclaim returned nil though Redis wrote no record
-	invObserveAll       = "observe-all"       // Observe missed a Proclaim its term kept
-	invTTLTruthful      = "ttl-truthful"      // TTL reported a lease for a lock another grant had taken over
-	invPermitOrder      = "permit-order"      // a fair permit went past a queued waiter, which then found none left
+	invQueueOrder   = "queue-order"   // a newcomer queued ahead of a waiter queued before it
+	invHandOffOrder = "handoff-order" // a local hand-off passed over a waiter that joined the line earlier
+	invWriterFirst  = "writer-first"  // a reader that came after a queued writer was let in before it
+	invPermitOrder  = "permit-order"  // a fair permit went past a queued waiter, which then found none left
 )
 
 // orderSlack is how long after an operation's end what it did in Redis
@@ -60,13 +45,8 @@ const (
 // commands of a run in steps of coarseTick.
 const orderSlack = 20 * time.Millisecond
 
-// observeWithin is how long a published value must stay for Observe to
-// owe a report of it: notices flow through a client without faults, so a
-// report takes a round trip (on one node: the Cluster in memory has no
-// sharded pub/sub).
-const observeWithin = 100 * time.Millisecond
-
-// orderSeen is what the order invariants have seen.
+// orderSeen is what the order invariants (and the election's and TTL's,
+// explore_election_test.go, explore_promise_test.go) have seen.
 type orderSeen struct {
 	mu sync.Mutex
 	// ops are the waiting Acquires of the locker goroutines, as they
@@ -115,12 +95,6 @@ type permitPass struct {
 	holders   int
 }
 
-type ttlSeen struct {
-	h            *hold
-	called, said time.Duration
-	d            time.Duration
-}
-
 type queueSnapshot struct {
 	at      time.Duration
 	entries []string
@@ -135,22 +109,6 @@ type queueJump struct {
 	newcomer  string
 	behind    string
 	entries   []string
-}
-
-type electedSeen struct {
-	at    time.Duration
-	fence int64
-}
-
-type proclaimSeen struct {
-	h               *hold
-	value           string
-	called, return_ time.Duration
-}
-
-type reportSeen struct {
-	at time.Duration
-	ld padlock.Leader
 }
 
 func newOrderSeen() *orderSeen {
@@ -325,104 +283,6 @@ func (w *world) queuesGone(srv string, keys []string) {
 	}
 }
 
-// sawElection reads, off a command whose reply came now, a grant of the
-// election's lock and a leader record's write (for op, if any).
-func (w *world) sawElection(op *opSeen, c redis.Cmder, token string, cerr error) {
-	if cerr != nil || w.electKey == "" {
-		return
-	}
-	args := c.Args()
-	if len(args) < 4 {
-		return
-	}
-	// A script's command (redis.Cmd, or padlock's own that embeds it).
-	reply, _ := c.(interface{ Val() any })
-	if reply == nil {
-		return
-	}
-	if token != "" && fmt.Sprint(args[3]) == w.electKey {
-		if f := fenceOf(reply.Val()); f > 0 {
-			w.order.mu.Lock()
-			w.order.elected = append(w.order.elected, electedSeen{at: w.chk.now(), fence: f})
-			w.order.mu.Unlock()
-		}
-		return
-	}
-	if op != nil && w.tokens.elect[fmt.Sprint(args[1])] {
-		if n, ok := reply.Val().(int64); ok {
-			op.mu.Lock()
-			op.records = append(op.records, n)
-			op.mu.Unlock()
-		}
-	}
-}
-
-// fenceOf reads a grant script's reply: its fence, or its first and last.
-func fenceOf(v any) int64 {
-	switch v := v.(type) {
-	case int64:
-		return v
-	case []any:
-		if len(v) > 0 {
-			f, _ := v[0].(int64)
-			return f
-		}
-	}
-	return 0
-}
-
-// recorded checks a Campaign or Proclaim of g that returned nil, whose
-// commands op saw: one of its leader-record writes was answered 1.
-func (w *world) recorded(g, what string, op *opSeen) {
-	op.mu.Lock()
-	records := slices.Clone(op.records)
-	op.mu.Unlock()
-	if len(records) > 0 && !slices.Contains(records, 1) {
-		w.chk.fail(invProclaimTruthful, w.chk.now(), "%s: %s returned nil, but Redis answered %v to its record writes: the term no longer held the lock", g, what, records)
-	}
-}
-
-// proclaimed records a Proclaim of value for h, called at called, that
-// returned nil now.
-func (w *world) proclaimed(h *hold, value string, called time.Duration) {
-	now := w.chk.now()
-	w.order.mu.Lock()
-	w.order.proclaims = append(w.order.proclaims, proclaimSeen{h: h, value: value, called: called, return_: now})
-	w.order.mu.Unlock()
-}
-
-// publishing records that h publishes value, in this order.
-func (w *world) publishing(h *hold, value string) {
-	w.order.mu.Lock()
-	w.order.sent[h] = append(w.order.sent[h], value)
-	w.order.mu.Unlock()
-}
-
-// reported records what Observe sent, now.
-func (w *world) reported(ld padlock.Leader) {
-	now := w.chk.now()
-	w.order.mu.Lock()
-	w.order.reports = append(w.order.reports, reportSeen{at: now, ld: ld})
-	w.order.mu.Unlock()
-}
-
-// askTTL asks Redis for h's remaining lease, as a holder may between
-// steps of its work.
-func (w *world) askTTL(h *hold) {
-	called := w.chk.now()
-	d, err := h.lk.TTL(context.Background())
-	w.tr.Add("%s TTL of %s#%d: %v, %v", h.g, h.kind, h.id, d, err)
-	if err == nil {
-		now := w.chk.now()
-		w.order.mu.Lock()
-		w.order.ttls = append(w.order.ttls, ttlSeen{h: h, called: called, said: now, d: d})
-		w.order.mu.Unlock()
-	}
-}
-
-// checkTTLs: a TTL that reported a lease was called before any later
-// grant of the key returned (its token took the key: the holder's can
-// never hold it again).
 // checkPermitOrder confirms the passes seen: the waiter passed over met
 // no fault (a late copy of an attempt may queue a waiter again).
 func (w *world) checkPermitOrder() {
@@ -451,24 +311,6 @@ func (w *world) checkPermitOrder() {
 			}
 			w.chk.fail(invPermitOrder, p.at, "%s: a permit went to %s between %.4fs and %.4fs, past %s, which is still queued while all %d permits are held",
 				p.queue, p.token, p.since.Seconds(), p.at.Seconds(), ahead, p.holders)
-			return
-		}
-	}
-}
-
-func (w *world) checkTTLs() {
-	w.order.mu.Lock()
-	ttls := slices.Clone(w.order.ttls)
-	w.order.mu.Unlock()
-	c := w.chk
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, t := range ttls {
-		for _, o := range c.holds {
-			if o.root == t.h.root || o.key != t.h.key || !o.conflicts(t.h) || o.fence <= t.h.fence || o.start >= t.called {
-				continue
-			}
-			c.vs = append(c.vs, violation{invTTLTruthful, t.said, fmt.Sprintf("%s: TTL called at %.4fs reported %v left, but %s took the key before", t.h, t.called.Seconds(), t.d, o)})
 			return
 		}
 	}
@@ -606,75 +448,5 @@ func (w *world) checkWriterFirst() {
 				r.key, r.began.Seconds(), r.granted.Seconds(), seen.Seconds(), wr.ended.Seconds())
 			return
 		}
-	}
-}
-
-// checkLeaderAfterGrant: once the election's lock was granted to a term
-// (its reply seen), no earlier term's record counts: Leader never
-// reports it in a call begun after.
-func (w *world) checkLeaderAfterGrant() {
-	w.order.mu.Lock()
-	elected := slices.Clone(w.order.elected)
-	w.order.mu.Unlock()
-	c := w.chk
-	c.mu.Lock()
-	leaders := slices.Clone(c.leaders)
-	c.mu.Unlock()
-	for _, s := range leaders {
-		if s.none {
-			continue
-		}
-		for _, e := range elected {
-			if e.fence > s.ld.Fence && e.at < s.from {
-				c.fail(invLeaderStale, s.to, "%s: Leader over %.4fs..%.4fs reported %q fence %d, though the lock went to fence %d at %.4fs",
-					s.g, s.from.Seconds(), s.to.Seconds(), s.ld.Value, s.ld.Fence, e.fence, e.at.Seconds())
-				return
-			}
-		}
-	}
-}
-
-// checkObserved: a Proclaim that returned nil, whose term went on
-// holding for observeWithin with no pause or restart, was reported by
-// Observe: its value or one the term published after it.
-func (w *world) checkObserved() {
-	if w.cluster != nil {
-		// Observe on a Cluster listens with SSUBSCRIBE, which the
-		// servers in memory lack: it reads the record at its recheck
-		// alone.
-		return
-	}
-	o := w.order
-	o.mu.Lock()
-	proclaims, reports := slices.Clone(o.proclaims), slices.Clone(o.reports)
-	sent := make(map[*hold][]string, len(o.sent))
-	for h, vs := range o.sent {
-		sent[h] = slices.Clone(vs)
-	}
-	o.mu.Unlock()
-	start := w.tr.Start()
-	runEnd := w.end.Sub(start)
-	for _, p := range proclaims {
-		w.chk.mu.Lock()
-		last, fence := p.h.last, p.h.fence
-		w.chk.mu.Unlock()
-		until := p.return_ + observeWithin
-		if last < until || until > runEnd || w.pausedIn(start.Add(p.called), start.Add(until)) || w.chk.restartIn(p.called, until) {
-			continue
-		}
-		values := sent[p.h]
-		i := slices.Index(values, p.value)
-		if i < 0 {
-			continue
-		}
-		later := values[i:]
-		if slices.ContainsFunc(reports, func(r reportSeen) bool {
-			return r.ld.Fence == fence && r.at >= p.called && slices.Contains(later, r.ld.Value)
-		}) {
-			continue
-		}
-		w.chk.fail(invObserveAll, until, "%s proclaimed %q (fence %d) at %.4fs and held on to %.4fs, but Observe never reported it or a later value of the term",
-			p.h.g, p.value, fence, p.return_.Seconds(), last.Seconds())
-		return
 	}
 }

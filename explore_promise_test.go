@@ -2,6 +2,8 @@ package padlock_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 )
 
@@ -151,5 +153,52 @@ func (w *world) checkEnded(li int, g, what string, dl time.Time, which string, e
 	if now-from > closeSlack {
 		w.chk.fail(invStuck, now, "%s: %s went on %v after %s at %.3fs and its client's last reply at %.3fs: %v",
 			g, what, now-from, which, dl.Sub(w.tr.Start()).Seconds(), from.Seconds(), err)
+	}
+}
+
+// ttl-truthful: "Once a lock's lease ran out, TTL ... return ErrNotHeld":
+// TTL never reports a lease after another grant took the key (a restart
+// without persistence lets one in while the holder still trusts its
+// lease).
+const invTTLTruthful = "ttl-truthful" // TTL reported a lease for a lock another grant had taken over
+
+type ttlSeen struct {
+	h            *hold
+	called, said time.Duration
+	d            time.Duration
+}
+
+// askTTL asks Redis for h's remaining lease, as a holder may between
+// steps of its work.
+func (w *world) askTTL(h *hold) {
+	called := w.chk.now()
+	d, err := h.lk.TTL(context.Background())
+	w.tr.Add("%s TTL of %s#%d: %v, %v", h.g, h.kind, h.id, d, err)
+	if err == nil {
+		now := w.chk.now()
+		w.order.mu.Lock()
+		w.order.ttls = append(w.order.ttls, ttlSeen{h: h, called: called, said: now, d: d})
+		w.order.mu.Unlock()
+	}
+}
+
+// checkTTLs: a TTL that reported a lease was called before any later
+// grant of the key returned (its token took the key: the holder's can
+// never hold it again).
+func (w *world) checkTTLs() {
+	w.order.mu.Lock()
+	ttls := slices.Clone(w.order.ttls)
+	w.order.mu.Unlock()
+	c := w.chk
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range ttls {
+		for _, o := range c.holds {
+			if o.root == t.h.root || o.key != t.h.key || !o.conflicts(t.h) || o.fence <= t.h.fence || o.start >= t.called {
+				continue
+			}
+			c.vs = append(c.vs, violation{invTTLTruthful, t.said, fmt.Sprintf("%s: TTL called at %.4fs reported %v left, but %s took the key before", t.h, t.called.Seconds(), t.d, o)})
+			return
+		}
 	}
 }
