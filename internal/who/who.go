@@ -45,6 +45,21 @@ func Hashed(name, value string, r *lockkey.Redactor) string {
 	return name + "=#" + r.Hash(value)
 }
 
+// Request returns the Caller of a lock taken for an HTTP request:
+// "route=<route> caller=#<hash>", route (a route template) as
+// lockkey.EscapeRoute writes it, cut to fit, and caller (the caller's
+// identity) hashed with r. An empty route or caller is left out.
+func Request(route, caller string, r *lockkey.Redactor) string {
+	rf, cf := "", ""
+	if route != "" {
+		rf = Field("route", lockkey.EscapeRoute(route))
+	}
+	if caller != "" {
+		cf = Hashed("caller", caller, r)
+	}
+	return Join(rf, cf)
+}
+
 // Join returns the non-empty fields joined by spaces, the first cut in its
 // middle (Cut) so that the whole fits in padlock.MaxOwnerLen. The fields
 // after the first must fit with room to spare: they are never cut.

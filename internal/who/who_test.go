@@ -75,3 +75,18 @@ func TestCut(t *testing.T) {
 		}
 	}
 }
+
+func TestRequest(t *testing.T) {
+	var r *lockkey.Redactor
+	h := r.Hash("alice")
+	for _, tc := range []struct{ route, caller, want string }{
+		{"POST /orders/{id}/pay", "alice", "route=POST /orders/<id>/pay caller=#" + h},
+		{"/orders/:id/pay", "", "route=/orders/$id/pay"},
+		{"", "alice", "caller=#" + h},
+		{"", "", ""},
+	} {
+		if got := Request(tc.route, tc.caller, r); got != tc.want {
+			t.Errorf("Request(%q, %q): got %q, want %q", tc.route, tc.caller, got, tc.want)
+		}
+	}
+}
