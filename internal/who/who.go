@@ -20,6 +20,13 @@ const cutMark = ".."
 // Field returns "name=value", with every byte of value that an owner may
 // not hold percent-escaped ("%C3%A9" for "é"). name must be letters.
 func Field(name, value string) string {
+	clean := true
+	for i := 0; i < len(value) && clean; i++ {
+		clean = ownerByte(value[i])
+	}
+	if clean {
+		return name + "=" + value
+	}
 	var b strings.Builder
 	b.Grow(len(name) + 1 + len(value))
 	b.WriteString(name)
@@ -64,13 +71,16 @@ func Request(route, caller string, r *lockkey.Redactor) string {
 // middle (Cut) so that the whole fits in padlock.MaxOwnerLen. The fields
 // after the first must fit with room to spare: they are never cut.
 func Join(first string, rest ...string) string {
-	var b strings.Builder
 	room := padlock.MaxOwnerLen
 	for _, f := range rest {
 		if f != "" {
 			room -= 1 + len(f)
 		}
 	}
+	if room == padlock.MaxOwnerLen {
+		return Cut(first, room) // one field: nothing to join
+	}
+	var b strings.Builder
 	if first != "" {
 		b.WriteString(Cut(first, room))
 	}
