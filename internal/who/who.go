@@ -52,6 +52,17 @@ func Hashed(name, value string, r *lockkey.Redactor) string {
 	return name + "=#" + r.Hash(value)
 }
 
+// Key returns "name=<key>" for a lock key (a job's name), as r shows
+// keys: the key itself when its namespace is one r makes readable
+// (lockkey.WithReadableNamespaces), else "name=#<hash>", the hash the
+// lock page shows for the key when it redacts with r too.
+func Key(name, key string, r *lockkey.Redactor) string {
+	if k := r.Redact(key).Key; k != "" {
+		return Field(name, k)
+	}
+	return Hashed(name, key, r)
+}
+
 // Request returns the Caller of a lock taken for an HTTP request:
 // "route=<route> caller=#<hash>", route (a route template) as
 // lockkey.EscapeRoute writes it, cut to fit, and caller (the caller's

@@ -76,6 +76,26 @@ func TestCut(t *testing.T) {
 	}
 }
 
+func TestKey(t *testing.T) {
+	r, err := lockkey.NewRedactor(lockkey.WithReadableNamespaces("job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		key  string
+		r    *lockkey.Redactor
+		want string
+	}{
+		{"job:nightly-report", r, "job=job:nightly-report"},
+		{"report:hourly", r, "job=#" + r.Hash("report:hourly")},
+		{"job:nightly-report", nil, "job=#" + (*lockkey.Redactor)(nil).Hash("job:nightly-report")},
+	} {
+		if got := Key("job", tc.key, tc.r); got != tc.want {
+			t.Errorf("Key(%q): got %q, want %q", tc.key, got, tc.want)
+		}
+	}
+}
+
 func TestRequest(t *testing.T) {
 	var r *lockkey.Redactor
 	h := r.Hash("alice")
