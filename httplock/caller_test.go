@@ -133,16 +133,12 @@ func TestGuardCaller(t *testing.T) {
 			t.Errorf("Caller(%q) = %q (%d bytes): want a valid Options.Caller: %v", tc.route, got, len(got), err)
 		}
 	}
-	for name, opt := range map[string]httplock.Option{"WithCaller": httplock.WithCaller(nil), "WithRedactor": httplock.WithRedactor(nil)} {
-		func() {
-			defer func() {
-				if v := recover(); v == nil || !strings.Contains(v.(string), name) {
-					t.Errorf("%s(nil): got panic %v, want one naming it", name, v)
-				}
-			}()
-			httplock.NewGuard(l, opt)
-		}()
-	}
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(v.(string), "WithCaller") {
+			t.Errorf("WithCaller(nil): got panic %v, want one naming it", v)
+		}
+	}()
+	httplock.NewGuard(l, httplock.WithCaller(nil))
 }
 
 // processHash is the hash of s under the process's secret, the default.

@@ -230,15 +230,10 @@ func WithCaller(fn func(ctx context.Context, r *http.Request) string) Option {
 // the lock page (lockview.Config.Redactor) and the logs, with a secret the
 // fleet shares (lockkey.WithRedactSecret), so that a caller has one hash
 // in every process, and the app can log r.Hash(caller) to match it. A nil
-// r panics at construction. Default: the process's Redactor, with a random
-// secret (see lockkey.Redactor).
+// r is the process's Redactor. Default: the process's Redactor, with a
+// random secret (see lockkey.Redactor).
 func WithRedactor(r *lockkey.Redactor) Option {
-	return func(c *config) {
-		if r == nil {
-			c.invalid("WithRedactor: nil Redactor")
-		}
-		c.redactor = r
-	}
+	return func(c *config) { c.redactor = r }
 }
 
 // newConfig applies opts and validates the result, panicking with a message

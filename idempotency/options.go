@@ -72,16 +72,11 @@ func (c *config) invalid(format string, args ...any) {
 // (padlock.NotAcquiredError.Holder) tell which caller's request is in
 // flight. Share r with the lock page, the logs and the lock middlewares
 // (httplock.WithRedactor), with a secret the fleet shares, so that a
-// caller has one hash everywhere. A nil r panics at construction.
+// caller has one hash everywhere. A nil r is the process's Redactor.
 // Default: the process's Redactor, with a random secret (see
 // lockkey.Redactor).
 func WithRedactor(r *lockkey.Redactor) Option {
-	return func(c *config) {
-		if r == nil {
-			c.invalid("WithRedactor: nil Redactor")
-		}
-		c.redactor = r
-	}
+	return func(c *config) { c.redactor = r }
 }
 
 // WithOptionalKey lets requests without an Idempotency-Key through: they
