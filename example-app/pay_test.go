@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -168,6 +169,49 @@ func TestPayBusy(t *testing.T) {
 	}
 	if first.status != http.StatusOK || first.body["charge"] == nil {
 		t.Fatalf("first: got %d %s, want 200 with a charge", first.status, first.raw)
+	}
+}
+
+// While a payment runs, the admin side names who holds the order's lock,
+// the process, the route and the caller's hash (never the caller, nor its
+// API key), and the lock page names that holder beside the refusal of a
+// second payment.
+func TestPayHolder(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.payWait = 0
+	a, ts := startApp(t, cfg)
+	admin := httptest.NewServer(a.admin)
+	defer admin.Close()
+	id := createOrder(t, ts)
+	inside, finish := make(chan struct{}), make(chan struct{})
+	a.server.authorize = func(ctx context.Context, _ Order) error {
+		close(inside)
+		<-finish
+		return nil
+	}
+	url := fmt.Sprintf("%s/orders/%d/pay", ts.URL, id)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(finish)
+	wg.Go(func() { do(t, ts.Client(), "POST", url, "") })
+	<-inside
+	checkProblem(t, do(t, ts.Client(), "POST", url, ""), http.StatusConflict)
+
+	want := processOwner() + " route=/orders/$id/pay caller=#" + keyHash("shop-1")
+	locks := do(t, ts.Client(), "GET", admin.URL+"/locks", "")
+	held, _ := locks.body["locks"].([]any)
+	if len(held) != 1 || held[0].(map[string]any)["owner"] != want {
+		t.Errorf("/locks: got %s, want the order's lock held by %q", locks.raw, want)
+	}
+	page := do(t, ts.Client(), "GET", admin.URL+"/debug/locks?format=json", "")
+	refusals, _ := page.body["refusals"].([]any)
+	if len(refusals) != 1 || refusals[0].(map[string]any)["holder"] != want {
+		t.Errorf("lock page: got refusals %v, want one, held by %q", refusals, want)
+	}
+	for _, r := range []response{locks, page} {
+		if strings.Contains(r.raw, "shop-1") || strings.Contains(r.raw, testKey) {
+			t.Errorf("the admin side shows the caller or its API key: %s", r.raw)
+		}
 	}
 }
 
