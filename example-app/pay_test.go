@@ -144,21 +144,9 @@ func TestPayBusy(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.payWait = 0
 	a, ts := startApp(t, cfg)
-	id := createOrder(t, ts)
-	inside, finish := make(chan struct{}), make(chan struct{})
-	a.server.authorize = func(ctx context.Context, _ Order) error {
-		close(inside)
-		<-finish
-		return nil
-	}
-	url := fmt.Sprintf("%s/orders/%d/pay", ts.URL, id)
-	var first response
-	var wg sync.WaitGroup
-	wg.Go(func() { first = do(t, ts.Client(), "POST", url, "") })
-	<-inside
+	url, finish := payInFlight(t, a, ts, createOrder(t, ts))
 	second := do(t, ts.Client(), "POST", url, "")
-	close(finish)
-	wg.Wait()
+	first := finish()
 
 	checkProblem(t, second, http.StatusConflict)
 	// The answer names the lock's namespace, never the key: a key may be
@@ -172,6 +160,32 @@ func TestPayBusy(t *testing.T) {
 	}
 }
 
+// payInFlight starts paying order id through ts with a provider that
+// holds on until finish is called, and returns once the payment holds
+// the order's lock. finish lets it end (once) and returns its response.
+func payInFlight(t *testing.T, a *app, ts *httptest.Server, id int64) (url string, finish func() response) {
+	t.Helper()
+	inside, done := make(chan struct{}), make(chan struct{})
+	a.server.authorize = func(ctx context.Context, _ Order) error {
+		close(inside)
+		<-done
+		return nil
+	}
+	url = fmt.Sprintf("%s/orders/%d/pay", ts.URL, id)
+	var first response
+	var wg sync.WaitGroup
+	wg.Go(func() { first = do(t, ts.Client(), "POST", url, "") })
+	<-inside
+	var once sync.Once
+	return url, func() response {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
+		return first
+	}
+}
+
 // While a payment runs, the admin side names who holds the order's lock,
 // the process, the route and the caller's hash (never the caller, nor its
 // API key), and the lock page names that holder beside the refusal of a
@@ -182,19 +196,8 @@ func TestPayHolder(t *testing.T) {
 	a, ts := startApp(t, cfg)
 	admin := httptest.NewServer(a.admin)
 	defer admin.Close()
-	id := createOrder(t, ts)
-	inside, finish := make(chan struct{}), make(chan struct{})
-	a.server.authorize = func(ctx context.Context, _ Order) error {
-		close(inside)
-		<-finish
-		return nil
-	}
-	url := fmt.Sprintf("%s/orders/%d/pay", ts.URL, id)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer close(finish)
-	wg.Go(func() { do(t, ts.Client(), "POST", url, "") })
-	<-inside
+	url, finish := payInFlight(t, a, ts, createOrder(t, ts))
+	defer finish()
 	checkProblem(t, do(t, ts.Client(), "POST", url, ""), http.StatusConflict)
 
 	want := processOwner() + " route=/orders/$id/pay caller=#" + keyHash("shop-1")

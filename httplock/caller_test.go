@@ -9,14 +9,9 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/httplock"
+	"github.com/padlockgo/padlock/internal/handlertest"
 	"github.com/padlockgo/padlock/lockkey"
 )
-
-// bearer is the caller func of these tests: the API key a request
-// carries, a secret that must never be shown as it is.
-func bearer(_ context.Context, r *http.Request) string {
-	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-}
 
 // heldBy serves req to the handler mw wraps, and returns what the lock
 // (or permit) the handler holds says of its holder, as Held reads it and
@@ -58,18 +53,10 @@ func heldBy(t *testing.T, l *padlock.Locker, mw func(http.Handler) http.Handler,
 // keyed hash, never as it is, for Lock and Limit alike; the app's own
 // Options.Caller wins.
 func TestLockNamesCaller(t *testing.T) {
-	l, _, _ := newLocker(t, padlock.WithDefaults(padlock.Options{Owner: "host=web-1 pid=7"}))
-	sem, err := l.Semaphore(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	redactor, err := lockkey.NewRedactor(lockkey.WithRedactSecret([]byte("fleet-wide secret, 16+ bytes")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, sem, redactor, _ := handlertest.NamedLocker(t)
 	const secret = "sk_live_4242424242424242"
 	key := httplock.PathValue("id", lockkey.Int(64))
-	route := "host=web-1 pid=7 route=POST /orders/<id>/pay"
+	route := handlertest.Owner + " route=POST /orders/<id>/pay"
 	for _, tc := range []struct {
 		name string
 		mw   func(http.Handler) http.Handler
@@ -77,12 +64,12 @@ func TestLockNamesCaller(t *testing.T) {
 		sem  bool
 	}{
 		{"Lock, no caller", httplock.Lock(l, key), route, false},
-		{"Lock", httplock.Lock(l, key, httplock.WithCaller(bearer)), route + " caller=#" + processHash(secret), false},
-		{"Lock with a Redactor", httplock.Lock(l, key, httplock.WithCaller(bearer), httplock.WithRedactor(redactor)),
+		{"Lock", httplock.Lock(l, key, httplock.WithCaller(handlertest.Bearer)), route + " caller=#" + processHash(secret), false},
+		{"Lock with a Redactor", httplock.Lock(l, key, httplock.WithCaller(handlertest.Bearer), httplock.WithRedactor(redactor)),
 			route + " caller=#" + redactor.Hash(secret), false},
-		{"Lock, the app's Caller", httplock.Lock(l, key, httplock.WithCaller(bearer),
-			httplock.WithLockOptions(padlock.Options{Caller: "batch=7"})), "host=web-1 pid=7 batch=7", false},
-		{"Limit", httplock.Limit(sem, key, http.StatusTooManyRequests, httplock.WithCaller(bearer), httplock.WithRedactor(redactor)),
+		{"Lock, the app's Caller", httplock.Lock(l, key, httplock.WithCaller(handlertest.Bearer),
+			httplock.WithLockOptions(padlock.Options{Caller: "batch=7"})), handlertest.Owner + " batch=7", false},
+		{"Limit", httplock.Limit(sem, key, http.StatusTooManyRequests, httplock.WithCaller(handlertest.Bearer), httplock.WithRedactor(redactor)),
 			route + " caller=#" + redactor.Hash(secret), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,7 +96,7 @@ func TestLockNamesCaller(t *testing.T) {
 // parts, either, or none, always within padlock.MaxOwnerLen.
 func TestGuardCaller(t *testing.T) {
 	l, _, _ := newLocker(t)
-	g := httplock.NewGuard(l, httplock.WithCaller(bearer))
+	g := httplock.NewGuard(l, httplock.WithCaller(handlertest.Bearer))
 	req := newRequest("POST", "/", "")
 	req.Header.Set("Authorization", "Bearer alice")
 	anon := newRequest("POST", "/", "")

@@ -9,18 +9,14 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/idempotency"
-	"github.com/padlockgo/padlock/lockkey"
+	"github.com/padlockgo/padlock/internal/handlertest"
 )
 
 // The in-flight lock names who holds it: the Locker's Owner, the route
 // template and the caller as a keyed hash, never the caller's identity,
 // the path or the Idempotency-Key; without a route, no route.
 func TestInFlightLockNamesCaller(t *testing.T) {
-	l, _, rdb := newLocker(t, padlock.WithDefaults(padlock.Options{Owner: "host=web-1 pid=7"}))
-	redactor, err := lockkey.NewRedactor(lockkey.WithRedactSecret([]byte("fleet-wide secret, 16+ bytes")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, _, redactor, rdb := handlertest.NamedLocker(t)
 	const secret = "sk_live_4242424242424242"
 	caller := "caller=#" + redactor.Hash(secret)
 	var held, refused string
@@ -45,8 +41,8 @@ func TestInFlightLockNamesCaller(t *testing.T) {
 		h    http.Handler
 		want string
 	}{
-		{"routed", authenticate(routed), "host=web-1 pid=7 route=POST /orders/<id>/pay " + caller},
-		{"around the mux", authenticate(idem(handler)), "host=web-1 pid=7 " + caller},
+		{"routed", authenticate(routed), handlertest.Owner + " route=POST /orders/<id>/pay " + caller},
+		{"around the mux", authenticate(idem(handler)), handlertest.Owner + " " + caller},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			held, refused = "", ""

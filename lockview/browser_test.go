@@ -19,6 +19,7 @@ import (
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/decorator"
 	"github.com/padlockgo/padlock/httplock"
+	"github.com/padlockgo/padlock/internal/handlertest"
 	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/lockview"
 	"github.com/padlockgo/padlock/schedule"
@@ -87,7 +88,7 @@ func TestPageInBrowser(t *testing.T) {
 	// naming its route and its caller, whose API key is a secret.
 	const secret, other = "sk_live_4242424242424242", "sk_live_7777777777777777"
 	pay := httplock.Lock(l, httplock.PathValue("id", lockkey.Int(64)), httplock.WithNamespace("order"),
-		httplock.WithCaller(apiKey), httplock.WithRedactor(redactor))
+		httplock.WithCaller(handlertest.Bearer), httplock.WithRedactor(redactor))
 	mux, release := holding(t, pay, secret)
 	payer := process + " route=POST /orders/<id>/pay caller=#" + redactor.Hash(secret)
 	// A job runs through schedule, a checkout through the decorator, each

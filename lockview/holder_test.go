@@ -12,15 +12,10 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/httplock"
+	"github.com/padlockgo/padlock/internal/handlertest"
 	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/lockview"
 )
-
-// apiKey is the caller func of these tests: the API key a request carries,
-// a secret the page must never show.
-func apiKey(_ context.Context, r *http.Request) string {
-	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-}
 
 // holding serves a request for order 1042's payment through mw, whose
 // handler holds the lock until release is called; it returns once the
@@ -75,7 +70,7 @@ func TestHolderAndRefusalHolder(t *testing.T) {
 	const secret, other = "sk_live_4242424242424242", "sk_live_7777777777777777"
 	want := "host=web-1 pid=4121 route=POST /orders/<id>/pay caller=#" + redactor.Hash(secret)
 	mw := httplock.Lock(l, httplock.PathValue("id", lockkey.Int(64)), httplock.WithNamespace("order"),
-		httplock.WithCaller(apiKey), httplock.WithRedactor(redactor))
+		httplock.WithCaller(handlertest.Bearer), httplock.WithRedactor(redactor))
 	mux, release := holding(t, mw, secret)
 	w := httptest.NewRecorder()
 	mux.ServeHTTP(w, payRequest(other))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/httplock"
+	"github.com/padlockgo/padlock/internal/handlertest"
 	"github.com/padlockgo/padlock/keyfunc"
 	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/middleware"
@@ -23,15 +24,7 @@ type callerKey struct{}
 // its holder: the Locker's Owner, the route template (c.FullPath()), and
 // the caller WithCaller reads from the gin.Context, as a keyed hash only.
 func TestLockNamesCaller(t *testing.T) {
-	l, _, _ := newLocker(t, padlock.WithDefaults(padlock.Options{Owner: "host=web-1 pid=7"}))
-	sem, err := l.Semaphore(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	redactor, err := lockkey.NewRedactor(lockkey.WithRedactSecret([]byte("fleet-wide secret, 16+ bytes")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, sem, redactor, _ := handlertest.NamedLocker(t)
 	const secret = "alice@example.com"
 	caller := middleware.WithCaller(func(c *gin.Context) string {
 		v, _ := c.Get(callerKey{})
@@ -39,7 +32,7 @@ func TestLockNamesCaller(t *testing.T) {
 		return s
 	})
 	key := keyfunc.Param("id", lockkey.Int(64))
-	route := "host=web-1 pid=7 route=/orders/$id/pay"
+	route := handlertest.Owner + " route=/orders/$id/pay"
 	for _, tc := range []struct {
 		name    string
 		mw      gin.HandlerFunc
