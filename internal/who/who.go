@@ -1,10 +1,10 @@
 // Package who builds padlock.Options.Caller for every face: the part of a
 // lock's owner that says who in the process took it. A Caller is fields,
 // "name=value", joined by spaces, at most padlock.MaxOwnerLen bytes of the
-// characters an owner may hold. What comes from a request or names a lock
-// key (a caller's identity, a job's name) goes in as a keyed hash
-// (Hashed), as the lock page and the logs show keys; what the code names
-// (a route template, a function) goes in as it is (Field).
+// characters an owner may hold. A caller's identity goes in as a keyed
+// hash (Hashed), and a lock key (a job's name) as a Redactor shows keys
+// (Key), as the lock page and the logs do; what the code names (a route
+// template, a function) goes in as it is (Field).
 package who
 
 import (
