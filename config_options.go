@@ -60,17 +60,34 @@ type Options struct {
 	// req=9f2c". It is stored with the lock itself, as part of its owner
 	// token (Lock.Token), so it costs no round trip and ends with the
 	// lock; it travels with every command for the lock, so it is kept
-	// short: at most MaxOwnerLen bytes of ASCII letters, digits, spaces
-	// and ._:/=@+,- (no request data that others must not see: it is
-	// shown to whoever may list the locks). Default: the Locker's
-	// (WithDefaults), or none.
+	// short: at most MaxOwnerLen bytes of OwnerChars (no request data
+	// that others must not see: it is shown to whoever may list the
+	// locks). Default: the Locker's (WithDefaults), or none.
 	Owner string
+
+	// Caller says who in the process takes the lock, where Owner says
+	// which process: the request, function or job, e.g. "route=POST
+	// /orders/<id>/pay caller=#3fa9c1e2d4b5". The lock carries Owner, a
+	// space and Caller, and whoever reads Owner (Inspect, Held,
+	// NotAcquiredError.Holder) reads both; the faces set it (httplock,
+	// middleware, idempotency, decorator, schedule), each in a bounded form
+	// with no raw request data. The same rules as Owner's: at most
+	// MaxOwnerLen bytes of OwnerChars, shown to whoever may list the
+	// locks. Default: the Locker's (WithDefaults), or none.
+	Caller string
 }
 
-// MaxOwnerLen bounds Options.Owner.
+// MaxOwnerLen bounds Options.Owner, and Options.Caller: a lock names its
+// holder in at most 2*MaxOwnerLen+1 bytes.
 const MaxOwnerLen = 64
 
-// ownerOK reports whether s may be an Options.Owner.
+// OwnerChars are the bytes Options.Owner and Options.Caller may hold
+// besides ASCII letters and digits: a space and ._:/=@+,-#$%<> (enough for
+// a route template as lockkey.EscapeRoute writes it, and a hash as a
+// lockkey.Redactor shows it, "#3fa9c1e2d4b5").
+const OwnerChars = " ._:/=@+,-#$%<>"
+
+// ownerOK reports whether s may be an Options.Owner or Options.Caller.
 func ownerOK(s string) bool {
 	if len(s) > MaxOwnerLen {
 		return false
@@ -79,7 +96,7 @@ func ownerOK(s string) bool {
 		c := s[i]
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte(" ._:/=@+,-", c) >= 0:
+		case strings.IndexByte(OwnerChars, c) >= 0:
 		default:
 			return false
 		}
@@ -98,7 +115,9 @@ func (o Options) Validate() error {
 	case o.Wait < 0:
 		return invalid("Options.Wait", "must not be negative, got %v", o.Wait)
 	case !ownerOK(o.Owner):
-		return invalid("Options.Owner", "must be at most %d bytes of ASCII letters, digits, spaces and ._:/=@+,-, got %q", MaxOwnerLen, o.Owner)
+		return invalid("Options.Owner", "must be at most %d bytes of ASCII letters, digits and %q, got %q", MaxOwnerLen, OwnerChars, o.Owner)
+	case !ownerOK(o.Caller):
+		return invalid("Options.Caller", "must be at most %d bytes of ASCII letters, digits and %q, got %q", MaxOwnerLen, OwnerChars, o.Caller)
 	}
 	return nil
 }
@@ -122,6 +141,18 @@ func (o Options) withDefaults(d Options) Options {
 	}
 	if o.Owner == "" {
 		o.Owner = d.Owner
+	}
+	if o.Caller == "" {
+		o.Caller = d.Caller
+	}
+	// From here on Owner is what the lock carries: the process, then who
+	// in it.
+	switch {
+	case o.Caller == "":
+	case o.Owner == "":
+		o.Owner, o.Caller = o.Caller, ""
+	default:
+		o.Owner, o.Caller = o.Owner+" "+o.Caller, ""
 	}
 	o.NoRenew = o.NoRenew || d.NoRenew
 	o.Fair = o.Fair || d.Fair

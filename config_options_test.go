@@ -1,6 +1,7 @@
 package padlock_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -186,4 +187,78 @@ func TestInvalidInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCaller checks that Options.Caller follows Options.Owner in what the
+// lock carries, read by whoever finds the key busy, Inspect and Held, and
+// that a full semaphore names the holder whose permit frees first.
+func TestCaller(t *testing.T) {
+	l, srv, _ := newLocker(t, padlock.WithDefaults(padlock.Options{Owner: "host=web-1 pid=7"}))
+	anon := padlock.MustNew(t, srv.Client(t))
+	t.Cleanup(func() { anon.Close() })
+	ctx := ctxFor(t)
+	key := testKey(t)
+	const caller = "route=POST /orders/<id>/pay caller=#3fa9c1e2d4b5"
+
+	for _, tc := range []struct {
+		name     string
+		l, other *padlock.Locker
+		want     string
+	}{
+		{"after the Locker's owner", l, anon, "host=web-1 pid=7 " + caller},
+		{"alone", anon, l, caller},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lk := mustAcquire(t, tc.l, ctx, key, padlock.Options{Caller: caller})
+			defer lk.Release(ctx)
+			_, err := tc.other.Acquire(ctx, key, padlock.Options{})
+			if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != tc.want {
+				t.Errorf("busy: got %v (holder %q), want holder %q", err, holder(na), tc.want)
+			}
+			if in, err := tc.other.Inspect(ctx, 0); err != nil || len(in.Locks) != 1 || in.Locks[0].Owner != tc.want {
+				t.Errorf("Inspect: got %+v, %v; want owner %q", in, err, tc.want)
+			}
+			if h := tc.l.Held(); len(h) != 1 || h[0].Owner != tc.want {
+				t.Errorf("Held: got %+v, want owner %q", h, tc.want)
+			}
+		})
+	}
+
+	t.Run("semaphore", func(t *testing.T) {
+		sem, err := l.Semaphore(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asem, err := anon.Semaphore(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lk := mustAcquirePermit(t, sem, ctx, key+":sem", padlock.Options{Caller: "job=#a1b2c3d4e5f6"})
+		_, err = asem.Acquire(ctx, key+":sem", padlock.Options{})
+		if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != "host=web-1 pid=7 job=#a1b2c3d4e5f6" {
+			t.Errorf("full: got %v (holder %q), want the permit's holder", err, holder(na))
+		}
+		_ = lk.Release(ctx)
+		lk = mustAcquirePermit(t, asem, ctx, key+":sem", padlock.Options{})
+		defer lk.Release(ctx)
+		_, err = sem.Acquire(ctx, key+":sem", padlock.Options{})
+		if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != "" {
+			t.Errorf("full, held without an owner: got %v (holder %q), want none", err, holder(na))
+		}
+	})
+
+	for _, bad := range []string{"a*b", "x~y", "a|b", "ünïcode", strings.Repeat("x", padlock.MaxOwnerLen+1)} {
+		if _, err := l.Acquire(ctx, key, padlock.Options{Caller: bad}); !errors.Is(err, padlock.ErrInvalid) || !strings.Contains(err.Error(), "Options.Caller") {
+			t.Errorf("Caller %q: got %v, want ErrInvalid naming Options.Caller", bad, err)
+		}
+	}
+}
+
+func mustAcquirePermit(t *testing.T, s *padlock.Semaphore, ctx context.Context, key string, o padlock.Options) *padlock.Lock {
+	t.Helper()
+	lk, err := s.Acquire(ctx, key, o)
+	if err != nil {
+		t.Fatalf("Semaphore.Acquire(%q): %v", key, err)
+	}
+	return lk
 }

@@ -75,9 +75,11 @@ type NotAcquiredError struct {
 	RetryAfter time.Duration
 	// Attempts is how many acquisition attempts reached Redis.
 	Attempts int
-	// Holder is the holder's Options.Owner as last seen, when it set one
-	// ("" otherwise). On a Redlock Locker it is the owner most of the
-	// busy nodes name.
+	// Holder is the holder's Options.Owner and Options.Caller as last
+	// seen, when it set one ("" otherwise): "host=web-1 pid=4121
+	// route=POST /orders/<id>/pay caller=#3fa9c1e2d4b5". On a Redlock
+	// Locker it is the owner most of the busy nodes name; for a semaphore,
+	// the holder of the permit whose lease ends first.
 	Holder string
 
 	cause error // ctx.Err() or the last Redis error, if any

@@ -66,10 +66,10 @@ func (lk *Lock) root() *Lock {
 func (lk *Lock) Key() string { return lk.root().key }
 
 // Token returns the random owner token stored in Redis for this lock's
-// grant, followed by "~" and Options.Owner when that was set. Every grant
-// has its own: each attempt that takes the lock, each hand-off within a
-// Locker (see Release) and each Resume, so nothing sent under an earlier
-// grant can touch this one. (Redis stores it followed by "|" and the
+// grant, followed by "~" and Options.Owner and Caller when either was
+// set. Every grant has its own: each attempt that takes the lock, each
+// hand-off within a Locker (see Release) and each Resume, so nothing sent
+// under an earlier grant can touch this one. (Redis stores it followed by "|" and the
 // number of the last lease change, and "*" once a waiter asked for a
 // release notice.)
 func (lk *Lock) Token() string { return lk.root().id.token }

@@ -40,7 +40,8 @@ type RemoteLock struct {
 	Key string
 	// Token is the owner token (without the '*' a waiter may append).
 	Token string
-	// Owner is the holder's Options.Owner, if it set one.
+	// Owner is the holder's Options.Owner and Options.Caller (joined by
+	// a space), if it set one.
 	Owner string
 	// TTL is the remaining lease in Redis (on Redlock, the shortest among
 	// the nodes holding it).

@@ -13,7 +13,8 @@ type HeldLock struct {
 	Key string
 	// Token is the owner token in Redis (Lock.Token).
 	Token string
-	// Owner is the lock's Options.Owner, if set.
+	// Owner is the lock's Options.Owner and Options.Caller (joined by a
+	// space), if set.
 	Owner string
 	// Fence is the lock's fence (0 on a Redlock Locker).
 	Fence int64

@@ -140,7 +140,8 @@ func (s single) leaveHold(ctx context.Context, id *lockID, place string) error {
 }
 
 // holdGrant reads the reply of a script that takes a hold: the fence
-// (> 0), or -1 - the wait the holders' leases suggest, in ms.
+// (> 0), or -1 - the wait the holders' leases suggest, in ms, alone or
+// with the value of the holder that frees first, when it named itself.
 func holdGrant(reply any, err error) (grant, error) {
 	g, err := grantOf(reply, err)
 	if err == nil && g.first > 0 {

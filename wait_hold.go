@@ -92,7 +92,7 @@ func (h *holdAcquisition) try(ctx context.Context) (*Lock, error) {
 		return lk, nil
 	case err == nil:
 		h.answered++
-		h.lastErr, h.holderTTL, h.seenAt = nil, g.holderTTL, time.Now()
+		h.lastErr, h.holderTTL, h.seenAt, h.holder = nil, g.holderTTL, time.Now(), g.holder
 		h.failed = 0
 	default:
 		h.lastErr = err

@@ -15,7 +15,7 @@ type pacing struct {
 	answered  int           // attempts Redis answered (busy)
 	holderTTL time.Duration // the holder's remaining lease, as last seen
 	seenAt    time.Time     // when holderTTL was seen
-	holder    string        // the holder's Options.Owner, as last seen
+	holder    string        // the holder's Options.Owner and Caller, as last seen
 	lastErr   error         // the last attempt's error, if Redis failed it
 	failed    int           // attempts in a row that Redis failed
 	failedAt  time.Time     // when the first of them was sent

@@ -24,7 +24,9 @@ const releaseTimeout = 5 * time.Second
 // functions do; the zero Options mean the Locker's defaults: a 30s lease
 // renewed while fn runs, and no waiting, so a busy key fails at once.
 //
-// opts add hooks (WithReleaseError, WithAcquireError).
+// opts add hooks (WithReleaseError, WithAcquireError) and name the
+// function (WithName): each lock names it as its holder's Caller,
+// "func=orders.Service.Pay", after the Locker's Owner.
 //
 // The returned function is safe for concurrent use. WithLock panics if l,
 // key or fn is nil or o or an option is invalid: they are static
@@ -32,6 +34,7 @@ const releaseTimeout = 5 * time.Second
 func WithLock[A, T any](l *padlock.Locker, key func(A) (string, error), o padlock.Options,
 	fn func(context.Context, A) (T, error), opts ...Option) func(context.Context, A) (T, error) {
 	cfg := mustConfig("WithLock", l, key == nil, fn == nil, o, opts)
+	o = named(o, cfg, fn)
 	return func(ctx context.Context, a A) (T, error) {
 		k, err := key(a)
 		if err != nil {
@@ -48,6 +51,7 @@ func WithLock[A, T any](l *padlock.Locker, key func(A) (string, error), o padloc
 func WithLockErr[A any](l *padlock.Locker, key func(A) (string, error), o padlock.Options,
 	fn func(context.Context, A) error, opts ...Option) func(context.Context, A) error {
 	cfg := mustConfig("WithLockErr", l, key == nil, fn == nil, o, opts)
+	o = named(o, cfg, fn)
 	return func(ctx context.Context, a A) error {
 		k, err := key(a)
 		if err != nil {
@@ -82,7 +86,7 @@ func do(ctx context.Context, name string, l acquirer, key string, o padlock.Opti
 	if err != nil {
 		return fmt.Errorf("%w: %w", padlock.ErrInvalid, err)
 	}
-	_, err = run(ctx, l, key, o, cfg, callDo, fn)
+	_, err = run(ctx, l, key, named(o, cfg, fn), cfg, callDo, fn)
 	return err
 }
 

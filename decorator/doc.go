@@ -19,6 +19,12 @@
 // WithReleaseError is told of a release that failed, WithAcquireError of a
 // call that did not run for want of the lock.
 //
+// Each lock names the function that took it (padlock.Options.Caller),
+// after the Locker's Owner: "func=orders.Service.Pay", the wrapped
+// function's name without its import path, or WithName's. The lock page
+// (lockview), Locker.Inspect and a call refused meanwhile
+// (padlock.NotAcquiredError.Holder) read it.
+//
 // Every call of a wrapped function, and every Do:
 //
 //  1. Builds the key. A key func error, or an empty key, is returned

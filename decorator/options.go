@@ -7,14 +7,36 @@ import (
 
 // An Option configures WithLock, WithLockErr and Do with hooks that see
 // what a call's result does not show, for logs and metrics kept in one
-// place rather than at every call site. The names match the middlewares'
+// place rather than at every call site, and with the name its locks give
+// the function. The names match the middlewares'
 // (httplock.WithReleaseError).
 type Option func(*config)
 
 type config struct {
 	releaseError func(ctx context.Context, key string, err error) // nil: none
 	acquireError func(ctx context.Context, key string, err error) // nil: none
+	name         string                                           // "": the function's own
 	invalid      string                                           // what an option found wrong in its own argument
+}
+
+// WithName names the function in the owner of the locks it takes
+// (padlock.Options.Caller, "func=<name>", after the Locker's Owner), for
+// the lock page, Locker.Inspect and a call refused meanwhile
+// (padlock.NotAcquiredError.Holder): "billing.Settle" says more than a
+// closure's name does. Bytes an owner may not hold are percent-escaped,
+// and a name longer than padlock.MaxOwnerLen is cut in its middle. It
+// names code, and is shown as it is: no request data in it. An empty
+// name is invalid. Default: the wrapped function's own name, without
+// its import path, "orders.Service.Pay" for a method value of
+// *orders.Service, "main.run" for a closure written in run. Options.Caller,
+// when set, wins.
+func WithName(name string) Option {
+	return func(c *config) {
+		if name == "" {
+			c.invalid = "WithName: empty name"
+		}
+		c.name = name
+	}
 }
 
 // WithReleaseError sets a function that is told when the Release after the

@@ -19,7 +19,7 @@ import (
 // calling a function decorated with the same semaphore) runs under that
 // permit, without waiting for a second.
 //
-// opts are WithLock's hooks (WithAcquireError, WithReleaseError).
+// opts are WithLock's (WithAcquireError, WithReleaseError, WithName).
 //
 // The returned function is safe for concurrent use. WithPermit panics if
 // s, key or fn is nil or o is invalid: they are static configuration.
@@ -29,6 +29,7 @@ func WithPermit[A, T any](s *padlock.Semaphore, key func(A) (string, error), o p
 		panic("decorator: WithPermit: nil *padlock.Semaphore")
 	}
 	cfg := mustConfig("WithPermit", s.Locker(), key == nil, fn == nil, o, opts)
+	o = named(o, cfg, fn)
 	return func(ctx context.Context, a A) (T, error) {
 		k, err := key(a)
 		if err != nil {

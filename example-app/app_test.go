@@ -128,8 +128,8 @@ func TestJobs(t *testing.T) {
 	// Redacted: the namespace and a hash of the key, not the key.
 	lock := held[0].(map[string]any)
 	if lock["key"] != nil || lock["namespace"] != "job" || lock["key_hash"] != keyHash("job:nightly-report") ||
-		lock["ttl_ms"].(float64) <= 0 || lock["owner"] != processOwner() {
-		t.Fatalf("got lock view entry %v, want job:nightly-report's namespace and hash, a lease and an owner", lock)
+		lock["ttl_ms"].(float64) <= 0 || lock["owner"] != processOwner()+" func=jobs.run" {
+		t.Fatalf("got lock view entry %v, want job:nightly-report's namespace and hash, a lease and an owner naming the job's function", lock)
 	}
 
 	second := doOperator(t, c, "POST", ts.URL+"/jobs/nightly-report/run")

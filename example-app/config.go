@@ -71,10 +71,11 @@ Configuration, all optional, from the environment:
               key's namespace and a hash only; keys carry client data)
   LOCK_VIEW_NAMESPACES  namespaces whose keys the admin side and the log
               show as they are, comma-separated, e.g. job (default: none)
-  LOCK_KEY_SECRET  the secret that keys the hashes of lock keys on the
-              admin side and in the log, 16 bytes or more, the same for
-              every instance (default: random per process, so hashes
-              differ between instances and across restarts)
+  LOCK_KEY_SECRET  the secret that keys the hashes of lock keys, and of
+              the callers holding locks, on the admin side and in the
+              log, 16 bytes or more, the same for every instance
+              (default: random per process, so hashes differ between
+              instances and across restarts)
 
 Try it (KEY is an API key, from API_KEYS or printed in the log at start):
   curl -s -X POST localhost:8080/orders -H "Authorization: Bearer $KEY" \
@@ -120,7 +121,7 @@ type config struct {
 	AdminToken   string            // required as a bearer token on the admin side, if set
 	AdminHosts   []string          // Host names the admin side answers to, beside localhost and IP addresses
 	LockViewKeys bool              // show lock keys on the admin side, not only their hashes
-	KeyRedactor  *lockkey.Redactor // how keys are shown on the admin side and in the log (LOCK_KEY_SECRET, LOCK_VIEW_NAMESPACES); nil: the process's
+	KeyRedactor  *lockkey.Redactor // how keys and callers are shown on the admin side and in the log (LOCK_KEY_SECRET, LOCK_VIEW_NAMESPACES); nil: the process's
 
 	lockTTL         time.Duration // lease of every lock the app takes; renewed while held
 	payWait         time.Duration // how long a pay request waits for the order's lock

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -143,21 +144,9 @@ func TestPayBusy(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.payWait = 0
 	a, ts := startApp(t, cfg)
-	id := createOrder(t, ts)
-	inside, finish := make(chan struct{}), make(chan struct{})
-	a.server.authorize = func(ctx context.Context, _ Order) error {
-		close(inside)
-		<-finish
-		return nil
-	}
-	url := fmt.Sprintf("%s/orders/%d/pay", ts.URL, id)
-	var first response
-	var wg sync.WaitGroup
-	wg.Go(func() { first = do(t, ts.Client(), "POST", url, "") })
-	<-inside
+	url, finish := payInFlight(t, a, ts, createOrder(t, ts))
 	second := do(t, ts.Client(), "POST", url, "")
-	close(finish)
-	wg.Wait()
+	first := finish()
 
 	checkProblem(t, second, http.StatusConflict)
 	// The answer names the lock's namespace, never the key: a key may be
@@ -168,6 +157,64 @@ func TestPayBusy(t *testing.T) {
 	}
 	if first.status != http.StatusOK || first.body["charge"] == nil {
 		t.Fatalf("first: got %d %s, want 200 with a charge", first.status, first.raw)
+	}
+}
+
+// payInFlight starts paying order id through ts with a provider that
+// holds on until finish is called, and returns once the payment holds
+// the order's lock. finish lets it end (once) and returns its response.
+func payInFlight(t *testing.T, a *app, ts *httptest.Server, id int64) (url string, finish func() response) {
+	t.Helper()
+	inside, done := make(chan struct{}), make(chan struct{})
+	a.server.authorize = func(ctx context.Context, _ Order) error {
+		close(inside)
+		<-done
+		return nil
+	}
+	url = fmt.Sprintf("%s/orders/%d/pay", ts.URL, id)
+	var first response
+	var wg sync.WaitGroup
+	wg.Go(func() { first = do(t, ts.Client(), "POST", url, "") })
+	<-inside
+	var once sync.Once
+	return url, func() response {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
+		return first
+	}
+}
+
+// While a payment runs, the admin side names who holds the order's lock,
+// the process, the route and the caller's hash (never the caller, nor its
+// API key), and the lock page names that holder beside the refusal of a
+// second payment.
+func TestPayHolder(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.payWait = 0
+	a, ts := startApp(t, cfg)
+	admin := httptest.NewServer(a.admin)
+	defer admin.Close()
+	url, finish := payInFlight(t, a, ts, createOrder(t, ts))
+	defer finish()
+	checkProblem(t, do(t, ts.Client(), "POST", url, ""), http.StatusConflict)
+
+	want := processOwner() + " route=/orders/$id/pay caller=#" + keyHash("shop-1")
+	locks := do(t, ts.Client(), "GET", admin.URL+"/locks", "")
+	held, _ := locks.body["locks"].([]any)
+	if len(held) != 1 || held[0].(map[string]any)["owner"] != want {
+		t.Errorf("/locks: got %s, want the order's lock held by %q", locks.raw, want)
+	}
+	page := do(t, ts.Client(), "GET", admin.URL+"/debug/locks?format=json", "")
+	refusals, _ := page.body["refusals"].([]any)
+	if len(refusals) != 1 || refusals[0].(map[string]any)["holder"] != want {
+		t.Errorf("lock page: got refusals %v, want one, held by %q", refusals, want)
+	}
+	for _, r := range []response{locks, page} {
+		if strings.Contains(r.raw, "shop-1") || strings.Contains(r.raw, testKey) {
+			t.Errorf("the admin side shows the caller or its API key: %s", r.raw)
+		}
 	}
 }
 

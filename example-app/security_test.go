@@ -124,19 +124,9 @@ func TestBusyLockLogsNoKey(t *testing.T) {
 	logs := &syncBuffer{}
 	a, ts := startAppLogged(t, cfg, slog.New(slog.NewJSONHandler(logs, nil)))
 	id := createOrder(t, ts)
-	inside, finish := make(chan struct{}), make(chan struct{})
-	a.server.authorize = func(ctx context.Context, _ Order) error {
-		close(inside)
-		<-finish
-		return nil
-	}
-	url := fmt.Sprintf("%s/orders/%d/pay", ts.URL, id)
-	var wg sync.WaitGroup
-	wg.Go(func() { do(t, ts.Client(), "POST", url, "") })
-	<-inside
+	url, finish := payInFlight(t, a, ts, id)
 	checkProblem(t, do(t, ts.Client(), "POST", url, ""), http.StatusConflict)
-	close(finish)
-	wg.Wait()
+	finish()
 
 	key := fmt.Sprintf("order:%d", id)
 	for line := range strings.SplitSeq(logs.String(), "\n") {

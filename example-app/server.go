@@ -54,8 +54,10 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) (*server,
 	s.authorize = s.fakeProvider
 
 	jobKey := lockkey.Arg("job", func(j job) string { return j.Name })
-	s.runJob = decorator.WithLock(b.locker, jobKey, padlock.Options{Wait: cfg.jobWait}, s.job)
-	s.checkpoint = decorator.WithLockErr(b.locker, jobKey, padlock.Options{}, s.saveCheckpoint)
+	// Each names itself as its lock's holder ("host=… pid=… func=jobs.run"
+	// on the lock page); without a name the function's own would be shown.
+	s.runJob = decorator.WithLock(b.locker, jobKey, padlock.Options{Wait: cfg.jobWait}, s.job, decorator.WithName("jobs.run"))
+	s.checkpoint = decorator.WithLockErr(b.locker, jobKey, padlock.Options{}, s.saveCheckpoint, decorator.WithName("jobs.checkpoint"))
 
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
@@ -91,10 +93,13 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) (*server,
 	// authenticated caller, so one caller's key never reaches another's
 	// answer. The stored answers live on the first Redis node (in redlock
 	// mode, that one node).
+	// Its in-flight lock names the route and the caller's hash, as the
+	// lock page shows it (LOCK_KEY_SECRET keys the hash).
 	idem := ginidem.New(b.locker, b.nodes[0],
 		func(c *gin.Context) (string, error) { return callerOf(c), nil },
 		idempotency.WithOptionalKey(),
-		idempotency.WithMaxBodyBytes(maxBodyBytes))
+		idempotency.WithMaxBodyBytes(maxBodyBytes),
+		idempotency.WithRedactor(cfg.KeyRedactor))
 	api.POST("/orders", idem, s.createOrder)
 	api.GET("/orders/:id", s.getOrder)
 
@@ -105,9 +110,14 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) (*server,
 	// path's text: /orders/13/pay, /orders/013/pay, /orders/+13/pay and
 	// /orders/%2013/pay are one order, so one lock, "order:13". POST
 	// /payments pays by a JSON body and shares the lock (same namespace).
+	// The lock names its route and the caller's hash after the process
+	// ("host=… pid=… route=/orders/$id/pay caller=#…"), so the lock page
+	// tells whose payment holds an order, and whose a refused one met.
 	payOpts := []httplock.Option{
 		httplock.WithNamespace("order"),
 		httplock.WithLockOptions(padlock.Options{Wait: cfg.payWait}),
+		middleware.WithCaller(callerOf),
+		httplock.WithRedactor(cfg.KeyRedactor),
 	}
 	//
 	// An order is its creator's: another caller's order is 404, as a

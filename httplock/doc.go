@@ -55,6 +55,13 @@
 // would lock, so that tests (padlocktest's BusyFor and LoseFor) and
 // operators need not spell it.
 //
+// Each lock names who took it (padlock.Options.Caller), after the
+// Locker's Owner: the route template and, with WithCaller, a keyed hash of
+// the caller's identity, "route=POST /orders/<id>/pay
+// caller=#3fa9c1e2d4b5", never the identity itself. The lock page
+// (lockview), Locker.Inspect and a refused request's
+// padlock.NotAcquiredError.Holder read it.
+//
 // Guard is the same sequence as a type, for adapters to other routers.
 //
 // Limit and Limiter are Lock and Guard for a padlock.Semaphore: at most N

@@ -12,6 +12,7 @@ import (
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/keyprobe"
 	"github.com/padlockgo/padlock/internal/refusal"
+	"github.com/padlockgo/padlock/internal/who"
 	"github.com/padlockgo/padlock/lockkey"
 )
 
@@ -22,7 +23,7 @@ import (
 //
 //	g := httplock.NewGuard(locker, opts...)
 //	if g.Skip(r) { /* run the handler */ }
-//	h, p := g.Hold(r, g.Key(route, key))
+//	h, p := g.HoldAs(r, g.Key(route, key), g.Caller(r.Context(), r, route))
 //	if p != nil { g.Refuse(w, r, p); return }
 //	defer h.Release()
 //	/* run the handler with r.WithContext(h.Context()) */
@@ -33,9 +34,10 @@ type Guard struct {
 	config
 	nsPrefix string // escaped namespace and Sep, when namespaceSet
 
-	mu      sync.RWMutex
-	routeNS map[string]string // route template -> escaped namespace and Sep
-	known   map[string]bool   // escaped namespaces of routeNS, for namespace
+	mu       sync.RWMutex
+	routeNS  map[string]string // route template -> escaped namespace and Sep
+	known    map[string]bool   // escaped namespaces of routeNS, for namespace
+	routeWho map[string]string // route template -> Caller without a caller
 
 	holds holdTimes // for the Retry-After of busy answers
 }
@@ -47,7 +49,8 @@ func NewGuard(l *padlock.Locker, opts ...Option) *Guard {
 }
 
 func newGuard(fn string, l *padlock.Locker, opts []Option) *Guard {
-	g := &Guard{locker: l, config: newConfig(fn, l, opts), routeNS: make(map[string]string), known: make(map[string]bool)}
+	g := &Guard{locker: l, config: newConfig(fn, l, opts), routeNS: make(map[string]string), known: make(map[string]bool),
+		routeWho: make(map[string]string)}
 	if g.namespaceSet && g.namespace != "" {
 		g.nsPrefix = lockkey.EscapeRoute(g.namespace) + lockkey.Sep
 	}
@@ -95,6 +98,35 @@ func (g *Guard) Key(route, key string) string {
 	return lockkey.Shorten(prefix + key)
 }
 
+// Caller returns the padlock.Options.Caller of the locks the Guard takes
+// for r on the route template route (r.Pattern in net/http, c.FullPath()
+// in Gin), for HoldAs and AcquireAs: "route=<route> caller=#<hash>", the
+// route as lockkey.EscapeRoute writes it, cut in its middle to fit
+// padlock.MaxOwnerLen, and the identity WithCaller's func returns for ctx
+// and r, hashed with WithRedactor's Redactor. A part the Guard does not
+// know (no route, no WithCaller, or "" from its func) is left out.
+func (g *Guard) Caller(ctx context.Context, r *http.Request, route string) string {
+	if g.caller != nil {
+		if id := g.caller(ctx, r); id != "" {
+			return who.Request(route, id, g.redactor)
+		}
+	}
+	if route == "" {
+		return ""
+	}
+	g.mu.RLock()
+	s, ok := g.routeWho[route]
+	g.mu.RUnlock()
+	if !ok {
+		// Routes are few and fixed, so this map stays small.
+		s = who.Request(route, "", nil)
+		g.mu.Lock()
+		g.routeWho[route] = s
+		g.mu.Unlock()
+	}
+	return s
+}
+
 // KeyProblem returns the response for an error of a key func: 413 for
 // lockkey.ErrBodyTooLarge; 400 for ErrMissingPart, ErrAmbiguousPart,
 // ErrInvalidPart and ErrMalformedBody, with the error's text (which names
@@ -117,7 +149,8 @@ func KeyProblem(err error) *Problem {
 // Acquire takes the lock on key, a key from Key, with the lock options of
 // WithLockOptions, or returns the problem to refuse the request with: 409
 // (or WithBusyStatus's) when the key stays busy, 503 when Redis cannot be
-// reached or ctx ends first, 500 otherwise.
+// reached or ctx ends first, 500 otherwise. The lock names no caller: it
+// is AcquireAs with "".
 //
 // A busy answer's RetryAfter is when a retry is likely to succeed: the
 // longest of the last 8 holds this Guard's Holds measured in the key's
@@ -125,6 +158,14 @@ func KeyProblem(err error) *Problem {
 // when no hold was measured yet; never 0 (one second when nothing is
 // known). A Redis that cannot be reached is 503, never a busy answer.
 func (g *Guard) Acquire(ctx context.Context, key string) (*padlock.Lock, *Problem) {
+	return g.AcquireAs(ctx, key, "")
+}
+
+// AcquireAs is Acquire for a lock that names caller as who took it
+// (padlock.Options.Caller, unless WithLockOptions set one): the Guard's
+// Caller for the request, or one of the adapter's own that Options.Caller
+// accepts (an invalid one is a 500).
+func (g *Guard) AcquireAs(ctx context.Context, key, caller string) (*padlock.Lock, *Problem) {
 	if p := probed(ctx, key); p != nil {
 		return nil, p
 	}
@@ -139,11 +180,21 @@ func (g *Guard) Acquire(ctx context.Context, key string) (*padlock.Lock, *Proble
 		actx, cancel = context.WithTimeout(ctx, g.lock.Wait+acquireGrace)
 		defer cancel()
 	}
-	lk, err := g.locker.Acquire(actx, key, g.lock)
+	lk, err := g.locker.Acquire(actx, key, g.lockAs(caller))
 	if err == nil {
 		return lk, nil
 	}
 	return nil, g.refusal(ctx, actx, key, err, g.lockAcquirer())
+}
+
+// lockAs returns the lock options of WithLockOptions, naming caller
+// unless they name one.
+func (g *Guard) lockAs(caller string) padlock.Options {
+	o := g.lock
+	if o.Caller == "" {
+		o.Caller = caller
+	}
+	return o
 }
 
 // lockAcquirer is how Acquire refuses: the busy status (WithBusyStatus),

@@ -48,13 +48,22 @@ type Hold struct {
 
 // Hold takes the lock on key, a key from Key, for r, as Acquire does, and
 // returns the hold, or the problem to refuse r with. The caller must call
-// the hold's Release when the handler returns (also when it panics).
+// the hold's Release when the handler returns (also when it panics). The
+// lock names r's route (r.Pattern) and caller: Hold is HoldAs with
+// Caller(r.Context(), r, r.Pattern).
 //
 // Unlike Acquire and Release, a Hold measures how long the request held
 // the lock, for the Retry-After of later busy answers in its namespace,
 // and ends the hold at WithMaxHold's bound.
 func (g *Guard) Hold(r *http.Request, key string) (*Hold, *Problem) {
-	lk, p := g.Acquire(r.Context(), key)
+	return g.HoldAs(r, key, g.Caller(r.Context(), r, r.Pattern))
+}
+
+// HoldAs is Hold for a lock that names caller as who took it, as
+// AcquireAs: a face whose router keeps the route elsewhere than r.Pattern
+// passes Caller(ctx, r, route).
+func (g *Guard) HoldAs(r *http.Request, key, caller string) (*Hold, *Problem) {
+	lk, p := g.AcquireAs(r.Context(), key, caller)
 	if p != nil {
 		return nil, p
 	}

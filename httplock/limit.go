@@ -55,10 +55,16 @@ func newLimiter(fn string, s *padlock.Semaphore, full int, opts []Option) *Limit
 // the key's namespace in the body, and the key itself (in the body and
 // in Problem.Err) only with WithEchoKey.
 func (lm *Limiter) Acquire(ctx context.Context, key string) (*padlock.Lock, *Problem) {
+	return lm.AcquireAs(ctx, key, "")
+}
+
+// AcquireAs is Acquire for a permit that names caller as who took it, as
+// Guard.AcquireAs.
+func (lm *Limiter) AcquireAs(ctx context.Context, key, caller string) (*padlock.Lock, *Problem) {
 	if p := probed(ctx, key); p != nil {
 		return nil, p
 	}
-	lk, err := lm.sem.Acquire(ctx, key, lm.lock)
+	lk, err := lm.sem.Acquire(ctx, key, lm.lockAs(caller))
 	if err == nil {
 		return lk, nil
 	}
@@ -100,7 +106,7 @@ func Limit(s *padlock.Semaphore, key KeyFunc, full int, opts ...Option) func(htt
 				lm.Refuse(w, r, KeyProblem(err))
 				return
 			}
-			lk, p := lm.Acquire(r.Context(), lm.Key(r.Pattern, k))
+			lk, p := lm.AcquireAs(r.Context(), lm.Key(r.Pattern, k), lm.Caller(r.Context(), r, r.Pattern))
 			if p != nil {
 				lm.Refuse(w, r, p)
 				return

@@ -1,11 +1,13 @@
 package httplock
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 // DefaultReleaseTimeout bounds the Release after the handler, unless
@@ -31,9 +33,11 @@ type config struct {
 	releaseTimeout time.Duration
 	releaseError   func(r *http.Request, err error) // nil: none
 	echoKey        bool
-	maxHold        time.Duration // 0: none
-	readBody       int64         // 0: the body is not read before the lock
-	errs           []string      // problems options found in their own arguments
+	maxHold        time.Duration                                     // 0: none
+	readBody       int64                                             // 0: the body is not read before the lock
+	caller         func(ctx context.Context, r *http.Request) string // nil: none
+	redactor       *lockkey.Redactor                                 // nil: the process's
+	errs           []string                                          // problems options found in their own arguments
 }
 
 func (c *config) invalid(msg string) { c.errs = append(c.errs, msg) }
@@ -197,6 +201,39 @@ func WithReadBody(limit int64) Option {
 		}
 		c.readBody = limit
 	}
+}
+
+// WithCaller names who sends each request in its lock's owner, so that
+// the lock page, Locker.Inspect and a refused request's
+// padlock.NotAcquiredError.Holder tell which caller holds the lock: fn
+// returns the caller's identity (the authenticated user or API client, as
+// the authentication step in front established it), "" when it does not
+// know, and the lock carries it as a keyed hash, "caller=#3fa9c1e2d4b5"
+// (see WithRedactor), never as it is: an identity may be an e-mail
+// address or a key. Take it from authentication, not from a header the
+// client sends unchecked. ctx is r.Context() in the net/http faces, and
+// the *gin.Context in the Gin faces (see middleware.WithCaller). fn runs
+// before the lock is taken, on each request's goroutine: it must be safe
+// for concurrent use, and cheap. A nil fn panics at construction.
+// Default: none, and the lock names the request's route only
+// ("route=POST /orders/<id>/pay", see Guard.Caller).
+func WithCaller(fn func(ctx context.Context, r *http.Request) string) Option {
+	return func(c *config) {
+		if fn == nil {
+			c.invalid("WithCaller: nil func")
+		}
+		c.caller = fn
+	}
+}
+
+// WithRedactor hashes the callers WithCaller names with r: share one with
+// the lock page (lockview.Config.Redactor) and the logs, with a secret the
+// fleet shares (lockkey.WithRedactSecret), so that a caller has one hash
+// in every process, and the app can log r.Hash(caller) to match it. A nil
+// r is the process's Redactor. Default: the process's Redactor, with a
+// random secret (see lockkey.Redactor).
+func WithRedactor(r *lockkey.Redactor) Option {
+	return func(c *config) { c.redactor = r }
 }
 
 // newConfig applies opts and validates the result, panicking with a message

@@ -13,6 +13,7 @@ import (
 	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/internal/keyprobe"
 	"github.com/padlockgo/padlock/internal/refusal"
+	"github.com/padlockgo/padlock/internal/who"
 	"github.com/padlockgo/padlock/lockkey"
 )
 
@@ -122,12 +123,12 @@ func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool
 		m.refuse(w, r, ch, newProblem(http.StatusBadRequest, strings.TrimPrefix(err.Error(), "idempotency: "), err))
 		return false
 	}
-	caller, err := m.caller(ch)
+	id, err := ch.Caller()
 	if err != nil {
 		m.refuse(w, r, ch, requestProblem(err, "the caller could not be identified"))
 		return false
 	}
-	if caller == "" {
+	if id == "" {
 		// Never a scope shared by everyone who is not signed in: anyone
 		// could replay, or squat, another anonymous caller's key.
 		m.refuse(w, r, ch, newProblem(http.StatusUnauthorized, "this operation requires an authenticated caller", nil))
@@ -143,7 +144,9 @@ func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool
 		m.refuse(w, r, ch, requestProblem(err, "the request could not be fingerprinted"))
 		return false
 	}
-	scope := m.scope(r, ch.Route(), caller+lockkey.Sep+lockkey.Escape(key))
+	caller := callerPart(id)
+	route := ch.Route()
+	scope := m.scope(r, route, caller+lockkey.Sep+lockkey.Escape(key))
 	recKey := m.cfg.prefix + scope
 	ctx := r.Context()
 
@@ -152,7 +155,9 @@ func (m *Core) Serve(w http.ResponseWriter, r *http.Request, ch Chain) (ran bool
 	if m.answered(w, r, ch, rec, ok, err, fp) {
 		return false
 	}
-	lk, p := m.g.Acquire(ctx, "idempotency"+lockkey.Sep+scope)
+	// The lock names the route and the caller (hashed), not the path,
+	// which is request data.
+	lk, p := m.g.AcquireAs(ctx, "idempotency"+lockkey.Sep+scope, who.Request(route, id, m.cfg.redactor))
 	if p != nil {
 		if errors.Is(p.Err, padlock.ErrNotAcquired) && ctx.Err() == nil {
 			p.Detail = "a request with this Idempotency-Key is still being processed; retry later"
@@ -227,19 +232,13 @@ func (m *Core) finish(r *http.Request, ch Chain, st *inFlight) {
 	}
 }
 
-// caller returns the caller's identity as a key part, "" for none. An
-// identity is opaque: its bytes are escaped, so that it cannot run into
-// another part, and never normalized, as a resource's text is (a Canon):
-// two accounts whose names differ only in their Unicode spelling ("josé"
+// callerPart returns the caller's identity id as a key part. An identity
+// is opaque: its bytes are escaped, so that it cannot run into another
+// part, and never normalized, as a resource's text is (a Canon): two
+// accounts whose names differ only in their Unicode spelling ("josé"
 // precomposed and decomposed, "Kim" with a Kelvin sign) are two callers,
 // with their own responses and quotas.
-func (m *Core) caller(ch Chain) (string, error) {
-	id, err := ch.Caller()
-	if err != nil || id == "" {
-		return "", err
-	}
-	return lockkey.Escape(id), nil
-}
+func callerPart(id string) string { return lockkey.Escape(id) }
 
 // scope returns the key's scope: rest in the namespace of route (see the
 // package comment), shortened.

@@ -92,7 +92,10 @@
 // Escape(key)), the record of a finished request is at WithRecordPrefix +
 // scope (default "padlock:idempotency:" + scope), one string kept for
 // WithRetention (24h), and the in-flight lock is the Locker's lock on
-// "idempotency:" + scope.
+// "idempotency:" + scope. That lock names who holds it
+// (padlock.Options.Caller), after the Locker's Owner: the route template
+// and a keyed hash of the caller (see WithRedactor), "route=/orders/$id/pay
+// caller=#3fa9c1e2d4b5", never the caller's identity, the path or the key.
 //
 // How a request runs:
 //

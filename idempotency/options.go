@@ -57,11 +57,26 @@ type config struct {
 	onError       func(r *http.Request, err error) // nil: none
 	storedHeaders map[string]bool                  // canonical names
 	quota         quota
+	redactor      *lockkey.Redactor // nil: the process's
 	errs          []string
 }
 
 func (c *config) invalid(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Sprintf(format, args...))
+}
+
+// WithRedactor hashes the caller that each in-flight lock names as its
+// holder with r. The lock carries "route=<template> caller=#<hash>" after
+// the Locker's Owner, never the caller's identity as it is, so that the
+// lock page (lockview), Locker.Inspect and a request refused meanwhile
+// (padlock.NotAcquiredError.Holder) tell which caller's request is in
+// flight. Share r with the lock page, the logs and the lock middlewares
+// (httplock.WithRedactor), with a secret the fleet shares, so that a
+// caller has one hash everywhere. A nil r is the process's Redactor.
+// Default: the process's Redactor, with a random secret (see
+// lockkey.Redactor).
+func WithRedactor(r *lockkey.Redactor) Option {
+	return func(c *config) { c.redactor = r }
 }
 
 // WithOptionalKey lets requests without an Idempotency-Key through: they

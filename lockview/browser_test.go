@@ -3,20 +3,26 @@ package lockview_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/decorator"
+	"github.com/padlockgo/padlock/httplock"
+	"github.com/padlockgo/padlock/internal/handlertest"
 	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/lockview"
+	"github.com/padlockgo/padlock/schedule"
 )
 
 // browser returns a chromedp context on a headless Chromium, or skips the
@@ -54,13 +60,18 @@ func browser(t *testing.T) context.Context {
 
 // TestPageInBrowser loads the page in a real headless browser, as an
 // operator who made the "job" namespace readable sees it: held locks,
-// readable and redacted, in one order in both tables; refusals and losses
-// with their date and zone; the picture of the last minutes per
-// namespace; the word on fences. It drops a released lock without being
-// reloaded. With PADLOCK_SCREENSHOT set it saves a PNG of the page there.
+// readable and redacted, in one order in both tables, each with who holds
+// it (a request through httplock: its route and its caller's hash; a job
+// through schedule; a function through decorator); refusals and losses
+// with their date and zone, each refusal with who held the key then; the
+// picture of the last minutes per namespace; the word on fences. No
+// caller's secret is anywhere on it. It drops a released lock without
+// being reloaded. With PADLOCK_SCREENSHOT set it saves a PNG of the page
+// there.
 func TestPageInBrowser(t *testing.T) {
 	ctx := browser(t)
-	l, rec, srv := setup(t)
+	const process = "host=web-1 pid=4121"
+	l, rec, srv := setup(t, padlock.WithDefaults(padlock.Options{Owner: process}))
 	redactor, err := lockkey.NewRedactor(lockkey.WithReadableNamespaces("job"))
 	if err != nil {
 		t.Fatal(err)
@@ -73,26 +84,45 @@ func TestPageInBrowser(t *testing.T) {
 	defer ts.Close()
 
 	bg := context.Background()
-	const owner = "host=web-1 pid=4121 req=7f3a"
-	lk, err := l.Acquire(bg, "order:1042", padlock.Options{Owner: owner})
+	// A payment request holds order 1042 through the net/http middleware,
+	// naming its route and its caller, whose API key is a secret.
+	const secret, other = "sk_live_4242424242424242", "sk_live_7777777777777777"
+	pay := httplock.Lock(l, httplock.PathValue("id", lockkey.Int(64)), httplock.WithNamespace("order"),
+		httplock.WithCaller(handlertest.Bearer), httplock.WithRedactor(redactor))
+	mux, release := holding(t, pay, secret)
+	payer := process + " route=POST /orders/<id>/pay caller=#" + redactor.Hash(secret)
+	// A job runs through schedule, a checkout through the decorator, each
+	// until the test ends.
+	stop := make(chan struct{})
+	var jobs sync.WaitGroup
+	defer jobs.Wait()
+	defer close(stop)
+	running := make(chan struct{}, 2)
+	block := func(context.Context) error {
+		running <- struct{}{}
+		<-stop
+		return nil
+	}
+	jobs.Go(func() {
+		_, _ = schedule.Run(bg, l, "job:nightly-report", schedule.Options{AtMostFor: 10 * time.Second, Redactor: redactor}, block)
+	})
+	jobs.Go(func() {
+		_ = decorator.Do(bg, l, "cart:77", padlock.Options{}, block, decorator.WithName("carts.Checkout"))
+	})
+	<-running
+	<-running
+	job, cart := process+" job=job:nightly-report", process+" func=carts.Checkout"
+	two, err := l.Acquire(bg, "order:2001", padlock.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := l.Acquire(bg, "job:nightly-report", padlock.Options{TTL: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer job.Release(bg)
-	for _, k := range []string{"cart:77", "order:2001"} {
-		x, err := l.Acquire(bg, k, padlock.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer x.Release(bg)
-	}
-	// Two refusals: one at once, one after a wait.
-	if _, err := l.Acquire(bg, "order:1042", padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
-		t.Fatalf("Acquire of a held key: got %v, want ErrNotAcquired", err)
+	defer two.Release(bg)
+	// Two refusals: another caller's payment at once (409), and a wait
+	// for the job.
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, payRequest(other))
+	if w.Code != http.StatusConflict {
+		t.Fatalf("another payment of order 1042: got %d, want 409", w.Code)
 	}
 	if _, err := l.Acquire(bg, "job:nightly-report", padlock.Options{Wait: 150 * time.Millisecond}); !errors.Is(err, padlock.ErrNotAcquired) {
 		t.Fatalf("Acquire of a held key: got %v, want ErrNotAcquired", err)
@@ -118,9 +148,14 @@ func TestPageInBrowser(t *testing.T) {
 		}
 	}
 	q := strconv.Quote
-	// Held: the redacted order with its owner, the readable job.
-	poll("order:1042 redacted, held by "+owner, `[...document.querySelectorAll("#held tbody tr")].some(r => r.cells[0].textContent === `+q(order)+` && r.cells[1].textContent === `+q(owner)+`)`)
-	poll("job:nightly-report readable", `[...document.querySelectorAll("#held tbody tr")].some(r => r.cells[0].textContent === "job:nightly-report")`)
+	// Held, here and in Redis: the redacted order held by the payment
+	// request, the readable job by the job, the cart by the function.
+	for _, want := range [][2]string{{order, payer}, {"job:nightly-report", job}, {"cart:… #" + redactor.Hash("cart:77"), cart}} {
+		for _, table := range []string{"held", "redis"} {
+			poll(want[0]+" held by "+want[1]+" in #"+table, `[...document.querySelectorAll("#`+table+` tbody tr")].some(r => r.cells[0].textContent === `+
+				q(want[0])+` && r.cells[1].textContent === `+q(want[1])+`)`)
+		}
+	}
 	// One order in both tables.
 	held, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#held tbody tr")].map(r => r.cells[0].textContent)`))
 	if err != nil {
@@ -142,8 +177,15 @@ func TestPageInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(refused) != 2 || refused[0][1] != "job:nightly-report" || refused[1][1] != order {
-		t.Errorf("refusals: got %q, want job:nightly-report then %s", refused, order)
+	if len(refused) != 2 || refused[0][1] != "job:nightly-report" || refused[0][3] != job || refused[1][1] != order || refused[1][3] != payer {
+		t.Errorf("refusals: got %q, want job:nightly-report held by %q, then %s held by %q", refused, job, order, payer)
+	}
+	page, err := chromedp.Run(ctx, chromedp.Text("body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(page, "4242") || strings.Contains(page, "7777") {
+		t.Errorf("the page shows a caller's secret: %q", page)
 	}
 	poll("the loss of job:export with its time", `[...document.querySelectorAll("#losses tbody tr")].some(r => r.cells[1].textContent === "job:export" && `+date+`.test(r.cells[0].textContent))`)
 	poll("refusal times with date and zone", `[...document.querySelectorAll("#refusals tbody tr")].every(r => `+date+`.test(r.cells[0].textContent))`)
@@ -173,9 +215,7 @@ func TestPageInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := lk.Release(bg); err != nil {
-		t.Fatal(err)
-	}
+	release() // the payment request returns
 	// The page refreshes by itself: the released lock goes away.
 	poll("order:1042 gone after its release", `![...document.querySelectorAll("#held tbody tr, #redis tbody tr")].some(r => r.cells[0].textContent === `+q(order)+`) && document.querySelector("#held tbody").textContent.includes("job:nightly-report")`)
 }

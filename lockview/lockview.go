@@ -2,15 +2,24 @@
 // http.Handler, mounted as net/http/pprof is, that answers with an HTML
 // page refreshing itself every few seconds, or with JSON (?format=json, or
 // Accept: application/json). It shows the locks this process holds (key,
-// fence, since, lease left, renewals, waiters), the keys it waits for, the
-// locks every process holds in Redis (Locker.Inspect: owner, lease left,
-// on Redlock the nodes holding each), both in one order (namespace, then
-// key), and with a Recorder what this process saw: the last acquisitions
-// refused because their key was busy (the middlewares' 409s) and the last
+// holder, fence, since, lease left, renewals, waiters), the keys it waits
+// for, the locks every process holds in Redis (Locker.Inspect: holder,
+// lease left, on Redlock the nodes holding each), both in one order
+// (namespace, then key), and with a Recorder what this process saw: the
+// last acquisitions refused because their key was busy (the middlewares'
+// 409s, 423s and 429s), each with who held the key then, and the last
 // locks lost, each with its date and time zone, the lag of renewals, and
 // a picture of the last 5 minutes per namespace (locks taken, waited for,
 // refused, lost, in bars of 10 seconds). A note says what a fence is: a
 // number larger than every earlier holder's, for a store to compare.
+//
+// A holder is named by its Options.Owner and Caller: the process, and who
+// in it took the lock as the face that took it says: the route and a
+// keyed hash of the caller (httplock, middleware, idempotency), the
+// function (decorator), the job (schedule),
+// "host=web-1 pid=4121 route=POST /orders/<id>/pay caller=#3fa9c1e2d4b5".
+// The faces build it with no raw request data: a caller and a job's name
+// are hashed as keys are (share the Redactor, below, with them).
 //
 // The view is not public. Lock keys carry request data (client ids,
 // idempotency keys), so:
@@ -35,6 +44,10 @@
 //     lockkey.WithReadableNamespaces("job") tells "job:nightly-report"
 //     from "job:export", and still shows an order as "order:… #<hash>".
 //     None is readable by default.
+//   - Holders are shown as the locks carry them: the faces write a
+//     caller, and a job's name in a namespace their Redactor does not make
+//     readable, as keyed hashes into the lock itself, so no setting of the
+//     view shows them as they are.
 //
 // Mount it on an admin listener:
 //
@@ -189,7 +202,12 @@ type Snapshot struct {
 	ActivityBucket int64      `json:"activity_bucket_ms"`
 }
 
-// Held is one lock this process holds.
+// Held is one lock this process holds. Owner, here and in RedisEntry,
+// names the holder: its Options.Owner and Caller, the process and who in
+// it took the lock ("host=web-1 pid=4121 route=POST /orders/<id>/pay
+// caller=#3fa9c1e2d4b5", "... func=orders.Service.Pay", "... job=#<hash>
+// every=1m0s"), as the faces build it, with no raw request data; or the
+// start of its token when it named itself in neither.
 type Held struct {
 	Key
 	Owner       string `json:"owner"`
@@ -237,11 +255,13 @@ type Lost struct {
 	HeldMS int64     `json:"held_ms"`
 }
 
-// Refused is one recent acquisition refused because its key stayed busy.
+// Refused is one recent acquisition refused because its key stayed busy,
+// with who held the key then (Refusal.Holder; "" when unknown).
 type Refused struct {
 	Key
 	At       time.Time `json:"at"`
 	WaitedMS int64     `json:"waited_ms"`
+	Holder   string    `json:"holder"`
 }
 
 // Renewals sums up the renewals a Recorder saw.
@@ -252,9 +272,9 @@ type Renewals struct {
 	MaxLagMS  int64 `json:"max_lag_ms"`
 }
 
-// owner is how a view names a lock's holder: the Options.Owner it set,
-// or else the start of its token, enough to tell owners apart, too
-// little to act as one.
+// owner is how a view names a lock's holder: the Options.Owner and
+// Caller it set, or else the start of its token, enough to tell owners
+// apart, too little to act as one.
 func owner(set, token string) string {
 	if set != "" {
 		return set
@@ -296,7 +316,7 @@ func (h *handler) snapshot(r *http.Request) Snapshot {
 			s.Losses = append(s.Losses, Lost{Key: h.key(x.Key), At: x.At, Cause: x.Cause, HeldMS: x.Held.Milliseconds()})
 		}
 		for _, x := range st.refusals {
-			s.Refusals = append(s.Refusals, Refused{Key: h.key(x.Key), At: x.At, WaitedMS: x.Waited.Milliseconds()})
+			s.Refusals = append(s.Refusals, Refused{Key: h.key(x.Key), At: x.At, WaitedMS: x.Waited.Milliseconds(), Holder: x.Holder})
 		}
 		s.Activity = st.activity
 		slices.SortFunc(s.Activity, func(a, b Activity) int { return strings.Compare(a.Namespace, b.Namespace) })

@@ -31,12 +31,12 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// setup returns a Locker with a Recorder on a fresh server.
-func setup(t *testing.T) (*padlock.Locker, *lockview.Recorder, *redistest.Server) {
+// setup returns a Locker with a Recorder, and opts, on a fresh server.
+func setup(t *testing.T, opts ...padlock.LockerOption) (*padlock.Locker, *lockview.Recorder, *redistest.Server) {
 	t.Helper()
 	srv := redistest.Start(t)
 	rec := lockview.NewRecorder()
-	l, err := padlock.New(srv.Client(t), padlock.WithObserver(rec))
+	l, err := padlock.New(srv.Client(t), append(opts, padlock.WithObserver(rec))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package lockview
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -47,6 +48,12 @@ type Refusal struct {
 	// Waited is how long the Acquire took before it gave up: 0 for one
 	// attempt, up to Options.Wait.
 	Waited time.Duration
+	// Holder is who held the key then, as the last attempt saw it
+	// (padlock.NotAcquiredError.Holder): the holder's Options.Owner and
+	// Caller, "host=web-1 pid=4121 route=POST /orders/<id>/pay
+	// caller=#3fa9c1e2d4b5"; for a semaphore, the holder whose permit
+	// frees first. "" when the holder named itself in neither.
+	Holder string
 }
 
 // AcquireEnd counts the acquisition in its namespace's activity, and
@@ -71,6 +78,9 @@ func (r *Recorder) AcquireEnd(_ context.Context, e padlock.AcquireEndEvent) {
 			}
 		})
 		f := Refusal{At: now, Key: e.Key, Waited: e.Wait}
+		if na := (*padlock.NotAcquiredError)(nil); errors.As(e.Err, &na) {
+			f.Holder = na.Holder
+		}
 		if len(r.refusals) < recentRefusals {
 			r.refusals = append(r.refusals, f)
 		} else {

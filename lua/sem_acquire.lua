@@ -8,7 +8,8 @@
 -- mode, the caller's place: the name it queues under, one per Acquire,
 -- apart from its permit tokens (one per attempt)
 -- Returns the fence when the permit was taken, or
--- -1 - (ms until the earliest permit's lease ends; 0 if none) when not.
+-- -1 - (ms until the earliest permit's lease ends; 0 if none) when not,
+-- as {-1 - ms, that permit's token} when the token names an owner ('~').
 --
 -- Permits whose lease ended (a crashed holder) are dropped first, so a
 -- crashed holder's permit frees itself. N is the caller's: a semaphore
@@ -40,4 +41,9 @@ end
 local first = redis.call('zrange', KEYS[1], 0, 0, 'withscores')
 local wait = 0
 if first[2] then wait = math.max(tonumber(first[2]) - now, 0) end
+-- The holder whose permit frees first, when it named itself, is named
+-- to the waiter.
+if first[1] and string.find(first[1], '~', 1, true) then
+  return {-1 - wait, first[1]}
+end
 return -1 - wait

@@ -53,6 +53,12 @@
 // example "/orders/$id/pay:42". KeyFor asks the engine for the key a
 // request would lock, for tests (padlocktest's BusyFor and LoseFor).
 //
+// Each lock names who took it (padlock.Options.Caller), after the
+// Locker's Owner: the route template and, with WithCaller, a keyed hash of
+// the caller's identity, "route=/orders/$id/pay caller=#3fa9c1e2d4b5",
+// never the identity itself. The lock page (lockview), Locker.Inspect and
+// a refused request's padlock.NotAcquiredError.Holder read it.
+//
 // httplock.Lock is the same middleware for net/http routers (http.ServeMux,
 // chi), sharing the same core, httplock.Guard.
 //

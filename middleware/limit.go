@@ -47,7 +47,8 @@ func Limit(s *padlock.Semaphore, key keyfunc.Func, full int, opts ...httplock.Op
 			return
 		}
 		req := c.Request
-		lk, p := lm.Acquire(req.Context(), lm.Key(c.FullPath(), k))
+		route := c.FullPath()
+		lk, p := lm.AcquireAs(req.Context(), lm.Key(route, k), lm.Caller(c, req, route))
 		if p != nil {
 			abort(lm.Guard, c, p)
 			return

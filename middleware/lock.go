@@ -1,6 +1,8 @@
 package middleware
 
 import (
+	"context"
+	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -45,7 +47,8 @@ func Lock(l *padlock.Locker, key keyfunc.Func, opts ...httplock.Option) gin.Hand
 			return
 		}
 		req, w := c.Request, c.Writer
-		h, p := g.Hold(req, g.Key(c.FullPath(), k))
+		route := c.FullPath()
+		h, p := g.HoldAs(req, g.Key(route, k), g.Caller(c, req, route))
 		if p != nil {
 			abort(g, c, p)
 			return
@@ -105,6 +108,25 @@ func abort(g *httplock.Guard, c *gin.Context, p *httplock.Problem) {
 	}
 	g.Refuse(c.Writer, c.Request, p)
 	c.Abort()
+}
+
+// WithCaller is httplock.WithCaller for Gin: fn returns the identity of
+// the caller of c's request (what the authentication handler before the
+// lock set with c.Set, say), "" when it does not know, and each lock Lock
+// and Limit take names it as a keyed hash, "caller=#3fa9c1e2d4b5", after
+// the route template (see httplock.WithRedactor), never as it is. fn must
+// be safe for concurrent use, and cheap. A nil fn panics at construction.
+// Default: none, and the lock names the route only.
+func WithCaller(fn func(c *gin.Context) string) httplock.Option {
+	if fn == nil {
+		return httplock.WithCaller(nil)
+	}
+	return httplock.WithCaller(func(ctx context.Context, _ *http.Request) string {
+		if c, ok := ctx.(*gin.Context); ok {
+			return fn(c)
+		}
+		return "" // a net/http face: no gin.Context to read
+	})
 }
 
 // LockFrom returns the lock Lock holds for the request, or nil when the

@@ -81,7 +81,7 @@ func Every(ctx context.Context, l *padlock.Locker, name string, interval time.Du
 			case <-timer.C:
 			}
 		}
-		jerr, lerr := runTick(ctx, l, name, o, tick, fn)
+		jerr, lerr := runTick(ctx, l, name, interval, o, tick, fn)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -96,8 +96,9 @@ func Every(ctx context.Context, l *padlock.Locker, name string, interval time.Du
 // runTick is one tick of Every: Run, unless the lock came too late to
 // prove that nobody ran the tick before. It returns the job's error and
 // the lock's apart.
-func runTick(ctx context.Context, l *padlock.Locker, name string, o Options, tick time.Time, fn func(ctx context.Context) error) (jerr, lerr error) {
-	h, err := Lock(ctx, l, name, o)
+func runTick(ctx context.Context, l *padlock.Locker, name string, interval time.Duration, o Options, tick time.Time,
+	fn func(ctx context.Context) error) (jerr, lerr error) {
+	h, err := lock(ctx, l, name, o, interval)
 	switch {
 	case errors.Is(err, padlock.ErrNotAcquired):
 		return nil, nil

@@ -32,7 +32,7 @@ func TestTickTakenTooLateDoesNotRun(t *testing.T) {
 		{"too late", time.Now().Add(-o.AtLeastFor), false},
 	} {
 		ran := false
-		jerr, lerr := runTick(ctx, l, "late-"+tt.name, o, tt.tick, func(context.Context) error { ran = true; return nil })
+		jerr, lerr := runTick(ctx, l, "late-"+tt.name, 2*time.Second, o, tt.tick, func(context.Context) error { ran = true; return nil })
 		if jerr != nil || lerr != nil {
 			t.Fatalf("%s: runTick: %v, %v", tt.name, jerr, lerr)
 		}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/who"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 // Options shape a job's lock. The zero value is valid: a 30s lease
@@ -32,6 +34,16 @@ type Options struct {
 	// Run return their errors and ignore it. Default: nil, logged with
 	// slog.Default at level Error.
 	OnError func(err error)
+
+	// Redactor shows the job's name in its lock's owner as the lock page
+	// shows keys, for the name is the lock's key: the lock names who holds
+	// it (padlock.Options.Caller, after the Locker's Owner) as
+	// "job=#<hash>", or "job=<name>" when the name's namespace is one
+	// Redactor makes readable (lockkey.WithReadableNamespaces), and Every
+	// adds " every=<interval>". Share it with the lock page
+	// (lockview.Config.Redactor). Default: nil, the process's Redactor,
+	// every name hashed.
+	Redactor *lockkey.Redactor
 }
 
 // Validate reports the first invalid field, naming it.
@@ -60,14 +72,28 @@ type Hold struct {
 // instance runs the job, or ran it less than AtLeastFor ago. Other errors
 // are padlock's (ErrUnavailable, ErrInvalid, ErrClosed).
 func Lock(ctx context.Context, l *padlock.Locker, name string, o Options) (*Hold, error) {
+	return lock(ctx, l, name, o, 0)
+}
+
+// lock is Lock for a job run every interval (Every), 0 for none.
+func lock(ctx context.Context, l *padlock.Locker, name string, o Options, every time.Duration) (*Hold, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	lk, err := l.Acquire(ctx, name, padlock.Options{TTL: o.AtMostFor})
+	lk, err := l.Acquire(ctx, name, padlock.Options{TTL: o.AtMostFor, Caller: jobCaller(name, o.Redactor, every)})
 	if err != nil {
 		return nil, err
 	}
 	return &Hold{lock: lk, taken: time.Now(), least: o.AtLeastFor}, nil
+}
+
+// jobCaller returns the Options.Caller of the lock of the job name, run
+// every interval (0: not by Every).
+func jobCaller(name string, r *lockkey.Redactor, every time.Duration) string {
+	if every > 0 {
+		return who.Join(who.Key("job", name, r), who.Field("every", every.String()))
+	}
+	return who.Join(who.Key("job", name, r))
 }
 
 // Lock returns the padlock Lock under the job: its Fence for the job's

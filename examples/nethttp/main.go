@@ -90,9 +90,12 @@ func newServer(locker *padlock.Locker, rdb redis.UniversalClient) http.Handler {
 	// A retry with the same Idempotency-Key gets the first answer back;
 	// the store is scoped per caller, read from what authenticate found.
 	idem := idempotency.New(locker, rdb, func(r *http.Request) (string, error) { return user(r), nil })
+	// Each lock names its route and its caller, hashed, as its holder:
+	// "route=POST /orders/<id>/pay caller=#3fa9c1e2d4b5".
+	caller := httplock.WithCaller(func(_ context.Context, r *http.Request) string { return user(r) })
 	// One payment per order at a time: the key is the route and the
 	// order id as the handler reads it (an int64, so 042 is 42).
-	orderLock := httplock.Lock(locker, httplock.PathValue("id", lockkey.Int(64)))
+	orderLock := httplock.Lock(locker, httplock.PathValue("id", lockkey.Int(64)), caller)
 	mux.Handle("POST /orders/{id}/pay", authenticate(idem(orderLock(http.HandlerFunc(pay)))))
 
 	// At most two reports per merchant at once, across every instance;
@@ -101,7 +104,7 @@ func newServer(locker *padlock.Locker, rdb redis.UniversalClient) http.Handler {
 	if err != nil {
 		panic(err) // only a Redlock Locker refuses semaphores
 	}
-	reportLimit := httplock.Limit(reports, httplock.PathValue("merchant", lockkey.Int(64)), http.StatusTooManyRequests)
+	reportLimit := httplock.Limit(reports, httplock.PathValue("merchant", lockkey.Int(64)), http.StatusTooManyRequests, caller)
 	mux.Handle("POST /merchants/{merchant}/report", authenticate(reportLimit(http.HandlerFunc(report))))
 	return mux
 }

@@ -5,6 +5,7 @@
 package handlertest
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/padlockgo/padlock/lockkey"
 )
 
 // NewLocker returns a Locker on a fresh Redis server, closed when t ends,
@@ -25,6 +27,33 @@ func NewLocker(t testing.TB, opts ...padlock.LockerOption) (*padlock.Locker, *re
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	return LockerOn(t, rdb, opts...), srv, rdb
+}
+
+// Owner is the Options.Owner of NamedLocker's locks: the process.
+const Owner = "host=web-1 pid=7"
+
+// NamedLocker is NewLocker for the tests of who a face's locks name: its
+// locks name Owner, and it comes with a Semaphore of one permit and a
+// Redactor with a fixed secret, as a fleet shares one.
+func NamedLocker(t testing.TB) (*padlock.Locker, *padlock.Semaphore, *lockkey.Redactor, *redis.Client) {
+	t.Helper()
+	l, _, rdb := NewLocker(t, padlock.WithDefaults(padlock.Options{Owner: Owner}))
+	sem, err := l.Semaphore(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := lockkey.NewRedactor(lockkey.WithRedactSecret([]byte("fleet-wide secret, 16+ bytes")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, sem, r, rdb
+}
+
+// Bearer is a caller func of httplock.WithCaller for tests: the API key
+// a request carries as "Authorization: Bearer <key>", a secret that no
+// lock may show as it is.
+func Bearer(_ context.Context, r *http.Request) string {
+	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 }
 
 // LockerOn returns a Locker on client (another process's, say), closed
