@@ -159,7 +159,8 @@ func TestHandOffBlockRunsOut(t *testing.T) {
 // while the block lasts.
 func TestHandOffBlockOutlastsShortLine(t *testing.T) {
 	srv := redistest.Start(t)
-	l := mustNew(t, srv.Client(t))
+	tried := &countAttempts{}
+	l := mustNew(t, srv.Client(t), WithObserver(tried))
 	defer l.Close()
 	other := mustNew(t, srv.Client(t))
 	defer other.Close()
@@ -170,11 +171,27 @@ func TestHandOffBlockOutlastsShortLine(t *testing.T) {
 	o := Options{Wait: 30 * time.Second, Retry: LinearBackoff(time.Hour)}
 	l.recheck = time.Hour
 
+	// A waiter alone in line subscribes to the key's notices after its
+	// first attempt, and tries once more when the subscription is
+	// confirmed (a release in between would go unnoticed): a release
+	// while it is awake for that attempt goes back to Redis, as it
+	// should. Wait for that second attempt and the sleep after it, however
+	// slow the subscription on a loaded machine.
+	asleepAfterSecondTry := func() <-chan handed {
+		t.Helper()
+		before := tried.n.Load()
+		got := queueWaiters(t, l, key, 1, o)
+		awaitWaiters(t, l, key, "the waiter asleep after trying again with notices live", func(kw *keyWaiters) bool {
+			return kw != nil && kw.live && tried.n.Load() >= before+2 && asleep(kw) == 1
+		})
+		return got
+	}
+
 	holder, err := other.Acquire(ctx, key, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := queueWaiters(t, l, key, 1, o) // alone in line
+	got := asleepAfterSecondTry() // alone in line
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +200,7 @@ func TestHandOffBlockOutlastsShortLine(t *testing.T) {
 		t.Fatal("the waiter did not get the lock")
 	}
 	for i := 1; i <= turns; i++ {
-		got = queueWaiters(t, l, key, 1, o) // the other worker, back in line
+		got = asleepAfterSecondTry() // the other worker, back in line
 		if err := prev.lk.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
