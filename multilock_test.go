@@ -52,6 +52,7 @@ func TestAcquireAllRenewsAndExtendsEveryKey(t *testing.T) {
 // On Redlock the keys are taken one by one in sorted order, with the same
 // rollback; fences are 0.
 func TestAcquireAllRedlock(t *testing.T) {
+	t.Parallel() // nodes of its own, waiting to vote
 	l, servers := startRedlock(t, 3)
 	other := redlockOn(t, servers)
 	ctx := ctxFor(t)
