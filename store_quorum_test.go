@@ -317,6 +317,7 @@ func TestRedlockEveryMajority(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			t.Parallel() // nodes of its own, waiting to vote
 			l, servers := startRedlock(t, n)
 			ctx := ctxFor(t)
 			rdbs := make([]*redis.Client, n)
