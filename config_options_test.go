@@ -93,30 +93,31 @@ func TestOwner(t *testing.T) {
 // whoever finds the key busy, named by the busy nodes' votes, and that a
 // holder without one is named by none.
 func TestRedlockOwner(t *testing.T) {
-	t.Parallel()
-	l, servers := startRedlock(t, 3)
-	other := redlockOn(t, servers)
-	awaitVotes(t, other)
-	ctx := ctxFor(t)
-	key := testKey(t)
+	// On virtual time, on in-memory nodes that vote at once.
+	inBubble(t, func(t *testing.T, b *bubble) {
+		l, nodes := b.redlock(3)
+		other := b.redlockOn(nodes)
+		ctx := context.Background()
+		key := testKey(t)
 
-	lk := mustAcquire(t, l, ctx, key, padlock.Options{Owner: "host=web-2 pid=9"})
-	for _, o := range []padlock.Options{{}, {Wait: 100 * time.Millisecond}} {
-		_, err := other.Acquire(ctx, key, o)
-		if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != "host=web-2 pid=9" {
-			t.Errorf("busy (Wait %v): got %v (holder %q), want holder %q", o.Wait, err, holder(na), "host=web-2 pid=9")
+		lk := mustAcquire(t, l, ctx, key, padlock.Options{Owner: "host=web-2 pid=9"})
+		for _, o := range []padlock.Options{{}, {Wait: 100 * time.Millisecond}} {
+			_, err := other.Acquire(ctx, key, o)
+			if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != "host=web-2 pid=9" {
+				t.Errorf("busy (Wait %v): got %v (holder %q), want holder %q", o.Wait, err, holder(na), "host=web-2 pid=9")
+			}
 		}
-	}
-	if err := lk.Release(ctx); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
 
-	lk = mustAcquire(t, l, ctx, key, padlock.Options{})
-	defer lk.Release(ctx)
-	_, err := other.Acquire(ctx, key, padlock.Options{})
-	if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != "" {
-		t.Errorf("busy without an owner: got %v (holder %q), want none", err, holder(na))
-	}
+		lk = mustAcquire(t, l, ctx, key, padlock.Options{})
+		defer lk.Release(ctx)
+		_, err := other.Acquire(ctx, key, padlock.Options{})
+		if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != "" {
+			t.Errorf("busy without an owner: got %v (holder %q), want none", err, holder(na))
+		}
+	})
 }
 
 func holder(na *padlock.NotAcquiredError) string {
