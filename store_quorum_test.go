@@ -313,52 +313,53 @@ func TestRedlockRenewal(t *testing.T) {
 // behind.
 // A check of the peers' own suites (bsm/redislock, go-redsync/redsync).
 func TestRedlockEveryMajority(t *testing.T) {
-	t.Parallel()
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
-			t.Parallel() // nodes of its own, waiting to vote
-			l, servers := startRedlock(t, n)
-			ctx := ctxFor(t)
-			rdbs := make([]*redis.Client, n)
-			for i, s := range servers {
-				rdbs[i] = s.Client(t)
-			}
-			need := n/2 + 1
-			for mask := range 1 << n {
-				key := fmt.Sprintf("%s:%d", testKey(t), mask)
-				lockKey := "padlock:{" + key + "}"
-				free := 0
-				for i, rdb := range rdbs {
-					if mask&(1<<i) == 0 {
-						free++
-						continue
+			// On virtual time, on in-memory nodes that vote at once.
+			inBubble(t, func(t *testing.T, b *bubble) {
+				l, nodes := b.redlock(n)
+				ctx := context.Background()
+				rdbs := make([]*redis.Client, n)
+				for i, s := range nodes {
+					rdbs[i] = b.clientOf(s)
+				}
+				need := n/2 + 1
+				for mask := range 1 << n {
+					key := fmt.Sprintf("%s:%d", testKey(t), mask)
+					lockKey := "padlock:{" + key + "}"
+					free := 0
+					for i, rdb := range rdbs {
+						if mask&(1<<i) == 0 {
+							free++
+							continue
+						}
+						if err := rdb.Set(ctx, lockKey, "someone-else", time.Minute).Err(); err != nil {
+							t.Fatal(err)
+						}
 					}
-					if err := rdb.Set(ctx, lockKey, "someone-else", time.Minute).Err(); err != nil {
-						t.Fatal(err)
+					lk, err := l.Acquire(ctx, key, padlock.Options{NoRenew: true})
+					if (err == nil) != (free >= need) {
+						t.Fatalf("mask %0*b: %d of %d nodes free, Acquire: %v", n, mask, free, n, err)
+					}
+					if err != nil && !errors.Is(err, padlock.ErrNotAcquired) {
+						t.Fatalf("mask %0*b: %v, want ErrNotAcquired", n, mask, err)
+					}
+					for i, rdb := range rdbs {
+						v, _ := rdb.Get(ctx, lockKey).Result()
+						switch {
+						case mask&(1<<i) != 0 && v != "someone-else":
+							t.Fatalf("mask %0*b: node %d holds %q, want the other owner's value untouched", n, mask, i, v)
+						case mask&(1<<i) == 0 && err == nil && padlock.StoredToken(v) != lk.Token():
+							t.Fatalf("mask %0*b: node %d holds %q, want the lock's token", n, mask, i, v)
+						case mask&(1<<i) == 0 && err != nil && v != "":
+							t.Fatalf("mask %0*b: failed Acquire left %q on node %d", n, mask, v, i)
+						}
+					}
+					if lk != nil {
+						lk.Release(ctx)
 					}
 				}
-				lk, err := l.Acquire(ctx, key, padlock.Options{NoRenew: true})
-				if (err == nil) != (free >= need) {
-					t.Fatalf("mask %0*b: %d of %d nodes free, Acquire: %v", n, mask, free, n, err)
-				}
-				if err != nil && !errors.Is(err, padlock.ErrNotAcquired) {
-					t.Fatalf("mask %0*b: %v, want ErrNotAcquired", n, mask, err)
-				}
-				for i, rdb := range rdbs {
-					v, _ := rdb.Get(ctx, lockKey).Result()
-					switch {
-					case mask&(1<<i) != 0 && v != "someone-else":
-						t.Fatalf("mask %0*b: node %d holds %q, want the other owner's value untouched", n, mask, i, v)
-					case mask&(1<<i) == 0 && err == nil && padlock.StoredToken(v) != lk.Token():
-						t.Fatalf("mask %0*b: node %d holds %q, want the lock's token", n, mask, i, v)
-					case mask&(1<<i) == 0 && err != nil && v != "":
-						t.Fatalf("mask %0*b: failed Acquire left %q on node %d", n, mask, v, i)
-					}
-				}
-				if lk != nil {
-					lk.Release(ctx)
-				}
-			}
+			})
 		})
 	}
 }
