@@ -254,6 +254,9 @@ func TestACLDocumentedPermissions(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each deployment is servers of its own, and most of the
+			// time is waiting for leases and an idle subscription's PING.
+			t.Parallel()
 			srvs, admin, newLocker := tc.start(t)
 			la, lb := newLocker(), newLocker()
 			t.Cleanup(func() { la.Close(); lb.Close() })

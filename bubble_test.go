@@ -20,6 +20,7 @@ import (
 type bubble struct {
 	t       *testing.T
 	srv     *explore.Server
+	nodes   []*explore.Server // Redlock's, beside srv
 	tr      *explore.Trace
 	late    sync.WaitGroup
 	clients []*redis.Client
@@ -50,13 +51,19 @@ func (b *bubble) close() {
 		_ = c.Close()
 	}
 	b.srv.Close()
+	for _, s := range b.nodes {
+		s.Close()
+	}
 }
 
 // client returns a new client of the bubble's Redis, with no faults and
 // with ContextTimeoutEnabled, as padlock.New requires.
-func (b *bubble) client() *redis.Client {
+func (b *bubble) client() *redis.Client { return b.clientOf(b.srv) }
+
+// clientOf returns a new client of srv, as client does.
+func (b *bubble) clientOf(srv *explore.Server) *redis.Client {
 	i := len(b.clients)
-	c, h := explore.NewClient(i, fmt.Sprintf("C%d", i), b.srv, &explore.Plan{ContextTimeout: true}, b.tr, &b.late)
+	c, h := explore.NewClient(i, fmt.Sprintf("C%d", i), srv, &explore.Plan{ContextTimeout: true}, b.tr, &b.late)
 	h.Off()
 	b.clients, b.hooks = append(b.clients, c), append(b.hooks, h)
 	return c
@@ -69,4 +76,39 @@ func (b *bubble) locker(opts ...padlock.LockerOption) (*padlock.Locker, *redis.C
 	l := padlock.MustNew(b.t, c, opts...)
 	b.lockers = append(b.lockers, l)
 	return l, c
+}
+
+// redlock returns a Redlock Locker on n new in-memory nodes, and the
+// nodes. Each node has been up for an hour, so it votes at once: what
+// the real nodes of the Redlock tests wait seconds for.
+func (b *bubble) redlock(n int, opts ...padlock.RedlockOption) (*padlock.Locker, []*explore.Server) {
+	nodes := make([]*explore.Server, n)
+	for i := range nodes {
+		nodes[i] = explore.NewServer(fmt.Sprintf("n%d", len(b.nodes)), b.tr)
+		// An address of its own: Redlock refuses a node named twice.
+		nodes[i].Addr = fmt.Sprintf("127.0.0.1:%d", 6380+len(b.nodes))
+		b.nodes = append(b.nodes, nodes[i])
+	}
+	return b.redlockOn(nodes, opts...), nodes
+}
+
+// redlockOn returns a Redlock Locker on nodes, with clients of its own
+// (another process, as far as Redis can tell) and the max lease, node
+// timeout and TTL of the tests on real nodes (redlockOn).
+func (b *bubble) redlockOn(nodes []*explore.Server, opts ...padlock.RedlockOption) *padlock.Locker {
+	clients := make([]redis.UniversalClient, len(nodes))
+	for i, s := range nodes {
+		clients[i] = b.clientOf(s)
+	}
+	opts = append([]padlock.RedlockOption{
+		padlock.WithMaxLease(rlMaxLease),
+		padlock.WithNodeTimeout(rlNodeTimeout),
+		padlock.WithDefaults(padlock.Options{TTL: rlMaxLease}),
+	}, opts...)
+	l, err := padlock.NewRedlock(clients, opts...)
+	if err != nil {
+		b.t.Fatalf("NewRedlock: %v", err)
+	}
+	b.lockers = append(b.lockers, l)
+	return l
 }

@@ -105,6 +105,7 @@ func TestCheckDeploymentRefusedAndDown(t *testing.T) {
 }
 
 func TestCheckDeploymentCluster(t *testing.T) {
+	t.Parallel() // a Cluster of its own
 	redistest.Require(t)
 	ctx := context.Background()
 	c := redistest.StartCluster(t, 3)

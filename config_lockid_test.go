@@ -121,59 +121,62 @@ type lateCleanupCase struct {
 // for it stalls on the way; the next attempt takes the grant again; then
 // the stalled clean-up arrives. The promise: while the holder's Err is
 // nil and its ValidUntil is ahead, a rival on another Locker does not get
-// in.
+// in. It runs on virtual time: an engine that makes the next attempt wait
+// out the first grant's lease costs nothing, and no margin depends on
+// the machine's load.
 func checkLateCleanup(t *testing.T, c lateCleanupCase) {
-	l, srv, rdb := newLocker(t)
-	hook := hookOn(rdb)
-	raw := srv.Client(t)
-	rivals := padlock.MustNew(t, srv.Client(t))
-	t.Cleanup(func() { _ = rivals.Close() })
-	ctx := ctxFor(t)
-	key := testKey(t)
+	inBubble(t, func(t *testing.T, b *bubble) {
+		l, rdb := b.locker()
+		hook := hookOn(rdb)
+		raw := b.client()
+		rivals, _ := b.locker()
+		ctx := context.Background()
+		key := testKey(t)
 
-	// The scripts are loaded beforehand, so that EVALSHA runs whenever
-	// it arrives (a late one included).
-	warm, err := c.take(ctx, l, key+":warm")
-	if err != nil {
-		t.Fatalf("warming up: %v", err)
-	}
-	if err := warm.Release(ctx); err != nil {
-		t.Fatalf("warming up: Release: %v", err)
-	}
-
-	lc := &lateCleanup{key: c.watch(l, key)}
-	hook.onProcess(lc.fault)
-	lk, err := c.take(ctx, l, key)
-	lc.disarm()
-	if err != nil {
-		t.Fatalf("acquisition after a lost attempt: %v", err)
-	}
-	defer lk.Release(ctx)
-	reply := lc.deliver(t, ctx, raw)
-
-	other, err := c.rival(ctx, rivals, key)
-	if err == nil {
-		defer other.Release(ctx)
-		if until := lk.ValidUntil(); !until.IsZero() && time.Now().Before(until) {
-			t.Fatalf("another Locker got in (fence %d) while the holder (fence %d) reports held for %v more: "+
-				"the lost attempt's clean-up, arriving late (reply %v), undid the later grant",
-				other.Fence(), lk.Fence(), time.Until(until).Round(time.Millisecond), reply)
+		// The scripts are loaded beforehand, so that EVALSHA runs whenever
+		// it arrives (a late one included).
+		warm, err := c.take(ctx, l, key+":warm")
+		if err != nil {
+			t.Fatalf("warming up: %v", err)
 		}
-		t.Logf("another Locker got in after the holder was told (Err %v)", lk.Err())
-		return
-	}
-	if !errors.Is(err, padlock.ErrNotAcquired) {
-		t.Fatalf("rival: %v, want ErrNotAcquired", err)
-	}
-	if err := lk.Err(); err != nil {
-		t.Fatalf("holder: Err = %v, want nil: the late clean-up must change nothing", err)
-	}
+		if err := warm.Release(ctx); err != nil {
+			t.Fatalf("warming up: Release: %v", err)
+		}
+
+		lc := &lateCleanup{key: c.watch(l, key)}
+		hook.onProcess(lc.fault)
+		lk, err := c.take(ctx, l, key)
+		lc.disarm()
+		if err != nil {
+			t.Fatalf("acquisition after a lost attempt: %v", err)
+		}
+		defer lk.Release(ctx)
+		reply := lc.deliver(t, ctx, raw)
+
+		other, err := c.rival(ctx, rivals, key)
+		if err == nil {
+			defer other.Release(ctx)
+			if until := lk.ValidUntil(); !until.IsZero() && time.Now().Before(until) {
+				t.Fatalf("another Locker got in (fence %d) while the holder (fence %d) reports held for %v more: "+
+					"the lost attempt's clean-up, arriving late (reply %v), undid the later grant",
+					other.Fence(), lk.Fence(), time.Until(until).Round(time.Millisecond), reply)
+			}
+			t.Logf("another Locker got in after the holder was told (Err %v)", lk.Err())
+			return
+		}
+		if !errors.Is(err, padlock.ErrNotAcquired) {
+			t.Fatalf("rival: %v, want ErrNotAcquired", err)
+		}
+		if err := lk.Err(); err != nil {
+			t.Fatalf("holder: Err = %v, want nil: the late clean-up must change nothing", err)
+		}
+	})
 }
 
-// Long leases and waits: the scenario must never depend on timing. The
-// wait outlasts the lease, so that an engine which makes the next attempt
-// a stranger to the first grant (which then blocks it until its lease
-// ends) still gets the grant.
+// Long leases and waits, free on virtual time: the wait outlasts the
+// lease, so that an engine which makes the next attempt a stranger to the
+// first grant (which then blocks it until its lease ends) still gets the
+// grant.
 const (
 	lateTTL  = 6 * time.Second
 	lateWait = 20 * time.Second

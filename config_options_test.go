@@ -13,9 +13,15 @@ import (
 // TestOwner checks that a holder's Options.Owner reaches whoever finds the
 // key busy, Inspect and Held, without changing how the lock works.
 func TestOwner(t *testing.T) {
-	l, srv, _ := newLocker(t, padlock.WithDefaults(padlock.Options{Owner: "host=web-1 pid=7"}))
-	other := padlock.MustNew(t, srv.Client(t))
-	t.Cleanup(func() { other.Close() })
+	// owned returns a Locker whose default owner is "host=web-1 pid=7",
+	// on a server of its own, and another Locker on that server.
+	owned := func(t *testing.T) (l, other *padlock.Locker) {
+		l, srv, _ := newLocker(t, padlock.WithDefaults(padlock.Options{Owner: "host=web-1 pid=7"}))
+		other = padlock.MustNew(t, srv.Client(t))
+		t.Cleanup(func() { other.Close() })
+		return l, other
+	}
+	l, other := owned(t)
 	ctx := ctxFor(t)
 	key := testKey(t)
 
@@ -26,6 +32,10 @@ func TestOwner(t *testing.T) {
 		{"the Acquire's", "host=web-1 pid=7 req=9f2c", "host=web-1 pid=7 req=9f2c"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each waits a lease out, on Lockers of its own.
+			t.Parallel()
+			l, other := owned(t)
+			ctx := ctxFor(t)
 			lk := mustAcquire(t, l, ctx, key, padlock.Options{Owner: tc.owner, TTL: 600 * time.Millisecond})
 			// One attempt, then a waiter that marks the lock ('*').
 			for _, o := range []padlock.Options{{}, {Wait: 50 * time.Millisecond}} {
@@ -83,30 +93,31 @@ func TestOwner(t *testing.T) {
 // whoever finds the key busy, named by the busy nodes' votes, and that a
 // holder without one is named by none.
 func TestRedlockOwner(t *testing.T) {
-	t.Parallel()
-	l, servers := startRedlock(t, 3)
-	other := redlockOn(t, servers)
-	awaitVotes(t, other)
-	ctx := ctxFor(t)
-	key := testKey(t)
+	// On virtual time, on in-memory nodes that vote at once.
+	inBubble(t, func(t *testing.T, b *bubble) {
+		l, nodes := b.redlock(3)
+		other := b.redlockOn(nodes)
+		ctx := context.Background()
+		key := testKey(t)
 
-	lk := mustAcquire(t, l, ctx, key, padlock.Options{Owner: "host=web-2 pid=9"})
-	for _, o := range []padlock.Options{{}, {Wait: 100 * time.Millisecond}} {
-		_, err := other.Acquire(ctx, key, o)
-		if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != "host=web-2 pid=9" {
-			t.Errorf("busy (Wait %v): got %v (holder %q), want holder %q", o.Wait, err, holder(na), "host=web-2 pid=9")
+		lk := mustAcquire(t, l, ctx, key, padlock.Options{Owner: "host=web-2 pid=9"})
+		for _, o := range []padlock.Options{{}, {Wait: 100 * time.Millisecond}} {
+			_, err := other.Acquire(ctx, key, o)
+			if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != "host=web-2 pid=9" {
+				t.Errorf("busy (Wait %v): got %v (holder %q), want holder %q", o.Wait, err, holder(na), "host=web-2 pid=9")
+			}
 		}
-	}
-	if err := lk.Release(ctx); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
 
-	lk = mustAcquire(t, l, ctx, key, padlock.Options{})
-	defer lk.Release(ctx)
-	_, err := other.Acquire(ctx, key, padlock.Options{})
-	if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != "" {
-		t.Errorf("busy without an owner: got %v (holder %q), want none", err, holder(na))
-	}
+		lk = mustAcquire(t, l, ctx, key, padlock.Options{})
+		defer lk.Release(ctx)
+		_, err := other.Acquire(ctx, key, padlock.Options{})
+		if na := (*padlock.NotAcquiredError)(nil); !errors.As(err, &na) || na.Holder != "" {
+			t.Errorf("busy without an owner: got %v (holder %q), want none", err, holder(na))
+		}
+	})
 }
 
 func holder(na *padlock.NotAcquiredError) string {
@@ -120,32 +131,43 @@ func holder(na *padlock.NotAcquiredError) string {
 // carry their Options.Owner, as a mutex does: Held and the token name it,
 // and the hold is renewed and given back as any.
 func TestHoldOwner(t *testing.T) {
-	l, _, _ := newLocker(t, padlock.WithDefaults(padlock.Options{Owner: "host=web-1 pid=7"}))
-	ctx := ctxFor(t)
 	key := testKey(t)
-	sem, err := l.Semaphore(2)
-	if err != nil {
-		t.Fatal(err)
+	permit := func(ctx context.Context, l *padlock.Locker, key string, o padlock.Options) (*padlock.Lock, error) {
+		sem, err := l.Semaphore(2)
+		if err != nil {
+			return nil, err
+		}
+		return sem.Acquire(ctx, key, o)
 	}
 	for _, tc := range []struct {
 		name    string
-		acquire func(o padlock.Options) (*padlock.Lock, error)
+		acquire func(ctx context.Context, l *padlock.Locker, o padlock.Options) (*padlock.Lock, error)
 	}{
-		{"permit", func(o padlock.Options) (*padlock.Lock, error) { return sem.Acquire(ctx, key+":sem", o) }},
-		{"fair permit", func(o padlock.Options) (*padlock.Lock, error) {
-			o.Fair = true
-			return sem.Acquire(ctx, key+":fair", o)
+		{"permit", func(ctx context.Context, l *padlock.Locker, o padlock.Options) (*padlock.Lock, error) {
+			return permit(ctx, l, key+":sem", o)
 		}},
-		{"read", func(o padlock.Options) (*padlock.Lock, error) { return l.AcquireRead(ctx, key+":rw", o) }},
-		{"write", func(o padlock.Options) (*padlock.Lock, error) { return l.AcquireWrite(ctx, key+":rw", o) }},
+		{"fair permit", func(ctx context.Context, l *padlock.Locker, o padlock.Options) (*padlock.Lock, error) {
+			o.Fair = true
+			return permit(ctx, l, key+":fair", o)
+		}},
+		{"read", func(ctx context.Context, l *padlock.Locker, o padlock.Options) (*padlock.Lock, error) {
+			return l.AcquireRead(ctx, key+":rw", o)
+		}},
+		{"write", func(ctx context.Context, l *padlock.Locker, o padlock.Options) (*padlock.Lock, error) {
+			return l.AcquireWrite(ctx, key+":rw", o)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each waits leases out, on a Locker and server of its own.
+			t.Parallel()
+			l, _, _ := newLocker(t, padlock.WithDefaults(padlock.Options{Owner: "host=web-1 pid=7"}))
+			ctx := ctxFor(t)
 			for _, want := range []string{"host=web-1 pid=7", "host=web-1 pid=7 req=a:b"} {
 				o := padlock.Options{TTL: 600 * time.Millisecond}
 				if want != "host=web-1 pid=7" {
 					o.Owner = want
 				}
-				lk, err := tc.acquire(o)
+				lk, err := tc.acquire(ctx, l, o)
 				if err != nil {
 					t.Fatalf("acquire: %v", err)
 				}

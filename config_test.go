@@ -1,6 +1,7 @@
 package padlock_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -39,21 +40,23 @@ func TestOptionsFitTheirConstructor(t *testing.T) {
 }
 
 func TestRedlockLeaseLimit(t *testing.T) {
-	t.Parallel()
-	l, _ := startRedlock(t, 3)
-	ctx := ctxFor(t)
-	key := testKey(t)
+	// On virtual time, on in-memory nodes that vote at once.
+	inBubble(t, func(t *testing.T, b *bubble) {
+		l, _ := b.redlock(3)
+		ctx := context.Background()
+		key := testKey(t)
 
-	_, err := l.Acquire(ctx, key, padlock.Options{TTL: 2 * rlMaxLease})
-	if !errors.Is(err, padlock.ErrInvalid) || !strings.Contains(err.Error(), "Options.TTL") {
-		t.Fatalf("Acquire with a TTL above the max lease: got %v, want ErrInvalid naming Options.TTL", err)
-	}
-	lk := mustAcquire(t, l, ctx, key, padlock.Options{})
-	defer lk.Release(ctx)
-	if err := lk.Extend(ctx, 2*rlMaxLease); !errors.Is(err, padlock.ErrInvalid) {
-		t.Fatalf("Extend above the max lease: got %v, want ErrInvalid", err)
-	}
-	if _, err := l.Acquire(ctx, key+":fair", padlock.Options{Fair: true}); !errors.Is(err, padlock.ErrInvalid) {
-		t.Fatalf("Acquire with Fair: got %v, want ErrInvalid", err)
-	}
+		_, err := l.Acquire(ctx, key, padlock.Options{TTL: 2 * rlMaxLease})
+		if !errors.Is(err, padlock.ErrInvalid) || !strings.Contains(err.Error(), "Options.TTL") {
+			t.Fatalf("Acquire with a TTL above the max lease: got %v, want ErrInvalid naming Options.TTL", err)
+		}
+		lk := mustAcquire(t, l, ctx, key, padlock.Options{})
+		defer lk.Release(ctx)
+		if err := lk.Extend(ctx, 2*rlMaxLease); !errors.Is(err, padlock.ErrInvalid) {
+			t.Fatalf("Extend above the max lease: got %v, want ErrInvalid", err)
+		}
+		if _, err := l.Acquire(ctx, key+":fair", padlock.Options{Fair: true}); !errors.Is(err, padlock.ErrInvalid) {
+			t.Fatalf("Acquire with Fair: got %v, want ErrInvalid", err)
+		}
+	})
 }

@@ -220,6 +220,9 @@ var contractCases = []struct {
 func TestContract(t *testing.T) {
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
+			// Each backend is servers of its own; most of the time is
+			// starting them (a Cluster, a Redlock node's first vote).
+			t.Parallel()
 			redistest.Require(t)
 			b := be.start(t)
 			for _, tc := range contractCases {

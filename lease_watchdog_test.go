@@ -166,50 +166,57 @@ func TestCloseSignalsHeldLocks(t *testing.T) {
 }
 
 // TestRenewalIsBatched holds many locks and counts the round trips their
-// renewals cost: one pipeline per tick, not one command per lock.
+// renewals cost: one pipeline per tick, not one command per lock (on
+// virtual time: the count over four leases is the engine's, whatever the
+// machine's load).
 func TestRenewalIsBatched(t *testing.T) {
-	l, _, rdb := newLocker(t)
-	ctx := ctxFor(t)
-	// A lease long enough that a loaded machine renews 1000 locks in time.
-	const n, ttl = 1000, 3 * time.Second
-	locks := make([]*padlock.Lock, n)
-	for i := range locks {
-		locks[i] = mustAcquire(t, l, ctx, fmt.Sprintf("%s:%d", testKey(t), i), padlock.Options{TTL: ttl})
-	}
-	rt := redistest.CountRoundTrips()
-	rdb.AddHook(rt)
-	// Wait for renewals to run (at least once a TTL: four round trips), on
-	// an event, not a clock: a loaded machine may take longer than 4×TTL.
-	const want = 4
-	began := time.Now()
-	for deadline := began.Add(time.Minute); rt.Load() < want; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d round trips in a minute: renewals did not run", rt.Load())
+	inBubble(t, func(t *testing.T, b *bubble) {
+		l, rdb := b.locker()
+		ctx := context.Background()
+		const n, ttl, spread = 1000, 3 * time.Second, time.Millisecond
+		// Acquired over a spread of time, as on a real connection, so
+		// that their renewals fall due apart and only the watchdog's
+		// batching brings them together.
+		locks := make([]*padlock.Lock, n)
+		for i := range locks {
+			locks[i] = mustAcquire(t, l, ctx, fmt.Sprintf("%s:%d", testKey(t), i), padlock.Options{TTL: ttl})
+			time.Sleep(spread)
 		}
-	}
-	// Then the trips of at least 4×TTL in all; trips is read before hold
-	// is measured, so the bound below is never too tight.
-	if d := 4*ttl - time.Since(began); d > 0 {
-		time.Sleep(d)
-	}
-	trips := rt.Load()
-	hold := time.Since(began)
-	// Renewing every TTL/3 with batches pulled up to TTL/6 early: at most
-	// one round of batches per TTL/6 and the locks acquired over a spread
-	// of time; a round is n/MaxRenewBatch pipelines.
-	per := int64((n + padlock.MaxRenewBatch - 1) / padlock.MaxRenewBatch)
-	if limit := (int64(hold/(ttl/6)) + 4) * per; trips > limit {
-		t.Fatalf("%d round trips to renew %d locks over %v, want at most %d", trips, n, hold, limit)
-	}
-	for _, lk := range locks {
-		if lk.Err() != nil {
-			t.Fatalf("lock %s: %v", lk.Key(), lk.Err())
+		rt := redistest.CountRoundTrips()
+		rdb.AddHook(rt)
+		// Wait for renewals to run (at least once a TTL: four round
+		// trips), on an event, not a clock.
+		const want = 4
+		began := time.Now()
+		for deadline := began.Add(time.Minute); rt.Load() < want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d round trips in a minute: renewals did not run", rt.Load())
+			}
 		}
-	}
-	t.Logf("%d locks renewed over %v in %d round trips", n, hold, trips)
-	for _, lk := range locks {
-		lk.Release(ctx)
-	}
+		// Then the trips of at least 4×TTL in all; trips is read before
+		// hold is measured, so the bound below is never too tight.
+		if d := 4*ttl - time.Since(began); d > 0 {
+			time.Sleep(d)
+		}
+		trips := rt.Load()
+		hold := time.Since(began)
+		// Renewing every TTL/3 with batches pulled up to TTL/6 early: at
+		// most one round of batches per TTL/6 and the locks acquired over
+		// a spread of time; a round is n/MaxRenewBatch pipelines.
+		per := int64((n + padlock.MaxRenewBatch - 1) / padlock.MaxRenewBatch)
+		if limit := (int64(hold/(ttl/6)) + 4) * per; trips > limit {
+			t.Fatalf("%d round trips to renew %d locks over %v, want at most %d", trips, n, hold, limit)
+		}
+		for _, lk := range locks {
+			if lk.Err() != nil {
+				t.Fatalf("lock %s: %v", lk.Key(), lk.Err())
+			}
+		}
+		t.Logf("%d locks renewed over %v in %d round trips", n, hold, trips)
+		for _, lk := range locks {
+			lk.Release(ctx)
+		}
+	})
 }
 
 // TestShorterExtendShortensTrust: after Extend to a shorter lease, the
@@ -284,6 +291,11 @@ func (o *renewalStaller) LeaseRenewed(e padlock.LeaseRenewedEvent) {
 // being held up) until A's trust has run out.
 // Regression: the late confirmation kept renewing a lock reported lost.
 func TestLostLockIsNotRenewed(t *testing.T) {
+	// A server of its own. (Not on virtual time: the Observer stalls
+	// the watchdog's goroutine while it holds the watchdog's mutex, on
+	// which a bubble's other goroutines would wait without the clock
+	// moving.) Load only delays the loss, which the test waits for.
+	t.Parallel()
 	key := "lost-lock"
 	obs := &renewalStaller{key: key + ":b", entered: make(chan struct{}), release: make(chan struct{})}
 	l, srv, _ := newLocker(t, padlock.WithObserver(obs))

@@ -53,6 +53,7 @@ func TestInspect(t *testing.T) {
 // TestInspectRedlock counts the nodes holding each lock, and calls a
 // Redlock deployment with a node down but a quorum up degraded.
 func TestInspectRedlock(t *testing.T) {
+	t.Parallel() // nodes of its own, waiting to vote
 	l, servers := startRedlock(t, 3)
 	ctx := ctxFor(t)
 	lk := mustAcquire(t, l, ctx, testKey(t), padlock.Options{})
@@ -80,6 +81,7 @@ func TestInspectRedlock(t *testing.T) {
 
 // TestInspectCluster lists the locks of every master.
 func TestInspectCluster(t *testing.T) {
+	t.Parallel() // a Cluster of its own
 	c := redistest.StartCluster(t, 3)
 	l := padlock.MustNew(t, c.Client(t))
 	t.Cleanup(func() { l.Close() })

@@ -321,6 +321,7 @@ func TestObserverNoticesUnavailable(t *testing.T) {
 // TestObserverQuorumVotes checks that a Redlock Locker reports each
 // node's vote, a down node included.
 func TestObserverQuorumVotes(t *testing.T) {
+	t.Parallel() // nodes of its own, waiting to vote
 	rec := &recorder{}
 	l, servers := startRedlock(t, 3, padlock.WithObserver(rec))
 	ctx := ctxFor(t)

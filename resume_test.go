@@ -17,69 +17,70 @@ import (
 // job) is taken over by another (the worker): the first stops renewing
 // it, the second renews it past the original lease and releases it.
 func TestDetachResume(t *testing.T) {
-	queuer, srv, _ := newLocker(t)
-	worker := padlock.MustNew(t, srv.Client(t))
-	defer worker.Close()
-	other := padlock.MustNew(t, srv.Client(t))
-	defer other.Close()
-	ctx := ctxFor(t)
-	key := testKey(t)
-	const ttl = 600 * time.Millisecond
+	// On virtual time: the three leases of renewal cost nothing.
+	inBubble(t, func(t *testing.T, bb *bubble) {
+		queuer, _ := bb.locker()
+		worker, _ := bb.locker()
+		other, _ := bb.locker()
+		ctx := context.Background()
+		key := testKey(t)
+		const ttl = 600 * time.Millisecond
 
-	lk := mustAcquire(t, queuer, ctx, key, padlock.Options{TTL: ttl})
-	own, err := lk.Detach()
-	if err != nil {
-		t.Fatalf("Detach: %v", err)
-	}
-	if own.Key != key || own.Token != lk.Token() || own.Fence != lk.Fence() {
-		t.Fatalf("Ownership %+v, want key %q, token %q, fence %d", own, key, lk.Token(), lk.Fence())
-	}
-	select {
-	case <-lk.Done():
-	default:
-		t.Fatal("Done still open after Detach")
-	}
-	if !errors.Is(lk.Err(), padlock.ErrReleased) {
-		t.Fatalf("Err after Detach: %v, want ErrReleased", lk.Err())
-	}
-	if err := lk.Release(ctx); err != nil {
-		t.Fatalf("Release after Detach: %v, want nil (it does nothing)", err)
-	}
-	if _, err := other.Acquire(ctx, key, padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
-		t.Fatalf("Acquire of a detached lock: %v, want ErrNotAcquired (still held)", err)
-	}
+		lk := mustAcquire(t, queuer, ctx, key, padlock.Options{TTL: ttl})
+		own, err := lk.Detach()
+		if err != nil {
+			t.Fatalf("Detach: %v", err)
+		}
+		if own.Key != key || own.Token != lk.Token() || own.Fence != lk.Fence() {
+			t.Fatalf("Ownership %+v, want key %q, token %q, fence %d", own, key, lk.Token(), lk.Fence())
+		}
+		select {
+		case <-lk.Done():
+		default:
+			t.Fatal("Done still open after Detach")
+		}
+		if !errors.Is(lk.Err(), padlock.ErrReleased) {
+			t.Fatalf("Err after Detach: %v, want ErrReleased", lk.Err())
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("Release after Detach: %v, want nil (it does nothing)", err)
+		}
+		if _, err := other.Acquire(ctx, key, padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
+			t.Fatalf("Acquire of a detached lock: %v, want ErrNotAcquired (still held)", err)
+		}
 
-	// The Ownership travels with the job, e.g. as JSON.
-	b, err := json.Marshal(own)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got padlock.Ownership
-	if err := json.Unmarshal(b, &got); err != nil {
-		t.Fatal(err)
-	}
-	resumed, err := worker.Resume(ctx, got, padlock.Options{TTL: ttl})
-	if err != nil {
-		t.Fatalf("Resume: %v", err)
-	}
-	if resumed.Fence() != own.Fence || resumed.Token() == own.Token {
-		t.Fatalf("resumed fence %d, token %q; want fence %d and a token other than the detached one's", resumed.Fence(), resumed.Token(), own.Fence)
-	}
-	time.Sleep(3 * ttl) // renewed by the worker's watchdog
-	if err := resumed.Err(); err != nil {
-		t.Fatalf("resumed lock after 3 leases: %v", err)
-	}
-	if _, err := other.Acquire(ctx, key, padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
-		t.Fatalf("Acquire while resumed: %v, want ErrNotAcquired", err)
-	}
-	if err := resumed.Release(ctx); err != nil {
-		t.Fatalf("Release of the resumed lock: %v", err)
-	}
-	next := mustAcquire(t, other, ctx, key, padlock.Options{})
-	if next.Fence() <= own.Fence {
-		t.Fatalf("next fence %d, want above %d", next.Fence(), own.Fence)
-	}
-	next.Release(ctx)
+		// The Ownership travels with the job, e.g. as JSON.
+		b, err := json.Marshal(own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got padlock.Ownership
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		resumed, err := worker.Resume(ctx, got, padlock.Options{TTL: ttl})
+		if err != nil {
+			t.Fatalf("Resume: %v", err)
+		}
+		if resumed.Fence() != own.Fence || resumed.Token() == own.Token {
+			t.Fatalf("resumed fence %d, token %q; want fence %d and a token other than the detached one's", resumed.Fence(), resumed.Token(), own.Fence)
+		}
+		time.Sleep(3 * ttl) // renewed by the worker's watchdog
+		if err := resumed.Err(); err != nil {
+			t.Fatalf("resumed lock after 3 leases: %v", err)
+		}
+		if _, err := other.Acquire(ctx, key, padlock.Options{}); !errors.Is(err, padlock.ErrNotAcquired) {
+			t.Fatalf("Acquire while resumed: %v, want ErrNotAcquired", err)
+		}
+		if err := resumed.Release(ctx); err != nil {
+			t.Fatalf("Release of the resumed lock: %v", err)
+		}
+		next := mustAcquire(t, other, ctx, key, padlock.Options{})
+		if next.Fence() <= own.Fence {
+			t.Fatalf("next fence %d, want above %d", next.Fence(), own.Fence)
+		}
+		next.Release(ctx)
+	})
 }
 
 // TestResumeNotHeld: Resume checks the token in Redis.

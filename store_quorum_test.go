@@ -53,30 +53,29 @@ func TestRedlockMutualExclusion(t *testing.T) {
 }
 
 func TestRedlockBusy(t *testing.T) {
-	t.Parallel()
-	l, servers := startRedlock(t, 5)
-	other := redlockOn(t, servers)
-	awaitVotes(t, other)
-	ctx := ctxFor(t)
-	key := testKey(t)
+	// On virtual time, on in-memory nodes that vote at once.
+	inBubble(t, func(t *testing.T, b *bubble) {
+		l, nodes := b.redlock(5)
+		other := b.redlockOn(nodes)
+		ctx := context.Background()
+		key := testKey(t)
 
-	holder := mustAcquire(t, l, ctx, key, padlock.Options{TTL: time.Second}) // the max lease of these tests
-	defer holder.Release(ctx)
-	if got := holder.Fence(); got != 0 {
-		t.Errorf("Fence() = %d on a Redlock Locker, want 0 (no monotonic fence without consensus)", got)
-	}
-	_, err := other.Acquire(ctx, key, padlock.Options{})
-	if !errors.Is(err, padlock.ErrNotAcquired) || errors.Is(err, padlock.ErrUnavailable) {
-		t.Fatalf("Acquire of a held key: got %v, want ErrNotAcquired and not ErrUnavailable", err)
-	}
-	// Slack for a loaded machine: the lease may run down 700ms between
-	// the acquisition and these checks.
-	if d, ok := padlock.RetryAfter(err); !ok || d <= 300*time.Millisecond || d > time.Second {
-		t.Errorf("RetryAfter = %v, %v; want the holder's remaining lease, about 1s", d, ok)
-	}
-	if d, err := holder.TTL(ctx); err != nil || d <= 300*time.Millisecond || d > time.Second {
-		t.Errorf("TTL() = %v, %v; want about 1s", d, err)
-	}
+		holder := mustAcquire(t, l, ctx, key, padlock.Options{TTL: time.Second}) // the max lease of these tests
+		defer holder.Release(ctx)
+		if got := holder.Fence(); got != 0 {
+			t.Errorf("Fence() = %d on a Redlock Locker, want 0 (no monotonic fence without consensus)", got)
+		}
+		_, err := other.Acquire(ctx, key, padlock.Options{})
+		if !errors.Is(err, padlock.ErrNotAcquired) || errors.Is(err, padlock.ErrUnavailable) {
+			t.Fatalf("Acquire of a held key: got %v, want ErrNotAcquired and not ErrUnavailable", err)
+		}
+		if d, ok := padlock.RetryAfter(err); !ok || d <= 300*time.Millisecond || d > time.Second {
+			t.Errorf("RetryAfter = %v, %v; want the holder's remaining lease, about 1s", d, ok)
+		}
+		if d, err := holder.TTL(ctx); err != nil || d <= 300*time.Millisecond || d > time.Second {
+			t.Errorf("TTL() = %v, %v; want about 1s", d, err)
+		}
+	})
 }
 
 func TestRedlockMinorityDown(t *testing.T) {
@@ -314,51 +313,53 @@ func TestRedlockRenewal(t *testing.T) {
 // behind.
 // A check of the peers' own suites (bsm/redislock, go-redsync/redsync).
 func TestRedlockEveryMajority(t *testing.T) {
-	t.Parallel()
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
-			l, servers := startRedlock(t, n)
-			ctx := ctxFor(t)
-			rdbs := make([]*redis.Client, n)
-			for i, s := range servers {
-				rdbs[i] = s.Client(t)
-			}
-			need := n/2 + 1
-			for mask := range 1 << n {
-				key := fmt.Sprintf("%s:%d", testKey(t), mask)
-				lockKey := "padlock:{" + key + "}"
-				free := 0
-				for i, rdb := range rdbs {
-					if mask&(1<<i) == 0 {
-						free++
-						continue
+			// On virtual time, on in-memory nodes that vote at once.
+			inBubble(t, func(t *testing.T, b *bubble) {
+				l, nodes := b.redlock(n)
+				ctx := context.Background()
+				rdbs := make([]*redis.Client, n)
+				for i, s := range nodes {
+					rdbs[i] = b.clientOf(s)
+				}
+				need := n/2 + 1
+				for mask := range 1 << n {
+					key := fmt.Sprintf("%s:%d", testKey(t), mask)
+					lockKey := "padlock:{" + key + "}"
+					free := 0
+					for i, rdb := range rdbs {
+						if mask&(1<<i) == 0 {
+							free++
+							continue
+						}
+						if err := rdb.Set(ctx, lockKey, "someone-else", time.Minute).Err(); err != nil {
+							t.Fatal(err)
+						}
 					}
-					if err := rdb.Set(ctx, lockKey, "someone-else", time.Minute).Err(); err != nil {
-						t.Fatal(err)
+					lk, err := l.Acquire(ctx, key, padlock.Options{NoRenew: true})
+					if (err == nil) != (free >= need) {
+						t.Fatalf("mask %0*b: %d of %d nodes free, Acquire: %v", n, mask, free, n, err)
+					}
+					if err != nil && !errors.Is(err, padlock.ErrNotAcquired) {
+						t.Fatalf("mask %0*b: %v, want ErrNotAcquired", n, mask, err)
+					}
+					for i, rdb := range rdbs {
+						v, _ := rdb.Get(ctx, lockKey).Result()
+						switch {
+						case mask&(1<<i) != 0 && v != "someone-else":
+							t.Fatalf("mask %0*b: node %d holds %q, want the other owner's value untouched", n, mask, i, v)
+						case mask&(1<<i) == 0 && err == nil && padlock.StoredToken(v) != lk.Token():
+							t.Fatalf("mask %0*b: node %d holds %q, want the lock's token", n, mask, i, v)
+						case mask&(1<<i) == 0 && err != nil && v != "":
+							t.Fatalf("mask %0*b: failed Acquire left %q on node %d", n, mask, v, i)
+						}
+					}
+					if lk != nil {
+						lk.Release(ctx)
 					}
 				}
-				lk, err := l.Acquire(ctx, key, padlock.Options{NoRenew: true})
-				if (err == nil) != (free >= need) {
-					t.Fatalf("mask %0*b: %d of %d nodes free, Acquire: %v", n, mask, free, n, err)
-				}
-				if err != nil && !errors.Is(err, padlock.ErrNotAcquired) {
-					t.Fatalf("mask %0*b: %v, want ErrNotAcquired", n, mask, err)
-				}
-				for i, rdb := range rdbs {
-					v, _ := rdb.Get(ctx, lockKey).Result()
-					switch {
-					case mask&(1<<i) != 0 && v != "someone-else":
-						t.Fatalf("mask %0*b: node %d holds %q, want the other owner's value untouched", n, mask, i, v)
-					case mask&(1<<i) == 0 && err == nil && padlock.StoredToken(v) != lk.Token():
-						t.Fatalf("mask %0*b: node %d holds %q, want the lock's token", n, mask, i, v)
-					case mask&(1<<i) == 0 && err != nil && v != "":
-						t.Fatalf("mask %0*b: failed Acquire left %q on node %d", n, mask, v, i)
-					}
-				}
-				if lk != nil {
-					lk.Release(ctx)
-				}
-			}
+			})
 		})
 	}
 }
@@ -366,26 +367,28 @@ func TestRedlockEveryMajority(t *testing.T) {
 // TestRedlockExtendReachesEveryNode: Extend resets the lease on every node.
 // A check of the peers' own suites (bsm/redislock, go-redsync/redsync).
 func TestRedlockExtendReachesEveryNode(t *testing.T) {
-	t.Parallel()
-	l, servers := startRedlock(t, 3)
-	ctx := ctxFor(t)
-	key := testKey(t)
-	lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: time.Second, NoRenew: true})
-	defer lk.Release(ctx)
-	time.Sleep(300 * time.Millisecond)
-	// A loaded machine may stall past every node's timeout at once: an
-	// Extend that reached no node is tried again (it changes nothing then).
-	err := lk.Extend(ctx, time.Second)
-	for try := 0; try < 3 && errors.Is(err, padlock.ErrUnavailable); try++ {
-		err = lk.Extend(ctx, time.Second)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, s := range servers {
-		ttl, err := s.Client(t).PTTL(ctx, "padlock:{"+key+"}").Result()
-		if err != nil || ttl <= 800*time.Millisecond {
-			t.Fatalf("node %d after Extend(1s): PTTL %v, %v; want the lease reset (above 800ms)", i, ttl, err)
+	// On virtual time, on in-memory nodes that vote at once.
+	inBubble(t, func(t *testing.T, b *bubble) {
+		l, servers := b.redlock(3)
+		ctx := context.Background()
+		key := testKey(t)
+		lk := mustAcquire(t, l, ctx, key, padlock.Options{TTL: time.Second, NoRenew: true})
+		defer lk.Release(ctx)
+		time.Sleep(300 * time.Millisecond)
+		// A loaded machine may stall past every node's timeout at once: an
+		// Extend that reached no node is tried again (it changes nothing then).
+		err := lk.Extend(ctx, time.Second)
+		for try := 0; try < 3 && errors.Is(err, padlock.ErrUnavailable); try++ {
+			err = lk.Extend(ctx, time.Second)
 		}
-	}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range servers {
+			ttl, err := b.clientOf(s).PTTL(ctx, "padlock:{"+key+"}").Result()
+			if err != nil || ttl <= 800*time.Millisecond {
+				t.Fatalf("node %d after Extend(1s): PTTL %v, %v; want the lease reset (above 800ms)", i, ttl, err)
+			}
+		}
+	})
 }

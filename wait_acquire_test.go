@@ -275,6 +275,10 @@ func delayProxy(t *testing.T, target string, delay time.Duration) string {
 // work under a lock another owner may already hold.
 // Regression: Acquire returned a lock whose lease had already ended.
 func TestLateGrantIsNotALock(t *testing.T) {
+	// A server and a slow link of its own; a loaded machine only makes
+	// the first grant later still, and the second lease outlasts the
+	// delay many times.
+	t.Parallel()
 	srv := redistest.Start(t)
 	direct := srv.Client(t)
 	slow := redis.NewClient(&redis.Options{Addr: delayProxy(t, srv.Addr(), 300*time.Millisecond), ReadTimeout: 5 * time.Second, MaxRetries: -1, ContextTimeoutEnabled: true})
@@ -351,29 +355,34 @@ func TestFairOrder(t *testing.T) {
 // TestFairNewcomerDoesNotJump checks that a fair Acquire without a wait
 // does not take a key that is free but promised to a queued waiter.
 func TestFairNewcomerDoesNotJump(t *testing.T) {
-	l, srv, rdb := newLocker(t)
-	ctx := ctxFor(t)
-	key := testKey(t)
-	// A queued waiter in "another process" whose notice we hold back by
-	// queueing it by hand: it is first in line for the next 2 seconds.
-	queue := "padlock:{" + key + "}:queue"
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb.RPush(ctx, queue, strconv.FormatInt(now.UnixMilli()+2000, 10)+":ghost")
-	_, err = l.Acquire(ctx, key, padlock.Options{Fair: true})
-	if !errors.Is(err, padlock.ErrNotAcquired) {
-		t.Fatalf("fair newcomer with an older waiter queued: got %v, want ErrNotAcquired", err)
-	}
-	// Once the ghost's wait has run out it is dropped, and the key is
-	// taken by the next waiter within its own wait.
-	lk, err := l.Acquire(ctx, key, padlock.Options{Fair: true, Wait: 10 * time.Second})
-	if err != nil {
-		t.Fatalf("after the dead waiter's wait ran out: %v", err)
-	}
-	lk.Release(ctx)
-	_ = srv
+	// On virtual time: the queued waiter's 2 seconds cost nothing.
+	inBubble(t, func(t *testing.T, b *bubble) {
+		l, rdb := b.locker()
+		ctx := context.Background()
+		key := testKey(t)
+		// A queued waiter in "another process" whose notice we hold back by
+		// queueing it by hand: it is first in line for the next 2 seconds.
+		queue := "padlock:{" + key + "}:queue"
+		now, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdb.RPush(ctx, queue, strconv.FormatInt(now.UnixMilli()+2000, 10)+":ghost")
+		_, err = l.Acquire(ctx, key, padlock.Options{Fair: true})
+		if !errors.Is(err, padlock.ErrNotAcquired) {
+			t.Fatalf("fair newcomer with an older waiter queued: got %v, want ErrNotAcquired", err)
+		}
+		// Once the ghost's wait has run out it is dropped, and the key is
+		// taken by the next waiter within its own wait.
+		lk, err := l.Acquire(ctx, key, padlock.Options{Fair: true, Wait: 10 * time.Second})
+		if err != nil {
+			t.Fatalf("after the dead waiter's wait ran out: %v", err)
+		}
+		if waited := time.Since(now); waited < 2*time.Second {
+			t.Errorf("the key was taken %v after the ghost queued, before its 2s wait ran out", waited)
+		}
+		lk.Release(ctx)
+	})
 }
 
 // TestFairWaiterThatGivesUpLeavesQueue checks a waiter that runs out of

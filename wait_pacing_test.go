@@ -58,6 +58,7 @@ func TestRedisDownFailsFast(t *testing.T) {
 		{"paused", func(t *testing.T, s *redistest.Server) { s.Pause(t) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a server of its own; the bound below is half the wait
 			l, srv, _ := newLocker(t)
 			ctx := ctxFor(t)
 			tc.down(t, srv)
