@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -66,7 +67,7 @@ func (b *bubble) close() {
 // ContextTimeoutEnabled, as padlock.New requires.
 func (b *bubble) client() *redis.Client {
 	i := len(b.closers)
-	c, h := explore.NewClient(i, fmt.Sprintf("C%d", i), b.srv, &explore.Plan{ContextTimeout: true}, b.tr, &b.late)
+	c, h := explore.NewClient(i, fmt.Sprintf("C%d", i), b.srv, b.plan(), b.tr, &b.late)
 	b.closers = append(b.closers, func() { h.CloseSide(); _ = c.Close() })
 	return c
 }
@@ -86,7 +87,7 @@ func (b *bubble) cluster(n int) func() redis.UniversalClient {
 	b.clusters = append(b.clusters, c)
 	return func() redis.UniversalClient {
 		i := len(b.closers) * 16
-		cc, hooks := c.NewClient(i, fmt.Sprintf("C%d", i), &explore.Plan{ContextTimeout: true}, b.tr, &b.late)
+		cc, hooks := c.NewClient(i, fmt.Sprintf("C%d", i), b.plan(), b.tr, &b.late)
 		b.closers = append(b.closers, func() {
 			for _, h := range hooks {
 				h.CloseSide()
@@ -107,4 +108,12 @@ var bubbleBackends = []struct {
 		return func() redis.UniversalClient { return b.client() }
 	}},
 	{"cluster", func(b *bubble) func() redis.UniversalClient { return b.cluster(3) }},
+}
+
+// plan is the fault layer's plan for the bubble's clients: no faults,
+// and a round trip of a millisecond, as on any network, so that the
+// clocks of the commands a test sends one after another differ (fences
+// rise with the server's clock).
+func (b *bubble) plan() *explore.Plan {
+	return &explore.Plan{ContextTimeout: true, Latency: time.Millisecond}
 }
