@@ -194,7 +194,7 @@ func TestLostAttemptRunAfterExtendChangesNothing(t *testing.T) {
 		t.Fatalf("late attempt: %v", err)
 	}
 	time.Sleep(ttl + 100*time.Millisecond)
-	contend(t, srv, key, lk, 0)
+	contend(t, srv.Client(t), key, lk, 0)
 }
 
 // TestRedlockAttemptAfterBusyHasItsOwnToken: a waiting Acquire's attempt

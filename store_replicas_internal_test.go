@@ -94,7 +94,7 @@ func TestReplicaAckLostExtend(t *testing.T) {
 	if d, err := lk.TTL(ctx); err != nil || d > shorter {
 		t.Fatalf("lease on the master after the unconfirmed Extend: %v, %v; want at most %v", d, err, shorter)
 	}
-	contend(t, master, "acked", lk, shorter+2*time.Second)
+	contend(t, master.Client(t), "acked", lk, shorter+2*time.Second)
 }
 
 // TestHoldsReplicaAckWithoutReplicas: on a server with no replica,
