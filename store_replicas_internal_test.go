@@ -37,8 +37,11 @@ func TestAcquireAllWaitsForReplicas(t *testing.T) {
 
 // TestReplicaAckLostExtend: with WithReplicaAck, a shorter Extend that ran
 // on the master but that no replica confirmed fails with ErrUnavailable;
-// the master holds the shorter lease all the same.
+// the master holds the shorter lease all the same. It runs beside other
+// tests: its servers are its own, and no load can make an unconfirmed
+// Extend confirmed or a lease longer.
 func TestReplicaAckLostExtend(t *testing.T) {
+	t.Parallel()
 	srvs := redistest.StartN(t, 2)
 	master, replica := srvs[0], srvs[1]
 	if !master.Real() {
