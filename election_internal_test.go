@@ -92,7 +92,8 @@ func inMemory(names ...string) []electionRun {
 						}
 						return c
 					}
-					f(t, lockerMaker(t, client), newClient(), client)
+					locker := func(opts ...LockerOption) *Locker { return b.locker(client(nil), opts...) }
+					f(t, locker, newClient(), client)
 				})
 			}})
 		}
