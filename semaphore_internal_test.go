@@ -451,6 +451,9 @@ func TestSemaphoreReentrant(t *testing.T) {
 	if inner.Fence() != outer.Fence() {
 		t.Errorf("reentrant fence: got %d, want the outer %d", inner.Fence(), outer.Fence())
 	}
+	if d, err := outer.TTL(ctx); err != nil || d <= 0 {
+		t.Errorf("permit's TTL: got %v, %v; want a running lease", d, err)
+	}
 	mu, err := l.Acquire(gctx, "k", Options{})
 	if err != nil {
 		t.Fatalf("mutex on the same key under a permit: %v", err)
