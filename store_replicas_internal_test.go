@@ -103,7 +103,10 @@ func TestReplicaAckLostExtend(t *testing.T) {
 // TestHoldsReplicaAckWithoutReplicas: on a server with no replica,
 // WithReplicaAck cannot confirm a permit, a read or a write hold, so each
 // acquisition fails with ErrUnavailable and leaves nothing held behind.
+// It runs beside other tests: its server is its own, and with no replica
+// no load can make a write acknowledged.
 func TestHoldsReplicaAckWithoutReplicas(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l, s := newSemaphore(t, srv.Client(t), 2, WithReplicaAck(1, 50*time.Millisecond))
 	ctx := context.Background()
