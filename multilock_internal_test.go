@@ -331,8 +331,11 @@ func TestAcquireAllNeverPartlyHeld(t *testing.T) {
 
 // A waiting AcquireAll wakes on the busy key's release notice, not on a
 // timer: with the re-check and the retry backoff set far beyond the test,
-// it still gets the set soon after the holder lets go.
+// it still gets the set soon after the holder lets go. It runs beside
+// other tests: its servers are its own, and no load delays a notice by
+// the seconds its bound allows.
 func TestAcquireAllWakesOnRelease(t *testing.T) {
+	t.Parallel()
 	for _, be := range multiBackends() {
 		t.Run(be.name, func(t *testing.T) {
 			b := be.start(t)
@@ -489,8 +492,10 @@ func BenchmarkAcquireAll(b *testing.B) {
 }
 
 // On Cluster, keys that share a hash slot are taken by one script: one
-// group, all or none.
+// group, all or none. It runs beside other tests: its Cluster is its
+// own, and nothing in it is timed.
 func TestAcquireAllClusterSameSlotOneCall(t *testing.T) {
+	t.Parallel()
 	_, l := startCluster(t)
 	ctx := ctxFor(t)
 	// Two keys whose locks hash to one slot, and one elsewhere.

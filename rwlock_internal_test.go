@@ -209,8 +209,11 @@ func TestRWLockReentrant(t *testing.T) {
 
 // TestRWLockNoticesWake checks that waiters wake on notices alone (their
 // retry and re-check would not look for an hour): a writer when the last
-// reader leaves, and every waiting reader when the writer leaves.
+// reader leaves, and every waiting reader when the writer leaves. It runs
+// beside other tests: its servers are its own, and no load delays a
+// notice by the seconds its bounds allow.
 func TestRWLockNoticesWake(t *testing.T) {
+	t.Parallel()
 	for _, b := range holdBackends {
 		t.Run(b.name, func(t *testing.T) {
 			client := b.start(t)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/padlockgo/padlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // maxCounter tracks how many holders are inside at once, and the most
@@ -210,67 +209,63 @@ func TestSemaphoreRenewedPastTTL(t *testing.T) {
 
 // TestSemaphoreNoticeWakesWaiter holds every permit and queues a waiter
 // whose retry strategy and re-check would not look again for an hour: only
-// the release notice can wake it, and it must get the permit at once.
-// One server's case runs in a bubble; the Cluster's, whose notices are
-// sharded, on a real one.
+// the release notice can wake it, and it must get the permit at once. It
+// runs beside other tests: its servers are its own, load only makes
+// fewer attempts, and no load delays a notice by the seconds its bound
+// allows.
 func TestSemaphoreNoticeWakesWaiter(t *testing.T) {
-	t.Run("single", func(t *testing.T) {
-		inBubble(t, func(t *testing.T, b *bubble) {
-			semaphoreNoticeWakesWaiter(t, func() redis.UniversalClient { return b.client() })
+	t.Parallel()
+	for _, b := range holdBackends {
+		t.Run(b.name, func(t *testing.T) {
+			client := b.start(t)
+			_, holders := newSemaphore(t, client(), 2)
+			cc := client()
+			calls := redistest.CountCommands("evalsha", "eval")
+			cc.AddHook(calls)
+			wl, waiters := newSemaphore(t, cc, 2)
+			wl.recheck = time.Hour
+			ctx := context.Background()
+			o := Options{TTL: time.Minute}
+			var held []*Lock
+			for range 2 {
+				lk, err := holders.Acquire(ctx, "provider", o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, lk)
+			}
+			got := make(chan time.Time, 1)
+			go func() {
+				lk, err := waiters.Acquire(ctx, "provider", Options{TTL: time.Minute, Wait: 30 * time.Second, Retry: LinearBackoff(time.Hour)})
+				if err != nil {
+					t.Errorf("waiter: %v", err)
+					close(got)
+					return
+				}
+				got <- time.Now()
+				lk.Release(ctx)
+			}()
+			awaitHoldWaiters(t, wl, wl.keys.holdKeys("provider", ":sem")[0], 1)
+			before := calls.Load()
+			time.Sleep(300 * time.Millisecond)
+			if n := calls.Load() - before; n > 1 {
+				t.Errorf("the waiter made %d attempts while every permit was held, want at most 1", n)
+			}
+			released := time.Now()
+			if err := held[0].Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case at, ok := <-got:
+				if ok && at.Sub(released) > 5*time.Second {
+					t.Errorf("the waiter got the permit %v after the release, want at once", at.Sub(released))
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the release notice did not wake the waiter")
+			}
+			held[1].Release(ctx)
 		})
-	})
-	t.Run("cluster", func(t *testing.T) {
-		semaphoreNoticeWakesWaiter(t, holdBackends[1].start(t))
-	})
-}
-
-func semaphoreNoticeWakesWaiter(t *testing.T, client func() redis.UniversalClient) {
-	_, holders := newSemaphore(t, client(), 2)
-	cc := client()
-	calls := redistest.CountCommands("evalsha", "eval")
-	cc.AddHook(calls)
-	wl, waiters := newSemaphore(t, cc, 2)
-	wl.recheck = time.Hour
-	ctx := context.Background()
-	o := Options{TTL: time.Minute}
-	var held []*Lock
-	for range 2 {
-		lk, err := holders.Acquire(ctx, "provider", o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, lk)
 	}
-	got := make(chan time.Time, 1)
-	go func() {
-		lk, err := waiters.Acquire(ctx, "provider", Options{TTL: time.Minute, Wait: 30 * time.Second, Retry: LinearBackoff(time.Hour)})
-		if err != nil {
-			t.Errorf("waiter: %v", err)
-			close(got)
-			return
-		}
-		got <- time.Now()
-		lk.Release(ctx)
-	}()
-	awaitHoldWaiters(t, wl, wl.keys.holdKeys("provider", ":sem")[0], 1)
-	before := calls.Load()
-	time.Sleep(300 * time.Millisecond)
-	if n := calls.Load() - before; n > 1 {
-		t.Errorf("the waiter made %d attempts while every permit was held, want at most 1", n)
-	}
-	released := time.Now()
-	if err := held[0].Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case at, ok := <-got:
-		if ok && at.Sub(released) > 5*time.Second {
-			t.Errorf("the waiter got the permit %v after the release, want at once", at.Sub(released))
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the release notice did not wake the waiter")
-	}
-	held[1].Release(ctx)
 }
 
 // TestSemaphoreFairOrder queues waiters from separate Lockers one after
