@@ -84,6 +84,7 @@ var crossCutting = map[string]string{
 	"architecture_test.go":     "this map's own checks",
 	"bench_test.go":            "the lock cycle's benchmarks beside the go-redis floors they are read against",
 	"bubble_test.go":           "the synctest bubble that tests of timing run in",
+	"bubble_internal_test.go":  "the same bubble for the tests of package padlock",
 	"contract_test.go":         "the contract every store keeps, run on each deployment",
 	"example*_test.go":         "the Examples: the documentation, one call sequence each",
 	"explore*_test.go":         "the explorer: every primitive under seeded faults",

@@ -164,37 +164,38 @@ func TestLostAttemptRunLateChangesNothing(t *testing.T) {
 // Acquire that took the lock runs after an Extend to a longer lease.
 // acquire.lua takes the lock anew for its own token, with the Acquire's
 // shorter lease: the holder must not go on trusting the Extend's.
+// It runs in a bubble.
 // Regression: the attempt, run late on the holder's token, cut the lease.
 func TestLostAttemptRunAfterExtendChangesNothing(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	l := mustNew(t, rdb)
-	defer l.Close()
-	ctx := context.Background()
-	const key = "stranded"
-	const ttl = 500 * time.Millisecond
-	hook := &strandHook{key: l.RedisKey(key)}
-	rdb.AddHook(hook)
-	lk, err := l.Acquire(ctx, key, Options{TTL: ttl, Wait: 5 * time.Second})
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
-	defer lk.Release(ctx)
-	if err := lk.Extend(ctx, 10*time.Second); err != nil {
-		t.Fatalf("Extend: %v", err)
-	}
-	hook.mu.Lock()
-	attempt := hook.held[0] // its cleanup stays lost
-	hook.mu.Unlock()
-	plain := srv.Client(t)
-	if err := plainScripts.acquire.Load(ctx, plain).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := plain.Do(ctx, attempt...).Err(); err != nil {
-		t.Fatalf("late attempt: %v", err)
-	}
-	time.Sleep(ttl + 100*time.Millisecond)
-	contend(t, srv, key, lk, 0)
+	inBubble(t, func(t *testing.T, b *bubble) {
+		rdb := b.client()
+		l := b.locker(rdb)
+		ctx := context.Background()
+		const key = "stranded"
+		const ttl = 500 * time.Millisecond
+		hook := &strandHook{key: l.RedisKey(key)}
+		rdb.AddHook(hook)
+		lk, err := l.Acquire(ctx, key, Options{TTL: ttl, Wait: 5 * time.Second})
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		defer lk.Release(ctx)
+		if err := lk.Extend(ctx, 10*time.Second); err != nil {
+			t.Fatalf("Extend: %v", err)
+		}
+		hook.mu.Lock()
+		attempt := hook.held[0] // its cleanup stays lost
+		hook.mu.Unlock()
+		plain := b.client()
+		if err := plainScripts.acquire.Load(ctx, plain).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := plain.Do(ctx, attempt...).Err(); err != nil {
+			t.Fatalf("late attempt: %v", err)
+		}
+		time.Sleep(ttl + 100*time.Millisecond)
+		contend(t, b.client(), key, lk, 0)
+	})
 }
 
 // TestRedlockAttemptAfterBusyHasItsOwnToken: a waiting Acquire's attempt

@@ -301,11 +301,12 @@ func (h *lagHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
-// contend has another Locker wait for key for wait; if it takes the lock,
-// the holder must already have heard that its lock is lost.
-func contend(t *testing.T, srv *redistest.Server, key string, holder *Lock, wait time.Duration) {
+// contend has another Locker, on client, wait for key for wait; if it
+// takes the lock, the holder must already have heard that its lock is
+// lost.
+func contend(t *testing.T, client redis.UniversalClient, key string, holder *Lock, wait time.Duration) {
 	t.Helper()
-	other := mustNew(t, srv.Client(t))
+	other := mustNew(t, client)
 	defer other.Close()
 	ctx := context.Background()
 	lk, err := other.Acquire(ctx, key, Options{Wait: wait})

@@ -9,9 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/padlockgo/padlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestLeaseTrust plays lease changes in the orders Redis may run and answer
@@ -441,106 +438,108 @@ func TestLeaseOpenBounded(t *testing.T) {
 // old lease, is sent before an Extend to a longer lease but runs after it,
 // and answers before it. Redis then holds the old lease; the holder must
 // not trust the Extend's.
+// It runs in a bubble.
 // Regression: the holder trusted the lease the late renewal had undone.
 func TestRenewalRunAfterExtendBoundsTrust(t *testing.T) {
-	srv := redistest.Start(t)
-	const ttl = 600 * time.Millisecond
-	hook := &lagHook{
-		before:      func(args []any) bool { return extendCall(args, ttl) },
-		beforeDelay: 100 * time.Millisecond,
-		after:       func(args []any) bool { return extendCall(args, 3*time.Second) },
-		afterDelay:  150 * time.Millisecond, // answers after the renewal, before the next is due
-		held:        make(chan struct{}, 1),
-	}
-	rdb := srv.Client(t)
-	rdb.AddHook(hook)
-	l := mustNew(t, rdb)
-	defer l.Close()
-	ctx := context.Background()
-	lk, err := l.Acquire(ctx, "race", Options{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lk.Release(ctx)
-	// Loaded, so that each change is one EVALSHA that runs at once.
-	if err := extendScript.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
-	hook.armed.Store(true)
-	<-hook.held // the renewal is on its way, held back before Redis
-	if err := lk.Extend(ctx, 3*time.Second); err != nil {
-		t.Fatalf("Extend: %v", err)
-	}
-	hook.armed.Store(false)
-	contend(t, srv, "race", lk, 2*time.Second)
+	inBubble(t, func(t *testing.T, b *bubble) {
+		const ttl = 600 * time.Millisecond
+		hook := &lagHook{
+			before:      func(args []any) bool { return extendCall(args, ttl) },
+			beforeDelay: 100 * time.Millisecond,
+			after:       func(args []any) bool { return extendCall(args, 3*time.Second) },
+			afterDelay:  150 * time.Millisecond, // answers after the renewal, before the next is due
+			held:        make(chan struct{}, 1),
+		}
+		rdb := b.client()
+		rdb.AddHook(hook)
+		l := mustNew(t, rdb)
+		defer l.Close()
+		ctx := context.Background()
+		lk, err := l.Acquire(ctx, "race", Options{TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Release(ctx)
+		// Loaded, so that each change is one EVALSHA that runs at once.
+		if err := extendScript.Load(ctx, rdb).Err(); err != nil {
+			t.Fatal(err)
+		}
+		hook.armed.Store(true)
+		<-hook.held // the renewal is on its way, held back before Redis
+		if err := lk.Extend(ctx, 3*time.Second); err != nil {
+			t.Fatalf("Extend: %v", err)
+		}
+		hook.armed.Store(false)
+		contend(t, b.client(), "race", lk, 2*time.Second)
+	})
 }
 
 // TestConcurrentExtendsTrustTheLastRun: two Extends at once, to 30s and to
 // 2s; the 30s one runs first and answers last. Redis holds 2s.
+// It runs in a bubble.
 // Regression: the holder trusted the 30s answered last, not the 2s Redis held.
 func TestConcurrentExtendsTrustTheLastRun(t *testing.T) {
-	srv := redistest.Start(t)
-	hook := &lagHook{
-		after:      func(args []any) bool { return extendCall(args, 30*time.Second) },
-		afterDelay: 300 * time.Millisecond,
-	}
-	rdb := srv.Client(t)
-	rdb.AddHook(hook)
-	l := mustNew(t, rdb)
-	defer l.Close()
-	ctx := context.Background()
-	lk, err := l.Acquire(ctx, "two", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lk.Release(ctx)
-	// Loaded, so that each change is one EVALSHA that runs at once.
-	if err := extendScript.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
-	hook.armed.Store(true)
-	long := make(chan error, 1)
-	go func() { long <- lk.Extend(ctx, 30*time.Second) }()
-	time.Sleep(50 * time.Millisecond) // the 30s Extend has run; its reply waits
-	if err := lk.Extend(ctx, 2*time.Second); err != nil {
-		t.Fatalf("Extend(2s): %v", err)
-	}
-	if err := <-long; err != nil {
-		t.Fatalf("Extend(30s): %v", err)
-	}
-	contend(t, srv, "two", lk, 3500*time.Millisecond)
+	inBubble(t, func(t *testing.T, b *bubble) {
+		hook := &lagHook{
+			after:      func(args []any) bool { return extendCall(args, 30*time.Second) },
+			afterDelay: 300 * time.Millisecond,
+		}
+		rdb := b.client()
+		rdb.AddHook(hook)
+		l := mustNew(t, rdb)
+		defer l.Close()
+		ctx := context.Background()
+		lk, err := l.Acquire(ctx, "two", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Release(ctx)
+		// Loaded, so that each change is one EVALSHA that runs at once.
+		if err := extendScript.Load(ctx, rdb).Err(); err != nil {
+			t.Fatal(err)
+		}
+		hook.armed.Store(true)
+		long := make(chan error, 1)
+		go func() { long <- lk.Extend(ctx, 30*time.Second) }()
+		time.Sleep(50 * time.Millisecond) // the 30s Extend has run; its reply waits
+		if err := lk.Extend(ctx, 2*time.Second); err != nil {
+			t.Fatalf("Extend(2s): %v", err)
+		}
+		if err := <-long; err != nil {
+			t.Fatalf("Extend(30s): %v", err)
+		}
+		contend(t, b.client(), "two", lk, 3500*time.Millisecond)
+	})
 }
 
 // TestLostShorterExtendBoundsTrust: an Extend to a shorter lease is sent
 // while the server is stopped; the client gives up on it (ErrUnavailable),
 // and the server runs it when it resumes. The holder must trust the shorter
-// lease.
+// lease. It runs in a bubble, where a caller gives up on a paused server
+// after go-redis's read timeout (3 s): the server is paused for 4 s, and
+// the lease (30 s) is renewed only well after it resumes.
 // Regression: the holder trusted the longer lease the lost Extend had cut.
 func TestLostShorterExtendBoundsTrust(t *testing.T) {
-	srv := redistest.Start(t)
-	if !srv.Real() {
-		t.Skip("needs a redis-server to pause")
-	}
-	rdb := srv.Client(t, func(o *redis.Options) {
-		o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 200*time.Millisecond, 200*time.Millisecond, -1
+	inBubble(t, func(t *testing.T, b *bubble) {
+		rdb := b.client()
+		l := mustNew(t, rdb)
+		defer l.Close()
+		ctx := context.Background()
+		lk, err := l.Acquire(ctx, "lost", Options{TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Release(ctx)
+		if err := extendScript.Load(ctx, rdb).Err(); err != nil {
+			t.Fatal(err)
+		}
+		resumes := time.Now().Add(4 * time.Second)
+		b.srv.Pause(time.Until(resumes)) // on resuming, it runs the Extend the client gave up on
+		err = lk.Extend(ctx, time.Second)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Extend while the server was stopped: %v, want ErrUnavailable", err)
+		}
+		time.Sleep(time.Until(resumes))
+		contend(t, b.client(), "lost", lk, 4*time.Second)
 	})
-	l := mustNew(t, rdb)
-	defer l.Close()
-	ctx := context.Background()
-	lk, err := l.Acquire(ctx, "lost", Options{TTL: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lk.Release(ctx)
-	if err := extendScript.Load(ctx, rdb).Err(); err != nil {
-		t.Fatal(err)
-	}
-	srv.Pause(t)
-	err = lk.Extend(ctx, time.Second)
-	time.Sleep(100 * time.Millisecond)
-	srv.Resume(t) // it runs the Extend the client gave up on
-	if !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Extend while the server was stopped: %v, want ErrUnavailable", err)
-	}
-	contend(t, srv, "lost", lk, 4*time.Second)
 }

@@ -50,5 +50,5 @@ func TestRenewalInFlightChangesNothingAfterResume(t *testing.T) {
 	}
 	defer resumed.Release(ctx)
 	time.Sleep(150*time.Millisecond + ttl) // the renewal runs, then its lease ends
-	contend(t, srv, key, resumed, 0)
+	contend(t, srv.Client(t), key, resumed, 0)
 }

@@ -39,54 +39,58 @@ func (c *rwCounter) write(d time.Duration) {
 
 // TestRWLockExclusion races readers and writers from three Lockers: no
 // writer ever shares the lock, readers do share it, and everyone gets in.
+// It runs in a bubble (the in-memory Cluster wakes waiters by their
+// timers).
 func TestRWLockExclusion(t *testing.T) {
-	for _, b := range holdBackends {
-		t.Run(b.name, func(t *testing.T) {
-			client := b.start(t)
-			var lockers []*Locker
-			for range 3 {
-				l := mustNew(t, client())
-				t.Cleanup(func() { l.Close() })
-				lockers = append(lockers, l)
-			}
-			ctx := context.Background()
-			var c rwCounter
-			var wg sync.WaitGroup
-			o := Options{Wait: 60 * time.Second}
-			for w := range 16 {
-				wg.Go(func() {
-					l := lockers[w%len(lockers)]
-					for r := range 4 {
-						write := (w+r)%4 == 0
-						var lk *Lock
-						var err error
-						if write {
-							lk, err = l.AcquireWrite(ctx, "doc", o)
-						} else {
-							lk, err = l.AcquireRead(ctx, "doc", o)
+	for _, be := range bubbleBackends {
+		t.Run(be.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T, b *bubble) {
+				client := be.start(b)
+				var lockers []*Locker
+				for range 3 {
+					l := mustNew(t, client())
+					t.Cleanup(func() { l.Close() })
+					lockers = append(lockers, l)
+				}
+				ctx := context.Background()
+				var c rwCounter
+				var wg sync.WaitGroup
+				o := Options{Wait: 60 * time.Second}
+				for w := range 16 {
+					wg.Go(func() {
+						l := lockers[w%len(lockers)]
+						for r := range 4 {
+							write := (w+r)%4 == 0
+							var lk *Lock
+							var err error
+							if write {
+								lk, err = l.AcquireWrite(ctx, "doc", o)
+							} else {
+								lk, err = l.AcquireRead(ctx, "doc", o)
+							}
+							if err != nil {
+								t.Errorf("worker %d (write %v): %v", w, write, err)
+								return
+							}
+							if write {
+								c.write(5 * time.Millisecond)
+							} else {
+								c.read(5 * time.Millisecond)
+							}
+							if err := lk.Release(ctx); err != nil {
+								t.Errorf("worker %d: Release: %v", w, err)
+							}
 						}
-						if err != nil {
-							t.Errorf("worker %d (write %v): %v", w, write, err)
-							return
-						}
-						if write {
-							c.write(5 * time.Millisecond)
-						} else {
-							c.read(5 * time.Millisecond)
-						}
-						if err := lk.Release(ctx); err != nil {
-							t.Errorf("worker %d: Release: %v", w, err)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			if n := c.overlaps.Load(); n != 0 {
-				t.Errorf("a writer shared the lock %d times, want never", n)
-			}
-			if m := c.maxReaders.Load(); m < 2 {
-				t.Errorf("most readers at once: got %d, want readers sharing (at least 2)", m)
-			}
+					})
+				}
+				wg.Wait()
+				if n := c.overlaps.Load(); n != 0 {
+					t.Errorf("a writer shared the lock %d times, want never", n)
+				}
+				if m := c.maxReaders.Load(); m < 2 {
+					t.Errorf("most readers at once: got %d, want readers sharing (at least 2)", m)
+				}
+			})
 		})
 	}
 }
@@ -205,8 +209,11 @@ func TestRWLockReentrant(t *testing.T) {
 
 // TestRWLockNoticesWake checks that waiters wake on notices alone (their
 // retry and re-check would not look for an hour): a writer when the last
-// reader leaves, and every waiting reader when the writer leaves.
+// reader leaves, and every waiting reader when the writer leaves. It runs
+// beside other tests: its servers are its own, and no load delays a
+// notice by the seconds its bounds allow.
 func TestRWLockNoticesWake(t *testing.T) {
+	t.Parallel()
 	for _, b := range holdBackends {
 		t.Run(b.name, func(t *testing.T) {
 			client := b.start(t)
@@ -272,94 +279,95 @@ func TestRWLockNoticesWake(t *testing.T) {
 
 // TestRWLockLostAndFenced pauses the server under a writer and a reader
 // of two keys: both lost signals fire before the leases could end. And
-// each writer's fence is above every earlier holder's.
+// each writer's fence is above every earlier holder's. It runs in a
+// bubble, where the pause holds every command for a minute.
 func TestRWLockLostAndFenced(t *testing.T) {
-	srv := redistest.Start(t)
-	l := mustNew(t, srv.Client(t))
-	defer l.Close()
-	ctx := context.Background()
-	var last int64
-	for i := range 3 {
-		r, err := l.AcquireRead(ctx, "f", Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Release(ctx)
-		w, err := l.AcquireWrite(ctx, "f", Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if w.Fence() <= r.Fence() || w.Fence() <= last {
-			t.Errorf("round %d: writer fence %d after reader %d and writer %d, want greater", i, w.Fence(), r.Fence(), last)
-		}
-		last = w.Fence()
-		w.Release(ctx)
-	}
-
-	const ttl = 900 * time.Millisecond
-	sent := time.Now()
-	w, err := l.AcquireWrite(ctx, "w", Options{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := l.AcquireRead(ctx, "r", Options{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Pause(t)
-	defer srv.Resume(t)
-	for name, lk := range map[string]*Lock{"writer": w, "reader": r} {
-		// The signal is due at ValidUntil, before the lease can end in
-		// Redis; Err says lost from then on, however late a loaded
-		// machine lets the watchdog run.
-		until := lk.ValidUntil()
-		if !until.Before(sent.Add(ttl)) {
-			t.Errorf("%s: ValidUntil %v after the acquire, want before the lease (%v) ends", name, until.Sub(sent), ttl)
-		}
-		time.Sleep(time.Until(until))
-		if err := lk.Err(); !errors.Is(err, ErrLockLost) {
-			t.Errorf("%s: Err at ValidUntil: got %v, want ErrLockLost", name, err)
-		}
-		select {
-		case <-lk.Done():
-			if !errors.Is(lk.Err(), ErrLockLost) {
-				t.Errorf("%s: Err %v, want ErrLockLost", name, lk.Err())
+	inBubble(t, func(t *testing.T, b *bubble) {
+		l := b.locker(b.client())
+		ctx := context.Background()
+		var last int64
+		for i := range 3 {
+			r, err := l.AcquireRead(ctx, "f", Options{})
+			if err != nil {
+				t.Fatal(err)
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: Done never closed under a paused server", name)
+			r.Release(ctx)
+			w, err := l.AcquireWrite(ctx, "f", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.Fence() <= r.Fence() || w.Fence() <= last {
+				t.Errorf("round %d: writer fence %d after reader %d and writer %d, want greater", i, w.Fence(), r.Fence(), last)
+			}
+			last = w.Fence()
+			w.Release(ctx)
 		}
-	}
+
+		const ttl = 900 * time.Millisecond
+		sent := time.Now()
+		w, err := l.AcquireWrite(ctx, "w", Options{TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := l.AcquireRead(ctx, "r", Options{TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.srv.Pause(time.Minute)
+		for name, lk := range map[string]*Lock{"writer": w, "reader": r} {
+			// The signal is due at ValidUntil, before the lease can end in
+			// Redis; Err says lost from then on, however late a loaded
+			// machine lets the watchdog run.
+			until := lk.ValidUntil()
+			if !until.Before(sent.Add(ttl)) {
+				t.Errorf("%s: ValidUntil %v after the acquire, want before the lease (%v) ends", name, until.Sub(sent), ttl)
+			}
+			time.Sleep(time.Until(until))
+			if err := lk.Err(); !errors.Is(err, ErrLockLost) {
+				t.Errorf("%s: Err at ValidUntil: got %v, want ErrLockLost", name, err)
+			}
+			select {
+			case <-lk.Done():
+				if !errors.Is(lk.Err(), ErrLockLost) {
+					t.Errorf("%s: Err %v, want ErrLockLost", name, lk.Err())
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: Done never closed under a paused server", name)
+			}
+		}
+	})
 }
 
 // TestRWLockCrashedHoldersFree closes Lockers holding a read and, on
 // another key, a write hold without releasing: each frees with its lease.
+// It runs in a bubble.
 func TestRWLockCrashedHoldersFree(t *testing.T) {
-	srv := redistest.Start(t)
-	crashed := mustNew(t, srv.Client(t))
-	l := mustNew(t, srv.Client(t))
-	defer l.Close()
-	ctx := context.Background()
-	o := Options{TTL: 500 * time.Millisecond}
-	if _, err := crashed.AcquireRead(ctx, "a", o); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := crashed.AcquireWrite(ctx, "b", o); err != nil {
-		t.Fatal(err)
-	}
-	crashed.Close()
-	for _, key := range []string{"a", "b"} {
-		if _, err := l.AcquireWrite(ctx, key, Options{}); !errors.Is(err, ErrNotAcquired) {
-			t.Fatalf("%s: while the crashed hold's lease runs: got %v, want ErrNotAcquired", key, err)
+	inBubble(t, func(t *testing.T, b *bubble) {
+		crashed := b.locker(b.client())
+		l := b.locker(b.client())
+		ctx := context.Background()
+		o := Options{TTL: 500 * time.Millisecond}
+		if _, err := crashed.AcquireRead(ctx, "a", o); err != nil {
+			t.Fatal(err)
 		}
-	}
-	for _, key := range []string{"a", "b"} {
-		lk, err := l.AcquireWrite(ctx, key, Options{Wait: 10 * time.Second})
-		if err != nil {
-			t.Fatalf("%s: after the lease: %v", key, err)
+		if _, err := crashed.AcquireWrite(ctx, "b", o); err != nil {
+			t.Fatal(err)
 		}
-		lk.Release(ctx)
-	}
-	if keys := srv.Keys(t); len(keys) != 1 || keys[0] != "padlock:fence" {
-		t.Errorf("keys left in Redis: got %v, want only the fence counter", keys)
-	}
+		crashed.Close()
+		for _, key := range []string{"a", "b"} {
+			if _, err := l.AcquireWrite(ctx, key, Options{}); !errors.Is(err, ErrNotAcquired) {
+				t.Fatalf("%s: while the crashed hold's lease runs: got %v, want ErrNotAcquired", key, err)
+			}
+		}
+		for _, key := range []string{"a", "b"} {
+			lk, err := l.AcquireWrite(ctx, key, Options{Wait: 10 * time.Second})
+			if err != nil {
+				t.Fatalf("%s: after the lease: %v", key, err)
+			}
+			lk.Release(ctx)
+		}
+		if keys := b.srv.Keys(); len(keys) != 1 || keys[0] != "padlock:fence" {
+			t.Errorf("keys left in Redis: got %v, want only the fence counter", keys)
+		}
+	})
 }

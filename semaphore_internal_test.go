@@ -31,47 +31,50 @@ func (c *maxCounter) leave() { c.now.Add(-1) }
 // TestSemaphoreNeverExceedsPermits races many goroutines in three Lockers
 // (as if three processes) for a semaphore of 3 permits on keys of every
 // Cluster node, each holding its permit briefly: the most holders inside
-// at once must never pass 3, and every goroutine must get its turn.
+// at once must never pass 3, and every goroutine must get its turn. It
+// runs in a bubble (the in-memory Cluster wakes waiters by their timers).
 func TestSemaphoreNeverExceedsPermits(t *testing.T) {
-	for _, b := range holdBackends {
+	for _, be := range bubbleBackends {
 		for _, fair := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/fair=%v", b.name, fair), func(t *testing.T) {
-				client := b.start(t)
-				const permits, workers, rounds = 3, 12, 4
-				var sems []*Semaphore
-				for range 3 {
-					_, s := newSemaphore(t, client(), permits)
-					sems = append(sems, s)
-				}
-				ctx := context.Background()
-				keys := []string{"merchant:1", "merchant:2", "merchant:3"}
-				counters := make([]maxCounter, len(keys))
-				var wg sync.WaitGroup
-				for w := range workers {
-					wg.Go(func() {
-						s := sems[w%len(sems)]
-						for r := range rounds {
-							k := (w + r) % len(keys)
-							lk, err := s.Acquire(ctx, keys[k], Options{Wait: 60 * time.Second, Fair: fair})
-							if err != nil {
-								t.Errorf("worker %d: Acquire: %v", w, err)
-								return
-							}
-							counters[k].enter()
-							time.Sleep(5 * time.Millisecond)
-							counters[k].leave()
-							if err := lk.Release(ctx); err != nil {
-								t.Errorf("worker %d: Release: %v", w, err)
-							}
-						}
-					})
-				}
-				wg.Wait()
-				for k := range keys {
-					if m := counters[k].max.Load(); m > permits || m < 2 {
-						t.Errorf("key %s: most holders at once: got %d, want 2..%d", keys[k], m, permits)
+			t.Run(fmt.Sprintf("%s/fair=%v", be.name, fair), func(t *testing.T) {
+				inBubble(t, func(t *testing.T, b *bubble) {
+					client := be.start(b)
+					const permits, workers, rounds = 3, 12, 4
+					var sems []*Semaphore
+					for range 3 {
+						_, s := newSemaphore(t, client(), permits)
+						sems = append(sems, s)
 					}
-				}
+					ctx := context.Background()
+					keys := []string{"merchant:1", "merchant:2", "merchant:3"}
+					counters := make([]maxCounter, len(keys))
+					var wg sync.WaitGroup
+					for w := range workers {
+						wg.Go(func() {
+							s := sems[w%len(sems)]
+							for r := range rounds {
+								k := (w + r) % len(keys)
+								lk, err := s.Acquire(ctx, keys[k], Options{Wait: 60 * time.Second, Fair: fair})
+								if err != nil {
+									t.Errorf("worker %d: Acquire: %v", w, err)
+									return
+								}
+								counters[k].enter()
+								time.Sleep(5 * time.Millisecond)
+								counters[k].leave()
+								if err := lk.Release(ctx); err != nil {
+									t.Errorf("worker %d: Release: %v", w, err)
+								}
+							}
+						})
+					}
+					wg.Wait()
+					for k := range keys {
+						if m := counters[k].max.Load(); m > permits || m < 2 {
+							t.Errorf("key %s: most holders at once: got %d, want 2..%d", keys[k], m, permits)
+						}
+					}
+				})
 			})
 		}
 	}
@@ -80,130 +83,138 @@ func TestSemaphoreNeverExceedsPermits(t *testing.T) {
 // TestSemaphoreCrashedHolderFrees has one of two holders "crash" (its
 // Locker closed without releasing) while the other goes on renewing:
 // the crashed permit stays taken until its lease runs out and then frees
-// itself, for a waiter in another Locker.
+// itself, for a waiter in another Locker. It runs in a bubble.
 func TestSemaphoreCrashedHolderFrees(t *testing.T) {
-	for _, b := range holdBackends {
-		t.Run(b.name, func(t *testing.T) {
-			client := b.start(t)
-			crashed, cs := newSemaphore(t, client(), 2)
-			_, s := newSemaphore(t, client(), 2)
-			ctx := context.Background()
-			const ttl = 600 * time.Millisecond
-			live, err := s.Acquire(ctx, "job", Options{TTL: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer live.Release(ctx)
-			if _, err := cs.Acquire(ctx, "job", Options{TTL: ttl}); err != nil {
-				t.Fatal(err)
-			}
-			crashed.Close() // no release: the permit stays in Redis
-			begun := time.Now()
-			if _, err := s.Acquire(ctx, "job", Options{}); !errors.Is(err, ErrNotAcquired) {
-				t.Fatalf("while the crashed holder's lease runs: got %v, want ErrNotAcquired", err)
-			}
-			lk, err := s.Acquire(ctx, "job", Options{Wait: 10 * time.Second})
-			if err != nil {
-				t.Fatalf("after the lease: %v", err)
-			}
-			defer lk.Release(ctx)
-			if d := time.Since(begun); d < ttl/2 {
-				t.Errorf("got the permit %v after the crash, want no sooner than the lease (%v) allows", d, ttl)
-			}
+	for _, be := range bubbleBackends {
+		t.Run(be.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T, b *bubble) {
+				client := be.start(b)
+				crashed, cs := newSemaphore(t, client(), 2)
+				_, s := newSemaphore(t, client(), 2)
+				ctx := context.Background()
+				const ttl = 600 * time.Millisecond
+				live, err := s.Acquire(ctx, "job", Options{TTL: time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer live.Release(ctx)
+				if _, err := cs.Acquire(ctx, "job", Options{TTL: ttl}); err != nil {
+					t.Fatal(err)
+				}
+				crashed.Close() // no release: the permit stays in Redis
+				begun := time.Now()
+				if _, err := s.Acquire(ctx, "job", Options{}); !errors.Is(err, ErrNotAcquired) {
+					t.Fatalf("while the crashed holder's lease runs: got %v, want ErrNotAcquired", err)
+				}
+				lk, err := s.Acquire(ctx, "job", Options{Wait: 10 * time.Second})
+				if err != nil {
+					t.Fatalf("after the lease: %v", err)
+				}
+				defer lk.Release(ctx)
+				if d := time.Since(begun); d < ttl/2 {
+					t.Errorf("got the permit %v after the crash, want no sooner than the lease (%v) allows", d, ttl)
+				}
+			})
 		})
 	}
 }
 
 // TestSemaphoreLostSignal pauses the server under a held permit: Done
 // must close, and the guarded context end with ErrLockLost, before the
-// lease could have run out in Redis.
+// lease could have run out in Redis. It runs in a bubble, where the
+// pause holds every command for a minute.
 func TestSemaphoreLostSignal(t *testing.T) {
-	srv := redistest.Start(t)
-	_, s := newSemaphore(t, srv.Client(t), 2)
-	ctx := context.Background()
-	const ttl = 900 * time.Millisecond
-	sent := time.Now()
-	lk, err := s.Acquire(ctx, "k", Options{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lk.Release(ctx)
-	guarded := lk.Context(ctx)
-	srv.Pause(t)
-	defer srv.Resume(t)
-	// The signal is due at ValidUntil, which must come before the lease
-	// can end in Redis; Err says lost from that moment on, whether or not
-	// a loaded machine has let the watchdog run yet.
-	until := lk.ValidUntil()
-	if !until.Before(sent.Add(ttl)) {
-		t.Errorf("ValidUntil %v after the acquire was sent, want before the lease (%v) ends", until.Sub(sent), ttl)
-	}
-	time.Sleep(time.Until(until))
-	if err := lk.Err(); !errors.Is(err, ErrLockLost) {
-		t.Errorf("Err at ValidUntil: got %v, want ErrLockLost", err)
-	}
-	select {
-	case <-lk.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("Done never closed under a paused server")
-	}
-	if err := context.Cause(guarded); !errors.Is(err, ErrLockLost) {
-		t.Errorf("guarded context's cause: got %v, want ErrLockLost", err)
-	}
+	inBubble(t, func(t *testing.T, b *bubble) {
+		_, s := newSemaphore(t, b.client(), 2)
+		ctx := context.Background()
+		const ttl = 900 * time.Millisecond
+		sent := time.Now()
+		lk, err := s.Acquire(ctx, "k", Options{TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Release(ctx)
+		guarded := lk.Context(ctx)
+		b.srv.Pause(time.Minute)
+		// The signal is due at ValidUntil, which must come before the lease
+		// can end in Redis; Err says lost from that moment on, whether or not
+		// a loaded machine has let the watchdog run yet.
+		until := lk.ValidUntil()
+		if !until.Before(sent.Add(ttl)) {
+			t.Errorf("ValidUntil %v after the acquire was sent, want before the lease (%v) ends", until.Sub(sent), ttl)
+		}
+		time.Sleep(time.Until(until))
+		if err := lk.Err(); !errors.Is(err, ErrLockLost) {
+			t.Errorf("Err at ValidUntil: got %v, want ErrLockLost", err)
+		}
+		select {
+		case <-lk.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("Done never closed under a paused server")
+		}
+		if err := context.Cause(guarded); !errors.Is(err, ErrLockLost) {
+			t.Errorf("guarded context's cause: got %v, want ErrLockLost", err)
+		}
+	})
 }
 
 // TestSemaphoreRenewedPastTTL holds permits for several leases: the
 // watchdog keeps them (one batch for all), and the holders never lose
-// them nor let a third one in.
+// them nor let a third one in. It runs in a bubble.
 func TestSemaphoreRenewedPastTTL(t *testing.T) {
-	srv := redistest.Start(t)
-	l, s := newSemaphore(t, srv.Client(t), 2)
-	ctx := context.Background()
-	// A lease that a renewal late by most of a second on a loaded machine
-	// does not lose.
-	o := Options{TTL: 1500 * time.Millisecond}
-	a, err := s.Acquire(ctx, "k", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := s.Acquire(ctx, "k", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(3 * o.TTL)
-	for i, lk := range []*Lock{a, b} {
-		if err := lk.Err(); err != nil {
-			t.Errorf("permit %d after 3 leases: got %v, want held", i, err)
+	inBubble(t, func(t *testing.T, bb *bubble) {
+		l, s := newSemaphore(t, bb.client(), 2)
+		ctx := context.Background()
+		// A lease that a renewal late by most of a second on a loaded machine
+		// does not lose.
+		o := Options{TTL: 1500 * time.Millisecond}
+		a, err := s.Acquire(ctx, "k", o)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if d, err := lk.TTL(ctx); err != nil || d <= 0 {
-			t.Errorf("permit %d: TTL = %v, %v; want a running lease", i, d, err)
+		b, err := s.Acquire(ctx, "k", o)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if _, err := s.Acquire(ctx, "k", o); !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("third Acquire with both permits renewed: got %v, want ErrNotAcquired", err)
-	}
-	if err := a.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Release(ctx); err != nil {
-		t.Errorf("second Release: got %v, want nil", err)
-	}
-	c, err := s.Acquire(ctx, "k", o)
-	if err != nil {
-		t.Fatalf("Acquire after a release: %v", err)
-	}
-	if c.Fence() <= b.Fence() {
-		t.Errorf("fences: got %d after %d, want rising", c.Fence(), b.Fence())
-	}
-	c.Release(ctx)
-	b.Release(ctx)
-	_ = l
+		time.Sleep(3 * o.TTL)
+		for i, lk := range []*Lock{a, b} {
+			if err := lk.Err(); err != nil {
+				t.Errorf("permit %d after 3 leases: got %v, want held", i, err)
+			}
+			if d, err := lk.TTL(ctx); err != nil || d <= 0 {
+				t.Errorf("permit %d: TTL = %v, %v; want a running lease", i, d, err)
+			}
+		}
+		if _, err := s.Acquire(ctx, "k", o); !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("third Acquire with both permits renewed: got %v, want ErrNotAcquired", err)
+		}
+		if err := a.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Release(ctx); err != nil {
+			t.Errorf("second Release: got %v, want nil", err)
+		}
+		c, err := s.Acquire(ctx, "k", o)
+		if err != nil {
+			t.Fatalf("Acquire after a release: %v", err)
+		}
+		if c.Fence() <= b.Fence() {
+			t.Errorf("fences: got %d after %d, want rising", c.Fence(), b.Fence())
+		}
+		c.Release(ctx)
+		b.Release(ctx)
+		_ = l
+	})
 }
 
 // TestSemaphoreNoticeWakesWaiter holds every permit and queues a waiter
 // whose retry strategy and re-check would not look again for an hour: only
-// the release notice can wake it, and it must get the permit at once.
+// the release notice can wake it, and it must get the permit at once. It
+// runs beside other tests: its servers are its own, load only makes
+// fewer attempts, and no load delays a notice by the seconds its bound
+// allows.
 func TestSemaphoreNoticeWakesWaiter(t *testing.T) {
+	t.Parallel()
 	for _, b := range holdBackends {
 		t.Run(b.name, func(t *testing.T) {
 			client := b.start(t)
@@ -350,67 +361,69 @@ func TestSemaphoreFairNewcomer(t *testing.T) {
 
 // TestSemaphoreSetPermits changes N while permits are held: shrinking it
 // evicts nobody and lets no one in until fewer than N hold; growing it
-// wakes a waiter at once, without a notice or a re-check.
+// wakes a waiter at once, without a notice or a re-check. It runs in a
+// bubble.
 func TestSemaphoreSetPermits(t *testing.T) {
-	srv := redistest.Start(t)
-	l, s := newSemaphore(t, srv.Client(t), 3)
-	l.recheck = time.Hour
-	ctx := context.Background()
-	o := Options{TTL: time.Second} // renewed in time on a loaded machine too
-	var held []*Lock
-	for range 3 {
-		lk, err := s.Acquire(ctx, "k", o)
-		if err != nil {
+	inBubble(t, func(t *testing.T, b *bubble) {
+		l, s := newSemaphore(t, b.client(), 3)
+		l.recheck = time.Hour
+		ctx := context.Background()
+		o := Options{TTL: time.Second} // renewed in time on a loaded machine too
+		var held []*Lock
+		for range 3 {
+			lk, err := s.Acquire(ctx, "k", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, lk)
+		}
+		if err := s.SetPermits(1); err != nil {
 			t.Fatal(err)
 		}
-		held = append(held, lk)
-	}
-	if err := s.SetPermits(1); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * o.TTL) // renewals under the smaller bound
-	for i, lk := range held {
-		if err := lk.Err(); err != nil {
-			t.Errorf("holder %d after shrinking: got %v, want still held", i, err)
+		time.Sleep(2 * o.TTL) // renewals under the smaller bound
+		for i, lk := range held {
+			if err := lk.Err(); err != nil {
+				t.Errorf("holder %d after shrinking: got %v, want still held", i, err)
+			}
 		}
-	}
-	for i := range 3 {
-		if _, err := s.Acquire(ctx, "k", o); !errors.Is(err, ErrNotAcquired) {
-			t.Fatalf("Acquire with %d holders and 1 permit: got %v, want ErrNotAcquired", 3-i, err)
+		for i := range 3 {
+			if _, err := s.Acquire(ctx, "k", o); !errors.Is(err, ErrNotAcquired) {
+				t.Fatalf("Acquire with %d holders and 1 permit: got %v, want ErrNotAcquired", 3-i, err)
+			}
+			held[i].Release(ctx)
 		}
-		held[i].Release(ctx)
-	}
-	// A holder with a long lease, so that only the growth can wake the
-	// waiter (not the holder's lease end).
-	long := Options{TTL: time.Minute}
-	lk, err := s.Acquire(ctx, "k", long)
-	if err != nil {
-		t.Fatalf("Acquire with no holder and 1 permit: %v", err)
-	}
-	got := make(chan error, 1)
-	go func() {
-		lk, err := s.Acquire(ctx, "k", Options{TTL: long.TTL, Wait: 30 * time.Second, Retry: LinearBackoff(time.Hour)})
-		if err == nil {
-			lk.Release(ctx)
-		}
-		got <- err
-	}()
-	awaitHoldWaiters(t, l, l.keys.holdKeys("k", ":sem")[0], 1)
-	if err := s.SetPermits(2); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
+		// A holder with a long lease, so that only the growth can wake the
+		// waiter (not the holder's lease end).
+		long := Options{TTL: time.Minute}
+		lk, err := s.Acquire(ctx, "k", long)
 		if err != nil {
-			t.Errorf("waiter after growing: %v", err)
+			t.Fatalf("Acquire with no holder and 1 permit: %v", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("growing the bound did not wake the waiter")
-	}
-	lk.Release(ctx)
-	if err := s.SetPermits(0); !errors.Is(err, ErrInvalid) {
-		t.Errorf("SetPermits(0): got %v, want ErrInvalid", err)
-	}
+		got := make(chan error, 1)
+		go func() {
+			lk, err := s.Acquire(ctx, "k", Options{TTL: long.TTL, Wait: 30 * time.Second, Retry: LinearBackoff(time.Hour)})
+			if err == nil {
+				lk.Release(ctx)
+			}
+			got <- err
+		}()
+		awaitHoldWaiters(t, l, l.keys.holdKeys("k", ":sem")[0], 1)
+		if err := s.SetPermits(2); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Errorf("waiter after growing: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("growing the bound did not wake the waiter")
+		}
+		lk.Release(ctx)
+		if err := s.SetPermits(0); !errors.Is(err, ErrInvalid) {
+			t.Errorf("SetPermits(0): got %v, want ErrInvalid", err)
+		}
+	})
 }
 
 // TestSemaphoreReentrant acquires a permit again under the context of the
@@ -432,6 +445,9 @@ func TestSemaphoreReentrant(t *testing.T) {
 	}
 	if inner.Fence() != outer.Fence() {
 		t.Errorf("reentrant fence: got %d, want the outer %d", inner.Fence(), outer.Fence())
+	}
+	if d, err := outer.TTL(ctx); err != nil || d <= 0 {
+		t.Errorf("permit's TTL: got %v, %v; want a running lease", d, err)
 	}
 	mu, err := l.Acquire(gctx, "k", Options{})
 	if err != nil {

@@ -37,8 +37,11 @@ func TestAcquireAllWaitsForReplicas(t *testing.T) {
 
 // TestReplicaAckLostExtend: with WithReplicaAck, a shorter Extend that ran
 // on the master but that no replica confirmed fails with ErrUnavailable;
-// the master holds the shorter lease all the same.
+// the master holds the shorter lease all the same. It runs beside other
+// tests: its servers are its own, and no load can make an unconfirmed
+// Extend confirmed or a lease longer.
 func TestReplicaAckLostExtend(t *testing.T) {
+	t.Parallel()
 	srvs := redistest.StartN(t, 2)
 	master, replica := srvs[0], srvs[1]
 	if !master.Real() {
@@ -94,13 +97,16 @@ func TestReplicaAckLostExtend(t *testing.T) {
 	if d, err := lk.TTL(ctx); err != nil || d > shorter {
 		t.Fatalf("lease on the master after the unconfirmed Extend: %v, %v; want at most %v", d, err, shorter)
 	}
-	contend(t, master, "acked", lk, shorter+2*time.Second)
+	contend(t, master.Client(t), "acked", lk, shorter+2*time.Second)
 }
 
 // TestHoldsReplicaAckWithoutReplicas: on a server with no replica,
 // WithReplicaAck cannot confirm a permit, a read or a write hold, so each
 // acquisition fails with ErrUnavailable and leaves nothing held behind.
+// It runs beside other tests: its server is its own, and with no replica
+// no load can make a write acknowledged.
 func TestHoldsReplicaAckWithoutReplicas(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l, s := newSemaphore(t, srv.Client(t), 2, WithReplicaAck(1, 50*time.Millisecond))
 	ctx := context.Background()

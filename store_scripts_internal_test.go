@@ -158,7 +158,7 @@ func TestStuckExtendCopyBoundsTrust(t *testing.T) {
 	}
 	t.Logf("the stuck copy ran: %q", reply[:n])
 	time.Sleep(short + 200*time.Millisecond)
-	contend(t, srv, key, lk, 0)
+	contend(t, srv.Client(t), key, lk, 0)
 }
 
 // TestFairQueueKeepsExpiryWhenHeadStays runs the scripts that serve the

@@ -310,56 +310,59 @@ func TestYieldToAnotherLocker(t *testing.T) {
 // TestHandOffKeepsRenewing hands a short-lease lock round and round among
 // goroutines of one Locker for several leases: the watchdog must go on
 // renewing it through every hand-off, including those that happen while a
-// renewal is on its way, and nobody may ever find it lost or shared.
+// renewal is on its way, and nobody may ever find it lost or shared. It
+// runs in a bubble.
 func TestHandOffKeepsRenewing(t *testing.T) {
-	l, _, _ := startLocker(t)
-	ctx := context.Background()
-	const key, workers = "round", 4
-	// Short leases so that hand-offs span renewals, long enough that a
-	// loaded machine renews in time.
-	o := Options{TTL: 800 * time.Millisecond, Wait: 10 * time.Second}
-	var (
-		inside atomic.Int32
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		runs   = map[*lease]int{} // acquisitions per Redis lock (a hand-off moves its lease on)
-	)
-	stop := time.Now().Add(8 * o.TTL) // eight leases
-	for range workers {
-		wg.Go(func() {
-			for time.Now().Before(stop) {
-				lk, err := l.Acquire(ctx, key, o)
-				if err != nil {
-					t.Error(err)
-					return
+	inBubble(t, func(t *testing.T, b *bubble) {
+		l := b.locker(b.client())
+		ctx := context.Background()
+		const key, workers = "round", 4
+		// Short leases so that hand-offs span renewals, long enough that a
+		// loaded machine renews in time.
+		o := Options{TTL: 800 * time.Millisecond, Wait: 10 * time.Second}
+		var (
+			inside atomic.Int32
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			runs   = map[*lease]int{} // acquisitions per Redis lock (a hand-off moves its lease on)
+		)
+		stop := time.Now().Add(8 * o.TTL) // eight leases
+		for range workers {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					lk, err := l.Acquire(ctx, key, o)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					runs[lk.lease]++
+					mu.Unlock()
+					if inside.Add(1) != 1 {
+						t.Error("two holders at once")
+					}
+					time.Sleep(20 * time.Millisecond) // hand-offs span renewals
+					inside.Add(-1)
+					if err := lk.Err(); err != nil {
+						t.Errorf("lock ended while held: %v", err)
+					}
+					if err := lk.Release(ctx); err != nil {
+						t.Errorf("release: %v", err)
+					}
 				}
-				mu.Lock()
-				runs[lk.lease]++
-				mu.Unlock()
-				if inside.Add(1) != 1 {
-					t.Error("two holders at once")
-				}
-				time.Sleep(20 * time.Millisecond) // hand-offs span renewals
-				inside.Add(-1)
-				if err := lk.Err(); err != nil {
-					t.Errorf("lock ended while held: %v", err)
-				}
-				if err := lk.Release(ctx); err != nil {
-					t.Errorf("release: %v", err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	longest := 0
-	for _, n := range runs {
-		longest = max(longest, n)
-	}
-	// 20ms holds, renewed every 50ms: a lock held by 4 or more holders in
-	// a row was renewed while being handed on.
-	if longest < 4 {
-		t.Fatalf("the most holders one Redis lock was handed to was %d; want a run long enough to span renewals", longest)
-	}
+			})
+		}
+		wg.Wait()
+		longest := 0
+		for _, n := range runs {
+			longest = max(longest, n)
+		}
+		// 20ms holds, renewed every 50ms: a lock held by 4 or more holders in
+		// a row was renewed while being handed on.
+		if longest < 4 {
+			t.Fatalf("the most holders one Redis lock was handed to was %d; want a run long enough to span renewals", longest)
+		}
+	})
 }
 
 // TestYieldTakesTurns has waiters of two other Lockers want a key: the
@@ -499,126 +502,121 @@ func reserving(id *lockID, l *Locker, n int64) *attempt {
 // with a lease it cannot trust, a holder whose lease runs out must hear
 // that its lock is lost, nobody may hold the lock together with another,
 // fences must rise with every holder, and the locking must go on after the
-// server comes back.
+// server comes back. It runs in a bubble, where the paused server holds
+// every command until it resumes.
 func TestHandOffUnderPausedRedis(t *testing.T) {
-	srv := redistest.Start(t)
-	if !srv.Real() {
-		t.Skip("needs a redis-server to pause")
-	}
-	l := mustNew(t, srv.Client(t, func(o *redis.Options) {
-		o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 200*time.Millisecond, 200*time.Millisecond, -1
-	}))
-	defer l.Close()
-	ctx := context.Background()
-	const workers = 4
-	// Holds longer than the lease: whoever has just taken the lock when
-	// the server stops has its lease run out inside its critical section.
-	ttl, hold := 300*time.Millisecond, 400*time.Millisecond
-	started := make(chan struct{}, 1)
-	var (
-		mu        sync.Mutex
-		fences    []int64
-		inside    atomic.Int32
-		lost      atomic.Int32
-		afterStop atomic.Int32
-		resumed   atomic.Bool
-		wg        sync.WaitGroup
-	)
-	stop := time.Now().Add(3500 * time.Millisecond)
-	for range workers {
-		wg.Go(func() {
-			for time.Now().Before(stop) {
-				lk, err := l.Acquire(ctx, "paused", Options{TTL: ttl, Wait: time.Second})
-				if err != nil {
-					time.Sleep(10 * time.Millisecond)
-					continue
+	inBubble(t, func(t *testing.T, b *bubble) {
+		l := b.locker(b.client())
+		ctx := context.Background()
+		const workers = 4
+		// Holds longer than the lease: whoever has just taken the lock when
+		// the server stops has its lease run out inside its critical section.
+		ttl, hold := 300*time.Millisecond, 400*time.Millisecond
+		started := make(chan struct{}, 1)
+		var (
+			mu        sync.Mutex
+			fences    []int64
+			inside    atomic.Int32
+			lost      atomic.Int32
+			afterStop atomic.Int32
+			resumed   atomic.Bool
+			wg        sync.WaitGroup
+		)
+		stop := time.Now().Add(3500 * time.Millisecond)
+		for range workers {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					lk, err := l.Acquire(ctx, "paused", Options{TTL: ttl, Wait: time.Second})
+					if err != nil {
+						time.Sleep(10 * time.Millisecond)
+						continue
+					}
+					if inside.Add(1) != 1 {
+						t.Error("two holders at once")
+					}
+					l.watchdog.mu.Lock()
+					trusted := time.Until(lk.lease.validUntil)
+					l.watchdog.mu.Unlock()
+					if trusted <= 0 && lk.Err() == nil {
+						t.Errorf("a holder started with a lease that had run out %v ago", -trusted)
+					}
+					mu.Lock()
+					if n := len(fences); n > 0 && lk.Fence() <= fences[n-1] {
+						t.Errorf("fence %d after %d", lk.Fence(), fences[n-1])
+					}
+					fences = append(fences, lk.Fence())
+					mu.Unlock()
+					if resumed.Load() {
+						afterStop.Add(1)
+					}
+					select {
+					case started <- struct{}{}:
+					default:
+					}
+					select {
+					case <-time.After(hold):
+					case <-lk.Done():
+					}
+					if errors.Is(lk.Err(), ErrLockLost) {
+						lost.Add(1)
+					}
+					inside.Add(-1)
+					_ = lk.Release(ctx)
 				}
-				if inside.Add(1) != 1 {
-					t.Error("two holders at once")
-				}
-				l.watchdog.mu.Lock()
-				trusted := time.Until(lk.lease.validUntil)
-				l.watchdog.mu.Unlock()
-				if trusted <= 0 && lk.Err() == nil {
-					t.Errorf("a holder started with a lease that had run out %v ago", -trusted)
-				}
-				mu.Lock()
-				if n := len(fences); n > 0 && lk.Fence() <= fences[n-1] {
-					t.Errorf("fence %d after %d", lk.Fence(), fences[n-1])
-				}
-				fences = append(fences, lk.Fence())
-				mu.Unlock()
-				if resumed.Load() {
-					afterStop.Add(1)
-				}
-				select {
-				case started <- struct{}{}:
-				default:
-				}
-				select {
-				case <-time.After(hold):
-				case <-lk.Done():
-				}
-				if errors.Is(lk.Err(), ErrLockLost) {
-					lost.Add(1)
-				}
-				inside.Add(-1)
-				_ = lk.Release(ctx)
-			}
-		})
-	}
-	time.Sleep(time.Second)
-	select { // pause the server just after a holder started
-	case <-started:
-	default:
-	}
-	<-started
-	srv.Pause(t)
-	time.Sleep(2 * ttl)
-	srv.Resume(t)
-	resumed.Store(true)
-	wg.Wait()
+			})
+		}
+		time.Sleep(time.Second)
+		select { // pause the server just after a holder started
+		case <-started:
+		default:
+		}
+		<-started
+		b.srv.Pause(2 * ttl)
+		time.Sleep(2 * ttl)
+		resumed.Store(true)
+		wg.Wait()
 
-	if lost.Load() == 0 {
-		t.Error("no holder heard that its lock was lost while the server was paused")
-	}
-	if afterStop.Load() == 0 {
-		t.Error("no lock was taken after the server came back")
-	}
-	if len(fences) < 5 {
-		t.Errorf("only %d acquisitions: the workers hardly ran", len(fences))
-	}
+		if lost.Load() == 0 {
+			t.Error("no holder heard that its lock was lost while the server was paused")
+		}
+		if afterStop.Load() == 0 {
+			t.Error("no lock was taken after the server came back")
+		}
+		if len(fences) < 5 {
+			t.Errorf("only %d acquisitions: the workers hardly ran", len(fences))
+		}
+	})
 }
 
 // TestHandOffNotForLostLock has the holder learn that its lock is gone
 // (TTL finds the token gone) before it releases: the lock must not be
 // handed on, Release must say it was not held, and the waiter must take
-// the lock from Redis, with a token of its own.
+// the lock from Redis, with a token of its own. It runs in a bubble.
 func TestHandOffNotForLostLock(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	l := mustNew(t, rdb)
-	defer l.Close()
-	ctx := context.Background()
-	holder, got := holderWithWaiter(t, l, "gone", Options{Wait: 30 * time.Second})
-	lockKey, _, _ := l.keys.lockKeys("gone")
-	if err := rdb.Del(ctx, lockKey).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := holder.TTL(ctx); !errors.Is(err, ErrNotHeld) {
-		t.Fatalf("TTL of a deleted lock: %v, want ErrNotHeld", err)
-	}
-	if err := holder.Release(ctx); !errors.Is(err, ErrNotHeld) {
-		t.Fatalf("Release of a lost lock: %v, want ErrNotHeld", err)
-	}
-	h := <-got
-	if h.lk == nil {
-		return
-	}
-	defer h.lk.Release(ctx)
-	if h.lk.lease == holder.lease { // handed on: the lease moved with it
-		t.Fatal("a lock known to be lost was handed on")
-	}
+	inBubble(t, func(t *testing.T, b *bubble) {
+		rdb := b.client()
+		l := b.locker(rdb)
+		ctx := context.Background()
+		holder, got := holderWithWaiter(t, l, "gone", Options{Wait: 30 * time.Second})
+		lockKey, _, _ := l.keys.lockKeys("gone")
+		if err := rdb.Del(ctx, lockKey).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := holder.TTL(ctx); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("TTL of a deleted lock: %v, want ErrNotHeld", err)
+		}
+		if err := holder.Release(ctx); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("Release of a lost lock: %v, want ErrNotHeld", err)
+		}
+		h := <-got
+		if h.lk == nil {
+			return
+		}
+		defer h.lk.Release(ctx)
+		if h.lk.lease == holder.lease { // handed on: the lease moved with it
+			t.Fatal("a lock known to be lost was handed on")
+		}
+	})
 }
 
 // TestExtendFollowsHandOff has an Extend of the releasing handle land after

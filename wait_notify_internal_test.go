@@ -15,71 +15,70 @@ import (
 
 // TestReleaseWakesOneWaiter queues many waiters in one Locker and checks
 // that a release costs one attempt, not one per waiter, and that no waiter
-// polls while the holder keeps the lock.
+// polls while the holder keeps the lock. It runs in a bubble.
 func TestReleaseWakesOneWaiter(t *testing.T) {
-	srv := redistest.Start(t)
-	calls := redistest.CountCommands("evalsha", "eval")
-	rdb := srv.Client(t)
-	rdb.AddHook(calls)
-	l := mustNew(t, rdb)
-	defer l.Close()
-	holderLocker := mustNew(t, srv.Client(t)) // another "process"
-	defer holderLocker.Close()
-	ctx := context.Background()
-	const key, waiters = "herd", 10
+	inBubble(t, func(t *testing.T, b *bubble) {
+		calls := redistest.CountCommands("evalsha", "eval")
+		rdb := b.client()
+		rdb.AddHook(calls)
+		l := b.locker(rdb)
+		holderLocker := b.locker(b.client()) // another "process"
+		ctx := context.Background()
+		const key, waiters = "herd", 10
 
-	holder, err := holderLocker.Acquire(ctx, key, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan *Lock, waiters)
-	var wg sync.WaitGroup
-	for range waiters {
-		wg.Go(func() {
-			lk, err := l.Acquire(ctx, key, Options{Wait: 30 * time.Second, Retry: LinearBackoff(time.Millisecond)})
-			if err != nil {
-				t.Errorf("waiter: %v", err)
-				return
-			}
-			got <- lk
-		})
-	}
-	waitForWaiters(t, l, key, waiters)
-	before := calls.Load()
-	time.Sleep(300 * time.Millisecond) // a polling waiter would try ~300 times here
-	// At most one attempt per waiter that started before the subscription
-	// was live, made right after subscribing (it may land inside this
-	// window), and one more the first in line decided on by its retry
-	// strategy just before the subscription went live; polling at 1ms
-	// would make thousands.
-	if polled := calls.Load() - before; polled > waiters+1 {
-		t.Fatalf("waiters made %d attempts while the lock was held; want at most %d (they wait for a notice)", polled, waiters+1)
-	}
-
-	// The release wakes one waiter, whose one attempt takes the lock from
-	// Redis; the other waiters get it handed on within the Locker, each
-	// hand-off after one confirmation, and only the last release goes back
-	// to Redis: one attempt, waiters-1 confirmations and one release.
-	if err := handoverScript.Load(ctx, rdb).Err(); err != nil { // one EVALSHA per hand-off
-		t.Fatal(err)
-	}
-	before = calls.Load()
-	holder.Release(ctx)
-	var fence int64
-	for range waiters {
-		lk := <-got
-		if lk.Fence() <= fence {
-			t.Fatalf("fence %d after %d: fences must rise with every holder", lk.Fence(), fence)
-		}
-		fence = lk.Fence()
-		if err := lk.Release(ctx); err != nil {
+		holder, err := holderLocker.Acquire(ctx, key, Options{})
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if n := calls.Load() - before; n != waiters+1 {
-		t.Fatalf("%d script calls for %d hand-overs, want %d (one attempt, a confirmation per hand-off, one release)", n, waiters, waiters+1)
-	}
-	wg.Wait()
+		got := make(chan *Lock, waiters)
+		var wg sync.WaitGroup
+		for range waiters {
+			wg.Go(func() {
+				lk, err := l.Acquire(ctx, key, Options{Wait: 30 * time.Second, Retry: LinearBackoff(time.Millisecond)})
+				if err != nil {
+					t.Errorf("waiter: %v", err)
+					return
+				}
+				got <- lk
+			})
+		}
+		waitForWaiters(t, l, key, waiters)
+		before := calls.Load()
+		time.Sleep(300 * time.Millisecond) // a polling waiter would try ~300 times here
+		// At most one attempt per waiter that started before the subscription
+		// was live, made right after subscribing (it may land inside this
+		// window), and one more the first in line decided on by its retry
+		// strategy just before the subscription went live; polling at 1ms
+		// would make thousands.
+		if polled := calls.Load() - before; polled > waiters+1 {
+			t.Fatalf("waiters made %d attempts while the lock was held; want at most %d (they wait for a notice)", polled, waiters+1)
+		}
+
+		// The release wakes one waiter, whose one attempt takes the lock from
+		// Redis; the other waiters get it handed on within the Locker, each
+		// hand-off after one confirmation, and only the last release goes back
+		// to Redis: one attempt, waiters-1 confirmations and one release.
+		if err := handoverScript.Load(ctx, rdb).Err(); err != nil { // one EVALSHA per hand-off
+			t.Fatal(err)
+		}
+		before = calls.Load()
+		holder.Release(ctx)
+		var fence int64
+		for range waiters {
+			lk := <-got
+			if lk.Fence() <= fence {
+				t.Fatalf("fence %d after %d: fences must rise with every holder", lk.Fence(), fence)
+			}
+			fence = lk.Fence()
+			if err := lk.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := calls.Load() - before; n != waiters+1 {
+			t.Fatalf("%d script calls for %d hand-overs, want %d (one attempt, a confirmation per hand-off, one release)", n, waiters, waiters+1)
+		}
+		wg.Wait()
+	})
 }
 
 // TestWaiterInAnotherLockerWakesOnNotice has the holder and the waiter in
