@@ -115,6 +115,8 @@ type acquisition struct {
 	liveAtTry bool    // notices for the key arrived when the last attempt was sent
 	polling   bool    // when observed: NoticesUnavailable was told (beside liveAtTry: no padding)
 	queued    bool    // Fair: Redis confirmed this waiter is queued
+	// bidsSent are the attempts that may have left a bid (wait_bid.go).
+	bidsSent []bidSent
 	// mint makes a hold's identities (a mutex's: nil, mintID); see begin.
 	mint func() *lockID
 }
@@ -152,6 +154,14 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 		a.queued = a.queued || at.queueTime() > 0
 		a.lastErr, a.holderTTL, a.seenAt, a.holder = nil, g.holderTTL, time.Now(), g.holder
 		a.failed = 0
+		if at != nil && at.bids {
+			a.noteBid(sent, true, false)
+			// The release that granted the bid may have been told before
+			// this reply came.
+			if lk := a.claimGrant(ctx); lk != nil {
+				return lk, nil
+			}
+		}
 	default:
 		a.lastErr = err
 		if err == errLateGrant {
@@ -167,6 +177,9 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 			// The attempt may have taken the lock before its reply was
 			// lost: don't leave it blocking others for a whole lease.
 			a.l.cleanup(ctx, a.id)
+			if at != nil && at.bids {
+				a.noteBid(sent, false, true)
+			}
 			// It, or that clean-up, may yet run late, after a later
 			// attempt took the lock: the next attempt's token is its own
 			// (begin), so they find a stranger. A fair waiter keeps its
@@ -212,6 +225,11 @@ func (a *acquisition) prepare(at *attempt) {
 		reserve = handoffBlock
 	}
 	at.setArgs(a.id, reserve, a.l.idArg)
+	at.bids = a.bidding()
+	at.prev = at.prev[:0]
+	for _, b := range a.bidsSent {
+		at.prev = append(at.prev, b.id.token)
+	}
 }
 
 // errLateGrant is the attempt error of a grant that arrived too late to use.
@@ -271,6 +289,9 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 	}
 	if lk == nil && err == nil {
 		a.w = n.join(ctx, channel, a)
+		if len(a.bidsSent) > 0 {
+			n.setBids(a.w, a.bidTokens())
+		}
 		if obs := a.l.cfg.observer; obs != nil {
 			obs.AcquireWait(ctx, AcquireWaitEvent{Key: a.key})
 		}
@@ -285,6 +306,9 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 	}
 	if a.o.Fair && lk == nil {
 		a.l.leaveQueue(ctx, a.id, a.at.place) // any attempt may have queued it
+	}
+	if lk == nil && len(a.bidsSent) > 0 {
+		a.withdrawBids(ctx)
 	}
 	return lk, err
 }
@@ -312,6 +336,13 @@ func (a *acquisition) waitInLine(ctx context.Context) (*Lock, error) {
 func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, error) {
 	n, w := a.l.notifier, a.w
 	for {
+		if lk := a.claimGrant(ctx); lk != nil {
+			// Granted at release (wait_bid.go).
+			if lk, err := a.receive(ctx, lk); lk != nil || err != nil {
+				return lk, err
+			}
+			return nil, nil
+		}
 		if ctx.Err() != nil || !time.Now().Before(a.deadline) {
 			return nil, a.failure(ctx)
 		}
@@ -340,6 +371,9 @@ func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, e
 		lk, requeue := n.unpark(w)
 		if requeue {
 			a.queued = false
+		}
+		if lk == nil {
+			lk = a.claimGrant(ctx)
 		}
 		if lk != nil {
 			if lk, err := a.receive(ctx, lk); lk != nil || err != nil {

@@ -100,6 +100,13 @@ func (l *Locker) handOff(lk *Lock, releasing time.Time, next *lockID) (handed bo
 	if l.cfg.redlock || lk.id.fair || !lk.lease.renew {
 		return false, g, nil
 	}
+	if next == nil && l.bids && nextInTurn(l.id, kw.wanters, time.Now().Add(-2*l.recheck)) != "" {
+		// Lockers take turns: another one's waiter asked for the key, so
+		// it goes back to Redis, which grants it to that waiter's bid
+		// (wait_bid.go), before this Locker hands it to its own.
+		clear(kw.wanters)
+		return false, g, nil
+	}
 	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.a.o.Fair && !w.a.o.NoRenew && lk.Err() == nil {
 		if next == nil {
 			if l.watchdog.canHandOver(lk, w.a.o.TTL) {
