@@ -30,9 +30,10 @@ import (
 // the token of its attempt that Redis last answered busy (its standing
 // bid), and only between attempts: while one is on its way, that attempt
 // (which names the tokens of the earlier ones, acquire.lua) takes over a
-// grant it finds instead. An attempt whose reply was lost is never taken
-// from a notice: its clean-up, sent after it, may run later and give the
-// grant away; only the next attempt may take it over, in Redis. So a late
+// grant it finds instead. Nothing is taken from a notice after an attempt
+// whose reply was lost: its clean-up, sent after it, may run later and give
+// its grant away, and it may have taken over the grants it named; only the
+// next attempt may take those over, in Redis. So a late
 // or repeated notice names a token nobody waits on and changes nothing,
 // and a lost one is made good by the waiter's next attempt, at the latest
 // when its timer fires. A waiter that gives up withdraws its
@@ -56,10 +57,11 @@ type bidSent struct {
 	id   *lockID
 	sent time.Time
 	// busy: Redis answered it busy, so it left the waiter's one standing
-	// bid. A notice of its grant may be taken. An attempt whose reply was
-	// lost had its clean-up sent after it, which may run later and give
-	// its grant away: only the waiter's next attempt may take that one
-	// over, in Redis.
+	// bid, and no attempt sent since names it. A notice of its grant may
+	// be taken. An attempt whose reply was lost had its clean-up sent
+	// after it, which may run later and give its grant away, and it may
+	// itself have taken over the grants of the attempts it named: only
+	// the waiter's next attempt may take those over, in Redis.
 	busy bool
 }
 
@@ -164,6 +166,12 @@ func (a *acquisition) noteBid(sent time.Time, busy, maybe bool) {
 	case busy:
 		a.bidsSent = append(a.bidsSent[:0], bidSent{id: a.id, sent: sent, busy: true})
 	case maybe:
+		// It named the earlier tokens, and may have taken over a grant to
+		// one of them (acquire.lua): none of those may be taken from a
+		// notice any more.
+		for i := range a.bidsSent {
+			a.bidsSent[i].busy = false
+		}
 		if len(a.bidsSent) == maxBidTokens {
 			a.bidsSent = append(a.bidsSent[:0], a.bidsSent[1:]...)
 		}
