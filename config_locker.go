@@ -187,7 +187,7 @@ const cleanupTimeout = time.Second
 func (l *Locker) cleanup(ctx context.Context, id *lockID) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_, _ = l.store.release(ctx, id, giveBack{notify: true})
+	_, _ = l.store.release(ctx, id, giveBack{notify: true, withdraw: true})
 }
 
 // maybeSent reports whether a failed command may have reached Redis: not

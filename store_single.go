@@ -63,9 +63,12 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 		cmd   *redis.Cmd
 		again bool
 	)
-	notify := ""
+	notify, withdraw := "", ""
 	if g.notify {
 		notify = "1"
+	}
+	if g.withdraw {
+		withdraw = "1"
 	}
 	switch {
 	case id.kind != holdMutex:
@@ -73,11 +76,11 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 	case id.fair:
 		cmd, again = s.scripts.releaseFair.runCounted(ctx, s.client, s.retries, id.keys[:], id.argv[:1]...)
 	case s.self != nil && g.window >= time.Millisecond:
-		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.bidKeys(), id.argv[0], notify, s.self, g.window.Milliseconds(), g.yieldTo)
+		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.bidKeys(), id.argv[0], notify, s.self, withdraw, g.window.Milliseconds(), g.yieldTo)
 	case s.self != nil:
-		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.bidKeys(), id.argv[0], notify, s.self)
+		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.bidKeys(), id.argv[0], notify, s.self, withdraw)
 	case g.window >= time.Millisecond:
-		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.keys[:1], id.argv[0], notify, "", g.window.Milliseconds(), g.yieldTo)
+		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.keys[:1], id.argv[0], notify, "", "", g.window.Milliseconds(), g.yieldTo)
 	case g.notify:
 		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.keys[:1], id.argv[0], notify)
 	default: // the token alone: publish only if a waiter marked the lock

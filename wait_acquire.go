@@ -226,6 +226,9 @@ func (a *acquisition) prepare(at *attempt) {
 	}
 	at.setArgs(a.id, reserve, a.l.idArg)
 	at.bids = a.bidding()
+	if at.bids {
+		a.pullBids()
+	}
 	at.prev = at.prev[:0]
 	for _, b := range a.bidsSent {
 		at.prev = append(at.prev, b.id.token)
@@ -291,6 +294,7 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 		a.w = n.join(ctx, channel, a)
 		if len(a.bidsSent) > 0 {
 			n.setBids(a.w, a.bidTokens())
+			a.passBids()
 		}
 		if obs := a.l.cfg.observer; obs != nil {
 			obs.AcquireWait(ctx, AcquireWaitEvent{Key: a.key})

@@ -47,10 +47,19 @@ import (
 // where the queue in Redis decides (wait_handoff.go).
 
 // maxBidTokens bounds the tokens a waiter may hold bids under at once:
-// those sent since Redis last answered one of its attempts. A waiting
-// Acquire gives up after two unanswered attempts in a row (or a second
-// of them), so a handful is plenty.
-const maxBidTokens = 4
+// those sent since Redis last answered one of its attempts, and those it
+// took over from the waiters behind it. A waiting Acquire gives up after
+// two unanswered attempts in a row (or a second of them), and waiters
+// queue behind the first of their Locker without trying, so only the
+// first few of a burst leave bids to take over.
+const maxBidTokens = 16
+
+// A Locker has one bid per key in Redis, but several of its waiters may
+// try at once before its line forms, each of their attempts replacing the
+// Locker's bid. The line holds them all: a waiter that joins behind the
+// first passes its bids to the line (passBids), and the first takes them
+// over (pullBids), as its own: a grant to any of them is its to take, and
+// its next attempt names them all.
 
 // bidSent is one of a waiter's attempts that may have left a bid.
 type bidSent struct {
@@ -104,6 +113,15 @@ func (kw *keyWaiters) granted(g bidGrant) {
 			return
 		}
 	}
+	if slices.ContainsFunc(kw.lineBids, func(b bidSent) bool { return b.id.token == g.token }) {
+		// Passed to the line: the first waiter takes it over.
+		for _, w := range kw.waiters {
+			if w.a != nil && !w.a.o.Fair {
+				w.signal()
+				return
+			}
+		}
+	}
 	// A grant for another Locker's waiter: the key stays held. A first
 	// waiter here that has no bid in Redis asks now, so that the key comes
 	// back to this Locker in its turn.
@@ -140,6 +158,51 @@ func (n *notifier) setBids(w *waiter, tokens []string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	w.bids = append(w.bids[:0], tokens...)
+}
+
+// passBids hands the bids of a, which has just joined its Locker's line
+// behind another waiter, to the line, whose first waiter takes them over:
+// only the first of a line tries Redis again, so only it can take over a
+// grant whose notice was lost.
+func (a *acquisition) passBids() {
+	n := a.l.notifier
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w := a.w
+	if len(w.kw.waiters) == 0 || w.kw.waiters[0] == w {
+		return
+	}
+	for _, b := range a.bidsSent {
+		if len(w.kw.lineBids) == maxBidTokens {
+			w.kw.lineBids = append(w.kw.lineBids[:0], w.kw.lineBids[1:]...)
+		}
+		w.kw.lineBids = append(w.kw.lineBids, b)
+	}
+	a.bidsSent = a.bidsSent[:0]
+	w.bids = w.bids[:0]
+}
+
+// pullBids takes over, when a is first in its Locker's line, the bids
+// that waiters behind it passed to the line.
+func (a *acquisition) pullBids() {
+	if a.w == nil {
+		return
+	}
+	n := a.l.notifier
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw := a.w.kw
+	if len(kw.lineBids) == 0 || len(kw.waiters) == 0 || kw.waiters[0] != a.w {
+		return
+	}
+	for _, b := range kw.lineBids {
+		if len(a.bidsSent) == maxBidTokens {
+			a.bidsSent = append(a.bidsSent[:0], a.bidsSent[1:]...)
+		}
+		a.bidsSent = append(a.bidsSent, b)
+	}
+	kw.lineBids = kw.lineBids[:0]
+	a.w.bids = append(a.w.bids[:0], a.bidTokens()...)
 }
 
 // bidding reports whether the attempts of a waits in Redis leave bids.
@@ -188,6 +251,7 @@ func (a *acquisition) noteBid(sent time.Time, busy, maybe bool) {
 // attempts, and takes it: it returns the Lock, or nil when there was none
 // or it came too late to use (then it is let go, and the waiter goes on).
 func (a *acquisition) claimGrant(ctx context.Context) *Lock {
+	a.pullBids()
 	tokens := a.bidTokens()
 	if len(tokens) == 0 {
 		return nil

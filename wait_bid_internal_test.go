@@ -218,3 +218,41 @@ func TestGrantParsing(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantAtReleaseWhenLockersStartTogether: 8 waiters in each of 4
+// Lockers ask for one key at once, before any line has formed, so several
+// waiters of one Locker leave bids, each replacing the last, and the first
+// grants go out before every Locker hears notices. Every waiter must get
+// the lock within its wait: a grant to a bid of a waiter behind the first
+// of its Locker, its notice lost, is taken over by the first.
+// Regression: only a waiter's own previous attempt was taken over; a grant
+// to the bid of a waiter behind the first sat for its whole lease.
+func TestGrantAtReleaseWhenLockersStartTogether(t *testing.T) {
+	srv := redistest.Start(t)
+	var lockers []*Locker
+	for range 4 {
+		l := mustNew(t, srv.Client(t))
+		defer l.Close()
+		lockers = append(lockers, l)
+	}
+	ctx := context.Background()
+	start := make(chan struct{})
+	errs := make(chan error, 32)
+	for i := range 32 {
+		go func() {
+			<-start
+			lk, err := lockers[i%4].Acquire(ctx, "burst", Options{Wait: 10 * time.Second})
+			if err == nil {
+				time.Sleep(time.Millisecond)
+				err = lk.Release(ctx)
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	for range 32 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

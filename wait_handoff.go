@@ -62,6 +62,9 @@ type giveBack struct {
 	notify  bool          // publish a notice anyway: the Locker has waiters of its own
 	yieldTo string        // leave a marker only this Locker's waiters may take...
 	window  time.Duration // ...for this long
+	// withdraw: the token released is an attempt's, whose bid, if it left
+	// one, is withdrawn (wait_bid.go).
+	withdraw bool
 }
 
 // handOff passes lk, whose holder is releasing it, to the first local

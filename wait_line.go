@@ -37,6 +37,9 @@ type keyWaiters struct {
 	// grants are the last grants at release that notices announced, until
 	// the waiter they are for takes them (wait_bid.go).
 	grants []bidGrant
+	// lineBids are the bids that waiters behind the first left, which the
+	// first takes over (wait_bid.go).
+	lineBids []bidSent
 }
 
 // waiter is one waiting Acquire.

@@ -5,7 +5,8 @@
 -- Locker may hand the lock on to that many holders in turn, see
 -- wait_handoff.go), ARGV[4] the caller's Locker id, ARGV[5] '1'; and when
 -- the Locker takes part in grants at release (bids.lua), KEYS[3] the key's
--- bids and ARGV[6] the token of the waiter's previous attempt, or ''
+-- bids and ARGV[6] and on the tokens of the waiter's earlier attempts that
+-- may have left a bid, or '' for none
 -- Returns the fence when the lock was taken with one, {first, last}
 -- reserved fence when with more, or
 -- -1 - (the holder's remaining lease in ms) when someone else holds it,
@@ -14,6 +15,14 @@
 -- The lock's value is the grant's token and change number (grant.lua),
 -- with '*' appended once a waiter that waits for a release notice found it
 -- busy: only then does the release publish one (release.lua).
+-- bidOf reports whether v is an unused grant to one of the earlier
+-- tokens ARGV[6..].
+local function bidOf(v)
+  for i = 6, #ARGV do
+    if ARGV[i] ~= '' and grantOf(v, ARGV[i]) == 0 then return true end
+  end
+  return false
+end
 if not redis.call('set', KEYS[1], ARGV[1] .. '|0', 'nx', 'px', ARGV[2]) then
   local v = redis.call('get', KEYS[1])
   local seq = grantOf(v, ARGV[1])
@@ -23,11 +32,12 @@ if not redis.call('set', KEYS[1], ARGV[1] .. '|0', 'nx', 'px', ARGV[2]) then
     -- copy that comes after the holder changed the lease changes nothing
     -- of it (the holder's change is later).
     if seq == 0 then redis.call('set', KEYS[1], v, 'px', ARGV[2]) end
-  elseif ARGV[6] and ARGV[6] ~= '' and grantOf(v, ARGV[6]) == 0 then
-    -- A release granted the key to this waiter's previous attempt's bid
-    -- (bids.lua), and the waiter, not told (a lost notice) or told too
-    -- late, tried again: this attempt's grant takes it over, with a lease
-    -- of its own, and the previous grant, never used, ends.
+  elseif ARGV[6] and bidOf(v) then
+    -- A release granted the key to the bid of one of this waiter's
+    -- earlier attempts (bids.lua), and the waiter, not told (a lost
+    -- notice) or told too late, tried again: this attempt's grant takes
+    -- it over, with a lease of its own, and the earlier grant, never
+    -- used, ends.
     redis.call('set', KEYS[1], ARGV[1] .. '|0*', 'px', ARGV[2])
   elseif ARGV[5] == '1' and v == 'y:' .. ARGV[4] then
     -- Another Locker let the lock go to make way for this one's waiters
@@ -59,8 +69,20 @@ if not redis.call('set', KEYS[1], ARGV[1] .. '|0', 'nx', 'px', ARGV[2]) then
 end
 -- The key is taken: a bid this waiter left is spent.
 if ARGV[6] then
-  dropBid(KEYS[3], ARGV[4], ARGV[1])
-  if ARGV[6] ~= '' then dropBid(KEYS[3], ARGV[4], ARGV[6]) end
+  local b = redis.call('hget', KEYS[3], ARGV[4])
+  if b then
+    local _, _, _, token = parseBid(b)
+    if token == ARGV[1] then
+      redis.call('hdel', KEYS[3], ARGV[4])
+    else
+      for i = 6, #ARGV do
+        if token == ARGV[i] then
+          redis.call('hdel', KEYS[3], ARGV[4])
+          break
+        end
+      end
+    end
+  end
 end
 -- The fence counter never goes below the server clock in microseconds, so
 -- fences keep rising after a restart without persistence or a failover
