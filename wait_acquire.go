@@ -142,6 +142,9 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 	}
 	switch {
 	case err == nil && g.first > 0:
+		// The attempt named every bid a held: Redis took them over or
+		// dropped them (acquire.lua).
+		a.bidsSent = a.bidsSent[:0]
 		lk := newLock(a.l, a.key, a.id, g.first, a.o, sent, replied)
 		lk.fenceEnd = g.last
 		if !a.l.watchdog.add(lk.lease) {
@@ -300,6 +303,9 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 			obs.AcquireWait(ctx, AcquireWaitEvent{Key: a.key})
 		}
 		lk, err = a.waitInLine(ctx)
+		if lk != nil {
+			a.returnBids(ctx)
+		}
 		n.leave(channel, a.w, lk != nil)
 		if hl := n.unclaimed(a.w); hl != nil {
 			// Handed over as the wait ended: let it go.
@@ -376,7 +382,11 @@ func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, e
 		if requeue {
 			a.queued = false
 		}
-		if lk == nil {
+		if lk != nil {
+			// Handed on within the Locker: the hand-off took the Locker's
+			// bid out of Redis (handover.lua), so none of a's stands.
+			a.bidsSent = a.bidsSent[:0]
+		} else {
 			lk = a.claimGrant(ctx)
 		}
 		if lk != nil {

@@ -182,6 +182,38 @@ func (a *acquisition) passBids() {
 	w.bids = w.bids[:0]
 }
 
+// returnBids passes the bids a still holds to its Locker's line as a
+// leaves it with the lock: the next first waiter takes them over. With
+// nobody else in line, a withdraws them instead.
+func (a *acquisition) returnBids(ctx context.Context) {
+	if a.w == nil || len(a.bidsSent) == 0 {
+		return
+	}
+	if !a.passToLine() {
+		a.withdrawBids(ctx)
+	}
+}
+
+// passToLine hands a's bids to its line, unless a is alone in it.
+func (a *acquisition) passToLine() bool {
+	n := a.l.notifier
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw := a.w.kw
+	if len(kw.waiters) < 2 || !slices.Contains(kw.waiters, a.w) {
+		return false
+	}
+	for _, b := range a.bidsSent {
+		if len(kw.lineBids) == maxBidTokens {
+			kw.lineBids = append(kw.lineBids[:0], kw.lineBids[1:]...)
+		}
+		kw.lineBids = append(kw.lineBids, b)
+	}
+	a.bidsSent = a.bidsSent[:0]
+	a.w.bids = a.w.bids[:0]
+	return true
+}
+
 // pullBids takes over, when a is first in its Locker's line, the bids
 // that waiters behind it passed to the line.
 func (a *acquisition) pullBids() {
@@ -262,11 +294,12 @@ func (a *acquisition) claimGrant(ctx context.Context) *Lock {
 	}
 	i := slices.IndexFunc(a.bidsSent, func(b bidSent) bool { return b.id.token == g.token })
 	b := a.bidsSent[i]
-	// Granted: none of a's bids stands any more (a bid is granted once,
-	// and the grant replaced the others' chance).
-	a.bidsSent = a.bidsSent[:0]
+	// Spent. The others may still stand (one taken over from a waiter
+	// behind may have been placed after this one was granted): as a
+	// leaves the line, it passes them on (returnBids).
+	a.bidsSent = slices.Delete(a.bidsSent, i, i+1)
 	if a.w != nil {
-		a.l.notifier.setBids(a.w, nil)
+		a.l.notifier.setBids(a.w, a.bidTokens())
 	}
 	now := time.Now()
 	if !now.Before(b.sent.Add(a.o.TTL - a.l.cfg.margin(a.o.TTL))) {
