@@ -18,6 +18,7 @@ import (
 type Locker struct {
 	id       string // random: tells this Locker's notices and yields from others'
 	idArg    any    // id, boxed once for the scripts' arguments
+	bids     bool   // waiters leave bids, and releases grant them (wait_bid.go)
 	store    store
 	keys     keyspace
 	defaults Options
@@ -144,7 +145,14 @@ func isFailover(o *redis.Options) bool { return o.Addr == "FailoverClient" }
 
 func newLocker(s store, client redis.UniversalClient, ks keyspace, cfg config) *Locker {
 	id := newToken()
+	bids := false
+	if one, ok := s.(single); ok {
+		// One deployment, no replica acks: grants at release (wait_bid.go).
+		one.self = id
+		s, bids = one, true
+	}
 	return &Locker{
+		bids:     bids,
 		id:       id,
 		idArg:    id,
 		notifier: newNotifier(client, id),
@@ -179,7 +187,7 @@ const cleanupTimeout = time.Second
 func (l *Locker) cleanup(ctx context.Context, id *lockID) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_, _ = l.store.release(ctx, id, giveBack{notify: true})
+	_, _ = l.store.release(ctx, id, giveBack{notify: true, withdraw: true})
 }
 
 // maybeSent reports whether a failed command may have reached Redis: not

@@ -118,6 +118,11 @@ type attempt struct {
 	// changed, apart from the token of each attempt's grant (a place kept
 	// across attempts never makes a grant token reused).
 	place string
+	// bids: the attempt leaves a bid if it finds the key held, and takes
+	// over a grant to one of prev, the tokens of the waiter's earlier
+	// attempts that may have left one (wait_bid.go).
+	bids bool
+	prev []string
 }
 
 // placeOf returns the place a fair attempt queues under: a single
@@ -139,3 +144,11 @@ func (at *attempt) queueTime() int64 {
 
 // lockKey returns the key of the lock itself.
 func (id *lockID) lockKey() string { return id.keys[0] }
+
+// bidsKey returns the key of the bids for id's lock key (lua/bids.lua):
+// it shares the lock key's slot, and is no lock key (those end with '}').
+func (id *lockID) bidsKey() string { return id.keys[0] + ":bids" }
+
+// bidKeys returns the keys of a script that may grant at release: the
+// lock key, its slot's fence counter and its bids.
+func (id *lockID) bidKeys() []string { return []string{id.keys[0], id.keys[1], id.bidsKey()} }

@@ -88,7 +88,7 @@ func (h *strandHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		args := cmd.Args()
 		onKey := len(args) > 3 && args[0] == "evalsha" && args[3] == h.key
 		h.mu.Lock()
-		strand := onKey && h.phase < 2 && (h.phase == 1 || args[2] == int64(2) || args[2] == 2)
+		strand := onKey && h.phase < 2 && (h.phase == 1 || attemptKeys(args[2]))
 		if strand {
 			h.phase++
 			h.held = append(h.held, args)
@@ -101,6 +101,17 @@ func (h *strandHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return next(ctx, cmd)
 	}
+}
+
+// attemptKeys reports whether n, the number of keys of an EVALSHA, is an
+// attempt's: the lock key and its fence counter, and the key's bids when
+// the attempt leaves one (wait_bid.go).
+func attemptKeys(n any) bool {
+	switch n {
+	case 2, 3, int64(2), int64(3):
+		return true
+	}
+	return false
 }
 
 func (h *strandHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {

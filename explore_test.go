@@ -373,6 +373,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		// between Proclaim's.
 		w.stallExtends(l, i)
 		w.stallProclaims(l, i)
+		w.faultNotices(l, i)
 		if lateWatchdog {
 			lr := w.rng(-200 - i) // used by the watchdog's goroutine alone
 			padlock.SetWatchdogLate(l, func() time.Duration {
@@ -1292,6 +1293,36 @@ func (w *world) stallExtends(l *padlock.Locker, i int) {
 // end meanwhile.
 func (w *world) stallProclaims(l *padlock.Locker, i int) {
 	padlock.SetProclaiming(l, w.stall(-150-i))
+}
+
+// faultNotices makes the notices that reach Locker i's waiters (release
+// notices, other Lockers' wants, grants at release) lost, repeated or
+// late, now and then, in one run of two, as the seed decides: a waiter
+// must make do with its timers and its next attempt, and take a grant
+// only once, whatever the notices do. (Drawn apart, so that the other
+// runs keep their randomness.)
+func (w *world) faultNotices(l *padlock.Locker, i int) {
+	if w.rng(-600).IntN(2) == 0 {
+		return
+	}
+	var mu sync.Mutex
+	r := w.rng(-610 - i)
+	padlock.SetNoticeFault(l, func(channel, payload string) (int, time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch n := r.IntN(20); {
+		case n < 2:
+			w.tr.Add("L%d: notice %q lost", i, payload)
+			return 0, 0
+		case n < 3:
+			w.tr.Add("L%d: notice %q delivered twice, 1-30 ms late", i, payload)
+			return 2, time.Duration(1+r.IntN(30)) * time.Millisecond
+		case n < 5:
+			w.tr.Add("L%d: notice %q delivered 1-30 ms late", i, payload)
+			return 1, time.Duration(1+r.IntN(30)) * time.Millisecond
+		}
+		return 1, 0
+	})
 }
 
 // stall returns a step that sleeps 1 to 20 ms in one call of three, drawn

@@ -72,6 +72,12 @@ func SetExtending(l *Locker, f func()) { l.extending = f }
 // check that the term leads and the record it writes.
 func SetProclaiming(l *Locker, f func()) { l.proclaiming = f }
 
+// SetNoticeFault makes l's notifier deliver each notice as f says: how
+// many copies (0: lost) and how late. Set it before l's first Acquire.
+func SetNoticeFault(l *Locker, f func(channel, payload string) (copies int, late time.Duration)) {
+	l.notifier.fault = f
+}
+
 // The SHA1s of the hand-off and Resume scripts, for tests that fault
 // their commands.
 var (

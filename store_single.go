@@ -21,6 +21,10 @@ type single struct {
 	// (lua/acquire_fair.lua), which on hot keys join the queue as often
 	// as the lock is handed on.
 	handovers, fairHandovers, fairAttempts *combiner
+	// self is the id of the Locker that owns the store, boxed, when its
+	// locks are granted at release across Lockers (wait_bid.go); nil on a
+	// Redlock node.
+	self any
 }
 
 func singleOn(client redis.UniversalClient) single {
@@ -48,6 +52,9 @@ func (s single) acquire(ctx context.Context, id *lockID, at *attempt) (grant, er
 	if id.fair {
 		return grantOf(s.fairAttempts.run(ctx, s.client, s.retries, id.keys[:], id.token, id.argv[1], at.queueTime(), at.placeOf(id)).Result())
 	}
+	if s.self != nil && at != nil && at.bids {
+		return grantOf(s.scripts.acquire.run(ctx, s.client, s.retries, id.bidKeys(), bidArgs(at)...).Result())
+	}
 	return grantOf(s.scripts.acquire.run(ctx, s.client, s.retries, id.keys[:2], acquireArgs(id, at)...).Result())
 }
 
@@ -56,17 +63,24 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 		cmd   *redis.Cmd
 		again bool
 	)
-	notify := ""
+	notify, withdraw := "", ""
 	if g.notify {
 		notify = "1"
+	}
+	if g.withdraw {
+		withdraw = "1"
 	}
 	switch {
 	case id.kind != holdMutex:
 		return s.releaseHold(ctx, id)
 	case id.fair:
 		cmd, again = s.scripts.releaseFair.runCounted(ctx, s.client, s.retries, id.keys[:], id.argv[:1]...)
+	case s.self != nil && g.window >= time.Millisecond:
+		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.bidKeys(), id.argv[0], notify, s.self, withdraw, g.window.Milliseconds(), g.yieldTo)
+	case s.self != nil:
+		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.bidKeys(), id.argv[0], notify, s.self, withdraw)
 	case g.window >= time.Millisecond:
-		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.keys[:1], id.argv[0], notify, g.window.Milliseconds(), g.yieldTo)
+		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.keys[:1], id.argv[0], notify, "", "", g.window.Milliseconds(), g.yieldTo)
 	case g.notify:
 		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.keys[:1], id.argv[0], notify)
 	default: // the token alone: publish only if a waiter marked the lock
@@ -102,6 +116,10 @@ func (s single) extend(ctx context.Context, id *lockID, ttl time.Duration, seq u
 func (s single) handover(ctx context.Context, id, next *lockID, ttl time.Duration, seq uint64) (bool, error) {
 	if !next.claim() {
 		return false, errTokenReused
+	}
+	if s.self != nil {
+		n, err := s.handovers.run(ctx, s.client, s.retries, []string{id.keys[0], id.bidsKey()}, id.token, next.token, ttl.Milliseconds(), seq, s.self).Int64()
+		return n == 1, err
 	}
 	n, err := s.handovers.run(ctx, s.client, s.retries, id.keys[:1], id.token, next.token, ttl.Milliseconds(), seq).Int64()
 	return n == 1, err
@@ -260,4 +278,18 @@ func acquireArgs(id *lockID, at *attempt) []any {
 		return id.argv[:]
 	}
 	return at.argv[:]
+}
+
+// bidArgs returns acquire.lua's ARGV for an attempt that leaves a bid:
+// acquireArgs and the tokens of the waiter's earlier bids (” for none).
+func bidArgs(at *attempt) []any {
+	args := make([]any, 0, len(at.argv)+max(len(at.prev), 1))
+	args = append(args, at.argv[:]...)
+	if len(at.prev) == 0 {
+		return append(args, "")
+	}
+	for _, t := range at.prev {
+		args = append(args, t)
+	}
+	return args
 }

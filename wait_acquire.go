@@ -115,6 +115,8 @@ type acquisition struct {
 	liveAtTry bool    // notices for the key arrived when the last attempt was sent
 	polling   bool    // when observed: NoticesUnavailable was told (beside liveAtTry: no padding)
 	queued    bool    // Fair: Redis confirmed this waiter is queued
+	// bidsSent are the attempts that may have left a bid (wait_bid.go).
+	bidsSent []bidSent
 	// mint makes a hold's identities (a mutex's: nil, mintID); see begin.
 	mint func() *lockID
 }
@@ -140,6 +142,9 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 	}
 	switch {
 	case err == nil && g.first > 0:
+		// The attempt named every bid a held: Redis took them over or
+		// dropped them (acquire.lua).
+		a.bidsSent = a.bidsSent[:0]
 		lk := newLock(a.l, a.key, a.id, g.first, a.o, sent, replied)
 		lk.fenceEnd = g.last
 		if !a.l.watchdog.add(lk.lease) {
@@ -152,6 +157,14 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 		a.queued = a.queued || at.queueTime() > 0
 		a.lastErr, a.holderTTL, a.seenAt, a.holder = nil, g.holderTTL, time.Now(), g.holder
 		a.failed = 0
+		if at != nil && at.bids {
+			a.noteBid(sent, true, false)
+			// The release that granted the bid may have been told before
+			// this reply came.
+			if lk := a.claimGrant(ctx); lk != nil {
+				return lk, nil
+			}
+		}
 	default:
 		a.lastErr = err
 		if err == errLateGrant {
@@ -167,6 +180,9 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 			// The attempt may have taken the lock before its reply was
 			// lost: don't leave it blocking others for a whole lease.
 			a.l.cleanup(ctx, a.id)
+			if at != nil && at.bids {
+				a.noteBid(sent, false, true)
+			}
 			// It, or that clean-up, may yet run late, after a later
 			// attempt took the lock: the next attempt's token is its own
 			// (begin), so they find a stranger. A fair waiter keeps its
@@ -212,6 +228,14 @@ func (a *acquisition) prepare(at *attempt) {
 		reserve = handoffBlock
 	}
 	at.setArgs(a.id, reserve, a.l.idArg)
+	at.bids = a.bidding()
+	if at.bids {
+		a.pullBids()
+	}
+	at.prev = at.prev[:0]
+	for _, b := range a.bidsSent {
+		at.prev = append(at.prev, b.id.token)
+	}
 }
 
 // errLateGrant is the attempt error of a grant that arrived too late to use.
@@ -271,10 +295,17 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 	}
 	if lk == nil && err == nil {
 		a.w = n.join(ctx, channel, a)
+		if len(a.bidsSent) > 0 {
+			n.setBids(a.w, a.bidTokens())
+			a.passBids()
+		}
 		if obs := a.l.cfg.observer; obs != nil {
 			obs.AcquireWait(ctx, AcquireWaitEvent{Key: a.key})
 		}
 		lk, err = a.waitInLine(ctx)
+		if lk != nil {
+			a.returnBids(ctx)
+		}
 		n.leave(channel, a.w, lk != nil)
 		if hl := n.unclaimed(a.w); hl != nil {
 			// Handed over as the wait ended: let it go.
@@ -285,6 +316,9 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 	}
 	if a.o.Fair && lk == nil {
 		a.l.leaveQueue(ctx, a.id, a.at.place) // any attempt may have queued it
+	}
+	if lk == nil && len(a.bidsSent) > 0 {
+		a.withdrawBids(ctx)
 	}
 	return lk, err
 }
@@ -312,6 +346,13 @@ func (a *acquisition) waitInLine(ctx context.Context) (*Lock, error) {
 func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, error) {
 	n, w := a.l.notifier, a.w
 	for {
+		if lk := a.claimGrant(ctx); lk != nil {
+			// Granted at release (wait_bid.go).
+			if lk, err := a.receive(ctx, lk); lk != nil || err != nil {
+				return lk, err
+			}
+			return nil, nil
+		}
 		if ctx.Err() != nil || !time.Now().Before(a.deadline) {
 			return nil, a.failure(ctx)
 		}
@@ -340,6 +381,13 @@ func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, e
 		lk, requeue := n.unpark(w)
 		if requeue {
 			a.queued = false
+		}
+		if lk != nil {
+			// Handed on within the Locker: the hand-off took the Locker's
+			// bid out of Redis (handover.lua), so none of a's stands.
+			a.bidsSent = a.bidsSent[:0]
+		} else {
+			lk = a.claimGrant(ctx)
 		}
 		if lk != nil {
 			if lk, err := a.receive(ctx, lk); lk != nil || err != nil {

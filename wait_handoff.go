@@ -62,6 +62,9 @@ type giveBack struct {
 	notify  bool          // publish a notice anyway: the Locker has waiters of its own
 	yieldTo string        // leave a marker only this Locker's waiters may take...
 	window  time.Duration // ...for this long
+	// withdraw: the token released is an attempt's, whose bid, if it left
+	// one, is withdrawn (wait_bid.go).
+	withdraw bool
 }
 
 // handOff passes lk, whose holder is releasing it, to the first local
@@ -98,6 +101,13 @@ func (l *Locker) handOff(lk *Lock, releasing time.Time, next *lockID) (handed bo
 	}
 	g.notify = true
 	if l.cfg.redlock || lk.id.fair || !lk.lease.renew {
+		return false, g, nil
+	}
+	if next == nil && l.bids && nextInTurn(l.id, kw.wanters, time.Now().Add(-2*l.recheck)) != "" {
+		// Lockers take turns: another one's waiter asked for the key, so
+		// it goes back to Redis, which grants it to that waiter's bid
+		// (wait_bid.go), before this Locker hands it to its own.
+		clear(kw.wanters)
 		return false, g, nil
 	}
 	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.a.o.Fair && !w.a.o.NoRenew && lk.Err() == nil {

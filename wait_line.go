@@ -34,6 +34,12 @@ type keyWaiters struct {
 	// missed are the last hold waiter tokens that notices named while
 	// no such waiter was in line (wait_hold.go).
 	missed []string
+	// grants are the last grants at release that notices announced, until
+	// the waiter they are for takes them (wait_bid.go).
+	grants []bidGrant
+	// lineBids are the bids that waiters behind the first left, which the
+	// first takes over (wait_bid.go).
+	lineBids []bidSent
 }
 
 // waiter is one waiting Acquire.
@@ -52,6 +58,9 @@ type waiter struct {
 	// without giving it the lock; its next attempt asks to be queued
 	// again (wait_handoff.go).
 	requeue bool
+	// bids are the tokens a grant at release to this waiter may name
+	// (wait_bid.go).
+	bids []string
 }
 
 func (w *waiter) signal() {

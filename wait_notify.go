@@ -38,6 +38,11 @@ type notifier struct {
 	// waiting in this Locker skips the lock (handOff).
 	waited atomic.Int32
 
+	// fault, set by tests before any subscription, says what becomes of
+	// a notice as it arrives: how many copies are delivered (0: it is
+	// lost) and how late.
+	fault func(channel, payload string) (copies int, late time.Duration)
+
 	connMu sync.Mutex // guards conns; held while a subscription is made
 	conns  map[string]*redis.PubSub
 	wg     sync.WaitGroup // one reader per PubSub
@@ -106,8 +111,29 @@ func (n *notifier) read(msgs <-chan any) {
 				n.unsubscribed(m.Channel)
 			}
 		case *redis.Message:
+			if n.fault != nil {
+				n.faulted(m.Channel, m.Payload)
+				continue
+			}
 			n.notify(m.Channel, m.Payload)
 		}
+	}
+}
+
+// faulted delivers a notice as n.fault says: lost, repeated or late.
+func (n *notifier) faulted(channel, payload string) {
+	copies, late := n.fault(channel, payload)
+	for range copies {
+		if late <= 0 {
+			n.notify(channel, payload)
+			continue
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			time.Sleep(late)
+			n.notify(channel, payload)
+		}()
 	}
 }
 
@@ -166,6 +192,10 @@ func (n *notifier) notify(channel, next string) {
 	}
 	if kw.wake != wakeMutex {
 		kw.notifyHolds(next)
+		return
+	}
+	if g, ok := parseGrant(next); ok {
+		kw.granted(g)
 		return
 	}
 	if strings.HasPrefix(next, "*") {

@@ -17,7 +17,8 @@ import (
 // scHotKeys measures many contended keys at once: workers spread evenly
 // over K keys, each holding its key -hold per acquisition and asking again
 // at once, every library on one client (one Locker, one redsync, one
-// redislock.Client, one rueidislock Locker). Where one hot key is bound by
+// redislock.Client, one rueidislock Locker), and in the fleet rows on
+// -procs of them, as a fleet of service instances would. Where one hot key is bound by
 // the hand-off gap, many hot keys are bound by what a lock cycle costs the
 // client and Redis.
 const scHotKeys = "hotkeys"
@@ -45,11 +46,17 @@ func parseHotKeys(s string) ([]hotSpec, error) {
 
 func hotKeyCases(cfg *config) []rowSpec {
 	pollTries := max(int(cfg.wait/cfg.poll), 1)
-	return keep(cfg, []rowSpec{
+	return keep(cfg, append([]rowSpec{
 		{libPadlock, fmt.Sprintf("Wait %v, 1 Locker", cfg.wait), false, 1, func(cl []*redis.Client) contender {
 			return &padlockLib{lockers: newLockers(cl), opts: padlock.Options{Wait: cfg.wait}}
 		}},
 		{libPadlock, fmt.Sprintf("Fair, Wait %v, 1 Locker", cfg.wait), false, 1, func(cl []*redis.Client) contender {
+			return &padlockLib{lockers: newLockers(cl), opts: padlock.Options{Wait: cfg.wait, Fair: true}}
+		}},
+		{libPadlock, fmt.Sprintf("Wait %v, %d Lockers", cfg.wait, cfg.procs), false, cfg.procs, func(cl []*redis.Client) contender {
+			return &padlockLib{lockers: newLockers(cl), opts: padlock.Options{Wait: cfg.wait}}
+		}},
+		{libPadlock, fmt.Sprintf("Fair, Wait %v, %d Lockers", cfg.wait, cfg.procs), false, cfg.procs, func(cl []*redis.Client) contender {
 			return &padlockLib{lockers: newLockers(cl), opts: padlock.Options{Wait: cfg.wait, Fair: true}}
 		}},
 		{libRueidislock, fmt.Sprintf("%s, WithContext, wait %v", rueidislockSetup, cfg.wait), true, 1, func(cl []*redis.Client) contender {
@@ -62,7 +69,7 @@ func hotKeyCases(cfg *config) []rowSpec {
 			return &redislockLib{clients: redislockClients(cl), ttl: peerTTL, wait: cfg.wait,
 				retry: func() redislock.RetryStrategy { return redislock.LinearBackoff(cfg.poll) }}
 		}},
-	})
+	}, fleetPeers(cfg)...))
 }
 
 // hotVariant names the rows of one KEYSxWORKERS.

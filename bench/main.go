@@ -40,12 +40,12 @@ func run() int {
 	flag.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each window (contended: at least 1s)")
 	flag.IntVar(&cfg.parallel, "parallel", 8, "uncontended: also measure this many goroutines, each cycling its own key (0: one goroutine only)")
 	flag.IntVar(&cfg.workers, "workers", 32, "contended: goroutines competing for one key")
-	flag.IntVar(&cfg.procs, "procs", 4, "contended: Lockers (each with its own go-redis client) the workers are spread over in the multi-process rows")
+	flag.IntVar(&cfg.procs, "procs", 4, "contended and hotkeys: Lockers (each with its own go-redis client), and the peers' clients, the workers are spread over in the fleet rows (1: none)")
 	flag.DurationVar(&cfg.hold, "hold", time.Millisecond, "contended: time.Sleep inside the critical section")
 	flag.DurationVar(&cfg.think, "think", 0, "contended: time.Sleep between Release and the worker's next Acquire (0: straight back)")
 	flag.DurationVar(&cfg.wait, "wait", 5*time.Second, "contended: each library's wait budget for one Acquire")
 	flag.DurationVar(&cfg.poll, "poll", 5*time.Millisecond, "contended: retry delay of the tuned peer rows")
-	flag.StringVar(&cfg.hotKeys, "hotkeys", "16x8,64x4", "hotkeys: comma-separated KEYSxWORKERS: workers per key on that many keys, one client per library")
+	flag.StringVar(&cfg.hotKeys, "hotkeys", "16x8,64x4", "hotkeys: comma-separated KEYSxWORKERS: workers per key on that many keys, on one client per library and, in the fleet rows, on -procs")
 	flag.IntVar(&cfg.locks, "locks", 10000, "renewal: locks held at once")
 	flag.DurationVar(&cfg.renewTTL, "renew-ttl", 3*time.Second, "renewal: lease of the held locks (renewed every TTL/3)")
 	flag.DurationVar(&cfg.renewWindow, "renew-duration", 5*time.Second, "renewal: measured window of each library")
@@ -186,12 +186,14 @@ func describe(cfg *config, took time.Duration, loadBefore, loadAfter string) []s
 			"(Redlock: %d servers, FLUSHALL + CONFIG RESETSTAT between rows); %v windows after %v warm-up, %d round(s); total %v.%s",
 			runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), cfg.nodes, cfg.window, cfg.warmup, cfg.rounds, took.Round(time.Second), load),
 		fmt.Sprintf("Contended: %d goroutines on one key, each holding it %v (time.Sleep) per acquisition; wait = from calling Acquire "+
-			"to holding the lock, across give-ups; wait budget %v for every library. Peers use one go-redis client; "+
-			"padlock rows say how many Lockers (each with its own client) share the workers. go-redis PoolSize = workers+2.",
+			"to holding the lock, across give-ups; wait budget %v for every library. Peers use one go-redis client, or as many "+
+			"as their setup says (the fleet rows); padlock rows say how many Lockers (each with its own client) share the workers. "+
+			"go-redis PoolSize = workers+2.",
 			cfg.workers, cfg.hold, cfg.wait),
 		fmt.Sprintf("Hotkeys: KEYSxWORKERS %s: that many workers per key, each holding it %v per acquisition, every library on one "+
-			"client (one Locker) shared by all its workers; same wait budget. Limit: keys / mean held time. CPU ceiling: CPUs / "+
-			"(client + Redis CPU per acquisition).", cfg.hotKeys, cfg.hold),
+			"client (one Locker) shared by all its workers, or in the fleet rows (\"%d Lockers\", \"%d clients\") on that many, "+
+			"worker w on client w mod %d; same wait budget. Limit: keys / mean held time. CPU ceiling: CPUs / "+
+			"(client + Redis CPU per acquisition).", cfg.hotKeys, cfg.hold, cfg.procs, cfg.procs, cfg.procs),
 		fmt.Sprintf("Renewal: %d locks on distinct keys, TTL %v. padlock: one Locker, whose watchdog renews them; "+
 			"peers: one goroutine per lock, started when it was taken, calling redsync Mutex.ExtendContext or redislock "+
 			"Lock.Refresh every TTL/3. One go-redis client, PoolSize 64. CPU: getrusage of this process and INFO used_cpu of the server, "+

@@ -21,6 +21,7 @@ type result struct {
 	Nodes    int    `json:"nodes,omitempty"`   // Redlock scenario: nodes the lock lives on
 	Masters  int    `json:"masters,omitempty"` // renewal on a Cluster: its masters
 	Keys     int    `json:"keys,omitempty"`    // hotkeys scenario: keys the workers are spread over
+	Procs    int    `json:"procs,omitempty"`   // clients ("processes": Lockers, pools) the workers are spread over
 
 	Workers int     `json:"workers"`
 	Seconds float64 `json:"seconds"` // measured window

@@ -87,7 +87,7 @@ func onFreshServer(ctx context.Context, cfg *config, scenario string, c rowSpec,
 	if err != nil {
 		return result{}, fmt.Errorf("%s %s %s: %w", scenario, c.library, c.setup, err)
 	}
-	r.Scenario, r.Library, r.Setup, r.Peer = scenario, c.library, c.setup, c.peer
+	r.Scenario, r.Library, r.Setup, r.Peer, r.Procs = scenario, c.library, c.setup, c.peer, max(c.procs, 1)
 	return r, nil
 }
 
@@ -194,7 +194,7 @@ func contendedCases(cfg *config) []rowSpec {
 		}},
 	}
 	pollTries := max(int(cfg.wait/cfg.poll), 1)
-	return keep(cfg, append(cs,
+	return append(keep(cfg, append(cs,
 		rowSpec{libRedsync, "defaults: 32 tries, delay rand 50-250ms", true, 1, func(cl []*redis.Client) contender {
 			return newRedsync(oneNodeEach(cl))
 		}},
@@ -212,7 +212,30 @@ func contendedCases(cfg *config) []rowSpec {
 		rowSpec{libRueidislock, fmt.Sprintf("%s, WithContext, wait %v", rueidislockSetup, cfg.wait), true, 1, func(cl []*redis.Client) contender {
 			return newRueidislock(cl, cfg.wait, nil)
 		}},
-	))
+	)), fleetPeers(cfg)...)
+}
+
+// fleetPeers are the peer rows of the fleet: each peer's best polling
+// setup, its workers spread over cfg.procs clients, as padlock's over as
+// many Lockers, so that a fleet is compared with a fleet.
+func fleetPeers(cfg *config) []rowSpec {
+	procs := cfg.procs
+	if procs <= 1 {
+		return nil
+	}
+	pollTries := max(int(cfg.wait/cfg.poll), 1)
+	return keep(cfg, []rowSpec{
+		{libRedsync, fmt.Sprintf("WithRetryDelay(%v), WithTries(%d), %d clients", cfg.poll, pollTries, procs), true, procs, func(cl []*redis.Client) contender {
+			return newRedsync(oneNodeEach(cl), redsync.WithRetryDelay(cfg.poll), redsync.WithTries(pollTries))
+		}},
+		{libRedislock, fmt.Sprintf("LinearBackoff(%v), deadline %v, %d clients", cfg.poll, cfg.wait, procs), true, procs, func(cl []*redis.Client) contender {
+			return &redislockLib{clients: redislockClients(cl), ttl: peerTTL, wait: cfg.wait,
+				retry: func() redislock.RetryStrategy { return redislock.LinearBackoff(cfg.poll) }}
+		}},
+		{libRueidislock, fmt.Sprintf("%s, WithContext, wait %v, %d clients", rueidislockSetup, cfg.wait, procs), true, procs, func(cl []*redis.Client) contender {
+			return newRueidislock(cl, cfg.wait, nil)
+		}},
+	})
 }
 
 // runUncontended measures lock cycles on keys nobody else wants: from one

@@ -3,7 +3,10 @@
 -- ARGV[1] owner token, ARGV[2] lease in milliseconds; and for an attempt
 -- of a waiting Acquire, ARGV[3] how many fences to reserve (>= 1: the
 -- Locker may hand the lock on to that many holders in turn, see
--- wait_handoff.go), ARGV[4] the caller's Locker id, ARGV[5] '1'
+-- wait_handoff.go), ARGV[4] the caller's Locker id, ARGV[5] '1'; and when
+-- the Locker takes part in grants at release (bids.lua), KEYS[3] the key's
+-- bids and ARGV[6] and on the tokens of the waiter's earlier attempts that
+-- may have left a bid, or '' for none
 -- Returns the fence when the lock was taken with one, {first, last}
 -- reserved fence when with more, or
 -- -1 - (the holder's remaining lease in ms) when someone else holds it,
@@ -12,6 +15,14 @@
 -- The lock's value is the grant's token and change number (grant.lua),
 -- with '*' appended once a waiter that waits for a release notice found it
 -- busy: only then does the release publish one (release.lua).
+-- bidOf reports whether v is an unused grant to one of the earlier
+-- tokens ARGV[6..].
+local function bidOf(v)
+  for i = 6, #ARGV do
+    if ARGV[i] ~= '' and grantOf(v, ARGV[i]) == 0 then return true end
+  end
+  return false
+end
 if not redis.call('set', KEYS[1], ARGV[1] .. '|0', 'nx', 'px', ARGV[2]) then
   local v = redis.call('get', KEYS[1])
   local seq = grantOf(v, ARGV[1])
@@ -21,6 +32,13 @@ if not redis.call('set', KEYS[1], ARGV[1] .. '|0', 'nx', 'px', ARGV[2]) then
     -- copy that comes after the holder changed the lease changes nothing
     -- of it (the holder's change is later).
     if seq == 0 then redis.call('set', KEYS[1], v, 'px', ARGV[2]) end
+  elseif ARGV[6] and bidOf(v) then
+    -- A release granted the key to the bid of one of this waiter's
+    -- earlier attempts (bids.lua), and the waiter, not told (a lost
+    -- notice) or told too late, tried again: this attempt's grant takes
+    -- it over, with a lease of its own, and the earlier grant, never
+    -- used, ends.
+    redis.call('set', KEYS[1], ARGV[1] .. '|0*', 'px', ARGV[2])
   elseif ARGV[5] == '1' and v == 'y:' .. ARGV[4] then
     -- Another Locker let the lock go to make way for this one's waiters
     -- (wait_handoff.go), because it had heard them, and maybe others, ask.
@@ -36,6 +54,11 @@ if not redis.call('set', KEYS[1], ARGV[1] .. '|0', 'nx', 'px', ARGV[2]) then
     end
     local pttl = redis.call('pttl', KEYS[1])
     if pttl < 0 then pttl = 0 end
+    if ARGV[6] then
+      -- Offer to take the key when it is released (bids.lua).
+      local t = redis.call('time')
+      placeBid(KEYS[3], ARGV[4], ARGV[1], ARGV[2], ARGV[3], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+    end
     -- A holder that named itself (Options.Owner, after '~' in its token)
     -- is named to the waiter.
     if string.find(v, '~', 1, true) then
@@ -44,26 +67,31 @@ if not redis.call('set', KEYS[1], ARGV[1] .. '|0', 'nx', 'px', ARGV[2]) then
     return -1 - pttl
   end
 end
+-- The key is taken: a bid this waiter left is spent.
+if ARGV[6] then
+  local b = redis.call('hget', KEYS[3], ARGV[4])
+  if b then
+    local _, _, _, token = parseBid(b)
+    if token == ARGV[1] then
+      redis.call('hdel', KEYS[3], ARGV[4])
+    else
+      for i = 6, #ARGV do
+        if token == ARGV[i] then
+          redis.call('hdel', KEYS[3], ARGV[4])
+          break
+        end
+      end
+    end
+  end
+end
 -- The fence counter never goes below the server clock in microseconds, so
 -- fences keep rising after a restart without persistence or a failover
 -- that lost the last increments. The common case costs one write: set the
 -- counter to the clock (plus the reserved block), and only if it was ahead,
 -- set it above that. A counter ahead of the clock reserves no block, so
--- reservations never carry it more than a block ahead of the clock.
+-- reservations never carry it more than a block ahead of the clock
+-- (takeFences, bids.lua).
 local n = tonumber(ARGV[3]) or 1
-local t = redis.call('time')
-local first = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local last
-if n == 1 then
-  -- The clock in µs as digits, without formatting a number.
-  last = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-else
-  last = string.format('%d', first + n - 1)
-end
-local old = tonumber(redis.call('set', KEYS[2], last, 'get'))
-if old and old >= first then
-  first, n = old + 1, 1
-  redis.call('set', KEYS[2], string.format('%d', first))
-end
-if n == 1 then return first end
-return {first, first + n - 1}
+local first, last = takeFences(KEYS[2], n, redis.call('time'))
+if first == last then return first end
+return {first, last}

@@ -1,6 +1,8 @@
--- KEYS[1] lock key
+-- KEYS[1] lock key; and when the Locker takes part in grants at release
+-- (bids.lua), KEYS[2] the key's bids
 -- ARGV[1] token of the releasing grant, ARGV[2] token of the next grant,
--- ARGV[3] lease in milliseconds, ARGV[4] the change's number (grant.lua)
+-- ARGV[3] lease in milliseconds, ARGV[4] the change's number (grant.lua),
+-- and with bids ARGV[5] the Locker's id
 -- Returns 1 when the releasing token held the lock, which now belongs to
 -- the next token with the lease reset (or the next token holds it
 -- already: a copy of this hand-off ran); 0 otherwise, changing nothing.
@@ -20,5 +22,7 @@ if not seq then
   return 0
 end
 if tonumber(ARGV[4]) < seq then seq = seq + 1 else seq = ARGV[4] end
+-- The Locker's bid was its first waiter's, which gets the lock now: spent.
+if ARGV[5] then redis.call('hdel', KEYS[2], ARGV[5]) end
 redis.call('set', KEYS[1], grantValue(ARGV[2], seq, marked), 'px', ARGV[3])
 return 1

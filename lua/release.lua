@@ -1,23 +1,37 @@
--- KEYS[1] lock key (also the channel of its release notices)
+-- KEYS[1] lock key (also the channel of its release notices); and when
+-- the Locker takes part in grants at release (bids.lua), KEYS[2] the fence
+-- counter of the lock's slot and KEYS[3] the key's bids
 -- ARGV[1] the grant's token (grant.lua); optionally ARGV[2] '1' to publish a release notice
 -- even when no waiter marked the lock (the releasing Locker has waiters of
--- its own), then ARGV[3] a yield window in ms and ARGV[4] the id of the
--- Locker to yield to
+-- its own), then ARGV[3] the releasing Locker's id when it takes part in
+-- grants at release, else '', ARGV[4] '1' when ARGV[1] is an attempt's
+-- whose bid, if it left one, is withdrawn, then ARGV[5] a yield window in
+-- ms and ARGV[6] the id of the Locker to yield to
 -- Returns 1 when the token held the lock and it is now gone, 0 otherwise.
--- The notice is empty and wakes one waiter per Locker. A yielding release
--- leaves a "y:<Locker id>" marker for the window instead of deleting the
--- key: only that Locker's waiters may take the lock meanwhile (acquire.lua).
+--
+-- With bids, when a waiter asked (the lock is marked, or the releasing
+-- Locker has waiters), the key goes straight to the bid of the Locker next
+-- in turn (grantBid, bids.lua); a waiter that gives up, or the clean-up of
+-- a lost attempt, withdraws its bid first. Otherwise the notice is empty and wakes one waiter per
+-- Locker. A yielding release leaves a "y:<Locker id>" marker for the window
+-- instead of deleting the key: only that Locker's waiters may take the
+-- lock meanwhile (acquire.lua).
 -- Notices are best-effort, here and in every script: a server that refuses
 -- one (a user without channel permissions) must not turn a release that
 -- happened into an error, so PUBLISH runs in pcall and waiters fall back
 -- to their timers.
+local bids = ARGV[3] and ARGV[3] ~= ''
+if bids and ARGV[4] == '1' then dropBid(KEYS[3], ARGV[3], ARGV[1]) end
 local v = redis.call('get', KEYS[1])
 local seq, marked = grantOf(v, ARGV[1])
 if not seq then
   return 0
 end
-if ARGV[3] then
-  redis.call('set', KEYS[1], 'y:' .. ARGV[4], 'px', ARGV[3])
+if bids and (marked or ARGV[2] == '1') and grantBid(KEYS[1], KEYS[2], KEYS[3], ARGV[3]) then
+  return 1
+end
+if ARGV[5] then
+  redis.call('set', KEYS[1], 'y:' .. ARGV[6], 'px', ARGV[5])
 else
   redis.call('del', KEYS[1])
 end

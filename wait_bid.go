@@ -1,0 +1,328 @@
+package padlock
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Grant at release: how a lock goes from one Locker to a waiter of
+// another in the one round trip of the release, with no attempt of the
+// waiter's own (lua/bids.lua has the server's half).
+//
+// The first waiter of a Locker for a key tries Redis; an attempt that
+// finds the key held leaves a bid: its own grant token, lease and fences
+// to reserve, under the Locker's id. When the holder releases, the release
+// script grants the key to the bid of the Locker next in turn: it sets the
+// key to the bid's token, reserves its fences and publishes "g<first>
+// <last> <token>". The waiter's notifier records the grant and wakes it;
+// the waiter takes the lock as if its attempt had returned it, and trusts
+// the lease from the moment that attempt was sent, which is before Redis
+// set it. Lockers take turns: a Locker that heard another Locker's waiter
+// ask (a "want" notice, wait_handoff.go) gives the key back to Redis, and
+// so to that waiter, before it hands the key to a waiter of its own.
+//
+// Every grant made so is its own: the bid's token was minted for one
+// attempt and sent once, a bid is granted once, and each later attempt of
+// the waiter replaces it. A waiter takes a grant from a notice only for
+// the token of its attempt that Redis last answered busy (its standing
+// bid), and only between attempts: while one is on its way, that attempt
+// (which names the tokens of the earlier ones, acquire.lua) takes over a
+// grant it finds instead. Nothing is taken from a notice after an attempt
+// whose reply was lost: its clean-up, sent after it, may run later and give
+// its grant away, and it may have taken over the grants it named; only the
+// next attempt may take those over, in Redis. So a late
+// or repeated notice names a token nobody waits on and changes nothing,
+// and a lost one is made good by the waiter's next attempt, at the latest
+// when its timer fires. A waiter that gives up withdraws its
+// bid, and lets go of the key if the bid was granted meanwhile.
+//
+// Grants at release are made on one deployment (a node, Sentinel or
+// Cluster; on Cluster the notice stays on the key's shard). Not on a
+// Redlock Locker, where a grant would need a majority of independent nodes
+// to agree at once, nor with Config.ReplicaAcks, whose grants must wait for
+// replicas: those wake the waiter to try, as before. Nor in fair mode,
+// where the queue in Redis decides (wait_handoff.go).
+
+// maxBidTokens bounds the tokens a waiter may hold bids under at once:
+// those sent since Redis last answered one of its attempts, and those it
+// took over from the waiters behind it. A waiting Acquire gives up after
+// two unanswered attempts in a row (or a second of them), and waiters
+// queue behind the first of their Locker without trying, so only the
+// first few of a burst leave bids to take over.
+const maxBidTokens = 16
+
+// A Locker has one bid per key in Redis, but several of its waiters may
+// try at once before its line forms, each of their attempts replacing the
+// Locker's bid. The line holds them all: a waiter that joins behind the
+// first passes its bids to the line (passBids), and the first takes them
+// over (pullBids), as its own: a grant to any of them is its to take, and
+// its next attempt names them all.
+
+// bidSent is one of a waiter's attempts that may have left a bid.
+type bidSent struct {
+	id   *lockID
+	sent time.Time
+	// busy: Redis answered it busy, so it left the waiter's one standing
+	// bid, and no attempt sent since names it. A notice of its grant may
+	// be taken. An attempt whose reply was lost had its clean-up sent
+	// after it, which may run later and give its grant away, and it may
+	// itself have taken over the grants of the attempts it named: only
+	// the waiter's next attempt may take those over, in Redis.
+	busy bool
+}
+
+// bidGrant is a grant at release that a notice announced.
+type bidGrant struct {
+	token       string
+	first, last int64
+}
+
+// maxGrants bounds keyWaiters.grants: a grant is for the first waiter of
+// one Locker, which looks for it as soon as its attempt returns.
+const maxGrants = 8
+
+// parseGrant reads a grant notice, "g<first> <last> <token>".
+func parseGrant(msg string) (bidGrant, bool) {
+	rest, ok := strings.CutPrefix(msg, "g")
+	if !ok {
+		return bidGrant{}, false
+	}
+	f, rest, ok1 := strings.Cut(rest, " ")
+	l, token, ok2 := strings.Cut(rest, " ")
+	first, err1 := strconv.ParseInt(f, 10, 64)
+	last, err2 := strconv.ParseInt(l, 10, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || token == "" || first <= 0 || last < first {
+		return bidGrant{}, false
+	}
+	return bidGrant{token: token, first: first, last: last}, true
+}
+
+// granted records a grant notice for the waiters of kw, and wakes the
+// waiter whose bid it names, if it is in line. n.mu is held.
+func (kw *keyWaiters) granted(g bidGrant) {
+	if len(kw.grants) == maxGrants {
+		kw.grants = append(kw.grants[:0], kw.grants[1:]...)
+	}
+	kw.grants = append(kw.grants, g)
+	for _, w := range kw.waiters {
+		if w.a != nil && slices.Contains(w.bids, g.token) {
+			w.signal()
+			return
+		}
+	}
+	if slices.ContainsFunc(kw.lineBids, func(b bidSent) bool { return b.id.token == g.token }) {
+		// Passed to the line: the first waiter takes it over.
+		for _, w := range kw.waiters {
+			if w.a != nil && !w.a.o.Fair {
+				w.signal()
+				return
+			}
+		}
+	}
+	// A grant for another Locker's waiter: the key stays held. A first
+	// waiter here that has no bid in Redis asks now, so that the key comes
+	// back to this Locker in its turn.
+	for _, w := range kw.waiters {
+		if w.a != nil && !w.a.o.Fair {
+			if len(w.bids) == 0 {
+				w.signal()
+			}
+			return
+		}
+	}
+}
+
+// takeGrant returns, and forgets, a recorded grant for one of tokens.
+func (n *notifier) takeGrant(channel string, tokens []string) (bidGrant, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw := n.keys[channel]
+	if kw == nil {
+		return bidGrant{}, false
+	}
+	for i, g := range kw.grants {
+		if slices.Contains(tokens, g.token) {
+			kw.grants = append(kw.grants[:i], kw.grants[i+1:]...)
+			return g, true
+		}
+	}
+	return bidGrant{}, false
+}
+
+// setBids tells the notifier which tokens w's bids may name, so that a
+// grant notice for one of them wakes it.
+func (n *notifier) setBids(w *waiter, tokens []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w.bids = append(w.bids[:0], tokens...)
+}
+
+// passBids hands the bids of a, which has just joined its Locker's line
+// behind another waiter, to the line, whose first waiter takes them over:
+// only the first of a line tries Redis again, so only it can take over a
+// grant whose notice was lost.
+func (a *acquisition) passBids() {
+	n := a.l.notifier
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w := a.w
+	if len(w.kw.waiters) == 0 || w.kw.waiters[0] == w {
+		return
+	}
+	for _, b := range a.bidsSent {
+		if len(w.kw.lineBids) == maxBidTokens {
+			w.kw.lineBids = append(w.kw.lineBids[:0], w.kw.lineBids[1:]...)
+		}
+		w.kw.lineBids = append(w.kw.lineBids, b)
+	}
+	a.bidsSent = a.bidsSent[:0]
+	w.bids = w.bids[:0]
+}
+
+// returnBids passes the bids a still holds to its Locker's line as a
+// leaves it with the lock: the next first waiter takes them over. With
+// nobody else in line, a withdraws them instead.
+func (a *acquisition) returnBids(ctx context.Context) {
+	if a.w == nil || len(a.bidsSent) == 0 {
+		return
+	}
+	if !a.passToLine() {
+		a.withdrawBids(ctx)
+	}
+}
+
+// passToLine hands a's bids to its line, unless a is alone in it.
+func (a *acquisition) passToLine() bool {
+	n := a.l.notifier
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw := a.w.kw
+	if len(kw.waiters) < 2 || !slices.Contains(kw.waiters, a.w) {
+		return false
+	}
+	for _, b := range a.bidsSent {
+		if len(kw.lineBids) == maxBidTokens {
+			kw.lineBids = append(kw.lineBids[:0], kw.lineBids[1:]...)
+		}
+		kw.lineBids = append(kw.lineBids, b)
+	}
+	a.bidsSent = a.bidsSent[:0]
+	a.w.bids = a.w.bids[:0]
+	return true
+}
+
+// pullBids takes over, when a is first in its Locker's line, the bids
+// that waiters behind it passed to the line.
+func (a *acquisition) pullBids() {
+	if a.w == nil {
+		return
+	}
+	n := a.l.notifier
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw := a.w.kw
+	if len(kw.lineBids) == 0 || len(kw.waiters) == 0 || kw.waiters[0] != a.w {
+		return
+	}
+	for _, b := range kw.lineBids {
+		if len(a.bidsSent) == maxBidTokens {
+			a.bidsSent = append(a.bidsSent[:0], a.bidsSent[1:]...)
+		}
+		a.bidsSent = append(a.bidsSent, b)
+	}
+	kw.lineBids = kw.lineBids[:0]
+	a.w.bids = append(a.w.bids[:0], a.bidTokens()...)
+}
+
+// bidding reports whether the attempts of a waits in Redis leave bids.
+func (a *acquisition) bidding() bool { return a.l.bids && !a.o.Fair && !a.pacing.deadline.IsZero() }
+
+// bidTokens returns the tokens whose grants a may take from a notice:
+// that of its standing bid, if Redis confirmed it.
+func (a *acquisition) bidTokens() []string {
+	var t []string
+	for _, b := range a.bidsSent {
+		if b.busy {
+			t = append(t, b.id.token)
+		}
+	}
+	return t
+}
+
+// noteBid records, after an attempt sent at sent that did not get the
+// lock, whether it may have left a bid: it did if Redis answered busy
+// (which also replaced every earlier bid of a), it may have if its reply
+// was lost.
+func (a *acquisition) noteBid(sent time.Time, busy, maybe bool) {
+	switch {
+	case busy:
+		a.bidsSent = append(a.bidsSent[:0], bidSent{id: a.id, sent: sent, busy: true})
+	case maybe:
+		// It named the earlier tokens, and may have taken over a grant to
+		// one of them (acquire.lua): none of those may be taken from a
+		// notice any more.
+		for i := range a.bidsSent {
+			a.bidsSent[i].busy = false
+		}
+		if len(a.bidsSent) == maxBidTokens {
+			a.bidsSent = append(a.bidsSent[:0], a.bidsSent[1:]...)
+		}
+		a.bidsSent = append(a.bidsSent, bidSent{id: a.id, sent: sent})
+	default:
+		return
+	}
+	if a.w != nil {
+		a.l.notifier.setBids(a.w, a.bidTokens())
+	}
+}
+
+// claimGrant looks for a grant at release of one of a's bids, between
+// attempts, and takes it: it returns the Lock, or nil when there was none
+// or it came too late to use (then it is let go, and the waiter goes on).
+func (a *acquisition) claimGrant(ctx context.Context) *Lock {
+	a.pullBids()
+	tokens := a.bidTokens()
+	if len(tokens) == 0 {
+		return nil
+	}
+	g, ok := a.l.notifier.takeGrant(a.id.lockKey(), tokens)
+	if !ok {
+		return nil
+	}
+	i := slices.IndexFunc(a.bidsSent, func(b bidSent) bool { return b.id.token == g.token })
+	b := a.bidsSent[i]
+	// Spent. The others may still stand (one taken over from a waiter
+	// behind may have been placed after this one was granted): as a
+	// leaves the line, it passes them on (returnBids).
+	a.bidsSent = slices.Delete(a.bidsSent, i, i+1)
+	if a.w != nil {
+		a.l.notifier.setBids(a.w, a.bidTokens())
+	}
+	now := time.Now()
+	if !now.Before(b.sent.Add(a.o.TTL - a.l.cfg.margin(a.o.TTL))) {
+		// Its lease, trusted from the attempt that bid, has run out: by
+		// now another owner may hold the key. Let it go.
+		a.l.cleanup(ctx, b.id)
+		return nil
+	}
+	lk := newLock(a.l, a.key, b.id, g.first, a.o, b.sent, now)
+	lk.fenceEnd = g.last
+	if !a.l.watchdog.add(lk.lease) {
+		a.l.cleanup(ctx, b.id)
+		return nil
+	}
+	return lk
+}
+
+// withdrawBids, as a waiting Acquire ends without the lock, takes its
+// bids out of Redis, and lets go of the key if one was granted meanwhile
+// (release.lua withdraws the releasing Locker's bid for the token first).
+func (a *acquisition) withdrawBids(ctx context.Context) {
+	for _, b := range a.bidsSent {
+		a.l.cleanup(ctx, b.id)
+	}
+	a.bidsSent = a.bidsSent[:0]
+}

@@ -1,0 +1,258 @@
+package padlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock/internal/redistest"
+)
+
+// grantNotices makes l's notifier drop (or deliver copies of) the grant
+// notices it receives, as keep says, and counts them.
+func grantNotices(l *Locker, keep func(n int64) int) *atomic.Int64 {
+	var seen atomic.Int64
+	l.notifier.fault = func(_, payload string) (int, time.Duration) {
+		if _, ok := parseGrant(payload); ok {
+			return keep(seen.Add(1)), 0
+		}
+		return 1, 0
+	}
+	return &seen
+}
+
+// TestGrantAtReleaseTakesNoAttempt: a waiter of another Locker is given
+// the key by the release itself. It makes no attempt after the one that
+// found the key held, its fence is above the releaser's, Redis holds the
+// key under its grant, and it trusts its lease from no later than when it
+// asked to wait, never from when it heard of the grant.
+func TestGrantAtReleaseTakesNoAttempt(t *testing.T) {
+	srv := redistest.Start(t)
+	a := mustNew(t, srv.Client(t))
+	defer a.Close()
+	scripts := redistest.CountCommands("evalsha", "eval")
+	bc := srv.Client(t)
+	bc.AddHook(scripts)
+	b := mustNew(t, bc)
+	defer b.Close()
+	ctx := context.Background()
+	const key, ttl = "granted", 2 * time.Second
+
+	holder, err := a.Acquire(ctx, key, Options{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := queueWaiters(t, b, key, 1, Options{TTL: ttl, Wait: 30 * time.Second})
+	asked := time.Now() // the waiter's attempt has returned busy: it asked before this
+	tried := scripts.Load()
+	time.Sleep(300 * time.Millisecond) // more than the lease's drift margin
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := <-got
+	if h.lk == nil {
+		t.Fatal("the waiter got no lock")
+	}
+	defer h.lk.Release(ctx)
+	if n := scripts.Load(); n != tried {
+		t.Fatalf("the waiter's Locker sent %d scripts after the release; want none: the release grants the key", n-tried)
+	}
+	if h.lk.Fence() <= holder.Fence() {
+		t.Fatalf("fence %d after %d", h.lk.Fence(), holder.Fence())
+	}
+	v, err := srv.Client(t).Get(ctx, a.RedisKey(key)).Result()
+	if err != nil || !strings.HasPrefix(v, h.lk.Token()+"|") {
+		t.Fatalf("Redis holds %q (%v); want the waiter's grant %s", v, err, h.lk.Token())
+	}
+	if until := h.lk.ValidUntil(); until.After(asked.Add(ttl)) {
+		t.Fatalf("the waiter trusts its lease until %v after it asked; want at most the lease, %v: trust starts when it asked", until.Sub(asked), ttl)
+	}
+}
+
+// TestGrantAtReleaseLostNoticeTakenOver: the notice of a grant at release
+// is lost. The waiter's own timer wakes it, and its next attempt finds the
+// key under its earlier attempt's grant and takes it over: it gets the
+// lock, under the new attempt's token, well before the grant's lease
+// would have freed the key.
+func TestGrantAtReleaseLostNoticeTakenOver(t *testing.T) {
+	srv := redistest.Start(t)
+	a := mustNew(t, srv.Client(t))
+	defer a.Close()
+	b := mustNew(t, srv.Client(t))
+	defer b.Close()
+	b.recheck = 50 * time.Millisecond
+	lost := grantNotices(b, func(int64) int { return 0 })
+	ctx := context.Background()
+	const key, ttl = "lost-grant", 10 * time.Second
+
+	holder, err := a.Acquire(ctx, key, Options{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := queueWaiters(t, b, key, 1, Options{TTL: ttl, Wait: 30 * time.Second})
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := <-got
+	if h.lk == nil {
+		t.Fatal("the waiter got no lock")
+	}
+	defer h.lk.Release(ctx)
+	if lost.Load() == 0 {
+		t.Fatal("no grant notice was sent: the release did not grant the key")
+	}
+	if d := time.Since(released); d > ttl/2 {
+		t.Fatalf("the waiter got the lock %v after the release; want its next attempt to take the grant over", d)
+	}
+	v, _ := srv.Client(t).Get(ctx, a.RedisKey(key)).Result()
+	if !strings.HasPrefix(v, h.lk.Token()+"|") {
+		t.Fatalf("Redis holds %q; want the waiter's lock %s", v, h.lk.Token())
+	}
+	if h.lk.Fence() <= holder.Fence() {
+		t.Fatalf("fence %d after %d", h.lk.Fence(), holder.Fence())
+	}
+}
+
+// TestGrantNoticeRepeatedIsAStranger: every grant notice arrives twice.
+// The copy changes nothing: the next waiter of the same Locker, which
+// tries Redis while the first holds the key and so has a bid of its own
+// that the copy does not name, goes on waiting.
+func TestGrantNoticeRepeatedIsAStranger(t *testing.T) {
+	srv := redistest.Start(t)
+	a := mustNew(t, srv.Client(t))
+	defer a.Close()
+	b := mustNew(t, srv.Client(t))
+	defer b.Close()
+	b.recheck = 20 * time.Millisecond // the second waiter tries, and bids, while the first holds
+	grantNotices(b, func(int64) int { return 2 })
+	ctx := context.Background()
+	const key = "twice"
+
+	holder, err := a.Acquire(ctx, key, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := queueWaiters(t, b, key, 2, Options{Wait: 30 * time.Second})
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := <-got
+	if first.lk == nil {
+		t.Fatal("the first waiter got no lock")
+	}
+	select {
+	case second := <-got:
+		t.Fatalf("the second waiter got a lock (fence %d) while the first holds the key (fence %d)", second.lk.Fence(), first.lk.Fence())
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := first.lk.Err(); err != nil {
+		t.Fatalf("the first waiter's lock ended: %v", err)
+	}
+	if err := first.lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if second := <-got; second.lk != nil {
+		second.lk.Release(ctx)
+	}
+}
+
+// TestGiveUpWhileGrantedLetsGo: the waiter's wait ends as the release
+// grants it the key, its notice lost. The waiter must let the grant go as
+// it leaves, so the key is free at once, not after the grant's lease.
+func TestGiveUpWhileGrantedLetsGo(t *testing.T) {
+	srv := redistest.Start(t)
+	a := mustNew(t, srv.Client(t))
+	defer a.Close()
+	b := mustNew(t, srv.Client(t))
+	defer b.Close()
+	lost := grantNotices(b, func(int64) int { return 0 })
+	ctx := context.Background()
+	const key = "gave-up"
+
+	holder, err := a.Acquire(ctx, key, Options{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	errs := make(chan error, 1)
+	go func() {
+		lk, err := b.Acquire(wctx, key, Options{TTL: 30 * time.Second, Wait: 30 * time.Second})
+		if lk != nil {
+			lk.Release(ctx)
+		}
+		errs <- err
+	}()
+	waitForWaiters(t, b, key, 1)
+	waitParked(t, b, key, 1)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for lost.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiter ended with %v; want its context's end", err)
+	}
+	lk, err := a.Acquire(ctx, key, Options{})
+	if err != nil {
+		t.Fatalf("the key stayed held after the waiter gave up: %v", err)
+	}
+	lk.Release(ctx)
+}
+
+// TestGrantParsing: a grant notice is "g<first> <last> <token>"; anything
+// else, a fair waiter's place among them, is not one.
+func TestGrantParsing(t *testing.T) {
+	g, ok := parseGrant("g17 48 tok~owner with spaces")
+	if !ok || g.first != 17 || g.last != 48 || g.token != "tok~owner with spaces" {
+		t.Fatalf("got %+v, %v", g, ok)
+	}
+	for _, s := range []string{"", "g", "g1", "g1 2", "g2 1 t", "g0 0 t", "gAbCdEfGhIjKlMnOpQrStUv", "*id", "x1 2 t"} {
+		if _, ok := parseGrant(s); ok {
+			t.Errorf("%q read as a grant", s)
+		}
+	}
+}
+
+// TestGrantAtReleaseWhenLockersStartTogether: 8 waiters in each of 4
+// Lockers ask for one key at once, before any line has formed, so several
+// waiters of one Locker leave bids, each replacing the last, and the first
+// grants go out before every Locker hears notices. Every waiter must get
+// the lock within its wait: a grant to a bid of a waiter behind the first
+// of its Locker, its notice lost, is taken over by the first.
+// Regression: only a waiter's own previous attempt was taken over; a grant
+// to the bid of a waiter behind the first sat for its whole lease.
+func TestGrantAtReleaseWhenLockersStartTogether(t *testing.T) {
+	srv := redistest.Start(t)
+	var lockers []*Locker
+	for range 4 {
+		l := mustNew(t, srv.Client(t))
+		defer l.Close()
+		lockers = append(lockers, l)
+	}
+	ctx := context.Background()
+	start := make(chan struct{})
+	errs := make(chan error, 32)
+	for i := range 32 {
+		go func() {
+			<-start
+			lk, err := lockers[i%4].Acquire(ctx, "burst", Options{Wait: 10 * time.Second})
+			if err == nil {
+				time.Sleep(time.Millisecond)
+				err = lk.Release(ctx)
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	for range 32 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
