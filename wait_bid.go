@@ -301,14 +301,18 @@ func (a *acquisition) claimGrant(ctx context.Context) *Lock {
 	if a.w != nil {
 		a.l.notifier.setBids(a.w, a.bidTokens())
 	}
+	// The lease Redis set is the bid's: a bid taken over from a waiter
+	// behind may have asked for another than a's.
+	o := a.o
+	o.TTL = b.id.ttl
 	now := time.Now()
-	if !now.Before(b.sent.Add(a.o.TTL - a.l.cfg.margin(a.o.TTL))) {
+	if !now.Before(b.sent.Add(o.TTL - a.l.cfg.margin(o.TTL))) {
 		// Its lease, trusted from the attempt that bid, has run out: by
 		// now another owner may hold the key. Let it go.
 		a.l.cleanup(ctx, b.id)
 		return nil
 	}
-	lk := newLock(a.l, a.key, b.id, g.first, a.o, b.sent, now)
+	lk := newLock(a.l, a.key, b.id, g.first, o, b.sent, now)
 	lk.fenceEnd = g.last
 	if !a.l.watchdog.add(lk.lease) {
 		a.l.cleanup(ctx, b.id)
