@@ -324,9 +324,27 @@ func (a *acquisition) claimGrant(ctx context.Context) *Lock {
 // withdrawBids, as a waiting Acquire ends without the lock, takes its
 // bids out of Redis, and lets go of the key if one was granted meanwhile
 // (release.lua withdraws the releasing Locker's bid for the token first).
+// As a wait ends, the withdrawal goes on behind the Acquire's answer, so
+// that an Acquire whose wait ends while Redis hangs still answers when its
+// wait ends; the Locker's Close waits for it. All the releases share one
+// cleanupTimeout.
 func (a *acquisition) withdrawBids(ctx context.Context) {
-	for _, b := range a.bidsSent {
-		a.l.cleanup(ctx, b.id)
+	ids := make([]*lockID, len(a.bidsSent))
+	for i, b := range a.bidsSent {
+		ids[i] = b.id
 	}
 	a.bidsSent = a.bidsSent[:0]
+	ctx = context.WithoutCancel(ctx)
+	withdraw := func() {
+		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		defer cancel()
+		for _, id := range ids {
+			if _, err := a.l.store.release(ctx, id, giveBack{notify: true, withdraw: true}); err != nil && ctx.Err() != nil {
+				return
+			}
+		}
+	}
+	if !a.l.notifier.goBehind(withdraw) {
+		withdraw()
+	}
 }

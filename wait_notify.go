@@ -227,6 +227,22 @@ func (n *notifier) notify(channel, next string) {
 	}
 }
 
+// goBehind runs f on a goroutine of its own that close waits for, and
+// reports whether it did: not once close has run.
+func (n *notifier) goBehind(f func()) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+	return true
+}
+
 // isClosed reports whether close has run.
 func (n *notifier) isClosed() bool {
 	n.mu.Lock()
