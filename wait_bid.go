@@ -46,20 +46,19 @@ import (
 // replicas: those wake the waiter to try, as before. Nor in fair mode,
 // where the queue in Redis decides (wait_handoff.go).
 
-// maxBidTokens bounds the tokens a waiter may hold bids under at once:
-// those sent since Redis last answered one of its attempts, and those it
-// took over from the waiters behind it. A waiting Acquire gives up after
-// two unanswered attempts in a row (or a second of them), and waiters
-// queue behind the first of their Locker without trying, so only the
-// first few of a burst leave bids to take over.
+// maxBidTokens bounds the tokens of a waiter's own attempts whose replies
+// were lost in a row: a waiting Acquire gives up after two of them (or a
+// second of them), so the bound is never met in practice.
 const maxBidTokens = 16
 
 // A Locker has one bid per key in Redis, but several of its waiters may
 // try at once before its line forms, each of their attempts replacing the
-// Locker's bid. The line holds them all: a waiter that joins behind the
-// first passes its bids to the line (passBids), and the first takes them
-// over (pullBids), as its own: a grant to any of them is its to take, and
-// its next attempt names them all.
+// Locker's bid. The line holds them all, however many: a waiter that joins
+// behind the first passes its bids to the line (passBids), and the first
+// takes them over (pullBids), as its own: a grant to any of them is its
+// to take, and its next attempt names them all, after which (busy) none
+// but its own stands. None is dropped on the way: the one dropped might
+// be the one Redis grants.
 
 // bidSent is one of a waiter's attempts that may have left a bid.
 type bidSent struct {
@@ -172,12 +171,7 @@ func (a *acquisition) passBids() {
 	if len(w.kw.waiters) == 0 || w.kw.waiters[0] == w {
 		return
 	}
-	for _, b := range a.bidsSent {
-		if len(w.kw.lineBids) == maxBidTokens {
-			w.kw.lineBids = append(w.kw.lineBids[:0], w.kw.lineBids[1:]...)
-		}
-		w.kw.lineBids = append(w.kw.lineBids, b)
-	}
+	w.kw.lineBids = append(w.kw.lineBids, a.bidsSent...)
 	a.bidsSent = a.bidsSent[:0]
 	w.bids = w.bids[:0]
 }
@@ -203,12 +197,7 @@ func (a *acquisition) passToLine() bool {
 	if len(kw.waiters) < 2 || !slices.Contains(kw.waiters, a.w) {
 		return false
 	}
-	for _, b := range a.bidsSent {
-		if len(kw.lineBids) == maxBidTokens {
-			kw.lineBids = append(kw.lineBids[:0], kw.lineBids[1:]...)
-		}
-		kw.lineBids = append(kw.lineBids, b)
-	}
+	kw.lineBids = append(kw.lineBids, a.bidsSent...)
 	a.bidsSent = a.bidsSent[:0]
 	a.w.bids = a.w.bids[:0]
 	return true
@@ -227,12 +216,7 @@ func (a *acquisition) pullBids() {
 	if len(kw.lineBids) == 0 || len(kw.waiters) == 0 || kw.waiters[0] != a.w {
 		return
 	}
-	for _, b := range kw.lineBids {
-		if len(a.bidsSent) == maxBidTokens {
-			a.bidsSent = append(a.bidsSent[:0], a.bidsSent[1:]...)
-		}
-		a.bidsSent = append(a.bidsSent, b)
-	}
+	a.bidsSent = append(a.bidsSent, kw.lineBids...)
 	kw.lineBids = kw.lineBids[:0]
 	a.w.bids = append(a.w.bids[:0], a.bidTokens()...)
 }

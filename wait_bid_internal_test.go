@@ -3,6 +3,7 @@ package padlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -220,40 +221,47 @@ func TestGrantParsing(t *testing.T) {
 	}
 }
 
-// TestGrantAtReleaseWhenLockersStartTogether: 8 waiters in each of 4
-// Lockers ask for one key at once, before any line has formed, so several
-// waiters of one Locker leave bids, each replacing the last, and the first
-// grants go out before every Locker hears notices. Every waiter must get
-// the lock within its wait: a grant to a bid of a waiter behind the first
-// of its Locker, its notice lost, is taken over by the first.
+// TestGrantAtReleaseWhenLockersStartTogether: waiters of 4 Lockers (8
+// each), or 100 of one, ask for one key at once, before any line has
+// formed, so several waiters of one Locker leave bids, each replacing the
+// last, and the first grants go out before every Locker hears notices.
+// Every waiter must get the lock within its wait: a grant to a bid of a
+// waiter behind the first of its Locker, its notice lost, is taken over by
+// the first.
 // Regression: only a waiter's own previous attempt was taken over; a grant
-// to the bid of a waiter behind the first sat for its whole lease.
+// to the bid of a waiter behind the first sat for its whole lease. Then:
+// the first kept only 16 of the bids passed to it, and dropped its own.
 func TestGrantAtReleaseWhenLockersStartTogether(t *testing.T) {
-	srv := redistest.Start(t)
-	var lockers []*Locker
-	for range 4 {
-		l := mustNew(t, srv.Client(t))
-		defer l.Close()
-		lockers = append(lockers, l)
-	}
-	ctx := context.Background()
-	start := make(chan struct{})
-	errs := make(chan error, 32)
-	for i := range 32 {
-		go func() {
-			<-start
-			lk, err := lockers[i%4].Acquire(ctx, "burst", Options{Wait: 10 * time.Second})
-			if err == nil {
-				time.Sleep(time.Millisecond)
-				err = lk.Release(ctx)
+	for _, tc := range []struct{ lockers, each int }{{4, 8}, {1, 100}} {
+		t.Run(fmt.Sprintf("%dx%d", tc.lockers, tc.each), func(t *testing.T) {
+			srv := redistest.Start(t)
+			var lockers []*Locker
+			for range tc.lockers {
+				l := mustNew(t, srv.Client(t))
+				defer l.Close()
+				lockers = append(lockers, l)
 			}
-			errs <- err
-		}()
-	}
-	close(start)
-	for range 32 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
+			ctx := context.Background()
+			start := make(chan struct{})
+			n := tc.lockers * tc.each
+			errs := make(chan error, n)
+			for i := range n {
+				go func() {
+					<-start
+					lk, err := lockers[i%tc.lockers].Acquire(ctx, "burst", Options{Wait: 10 * time.Second})
+					if err == nil {
+						time.Sleep(time.Millisecond)
+						err = lk.Release(ctx)
+					}
+					errs <- err
+				}()
+			}
+			close(start)
+			for range n {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }
