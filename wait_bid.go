@@ -71,6 +71,11 @@ type bidSent struct {
 	// itself have taken over the grants of the attempts it named: only
 	// the waiter's next attempt may take those over, in Redis.
 	busy bool
+	// noRenew: Options.NoRenew of the Acquire that sent it. A waiter
+	// takes over only bids that asked for the lease it asks for
+	// (pullBids), as a hand-off within a Locker goes only to such a
+	// waiter.
+	noRenew bool
 }
 
 // bidGrant is a grant at release that a notice announced.
@@ -204,21 +209,40 @@ func (a *acquisition) passToLine() bool {
 }
 
 // pullBids takes over, when a is first in its Locker's line, the bids
-// that waiters behind it passed to the line.
+// that waiters behind it passed to the line and that asked for the lease
+// a asks for; it withdraws the others (withdrawBids), whose grant would
+// give a a lease it did not ask for.
 func (a *acquisition) pullBids() {
 	if a.w == nil {
 		return
 	}
+	other := a.takeLineBids()
+	if len(other) > 0 {
+		o := &acquisition{l: a.l, bidsSent: other}
+		o.withdrawBids(context.Background())
+	}
+}
+
+// takeLineBids moves the line's bids that asked for a's lease into a's,
+// and returns the others, taken out of the line.
+func (a *acquisition) takeLineBids() (other []bidSent) {
 	n := a.l.notifier
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	kw := a.w.kw
 	if len(kw.lineBids) == 0 || len(kw.waiters) == 0 || kw.waiters[0] != a.w {
-		return
+		return nil
 	}
-	a.bidsSent = append(a.bidsSent, kw.lineBids...)
+	for _, b := range kw.lineBids {
+		if b.id.ttl == a.id.ttl && b.noRenew == a.o.NoRenew {
+			a.bidsSent = append(a.bidsSent, b)
+		} else {
+			other = append(other, b)
+		}
+	}
 	kw.lineBids = kw.lineBids[:0]
 	a.w.bids = append(a.w.bids[:0], a.bidTokens()...)
+	return other
 }
 
 // bidding reports whether the attempts of a waits in Redis leave bids.
@@ -243,7 +267,7 @@ func (a *acquisition) bidTokens() []string {
 func (a *acquisition) noteBid(sent time.Time, busy, maybe bool) {
 	switch {
 	case busy:
-		a.bidsSent = append(a.bidsSent[:0], bidSent{id: a.id, sent: sent, busy: true})
+		a.bidsSent = append(a.bidsSent[:0], bidSent{id: a.id, sent: sent, busy: true, noRenew: a.o.NoRenew})
 	case maybe:
 		// It named the earlier tokens, and may have taken over a grant to
 		// one of them (acquire.lua): none of those may be taken from a
@@ -254,7 +278,7 @@ func (a *acquisition) noteBid(sent time.Time, busy, maybe bool) {
 		if len(a.bidsSent) == maxBidTokens {
 			a.bidsSent = append(a.bidsSent[:0], a.bidsSent[1:]...)
 		}
-		a.bidsSent = append(a.bidsSent, bidSent{id: a.id, sent: sent})
+		a.bidsSent = append(a.bidsSent, bidSent{id: a.id, sent: sent, noRenew: a.o.NoRenew})
 	default:
 		return
 	}

@@ -39,12 +39,14 @@ type Cluster struct {
 // with redis-cli --cluster create; with fewer (which redis-cli refuses), or
 // without redis-cli, with CLUSTER ADDSLOTS and CLUSTER MEET, which gives
 // the same slot layout. StartCluster needs a real redis-server: without one
-// it skips t, or fails it under PADLOCK_REQUIRE_REDIS=1.
+// it skips t, or fails it under PADLOCK_REQUIRE_REDIS=1. Under go test
+// -short it skips t (SkipSlowDeployments).
 func StartCluster(t testing.TB, masters int) *Cluster {
 	t.Helper()
 	if masters < 1 {
 		t.Fatalf("redistest: StartCluster needs masters >= 1, got %d", masters)
 	}
+	SkipSlowDeployments(t, "a Redis Cluster")
 	bin := requireBinary(t)
 	specs := make([]spec, masters)
 	for i := range specs {

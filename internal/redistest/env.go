@@ -63,3 +63,14 @@ func requireBinary(t testing.TB) string {
 	t.Skipf("%v; this test needs a real Redis (%s)", err, installHint)
 	return ""
 }
+
+// SkipSlowDeployments skips t under go test -short: what starts a real
+// Redis Cluster or Sentinel deployment takes seconds to form and to fail
+// over, so the inner loop (-short) leaves those tests out. CI runs them.
+// what names the deployment in the skip message.
+func SkipSlowDeployments(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: starts %s on real servers (CI runs it)", what)
+	}
+}

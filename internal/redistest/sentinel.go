@@ -47,12 +47,14 @@ type SentinelSetup struct {
 // soon as the master dies (or fails t after 20 s).
 //
 // StartSentinel needs a real redis-server: without one it skips t, or fails
-// it under PADLOCK_REQUIRE_REDIS=1.
+// it under PADLOCK_REQUIRE_REDIS=1. Under go test -short it skips t
+// (SkipSlowDeployments).
 func StartSentinel(t testing.TB, n int) *SentinelSetup {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("redistest: StartSentinel needs n >= 1 sentinels, got %d", n)
 	}
+	SkipSlowDeployments(t, "a Sentinel deployment")
 	bin := requireBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), sentinelTimeout)
 	defer cancel()
