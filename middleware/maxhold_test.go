@@ -77,6 +77,7 @@ func TestLockClientCannotHoldLock(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each case has its own server; they wait out leases side by side
 			l, _, _ := newLocker(t)
 			entered := make(chan struct{}, 1)
 			causes := make(chan error, 1)

@@ -123,6 +123,7 @@ func TestDropRepliesTo(t *testing.T) {
 // A delayed reply past the client's read timeout: the client gives up on a
 // command the server ran.
 func TestDelayReplies(t *testing.T) {
+	t.Parallel() // its own server and proxy
 	p, via, direct := setup(t)
 	ctx := context.Background()
 	if err := via.Ping(ctx).Err(); err != nil { // the handshake undelayed
@@ -144,6 +145,7 @@ func TestDelayReplies(t *testing.T) {
 // A delayed request reaches the server late: the client times out before
 // the server has acted, and the server acts anyway.
 func TestDelayRequests(t *testing.T) {
+	t.Parallel() // its own server and proxy
 	p, via, direct := setup(t)
 	ctx := context.Background()
 	if err := via.Ping(ctx).Err(); err != nil {
