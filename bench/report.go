@@ -24,10 +24,16 @@ func bestPeerOn(rs []result, variant, scenario string) (result, bool) {
 
 // bestPeerOf is bestPeerOn for rows on nodes nodes (Redlock; 0 elsewhere).
 func bestPeerOf(rs []result, variant, scenario string, nodes int) (result, bool) {
+	return bestPeerWhere(rs, variant, scenario, func(r result) bool { return r.Nodes == nodes })
+}
+
+// bestPeerWhere is the fastest peer row of scenario and variant for which
+// keep holds.
+func bestPeerWhere(rs []result, variant, scenario string, keep func(result) bool) (result, bool) {
 	var best result
 	found := false
 	for _, r := range rs {
-		if r.Variant == variant && r.Scenario == scenario && r.Nodes == nodes && r.Peer && r.Ops > 0 && (!found || r.OpsPerSec > best.OpsPerSec) {
+		if r.Variant == variant && r.Scenario == scenario && keep(r) && r.Peer && r.Ops > 0 && (!found || r.OpsPerSec > best.OpsPerSec) {
 			best, found = r, true
 		}
 	}
@@ -341,14 +347,7 @@ func hotKeyTargets(rs []result) []target {
 // bestPeerWith is bestPeerOn among the peer rows spread over procs
 // clients.
 func bestPeerWith(rs []result, variant, scenario string, procs int) (result, bool) {
-	var best result
-	found := false
-	for _, r := range rs {
-		if r.Variant == variant && r.Scenario == scenario && r.Procs == procs && r.Peer && r.Ops > 0 && (!found || r.OpsPerSec > best.OpsPerSec) {
-			best, found = r, true
-		}
-	}
-	return best, found
+	return bestPeerWhere(rs, variant, scenario, func(r result) bool { return r.Procs == procs })
 }
 
 // findPadlock finds padlock's row of scenario and variant whose setup
