@@ -383,6 +383,7 @@ func TestRunGraceful(t *testing.T) {
 // have been up for the lock TTL), the lock view counts the nodes holding a
 // lock, fences are 0, and a payment still charges once.
 func TestRunRedlock(t *testing.T) {
+	t.Parallel() // servers of its own, which it waits on
 	redistest.Require(t)
 	cfg := testConfig(t)
 	srvs := redistest.StartN(t, 3)
@@ -529,6 +530,7 @@ func TestEmbeddedRedisNotices(t *testing.T) {
 // A Redis Cluster of three masters: the app pays once with fences, and the
 // lock view scans every master.
 func TestRunCluster(t *testing.T) {
+	t.Parallel() // servers of its own, which it waits on
 	cluster := redistest.StartCluster(t, 3)
 	cfg := testConfig(t)
 	cfg.RedisAddrs = cluster.Addrs()

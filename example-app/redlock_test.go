@@ -112,6 +112,7 @@ func TestRedlockPersistentNodes(t *testing.T) {
 // addresses, no dial errors, no counts. The admin side's /healthz has the
 // details: every node by address, the down ones with their error.
 func TestHealthzRedlockDegraded(t *testing.T) {
+	t.Parallel() // servers of its own, which it waits on
 	cfg, srvs := redlockConfig(t, true)
 	a, ts := startApp(t, cfg)
 	admin := httptest.NewServer(a.admin)
