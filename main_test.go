@@ -23,10 +23,12 @@ func TestMain(m *testing.M) {
 // parallelTests is how many of the package's parallel tests run at once
 // unless -parallel says otherwise. They are the tests on real servers of
 // their own (a Cluster, Redlock nodes, a Sentinel) that mostly wait for
-// them to start, fail over or time out, and whose checks no load breaks,
-// so more of them side by side than the CPUs (go test's default) cuts
-// the package's time without making it flaky. The tests on virtual time
-// run one at a time, before them.
+// them to start, fail over or time out, so more of them side by side than
+// the CPUs (go test's default) cuts the package's time. No more than two
+// Clusters or Sentinel deployments run at once even so (redistest's
+// heavy slots), as with go test's default on 2 CPUs: their tests time
+// renewals and failovers. The tests on virtual time run one at a time,
+// before them.
 const parallelTests = 8
 
 // runSideBySide sets -parallel to n when the command line did not set it.

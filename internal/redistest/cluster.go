@@ -47,6 +47,7 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 		t.Fatalf("redistest: StartCluster needs masters >= 1, got %d", masters)
 	}
 	SkipSlowDeployments(t, "a Redis Cluster")
+	holdHeavySlot(t)
 	bin := requireBinary(t)
 	specs := make([]spec, masters)
 	for i := range specs {

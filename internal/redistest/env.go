@@ -74,3 +74,16 @@ func SkipSlowDeployments(t testing.TB, what string) {
 		t.Skipf("-short: starts %s on real servers (CI runs it)", what)
 	}
 }
+
+// heavySlots bounds how many Clusters and Sentinel deployments one test
+// binary runs at once, whatever its -parallel: each is several
+// redis-servers, and their tests time renewals and failovers, which more
+// of them at once on a small machine would starve.
+var heavySlots = make(chan struct{}, 2)
+
+// holdHeavySlot waits for one of heavySlots and keeps it until t ends.
+func holdHeavySlot(t testing.TB) {
+	t.Helper()
+	heavySlots <- struct{}{}
+	t.Cleanup(func() { <-heavySlots })
+}

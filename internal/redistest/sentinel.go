@@ -55,6 +55,7 @@ func StartSentinel(t testing.TB, n int) *SentinelSetup {
 		t.Fatalf("redistest: StartSentinel needs n >= 1 sentinels, got %d", n)
 	}
 	SkipSlowDeployments(t, "a Sentinel deployment")
+	holdHeavySlot(t)
 	bin := requireBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), sentinelTimeout)
 	defer cancel()
