@@ -76,9 +76,10 @@ func SkipSlowDeployments(t testing.TB, what string) {
 }
 
 // heavySlots bounds how many Clusters and Sentinel deployments one test
-// binary runs at once, whatever its -parallel: each is several
-// redis-servers, and their tests time renewals and failovers, which more
-// of them at once on a small machine would starve.
+// binary runs at once, whatever its -parallel (go test's default is the
+// number of CPUs): each is several redis-servers, and their tests time
+// renewals and failovers, which more of them at once on a small machine
+// would starve.
 var heavySlots = make(chan struct{}, 2)
 
 // holdHeavySlot waits for one of heavySlots and keeps it until t ends.
