@@ -174,6 +174,7 @@ func TestACLWithoutPubSub(t *testing.T) {
 // and releasing locks, waiting on release notices, fair queues, multi-key
 // locks, Inspect, and (on one deployment) semaphores and read-write locks.
 func TestACLDocumentedPermissions(t *testing.T) {
+	t.Parallel() // its deployments are servers of its own
 	rules := readmeACL(t)
 	base := [][]string{rules[aclEvery], rules[aclNotices], rules[aclInspect]}
 	user := func(o *redis.Options) { o.Username, o.Password = rules[aclEvery][2], "secret" }
@@ -220,7 +221,7 @@ func TestACLDocumentedPermissions(t *testing.T) {
 		{
 			name: "redlock",
 			start: func(t *testing.T) ([]*redistest.Server, redis.Cmdable, func() *padlock.Locker) {
-				srvs := redistest.StartN(t, 3)
+				srvs := redistest.StartAged(t, 3, rlNodesVote)
 				for _, srv := range srvs {
 					aclUser(t, srv, append(base, rules[aclRedlock])...)
 				}

@@ -108,8 +108,7 @@ func BenchmarkFloor(b *testing.B) {
 // roundtrips/op counts the commands of all nodes together.
 func BenchmarkRedlock5(b *testing.B) {
 	redistest.Require(b)
-	servers := redistest.StartN(b, 5)
-	time.Sleep(rlNodesVote) // until the nodes may vote ("Delayed restart" in doc.go)
+	servers := redistest.StartAged(b, 5, rlNodesVote) // up until the nodes may vote ("Delayed restart" in doc.go)
 	rt := redistest.CountRoundTrips()
 	clients := make([]redis.UniversalClient, len(servers))
 	for i, s := range servers {

@@ -131,6 +131,7 @@ func holder(na *padlock.NotAcquiredError) string {
 // carry their Options.Owner, as a mutex does: Held and the token name it,
 // and the hold is renewed and given back as any.
 func TestHoldOwner(t *testing.T) {
+	t.Parallel() // its cases are servers of their own
 	key := testKey(t)
 	permit := func(ctx context.Context, l *padlock.Locker, key string, o padlock.Options) (*padlock.Lock, error) {
 		sem, err := l.Semaphore(2)

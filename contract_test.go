@@ -218,6 +218,7 @@ var contractCases = []struct {
 }
 
 func TestContract(t *testing.T) {
+	t.Parallel() // its backends are servers of its own
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
 			// Each backend is servers of its own; most of the time is

@@ -68,6 +68,7 @@ import (
 //
 // Without redis-server it skips, unless PADLOCK_REQUIRE_REDIS=1.
 func TestExploreCluster(t *testing.T) {
+	t.Parallel() // a Cluster of its own, on the wall clock
 	if testing.Short() {
 		t.Skip("the Cluster explorer runs seeds of seconds each")
 	}

@@ -131,8 +131,7 @@ func redlockOn(t testing.TB, servers []*redistest.Server, opts ...RedlockOption)
 func startRedlock(t testing.TB, n int, opts ...RedlockOption) (*Locker, []*redistest.Server) {
 	t.Helper()
 	redistest.Require(t)
-	servers := redistest.StartN(t, n)
-	time.Sleep(rlNodesVote)
+	servers := redistest.StartAged(t, n, rlNodesVote)
 	l := redlockOn(t, servers, opts...)
 	awaitVotes(t, l)
 	return l, servers
@@ -388,8 +387,7 @@ func (s *script) is(args []any) bool {
 func redlockHooked(t *testing.T, hooks map[int]redis.Hook) (*Locker, []*redistest.Server) {
 	t.Helper()
 	redistest.Require(t)
-	servers := redistest.StartN(t, 3)
-	time.Sleep(rlNodesVote)
+	servers := redistest.StartAged(t, 3, rlNodesVote)
 	clients := make([]redis.UniversalClient, len(servers))
 	for i, s := range servers {
 		c := s.Client(t, func(o *redis.Options) {

@@ -126,8 +126,8 @@ func majorityHolds(t *testing.T, servers []*redistest.Server, key string, lk *Lo
 func TestRedlockLeaseChangesOrderedPerNode(t *testing.T) {
 	t.Parallel()
 	redistest.Require(t)
-	servers := redistest.StartN(t, 3)
 	const maxLease = 3 * time.Second
+	servers := redistest.StartAged(t, 3, maxLease+2*time.Second) // the nodes vote once up for the max lease
 	faults := make([]*nodeFault, len(servers))
 	clients := make([]redis.UniversalClient, len(servers))
 	for i, s := range servers {
@@ -139,7 +139,6 @@ func TestRedlockLeaseChangesOrderedPerNode(t *testing.T) {
 		c.AddHook(faults[i])
 		clients[i] = c
 	}
-	time.Sleep(maxLease + 2*time.Second) // the nodes vote once up for the max lease
 	l, err := NewRedlock(clients, WithMaxLease(maxLease), WithNodeTimeout(time.Second), WithDefaults(Options{TTL: maxLease}))
 	if err != nil {
 		t.Fatalf("NewRedlock: %v", err)

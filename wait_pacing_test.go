@@ -50,6 +50,7 @@ func TestRedisDownIsUnavailable(t *testing.T) {
 // hangs: Acquire must report ErrUnavailable after a failed attempt or two,
 // well before its wait is over.
 func TestRedisDownFailsFast(t *testing.T) {
+	t.Parallel() // its cases are servers of their own
 	for _, tc := range []struct {
 		name string
 		down func(*testing.T, *redistest.Server)

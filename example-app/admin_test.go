@@ -18,6 +18,7 @@ func TestAdminSide(t *testing.T) {
 		showKeys bool
 	}{{"redacted", false}, {"keys shown", true}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a server of its own; it waits for a job
 			cfg := testConfig(t)
 			cfg.AdminToken = operatorToken
 			cfg.LockViewKeys = tc.showKeys

@@ -23,6 +23,7 @@ func keyHash(key string) string { return (*lockkey.Redactor)(nil).Hash(key) }
 // /metrics) answers it 421 with no data, and answers localhost, IP
 // addresses and ADMIN_HOSTS.
 func TestAdminRefusesRebinding(t *testing.T) {
+	t.Parallel() // a server of its own; it waits for a job
 	cfg := testConfig(t)
 	if err := loadAdminConfig(&cfg, mapEnv(map[string]string{"ADMIN_HOSTS": "admin.internal.example"})); err != nil {
 		t.Fatal(err)
@@ -84,6 +85,7 @@ func TestLockKeySecret(t *testing.T) {
 		{"LOCK_VIEW_NAMESPACES=job", map[string]string{"LOCK_KEY_SECRET": "0123456789abcdef0123", "LOCK_VIEW_NAMESPACES": "job"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a server of its own; it waits for a job
 			cfg := testConfig(t)
 			if err := loadAdminConfig(&cfg, mapEnv(tc.env)); err != nil {
 				t.Fatal(err)

@@ -386,10 +386,11 @@ func TestRunRedlock(t *testing.T) {
 	t.Parallel() // servers of its own, which it waits on
 	redistest.Require(t)
 	cfg := testConfig(t)
-	srvs := redistest.StartN(t, 3)
+	cfg.lockTTL = time.Second // a fresh node votes after this long
+	// Up since the binary began, they vote at once (see below).
+	srvs := redistest.StartAged(t, 3, cfg.lockTTL+2*time.Second)
 	cfg.RedisAddrs = []string{srvs[0].Addr(), srvs[1].Addr(), srvs[2].Addr()}
 	cfg.RedisMode = modeRedlock
-	cfg.lockTTL = time.Second // a fresh node votes after this long
 	// Long enough for the lock view to see the job's lock while it runs,
 	// polled by a test that may get little CPU.
 	cfg.jobDuration = 2 * time.Second

@@ -52,6 +52,10 @@ func (b *backend) health(ctx context.Context) health {
 	var wg sync.WaitGroup
 	for i, n := range b.nodes {
 		wg.Go(func() {
+			// A node down is a node that does not answer in time, as
+			// for a lock: its dial retries must not hold up the answer.
+			ctx, cancel := context.WithTimeout(ctx, b.nodeTimeout)
+			defer cancel()
 			h.nodes[i] = nodeHealth{Addr: b.addrs[i], Up: true}
 			if err := n.Ping(ctx).Err(); err != nil {
 				h.nodes[i] = nodeHealth{Addr: b.addrs[i], Error: err.Error()}

@@ -15,6 +15,7 @@ import (
 // Redis is down, when go-redis logs failed dials and broken pub/sub
 // connections of its own.
 func TestMainJSONLogDuringOutage(t *testing.T) {
+	t.Parallel() // a server and a process of its own; it waits for an outage
 	redistest.Require(t)
 	srv := redistest.Start(t)
 	p := startMain(t, "REDIS_ADDR="+srv.Addr(), "API_KEYS=shop-1="+testKey)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"log/slog"
 	"maps"
@@ -30,7 +31,12 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	gin.SetMode(gin.TestMode)
-	goleak.VerifyTestMain(m, redistest.DialProbe)
+	flag.Parse()
+	// Most tests wait on servers of their own, for jobs, leases and
+	// outages, rather than on the CPUs.
+	redistest.SideBySide(4)
+	// Spares for TestRunRedlock, whose nodes vote once up for the lease.
+	goleak.VerifyTestMain(redistest.WithSpares(m, 3), redistest.DialProbe)
 }
 
 // The API keys of the tests' two callers, and of their operator.

@@ -29,7 +29,10 @@ type backend struct {
 	addrs   []string                // Redlock: the nodes' host:port, as nodes; never their credentials
 	fenced  bool                    // Lock.Fence gives fences (not on Redlock)
 	lockTTL time.Duration           // the default lease, and Redlock's max lease
-	embed   *embeddedRedis          // nil unless embedded
+	// nodeTimeout is how long a Redlock node may take to answer, a
+	// health check's PING too (REDIS_NODE_TIMEOUT).
+	nodeTimeout time.Duration
+	embed       *embeddedRedis // nil unless embedded
 }
 
 // connect builds the backend cfg asks for. Its locker uses cfg.lockTTL as
@@ -94,6 +97,7 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.O
 		}
 		b.desc = "redlock"
 		b.fenced = false
+		b.nodeTimeout = cfg.nodeTimeout
 		opts := []padlock.RedlockOption{padlock.WithDefaults(defaults), padlock.WithNodeTimeout(cfg.nodeTimeout), observe}
 		if cfg.persistentNodes {
 			opts = append(opts, padlock.WithPersistentNodes())

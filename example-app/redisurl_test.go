@@ -53,6 +53,7 @@ func payOnce(t *testing.T, c *http.Client, url string) {
 // mode: a Redis that requires AUTH works, and the password shows in no log
 // line. Without the password the app refuses to start, saying why.
 func TestRedisURLWithAuth(t *testing.T) {
+	t.Parallel() // servers of its own
 	redistest.Require(t)
 	const password = "s3cret-pass-for-the-app"
 	t.Run("single", func(t *testing.T) {

@@ -43,6 +43,7 @@ func redlockConfig(t *testing.T, persistent bool) (config, []*redistest.Server) 
 // the admin side's /healthz says the same, the public one only down and
 // Retry-After.
 func TestRedlockFreshNodesSayWhy(t *testing.T) {
+	t.Parallel() // servers of its own
 	cfg, _ := redlockConfig(t, false)
 	// A lease long enough that the nodes surely do not vote yet when the
 	// test asks, however slowly a loaded machine starts the app.

@@ -80,6 +80,7 @@ func post(t *testing.T, url string) int {
 // same key gets in once the bound and the lease have passed, not 409 for as
 // long as the attacker likes.
 func TestLockClientCannotHoldLock(t *testing.T) {
+	t.Parallel() // its cases wait out leases, on servers of their own
 	const bound = time.Second
 	// Past the bound the lock is no longer renewed, and ends with its
 	// lease (500ms) while the attacker's handler still runs; the other
@@ -190,6 +191,7 @@ func TestLockMaxHoldLateWrite(t *testing.T) {
 // and whoever takes the key then has a greater fence. The late handler's
 // release finds the lock gone.
 func TestLockMaxHoldKeepsExclusion(t *testing.T) {
+	t.Parallel() // a server of its own; it waits out a lease
 	const ttl = 2 * time.Second
 	l, _, _ := newLocker(t)
 	var inside atomic.Int32

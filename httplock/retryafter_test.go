@@ -48,6 +48,7 @@ func TestLockRetryAfterFromHoldTimes(t *testing.T) {
 // Requests that hold their lock longer than the holder has left: the
 // answer is capped at the holder's remaining lease.
 func TestLockRetryAfterCappedByLease(t *testing.T) {
+	t.Parallel() // a server of its own; its handler runs 3s
 	l, _, _ := newLocker(t)
 	mux := http.NewServeMux()
 	mux.Handle("POST /jobs/{id}", httplock.Lock(l, httplock.PathValue("id", lockkey.Int(64)))(

@@ -55,6 +55,7 @@ func TestRetryAfterSuccessIsStored(t *testing.T) {
 // handler's own 409, with a Retry-After or without, is its answer, and
 // stored.
 func TestRefusalsBehindFreeTheKey(t *testing.T) {
+	t.Parallel() // servers of its own, one of which it pauses
 	l, _, rdb := newLocker(t)
 	ctx := context.Background()
 	// The second lock lives on a Redis of its own, which stops answering.

@@ -22,6 +22,7 @@ import (
 // handler does not run. Replays, and other callers, go on; the quota frees
 // as records expire.
 func TestQuota(t *testing.T) {
+	t.Parallel() // servers of its own; it waits out records' leases
 	const size = 64 << 10
 	tests := []struct {
 		name   string
@@ -35,6 +36,7 @@ func TestQuota(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			l, srv, rdb := newLocker(t)
 			var runs atomic.Int64
 			const retention = 2 * time.Second
@@ -126,6 +128,7 @@ func TestQuotaOptions(t *testing.T) {
 // On a Cluster the record and the quota keys live in different slots; the
 // pipelines that carry them still work, and so does the quota.
 func TestQuotaCluster(t *testing.T) {
+	t.Parallel() // a Cluster of its own
 	c := redistest.StartCluster(t, 3)
 	cc := c.Client(t)
 	l := lockerOn(t, cc)

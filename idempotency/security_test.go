@@ -123,6 +123,7 @@ func TestKeyOpaque(t *testing.T) {
 // (409 with Retry-After) for one lease after such an answer, and frees
 // itself after it. The same holds for a 408 or 504 answered directly.
 func TestTimeoutInside(t *testing.T) {
+	t.Parallel() // a server of its own; it waits out a lease
 	l, _, rdb := newLocker(t)
 	const lease = 2 * time.Second
 	var running, maxRunning, runs atomic.Int64

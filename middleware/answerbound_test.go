@@ -23,6 +23,7 @@ import (
 // socket): while the request waits for a busy key, or while its handler
 // runs.
 func TestLockAnswerBoundedWhenRedisHangs(t *testing.T) {
+	t.Parallel() // its cases pause servers of their own
 	const (
 		wait        = 2 * time.Second
 		release     = time.Second
@@ -39,6 +40,7 @@ func TestLockAnswerBoundedWhenRedisHangs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // a server of its own, which it pauses
 			srv := redistest.Start(t)
 			rdb := srv.Client(t, func(o *redis.Options) {
 				o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled = readTimeout, readTimeout, true

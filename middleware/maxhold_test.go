@@ -60,6 +60,7 @@ func slowClient(t *testing.T, addr, path string, n int, gap time.Duration) <-cha
 // never read. With WithMaxHold (or WithReadBody, for the body) another
 // caller of the same key gets in once the bound and the lease have passed.
 func TestLockClientCannotHoldLock(t *testing.T) {
+	t.Parallel() // its cases wait out leases, on servers of their own
 	const bound = time.Second
 	// Past the bound the lock is no longer renewed, and ends with its
 	// lease (500ms) while the attacker's handler still runs; the other
@@ -172,6 +173,7 @@ func TestLockMaxHoldLateWrite(t *testing.T) {
 // one lease although the handler has not returned, and the next holder's
 // fence is greater.
 func TestLockMaxHoldKeepsExclusion(t *testing.T) {
+	t.Parallel() // a server of its own; it waits out a lease
 	const ttl = 2 * time.Second
 	l, _, _ := newLocker(t)
 	var inside atomic.Int32

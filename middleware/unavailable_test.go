@@ -23,6 +23,7 @@ import (
 // The bound asserted, a third of the wait, leaves a loaded machine ample
 // slack; the engine gives up after 2 failed attempts or 1s.
 func TestLockUnavailableWithWait(t *testing.T) {
+	t.Parallel() // its cases take servers of their own down
 	const wait = 30 * time.Second
 	tests := []struct {
 		name  string
@@ -72,6 +73,7 @@ func TestLockUnavailableWithWait(t *testing.T) {
 	}})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // servers of its own, which it takes down
 			l, fail := tt.setup(t)
 			ran := false
 			r := gin.New()

@@ -7,7 +7,8 @@ import (
 )
 
 // TestMain fails the run if a test leaves a goroutine behind: the clock of
-// the fallback, a process waiter, or a client the harness should have closed.
+// the fallback, a process waiter, or a client the harness should have
+// closed. Two spares are for TestStartAged.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, DialProbe)
+	goleak.VerifyTestMain(WithSpares(m, 2), DialProbe)
 }

@@ -75,6 +75,9 @@ type process struct {
 	logFrom int64         // where this run's output starts in the log
 	exited  chan struct{} // closed once the process is reaped
 	waitErr error         // why it exited; read only after exited is closed
+	// ready is when it first answered: the server's own start, from
+	// which it counts its uptime, is no later.
+	ready time.Time
 }
 
 // launch starts sp and waits until it answers. On error nothing is left
@@ -119,6 +122,7 @@ func launch(sp spec) (*process, error) {
 		}
 		return nil, err
 	}
+	p.ready = time.Now()
 	return p, nil
 }
 
