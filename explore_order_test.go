@@ -76,6 +76,17 @@ type orderSeen struct {
 	sems    map[string]*semSnapshot
 	placeOf map[string]string
 	passed  []permitPass
+	// lost is when notices of a grant at release were lost
+	// (faultNotices): one to a waiter that had given up then holds the
+	// key, nobody's, until its lease ends (the progress invariant).
+	lost []time.Duration
+}
+
+// grantLost records that the notice of a grant at release was lost at now.
+func (o *orderSeen) grantLost(now time.Duration) {
+	o.mu.Lock()
+	o.lost = append(o.lost, now)
+	o.mu.Unlock()
 }
 
 type semSnapshot struct {

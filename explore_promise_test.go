@@ -1,10 +1,14 @@
 package padlock_test
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/padlockgo/padlock"
 )
 
 // The explorer's checks of promises beyond exclusion (see the table of
@@ -199,6 +203,141 @@ func (w *world) checkTTLs() {
 			}
 			c.vs = append(c.vs, violation{invTTLTruthful, t.said, fmt.Sprintf("%s: TTL called at %.4fs reported %v left, but %s took the key before", t.h, t.called.Seconds(), t.d, o)})
 			return
+		}
+	}
+}
+
+// progressFree is how long a key must stand free, as far as the run can
+// know, for a waiter on it to take it: its next attempt comes within
+// noticeRecheck (1s) of its last even when no notice wakes it, and the
+// rest is slack. progressTrip bounds a round trip without a fault, with
+// room to spare: a run's latency is at most 1ms each way, its commands in
+// steps of at most coarseTick.
+const (
+	progressFree = 1500 * time.Millisecond
+	progressTrip = 100 * time.Millisecond
+)
+
+// gaveUp records, for op (an Acquire with options o), whether it returned
+// ErrNotAcquired with the key held throughout its wait: not unavailable,
+// not ended by its context.
+func (w *world) gaveUp(op *opSeen, ctx context.Context, err error, o padlock.Options) {
+	busy := errors.Is(err, padlock.ErrNotAcquired) && !errors.Is(err, padlock.ErrUnavailable) && ctx.Err() == nil
+	op.mu.Lock()
+	op.busy, op.wait, op.ttl = busy, o.Wait, o.TTL
+	op.mu.Unlock()
+}
+
+// checkProgress checks that waiting wins a free key ("Wait > 0 retries
+// until the key is free or the wait runs out"; a release wakes the
+// waiters, or grants the key to one): a mutex Acquire that met no fault
+// and gave up, the key held, must not have waited through a stretch of
+// progressFree during which nothing held the key. Nothing held it when no
+// grant could have: none recorded (from its Acquire's call to its
+// Release's nil, or, without that nil, to the end of its longest lease
+// after its Release was called), none that an operation which met a
+// fault may have left in Redis (a late copy of its attempt, up to its
+// lease after it), none whose notice was lost may have left with a
+// waiter that had gone (up to the longest lease after), and no pause or
+// restart of a server. On one node and on the Cluster, in the mutex
+// family, whose keys only its Acquires take.
+func (w *world) checkProgress() {
+	if w.fam != "mutex" || w.redlock {
+		return
+	}
+	type span struct{ from, to time.Duration }
+	busy := map[string][]span{} // by key: when a grant may have held it
+	const forever = time.Duration(1 << 60)
+	longest := 2 * w.ttl // the longest lease of a run: twice the longest TTL (an Extend as it lets go)
+	for _, d := range []time.Duration{300 * time.Millisecond, 2 * time.Second} {
+		longest = max(longest, 2*d)
+	}
+	o := w.order
+	o.mu.Lock()
+	ops := slices.Clone(o.ops)
+	lost := slices.Clone(o.lost)
+	o.mu.Unlock()
+	// A grant an Acquire without a fault took was made no earlier than
+	// a round trip before it returned, or, granted at a release, than
+	// its notice (recovered by the waiter's timer when lost, which is
+	// what a stretch of progressFree allows for); any other's, from its
+	// call less a command's longest delay.
+	from := map[*hold]time.Duration{}
+	for _, op := range ops {
+		op.mu.Lock()
+		if op.hold != nil && !op.faulted {
+			from[op.hold] = op.granted - progressTrip
+		}
+		op.mu.Unlock()
+	}
+	c := w.chk
+	c.mu.Lock()
+	holds := slices.Clone(c.holds)
+	c.mu.Unlock()
+	for _, h := range holds {
+		c.mu.Lock()
+		released, called := h.released, h.releaseCalled
+		c.mu.Unlock()
+		end := time.Duration(forever)
+		switch {
+		case released >= 0:
+			end = released
+		case called >= 0:
+			end = called + maxInFlight + c.longestLease(h, 0)
+		}
+		begin, ok := from[h]
+		if !ok {
+			begin = h.began - maxInFlight
+		}
+		busy[h.key] = append(busy[h.key], span{begin, end})
+	}
+	var everywhere []span // lost grant notices: any key
+	for _, at := range lost {
+		everywhere = append(everywhere, span{at - maxInFlight, at + maxInFlight + longest})
+	}
+	type waited struct {
+		op       *opSeen
+		key      string
+		from, to time.Duration
+	}
+	var check []waited
+	for _, op := range ops {
+		op.mu.Lock()
+		faulted, key, began, ended, isBusy, kind, ttl := op.faulted, op.key, op.began, op.ended, op.busy, op.kind, op.ttl
+		op.mu.Unlock()
+		switch {
+		case ended < 0:
+			busy[key] = append(busy[key], span{began - maxInFlight, forever})
+		case faulted:
+			busy[key] = append(busy[key], span{began - maxInFlight, ended + maxInFlight + max(ttl, w.ttl)})
+		case isBusy && kind == "mutex" && ended-began >= progressFree:
+			check = append(check, waited{op, key, began, ended})
+		}
+	}
+	start := w.tr.Start()
+	for _, wt := range check {
+		spans := append(slices.Clone(busy[wt.key]), everywhere...)
+		slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+		// Walk the free stretches of [from, to].
+		at, i := wt.from, 0
+		for at < wt.to {
+			for i < len(spans) && spans[i].from <= at {
+				at = max(at, spans[i].to)
+				i++
+			}
+			if at >= wt.to {
+				break
+			}
+			next := wt.to
+			if i < len(spans) {
+				next = min(next, spans[i].from)
+			}
+			if next-at >= progressFree && !w.pausedIn(start.Add(at-maxInFlight), start.Add(next)) && !c.restartIn(at-maxInFlight, next) {
+				c.fail(invProgress, wt.to, "L%d's Acquire of %s (wait %v, %.3fs to %.3fs) gave up, though nothing held the key from %.3fs to %.3fs",
+					wt.op.li, wt.key, wt.op.wait, wt.from.Seconds(), wt.to.Seconds(), at.Seconds(), next.Seconds())
+				break
+			}
+			at = next
 		}
 	}
 }

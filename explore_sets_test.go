@@ -47,6 +47,12 @@ type opSeen struct {
 	began, ended, granted   time.Duration
 	waitAt                  time.Duration
 	records                 []int64
+	// busy: it returned ErrNotAcquired, the key held throughout its
+	// wait (not unavailable, nor ended by its context); wait is the
+	// Wait it asked for, ttl its lease (the progress invariant).
+	busy      bool
+	wait, ttl time.Duration
+	hold      *hold // what it was granted, if anything
 }
 
 // withOp returns ctx carrying a new operation record.
@@ -217,8 +223,10 @@ func (w *world) watchSets() {
 // queuedAt names a fair waiter's place in a queue, on a server.
 type queuedAt struct{ srv, queue, place string }
 
-// invProgress is the name of the invariant that a fair queue's head is a
-// live waiter, as failures report it.
+// invProgress is the name of the invariant that waiting wins a free key,
+// as failures report it: a fair queue's head is a live waiter
+// (leftQueue), and a waiter does not give up on a key that stood free
+// (checkProgress, explore_promise_test.go).
 const invProgress = "progress"
 
 // leftQueue checks a fair Acquire (of a mutex, a permit or a write hold)
