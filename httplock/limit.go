@@ -82,7 +82,8 @@ func (lm *Limiter) AcquireAs(ctx context.Context, key, caller string) (*padlock.
 // most s.Permits() requests per key run at once. It is Lock for a
 // semaphore: the same namespacing, options and problem responses, except
 // that a request finding every permit taken is refused with full (429 or
-// 503) and a Retry-After header. next sees its permit through
+// 503) and "Retry-After: 1", since a permit frees whenever any holder
+// finishes. next sees its permit through
 // r.Context() (cancelled if the permit is lost) and padlock.FromContext;
 // it is given back when next returns or panics.
 //
