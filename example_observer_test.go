@@ -54,3 +54,46 @@ func ExampleWithObserver() {
 	// held: order:42 renewed: true
 	// released order:42
 }
+
+// counter is an Observer that counts the locks taken.
+type counter struct {
+	padlock.NopObserver
+	taken int
+}
+
+func (c *counter) AcquireEnd(_ context.Context, e padlock.AcquireEndEvent) {
+	if e.Outcome.Held() {
+		c.taken++
+	}
+}
+
+// Several observers on one Locker, each told every event in turn: the
+// example app joins padlockslog, padlockotel and the lock page's
+// Recorder so.
+func ExampleJoinObservers() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	taken := &counter{}
+	locker, err := padlock.New(rdb, padlock.WithObserver(padlock.JoinObservers(printer{}, taken)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	for _, key := range []string{"order:1", "order:2"} {
+		lk, err := locker.Acquire(ctx, key, padlock.Options{})
+		if err != nil {
+			fmt.Println("not locked:", err)
+			return
+		}
+		lk.Release(ctx)
+	}
+	fmt.Println("locks taken:", taken.taken)
+	// Output:
+	// acquire order:1: acquired
+	// released order:1
+	// acquire order:2: acquired
+	// released order:2
+	// locks taken: 2
+}
