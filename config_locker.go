@@ -217,4 +217,6 @@ func newToken() string {
 // directly; padlock's own calls need no such key.
 func (l *Locker) RedisKey(key string) string { return l.keys.lock(key) }
 
+// String names the Locker by its key prefix, for logs:
+// padlock.Locker(prefix "padlock:").
 func (l *Locker) String() string { return fmt.Sprintf("padlock.Locker(prefix %q)", l.keys.prefix) }

@@ -104,8 +104,8 @@ func ownerOK(s string) bool {
 	return true
 }
 
-// Validate reports the first invalid field, naming it. The zero value is
-// valid.
+// Validate reports the first invalid field: an error matching ErrInvalid
+// that names it, or nil. The zero value is valid.
 func (o Options) Validate() error {
 	switch {
 	case o.TTL < 0:

@@ -50,6 +50,12 @@
 //
 // The README and the [guides] cover each in depth.
 //
+// The index lists every name in alphabetical order. The [Observer] and
+// what it is told ([NopObserver], [JoinObservers], the types whose names
+// end in Event, [AcquireOutcome], [LostCause]) are for whoever writes an
+// observer, or reads the events one receives; code that takes locks can
+// pass them by.
+//
 // # Guarantees
 //
 //   - Mutual exclusion: taking a lock is one atomic Lua step that stores a

@@ -85,6 +85,8 @@ type NotAcquiredError struct {
 	cause error // ctx.Err() or the last Redis error, if any
 }
 
+// Error says which key stayed held, the holder's remaining lease when
+// known, and the cause that ended the wait, if any.
 func (e *NotAcquiredError) Error() string {
 	msg := fmt.Sprintf("padlock: not acquired: key %q is held", e.Key)
 	if e.RetryAfter > 0 {

@@ -100,7 +100,7 @@ type AcquireStartEvent struct {
 
 // AcquireAttemptEvent describes one attempt that did not take the lock.
 type AcquireAttemptEvent struct {
-	Key string
+	Key string // the lock key as passed to Acquire
 	// Attempt counts the Acquire's attempts, from 1.
 	Attempt int
 	// HolderTTL is the holder's remaining lease the attempt saw; 0 when
@@ -113,7 +113,7 @@ type AcquireAttemptEvent struct {
 
 // AcquireWaitEvent describes an Acquire that starts to wait.
 type AcquireWaitEvent struct {
-	Key string
+	Key string // the lock key as passed to Acquire
 }
 
 // AcquireOutcome says how an Acquire ended.
@@ -134,6 +134,9 @@ const (
 
 var outcomeNames = [...]string{"", "acquired", "handed_off", "reentrant", "busy", "unavailable", "cancelled", "closed", "invalid"}
 
+// String returns the outcome's attribute value: "acquired", "handed_off",
+// "reentrant", "busy", "unavailable", "cancelled", "closed", "invalid",
+// or "unknown".
 func (o AcquireOutcome) String() string {
 	if o > 0 && int(o) < len(outcomeNames) {
 		return outcomeNames[o]
@@ -148,8 +151,8 @@ func (o AcquireOutcome) Held() bool { return o == OutcomeAcquired || o == Outcom
 
 // AcquireEndEvent describes an Acquire that returns.
 type AcquireEndEvent struct {
-	Key     string
-	Outcome AcquireOutcome
+	Key     string         // the lock key as passed to Acquire
+	Outcome AcquireOutcome // how the Acquire ended
 	// Wait is how long the Acquire took, from its call to its return.
 	Wait time.Duration
 	// Attempts is how many attempts were sent to Redis (0 for a
@@ -166,8 +169,8 @@ type AcquireEndEvent struct {
 
 // LockReleasedEvent describes a lock that its holder let go.
 type LockReleasedEvent struct {
-	Key   string
-	Fence int64
+	Key   string // the lock key as passed to Acquire
+	Fence int64  // the lock's fence (0 on a Redlock Locker)
 	// Held is how long the lock was held, from its Acquire's reply.
 	Held time.Duration
 	// HandedOn is true when the lock went straight to a waiter of the
@@ -180,13 +183,13 @@ type LockReleasedEvent struct {
 
 // LeaseRenewedEvent describes one background renewal of a lock's lease.
 type LeaseRenewedEvent struct {
-	Key string
+	Key string // the lock key as passed to Acquire
 	// OK is true when Redis confirmed the renewal; false when no answer
 	// came (Err says why) and the renewal will be tried again until the
 	// lease's trust runs out. A renewal that finds the lock gone is a
 	// LockLost event instead.
 	OK  bool
-	Err error
+	Err error // why no answer came, when OK is false; nil otherwise
 	// Lag is how long after its scheduled time the renewal was
 	// confirmed (or given up): its round trip plus any delay in sending
 	// it. Negative for a renewal that rode along early with a batch.
@@ -215,6 +218,8 @@ const (
 
 var lostNames = [...]string{"", "token_gone", "lease_expired", "locker_closed"}
 
+// String returns the cause's attribute value: "token_gone",
+// "lease_expired", "locker_closed", or "unknown".
 func (c LostCause) String() string {
 	if c > 0 && int(c) < len(lostNames) {
 		return lostNames[c]
@@ -224,17 +229,17 @@ func (c LostCause) String() string {
 
 // LockLostEvent describes a held lock that was lost.
 type LockLostEvent struct {
-	Key   string
-	Fence int64
-	Cause LostCause
+	Key   string    // the lock key as passed to Acquire
+	Fence int64     // the lock's fence (0 on a Redlock Locker)
+	Cause LostCause // why it was lost
 	// Held is how long the lock was held before it was lost.
 	Held time.Duration
 }
 
 // NoticesUnavailableEvent describes a waiter that falls back to polling.
 type NoticesUnavailableEvent struct {
-	Key string
-	Err error
+	Key string // the lock key the waiter waits for
+	Err error  // why the subscription failed
 }
 
 // QuorumVotedEvent describes the votes of a Redlock Locker's nodes on one

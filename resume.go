@@ -14,9 +14,9 @@ import (
 // The token is the lock's secret: whoever has it can extend and release
 // the lock. Pass it only to the code that is meant to own the lock.
 type Ownership struct {
-	Key   string `json:"key"`
-	Token string `json:"token"`
-	Fence int64  `json:"fence"`
+	Key   string `json:"key"`   // the lock key, as passed to Acquire
+	Token string `json:"token"` // the owner token (Lock.Token): the secret
+	Fence int64  `json:"fence"` // the lock's fence (Lock.Fence)
 }
 
 // Detach stops renewing and watching lk without releasing it, and returns

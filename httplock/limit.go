@@ -20,11 +20,11 @@ type Limiter struct {
 	full int
 }
 
-// LimitRetryAfter is the Retry-After of a refusal when every permit is
+// limitRetryAfter is the Retry-After of a refusal when every permit is
 // taken: a permit frees whenever any holder finishes, which the server
 // cannot foresee, so the client is told to try again in the shortest time
 // the header can say.
-const LimitRetryAfter = time.Second
+const limitRetryAfter = time.Second
 
 // NewLimiter returns a Limiter taking permits from s, refusing requests
 // with status full when every permit of their key is taken:
@@ -49,7 +49,8 @@ func newLimiter(fn string, s *padlock.Semaphore, full int, opts []Option) *Limit
 // Acquire takes one of the permits of key, a key from Key, with the lock
 // options of WithLockOptions (Wait: how long a request waits for a
 // permit), or returns the problem to refuse the request with: the full
-// status with Retry-After (LimitRetryAfter) when every permit stays
+// status with "Retry-After: 1" (a permit frees whenever any holder
+// finishes, which the server cannot foresee) when every permit stays
 // taken, 503 when Redis cannot be reached or ctx ends first, 500
 // otherwise. These are Guard.Acquire's answers, built by the same code:
 // the key's namespace in the body, and the key itself (in the body and
@@ -72,7 +73,7 @@ func (lm *Limiter) AcquireAs(ctx context.Context, key, caller string) (*padlock.
 		what:       "permit",
 		busy:       lm.full,
 		busyDetail: "too many requests for this resource are running at once; retry later",
-		retryAfter: func(string, error) time.Duration { return LimitRetryAfter },
+		retryAfter: func(string, error) time.Duration { return limitRetryAfter },
 	})
 }
 
@@ -81,7 +82,8 @@ func (lm *Limiter) AcquireAs(ctx context.Context, key, caller string) (*padlock.
 // most s.Permits() requests per key run at once. It is Lock for a
 // semaphore: the same namespacing, options and problem responses, except
 // that a request finding every permit taken is refused with full (429 or
-// 503) and a Retry-After header. next sees its permit through
+// 503) and "Retry-After: 1", since a permit frees whenever any holder
+// finishes. next sees its permit through
 // r.Context() (cancelled if the permit is lost) and padlock.FromContext;
 // it is given back when next returns or panics.
 //

@@ -54,7 +54,7 @@ func TestRefusalRedactsEveryBranch(t *testing.T) {
 				}{
 					{"Guard", (*Guard).lockAcquirer},
 					{"Limiter", func(g *Guard) acquirer {
-						return acquirer{what: "permit", busy: http.StatusLocked, busyDetail: "full", retryAfter: func(string, error) time.Duration { return LimitRetryAfter }}
+						return acquirer{what: "permit", busy: http.StatusLocked, busyDetail: "full", retryAfter: func(string, error) time.Duration { return limitRetryAfter }}
 					}},
 				} {
 					g := NewGuard(l, append(opts, WithNamespace("POST /reports"))...)

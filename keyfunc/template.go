@@ -34,6 +34,10 @@ import (
 //
 // Template("order:{param.id}") builds the same keys as
 // Join(Const("order"), Param("id", lockkey.Text())).
+//
+// A template that breaks these rules (an unknown placeholder or kind, two
+// placeholders in one segment, a forbidden byte) is an error naming the
+// template and the fault; MustTemplate panics with it instead.
 func Template(tmpl string, opts ...lockkey.BodyOption) (Func, error) {
 	fail := func(format string, args ...any) (Func, error) {
 		return nil, fmt.Errorf("keyfunc: template %q: %s", tmpl, fmt.Sprintf(format, args...))

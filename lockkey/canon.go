@@ -59,6 +59,8 @@ type check struct {
 // github.com/go-playground/validator/v10 is one (its Var method), and gin's
 // binding validator engine is such a *validator.Validate.
 type Validator interface {
+	// Var validates field against tag, returning nil or an error
+	// that says which rule failed.
 	Var(field any, tag string) error
 }
 

@@ -49,7 +49,11 @@ func NewJSONField(path string, c Canon) (JSONField, error) {
 	return p, nil
 }
 
-// Part returns the key part the field holds in body, canonical and escaped.
+// Part returns the key part the field holds in body, canonical and
+// escaped. A missing field is an error matching ErrMissingPart, two
+// fields that both match ErrAmbiguousPart, a value its Canon refuses
+// ErrInvalidPart, and a body that is not JSON, or an object or array at
+// the path, ErrMalformedBody.
 func (p JSONField) Part(body []byte) (string, error) { return p.lookup(body) }
 
 // lookup finds the value at p in body and returns it escaped.

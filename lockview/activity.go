@@ -61,11 +61,11 @@ func (r *Recorder) add(key string, now time.Time, f func(*counts)) {
 
 // Activity is one namespace's counts in the picture, oldest bucket first.
 type Activity struct {
-	Namespace string `json:"namespace"`
-	Acquired  []int  `json:"acquired"`
-	Refused   []int  `json:"refused"`
-	Waited    []int  `json:"waited"`
-	Lost      []int  `json:"lost"`
+	Namespace string `json:"namespace"` // the keys' namespace, as Key.Namespace
+	Acquired  []int  `json:"acquired"`  // locks taken, per bucket
+	Refused   []int  `json:"refused"`   // acquisitions refused because the key stayed busy
+	Waited    []int  `json:"waited"`    // acquisitions that waited for the key
+	Lost      []int  `json:"lost"`      // locks lost
 }
 
 // activityUntil returns the counts of the ActivityBuckets buckets that end

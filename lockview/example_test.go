@@ -1,9 +1,14 @@
 package lockview_test
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"log"
 	"net/http"
+	"net/http/httptest"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/padlockgo/padlock"
@@ -15,7 +20,12 @@ import (
 // addresses and the name operators use, so that no web page can read it
 // through DNS rebinding.
 func ExampleNew() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+	mr := miniredis.NewMiniRedis() // stands in for a real Redis here
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	rec := lockview.NewRecorder()
 	l, err := padlock.New(rdb, padlock.WithObserver(rec))
@@ -31,5 +41,29 @@ func ExampleNew() {
 	admin := http.NewServeMux()
 	admin.Handle("GET /debug/locks", view)
 	srv := &http.Server{Addr: "127.0.0.1:6060", Handler: lockview.AdminHosts("locks.internal.example")(admin)}
-	_ = srv // go srv.ListenAndServe(), and srv.Shutdown at exit
+	// go srv.ListenAndServe(), and srv.Shutdown at exit; here, two
+	// requests straight to its handler.
+
+	ctx := context.Background()
+	lk, err := l.Acquire(ctx, "order:42", padlock.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lk.Release(ctx)
+
+	w := httptest.NewRecorder()
+	srv.Handler.ServeHTTP(w, httptest.NewRequest("GET", "http://locks.internal.example/debug/locks?format=json", nil))
+	var s lockview.Snapshot
+	if err := json.Unmarshal(w.Body.Bytes(), &s); err != nil {
+		log.Fatal(err)
+	}
+	for _, h := range s.Held {
+		fmt.Println(w.Code, "held:", h.Namespace, "key shown:", h.Key.Key != "")
+	}
+	w = httptest.NewRecorder()
+	srv.Handler.ServeHTTP(w, httptest.NewRequest("GET", "http://attacker.example/debug/locks", nil))
+	fmt.Println(w.Code, "for another Host")
+	// Output:
+	// 200 held: order key shown: false
+	// 421 for another Host
 }

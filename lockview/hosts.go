@@ -119,8 +119,9 @@ func checkHostName(n string) error {
 	return nil
 }
 
-// CheckAdminHost reports whether name may be given to AdminHosts, and why
-// not: for an app that reads the names from its configuration.
+// CheckAdminHost reports whether name may be given to AdminHosts: nil,
+// or an error saying why not (AdminHosts panics with the same). For an
+// app that reads the names from its configuration.
 func CheckAdminHost(name string) error {
 	if err := checkHostName(name); err != nil {
 		return fmt.Errorf("lockview: %w", err)

@@ -170,8 +170,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Key is a lock key as the view shows it.
 type Key struct {
 	Key       string `json:"key,omitempty"` // only with Config.ShowKeys, or in a readable namespace
-	Namespace string `json:"namespace"`
-	Hash      string `json:"key_hash"` // lockkey.Redacted.Hash
+	Namespace string `json:"namespace"`     // lockkey.Redacted.Namespace: the part before the first ':'
+	Hash      string `json:"key_hash"`      // lockkey.Redacted.Hash
 }
 
 func (h *handler) key(k string) Key {
@@ -187,19 +187,21 @@ func (h *handler) key(k string) Key {
 // order, by namespace, then key (or its hash when redacted); Losses and
 // Refusals newest first.
 type Snapshot struct {
-	Generated time.Time `json:"generated"`
-	Locker    string    `json:"locker"`
-	Held      []Held    `json:"held"`
-	Waiting   []Waiting `json:"waiting"`
-	Redis     *Redis    `json:"redis,omitempty"`
-	Losses    []Lost    `json:"losses"`
-	Refusals  []Refused `json:"refusals"`
-	Renewals  *Renewals `json:"renewals,omitempty"`
+	Generated time.Time `json:"generated"`          // when the view was made
+	Locker    string    `json:"locker"`             // the Locker, as its String method names it
+	Held      []Held    `json:"held"`               // the locks this process holds (Locker.Held)
+	Waiting   []Waiting `json:"waiting"`            // the keys this process waits for (Locker.Waiting)
+	Redis     *Redis    `json:"redis,omitempty"`    // what Locker.Inspect found; nil with Config.NoInspect
+	Losses    []Lost    `json:"losses"`             // the last locks lost, with a Recorder
+	Refusals  []Refused `json:"refusals"`           // the last acquisitions refused, with a Recorder
+	Renewals  *Renewals `json:"renewals,omitempty"` // the renewals seen, with a Recorder; nil without
 	// Activity is the picture of the last minutes, per namespace, with a
 	// Recorder: ActivityBuckets counts each, oldest first, the last one
 	// the bucket in progress.
-	Activity       []Activity `json:"activity"`
-	ActivityBucket int64      `json:"activity_bucket_ms"`
+	Activity []Activity `json:"activity"`
+	// ActivityBucket is the span of one bucket of Activity, in
+	// milliseconds (ActivityBucket).
+	ActivityBucket int64 `json:"activity_bucket_ms"`
 }
 
 // Held is one lock this process holds. Owner, here and in RedisEntry,
@@ -210,66 +212,66 @@ type Snapshot struct {
 // start of its token when it named itself in neither.
 type Held struct {
 	Key
-	Owner       string `json:"owner"`
-	Fence       int64  `json:"fence"`
-	HeldMS      int64  `json:"held_ms"`
-	LeaseLeftMS int64  `json:"lease_left_ms"`
-	Renew       bool   `json:"renew"`
-	Renewals    int    `json:"renewals"`
-	Waiters     int    `json:"waiters"`
+	Owner       string `json:"owner"`         // the holder, as above
+	Fence       int64  `json:"fence"`         // the lock's fence (0 on a Redlock Locker)
+	HeldMS      int64  `json:"held_ms"`       // how long it has been held, in milliseconds
+	LeaseLeftMS int64  `json:"lease_left_ms"` // how long it is surely held without another renewal
+	Renew       bool   `json:"renew"`         // false for a fixed lease (Options.NoRenew)
+	Renewals    int    `json:"renewals"`      // the renewals Redis confirmed
+	Waiters     int    `json:"waiters"`       // the Acquire calls of this process that wait for the key
 }
 
 // Waiting is one key this process waits for.
 type Waiting struct {
 	Key
-	Waiters   int   `json:"waiters"`
-	WaitingMS int64 `json:"waiting_ms"`
-	Notices   bool  `json:"notices"`
+	Waiters   int   `json:"waiters"`    // how many Acquire calls wait for the key
+	WaitingMS int64 `json:"waiting_ms"` // how long the longest-waiting of them has, in milliseconds
+	Notices   bool  `json:"notices"`    // true when release notices are known to arrive; false while they poll
 }
 
 // Redis is what Locker.Inspect found.
 type Redis struct {
-	Nodes     int          `json:"nodes"`
-	NodesUp   int          `json:"nodes_up"`
-	Need      int          `json:"need,omitempty"`
-	Degraded  bool         `json:"degraded"`
-	Truncated bool         `json:"truncated"`
-	Error     string       `json:"error,omitempty"`
-	Locks     []RedisEntry `json:"locks"`
+	Nodes     int          `json:"nodes"`           // the nodes asked (Inspection.Nodes)
+	NodesUp   int          `json:"nodes_up"`        // the nodes that answered
+	Need      int          `json:"need,omitempty"`  // on Redlock, the nodes a lock needs; 0 otherwise
+	Degraded  bool         `json:"degraded"`        // on Redlock, some nodes did not answer but a quorum did
+	Truncated bool         `json:"truncated"`       // a node held more locks than Config.Limit
+	Error     string       `json:"error,omitempty"` // "redis unavailable" when a node failed the listing
+	Locks     []RedisEntry `json:"locks"`           // the locks held, in the view's order
 }
 
 // RedisEntry is one lock held in Redis.
 type RedisEntry struct {
 	Key
-	Owner string `json:"owner"`
-	TTLMS int64  `json:"ttl_ms"`
-	Nodes int    `json:"nodes"`
-	Local bool   `json:"local"`
+	Owner string `json:"owner"`  // the holder (see Held)
+	TTLMS int64  `json:"ttl_ms"` // the remaining lease in Redis, in milliseconds
+	Nodes int    `json:"nodes"`  // on Redlock, the nodes holding it; 1 otherwise
+	Local bool   `json:"local"`  // true when this process holds it
 }
 
 // Lost is one recent loss.
 type Lost struct {
 	Key
-	At     time.Time `json:"at"`
-	Cause  string    `json:"cause"`
-	HeldMS int64     `json:"held_ms"`
+	At     time.Time `json:"at"`      // when it was lost
+	Cause  string    `json:"cause"`   // padlock.LostCause's String: token_gone, lease_expired, locker_closed
+	HeldMS int64     `json:"held_ms"` // how long it was held, in milliseconds
 }
 
 // Refused is one recent acquisition refused because its key stayed busy,
-// with who held the key then (Refusal.Holder; "" when unknown).
+// with who held the key then (refusal.Holder; "" when unknown).
 type Refused struct {
 	Key
-	At       time.Time `json:"at"`
-	WaitedMS int64     `json:"waited_ms"`
-	Holder   string    `json:"holder"`
+	At       time.Time `json:"at"`        // when the Acquire gave up
+	WaitedMS int64     `json:"waited_ms"` // how long it waited, in milliseconds: 0 for one attempt
+	Holder   string    `json:"holder"`    // who held the key then (padlock.NotAcquiredError.Holder)
 }
 
 // Renewals sums up the renewals a Recorder saw.
 type Renewals struct {
-	Confirmed int   `json:"confirmed"`
-	Failed    int   `json:"failed"`
-	LastLagMS int64 `json:"last_lag_ms"`
-	MaxLagMS  int64 `json:"max_lag_ms"`
+	Confirmed int   `json:"confirmed"`   // the renewals Redis confirmed
+	Failed    int   `json:"failed"`      // the renewals that got no answer
+	LastLagMS int64 `json:"last_lag_ms"` // the last confirmed renewal's lag behind its time, in milliseconds
+	MaxLagMS  int64 `json:"max_lag_ms"`  // the largest lag seen
 }
 
 // owner is how a view names a lock's holder: the Options.Owner and

@@ -28,9 +28,9 @@ type Recorder struct {
 	padlock.NopObserver
 
 	mu       sync.Mutex
-	losses   []Loss // ring, newest at next-1
+	losses   []loss // ring, newest at next-1
 	next     int
-	refusals []Refusal // ring, newest at nextRefusal-1
+	refusals []refusal // ring, newest at nextRefusal-1
 	nextRef  int
 	lagLast  time.Duration
 	lagMax   time.Duration
@@ -39,10 +39,10 @@ type Recorder struct {
 	activity map[string]*series // by namespace
 }
 
-// Refusal is an Acquire that found its key busy for its whole wait, as a
+// refusal is an Acquire that found its key busy for its whole wait, as a
 // Recorder keeps it: the middlewares answer such a request 409 (or 423,
 // 429 for a semaphore).
-type Refusal struct {
+type refusal struct {
 	At  time.Time
 	Key string
 	// Waited is how long the Acquire took before it gave up: 0 for one
@@ -77,7 +77,7 @@ func (r *Recorder) AcquireEnd(_ context.Context, e padlock.AcquireEndEvent) {
 				c.waited++
 			}
 		})
-		f := Refusal{At: now, Key: e.Key, Waited: e.Wait}
+		f := refusal{At: now, Key: e.Key, Waited: e.Wait}
 		if na := (*padlock.NotAcquiredError)(nil); errors.As(e.Err, &na) {
 			f.Holder = na.Holder
 		}
@@ -90,8 +90,8 @@ func (r *Recorder) AcquireEnd(_ context.Context, e padlock.AcquireEndEvent) {
 	}
 }
 
-// Loss is a lost lock as a Recorder keeps it.
-type Loss struct {
+// loss is a lost lock as a Recorder keeps it.
+type loss struct {
 	At    time.Time
 	Key   string
 	Cause string
@@ -105,7 +105,7 @@ func NewRecorder() *Recorder { return &Recorder{} }
 func (r *Recorder) LockLost(e padlock.LockLostEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l := Loss{At: time.Now(), Key: e.Key, Cause: e.Cause.String(), Held: e.Held}
+	l := loss{At: time.Now(), Key: e.Key, Cause: e.Cause.String(), Held: e.Held}
 	r.add(e.Key, l.At, func(c *counts) { c.lost++ })
 	if len(r.losses) < recentLosses {
 		r.losses = append(r.losses, l)
@@ -131,8 +131,8 @@ func (r *Recorder) LeaseRenewed(e padlock.LeaseRenewedEvent) {
 
 // stats is a Recorder's state, newest loss and refusal first.
 type stats struct {
-	losses            []Loss
-	refusals          []Refusal
+	losses            []loss
+	refusals          []refusal
 	lagLast, lagMax   time.Duration
 	renewed, failures int
 	activity          []Activity

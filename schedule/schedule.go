@@ -46,7 +46,8 @@ type Options struct {
 	Redactor *lockkey.Redactor
 }
 
-// Validate reports the first invalid field, naming it.
+// Validate reports the first invalid field: an error matching
+// padlock.ErrInvalid that names it, or nil. The zero value is valid.
 func (o Options) Validate() error {
 	switch {
 	case o.AtMostFor < 0:

@@ -1,6 +1,8 @@
-// Package doccheck holds the tests that keep the repository's Markdown
-// true to the code: every relative link and #anchor resolves, and every Go
-// snippet compiles against the packages it shows.
+// Package doccheck holds the tests that keep the repository's
+// documentation true to the code: every relative link and #anchor of the
+// Markdown resolves, every Go snippet compiles against the packages it
+// shows, and every exported name has the doc comment and Example the
+// rules below ask for.
 //
 // It has no code of its own; its tests read the repository from the module
 // root.
@@ -37,4 +39,36 @@
 //
 // Any other error fails the test, at the Markdown file and line of the
 // snippet.
+//
+// # API documentation
+//
+// TestAPIDocs reads, with go/doc, every package a user imports: the root
+// module's and the gocronlock module's, but internal ones, commands and
+// the chaos suite. In each:
+//
+//   - Every exported const, var, func, type and method of an exported
+//     type has a doc comment (a const or var one on its group will do),
+//     and a func's or type's begins with its name, after A, An or The
+//     if it likes. Every exported field of an exported struct, and every
+//     method of an exported interface, has a comment, above it or at the
+//     end of its line.
+//   - A setting states its default: the comment of every exported field
+//     of a struct named Options or ending in Options or Config says
+//     "default" (or "Required"), and so does the doc comment of every
+//     func returning an option (a type whose name ends in Option).
+//   - A func or method whose last result is an error says which: its doc
+//     comment names a sentinel (ErrNotHeld) or an error type
+//     (*QuorumError), or says "error" or when it fails.
+//
+// TestAPIExamples keeps the list of padlock's main call sequences
+// (examples in api_test.go), each with the Example that shows it: it
+// must exist and run, with an // Output: comment, unless the list says
+// why it cannot (it needs three independent Redis masters); and an
+// Example without output anywhere in those packages must be on the list
+// with its reason, since an Example that is only compiled can show a
+// sequence that no longer works. A new main call sequence gets its
+// Example and its line there.
+//
+// TestAPICheckerCatchesBreaks feeds both checks a package that breaks
+// each rule, so they cannot pass by checking nothing.
 package doccheck
