@@ -200,7 +200,9 @@ func describe(cfg *config, took time.Duration, loadBefore, loadAfter string) []s
 			"per second of the window.", cfg.locks, cfg.renewTTL),
 		fmt.Sprintf("Redlock: one goroutine, Acquire+Release on one key; %d independent servers on this machine; clients with "+
 			"ContextTimeoutEnabled. Simulated RTT rows: the client does not read a reply before the RTT has passed since "+
-			"the request was written (the servers still share this machine's CPUs).", cfg.nodes),
+			"the request was written (the servers still share this machine's CPUs). The fleet rows (\"one key, ... processes\"): "+
+			"the contended load on the same nodes, over %d processes, each with clients of its own; a Redlock Locker makes no "+
+			"grants at release, so a release's notice wakes one waiter per Locker to try.", cfg.nodes, cfg.procs),
 		"Round trips/op: commands and pipelines the clients sent (a go-redis hook), plus pub/sub (UN)SUBSCRIBE requests " +
 			"(from commandstats, as go-redis sends them outside hooks). Server cmds/op: INFO commandstats calls, commands " +
 			"run inside Lua scripts included, the benchmark's own INFO/FLUSHALL left out.",

@@ -129,5 +129,100 @@ func runRedlock(ctx context.Context, cfg *config) ([]result, error) {
 			return out, err
 		}
 	}
+	if cfg.procs > 1 {
+		rs, err := runRedlockFleet(ctx, cfg, smp)
+		out = append(out, rs...)
+		if err != nil {
+			return out, err
+		}
+	}
 	return out, nil
+}
+
+// runRedlockFleet measures one key, contended as in the contended
+// scenario (cfg.workers goroutines, each holding it cfg.hold), on the
+// Redlock nodes, by cfg.procs processes: padlock's Redlock Lockers, each
+// with clients of its own, and redsync's best polling setup with as many
+// clients. A Redlock Locker makes no grants at release: a release's
+// notice wakes one waiter per Locker, which tries (docs/redlock.md).
+func runRedlockFleet(ctx context.Context, cfg *config, smp *sampler) ([]result, error) {
+	servers := cfg.redlockServer
+	ttl, procs := cfg.redlockTTL, cfg.procs
+	variant := fmt.Sprintf("one key, %d goroutines on %d processes, hold %v", cfg.workers, procs, cfg.hold)
+	pollTries := max(int(cfg.wait/cfg.poll), 1)
+	type fcase struct {
+		library, setup string
+		peer           bool
+		build          func(perProc [][]redis.UniversalClient) (contender, error)
+	}
+	cases := []fcase{
+		{libPadlock, fmt.Sprintf("NewRedlock, Wait %v, %d Lockers", cfg.wait, procs), false, func(pp [][]redis.UniversalClient) (contender, error) {
+			lib := &padlockLib{opts: padlock.Options{TTL: ttl, Wait: cfg.wait}}
+			for _, nodes := range pp {
+				l, err := padlock.NewRedlock(nodes, padlock.WithMaxLease(ttl))
+				if err != nil {
+					lib.close()
+					return nil, err
+				}
+				lib.lockers = append(lib.lockers, l)
+			}
+			return lib, nil
+		}},
+	}
+	if !cfg.skipPeers {
+		cases = append(cases, fcase{libRedsync, fmt.Sprintf("WithExpiry(TTL), WithRetryDelay(%v), WithTries(%d), %d clients", cfg.poll, pollTries, procs), true,
+			func(pp [][]redis.UniversalClient) (contender, error) {
+				return newRedsync(pp, redsync.WithExpiry(ttl), redsync.WithRetryDelay(cfg.poll), redsync.WithTries(pollTries)), nil
+			}})
+	}
+	cases = slices.DeleteFunc(cases, func(c fcase) bool { return !cfg.wantLib(c.library) })
+	return inRounds(cfg.rounds, len(cases), func(i int) (result, error) {
+		c := cases[i]
+		cfg.progress("redlock: %s (%s) %s", c.library, c.setup, variant)
+		if err := smp.reset(ctx); err != nil {
+			return result{}, err
+		}
+		settleBeforeRow(ctx, cfg)
+		hook := &roundTrips{}
+		perProc := make([][]redis.UniversalClient, procs)
+		for p := range perProc {
+			for _, s := range servers {
+				cl := redis.NewClient(&redis.Options{Addr: s.addr, ContextTimeoutEnabled: true})
+				cl.AddHook(hook)
+				perProc[p] = append(perProc[p], cl)
+			}
+		}
+		defer func() {
+			for _, nodes := range perProc {
+				for _, cl := range nodes {
+					cl.Close()
+				}
+			}
+		}()
+		lib, err := c.build(perProc)
+		if err != nil {
+			return result{}, fmt.Errorf("redlock %s: %w", c.library, err)
+		}
+		r, err := measure(ctx, lib, hook, smp, workload{
+			procs:   procs,
+			workers: cfg.workers,
+			think:   cfg.think,
+			key:     func(int) string { return "bench:redlock:contended" },
+			hold:    cfg.hold,
+			wait:    true,
+			warmup:  max(cfg.warmup, time.Second),
+			window:  cfg.window,
+		})
+		lib.close()
+		if err != nil {
+			return result{}, fmt.Errorf("redlock %s: %w", c.library, err)
+		}
+		r.Scenario, r.Library, r.Setup, r.Peer, r.Variant, r.Nodes = scRedlock, c.library, c.setup, c.peer, variant, len(servers)
+		if r.Ops > 0 {
+			cycle := time.Duration(r.Seconds / float64(r.Ops) * float64(time.Second))
+			r.FIFOBound = time.Duration(cfg.workers) * cycle
+			r.Extra = append(r.Extra, fmt.Sprintf("mean cycle %v = held %v + handoff gap %v", us(cycle), us(r.MeanHeld), us(cycle-r.MeanHeld)))
+		}
+		return r, nil
+	})
 }

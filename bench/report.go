@@ -123,7 +123,12 @@ func annotate(rs []result) {
 					r.Extra = append(r.Extra, fmt.Sprintf("vs 1-node redsync: mean %.2fx", float64(r.Mean)/float64(s.Mean)))
 				}
 			}
-			r.Extra = append(r.Extra, "mean "+us(r.Mean))
+			if r.FIFOBound > 0 {
+				r.Extra = append(r.Extra, fmt.Sprintf("p99 = %.1fx FIFO bound (%v)", float64(r.P99)/float64(r.FIFOBound), ms(r.FIFOBound)),
+					fmt.Sprintf("key held %.0f%% of the time", 100*r.Utilization))
+			} else {
+				r.Extra = append(r.Extra, "mean "+us(r.Mean))
+			}
 		}
 		if r.OtherLoad >= 0.05 {
 			r.Extra = append(r.Extra, loadNote(r.OtherLoad))
