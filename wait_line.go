@@ -243,9 +243,18 @@ func (n *notifier) leave(channel string, w *waiter, acquired bool) {
 	if conn == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
-	defer cancel()
-	_ = n.send(ctx, conn, false, channel)
+	// Behind the waiter, which must not wait for it: go-redis holds a
+	// subscription's commands while it dials the server again, past any
+	// deadline, so a hung server would hold the caller's answer for its
+	// read timeout. A waiter that comes back for the channel meanwhile
+	// subscribes again, and if its SUBSCRIBE reaches Redis first, the
+	// confirmation of this UNSUBSCRIBE subscribes it once more
+	// (unsubscribed).
+	n.goBehind(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+		defer cancel()
+		_ = n.send(ctx, conn, false, channel)
+	})
 }
 
 // parkHold marks w asleep, unless a notice woke it since it last slept

@@ -80,7 +80,7 @@ func (n *notifier) subscribe(ctx context.Context, channel string) (*redis.PubSub
 		return nil, ErrClosed
 	}
 	if ps := n.conns[node]; ps != nil {
-		return ps, n.send(ctx, ps, true, channel)
+		return ps, n.sendWithin(ctx, ps, true, channel)
 	}
 	var ps *redis.PubSub
 	if n.sharded {
@@ -162,6 +162,23 @@ func (n *notifier) unsubscribed(channel string) {
 	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
 	defer cancel()
 	_ = n.send(ctx, conn, true, channel)
+}
+
+// sendWithin is send, returned from when ctx ends, whether or not the
+// command was sent: go-redis holds a subscription's commands while it
+// dials the server again, past any deadline. The command goes on behind
+// the caller (close waits for it); ErrClosed once close has run.
+func (n *notifier) sendWithin(ctx context.Context, conn *redis.PubSub, subscribe bool, channel string) error {
+	done := make(chan error, 1)
+	if !n.goBehind(func() { done <- n.send(ctx, conn, subscribe, channel) }) {
+		return ErrClosed
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // send subscribes conn to channel, or unsubscribes it, in the flavour of
