@@ -23,6 +23,9 @@ func main() {
 	if len(os.Args) == 3 && os.Args[1] == probeFlag {
 		os.Exit(runProbe(os.Args[2]))
 	}
+	if len(os.Args) == 5 && os.Args[1] == etcdMemberFlag {
+		os.Exit(runEtcdMember(os.Args[2], os.Args[3], os.Args[4]))
+	}
 	os.Exit(run())
 }
 
@@ -58,8 +61,8 @@ func run() int {
 	flag.DurationVar(&cfg.redlockRTT, "redlock-rtt", time.Millisecond, "redlock: also measure with this round-trip time added to every node (simulated in the client; 0: loopback only)")
 	flag.IntVar(&cfg.rounds, "rounds", 1, "uncontended, contended and Redlock: measure each row this many times, interleaved, and show the median")
 	flag.DurationVar(&cfg.settle, "settle", 0, "before each row, wait up to this long for the machine to be nearly idle (for shared machines; 0: don't wait)")
-	noPeers := flag.Bool("no-peers", false, "measure padlock (and the floor) only")
-	libs := flag.String("libs", "", "comma-separated libraries to measure: floor, padlock, redsync, redislock, rueidislock (default all)")
+	noPeers := flag.Bool("no-peers", false, "measure padlock (and the floor) only: no peers, no etcd")
+	libs := flag.String("libs", "", "comma-separated libraries to measure: floor, padlock, redsync, redislock, rueidislock, etcd (default all)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the clients' side) to this file")
 	flag.StringVar(&cfg.memProfile, "memprofile", "", "renewal: write a heap profile of this process to this file once each row's locks are taken (the last row's stays)")
 	flag.StringVar(&jsonPath, "json", "", "also write the results as JSON to this file")
@@ -83,7 +86,7 @@ func run() int {
 		return 2
 	}
 	if *libs != "" {
-		names := map[string]string{"floor": libFloor, "padlock": libPadlock, "redsync": libRedsync, "redislock": libRedislock, "rueidislock": libRueidislock}
+		names := map[string]string{"floor": libFloor, "padlock": libPadlock, "redsync": libRedsync, "redislock": libRedislock, "rueidislock": libRueidislock, "etcd": libEtcd}
 		cfg.libs = map[string]bool{}
 		for s := range strings.SplitSeq(*libs, ",") {
 			name, ok := names[strings.TrimSpace(s)]
@@ -203,6 +206,12 @@ func describe(cfg *config, took time.Duration, loadBefore, loadAfter string) []s
 			"the request was written (the servers still share this machine's CPUs). The fleet rows (\"one key, ... processes\"): "+
 			"the contended load on the same nodes, over %d processes, each with clients of its own; a Redlock Locker makes no "+
 			"grants at release, so a release's notice wakes one waiter per Locker to try.", cfg.nodes, cfg.procs),
+		fmt.Sprintf("etcd (reference rows, contended): concurrency.Mutex (%s), a fresh Mutex per acquisition, on one etcd member "+
+			"(server/v3/embed) started for each row in a process of its own on 127.0.0.1, data in a temp dir, every setting embed's default: "+
+			"the WAL is fsynced on every write. %d clients (one gRPC connection each) and the workers spread over them as in the fleet rows; "+
+			"one session (lease, default 60s TTL) per client, whose workers take turns for it, or one per worker. Not a peer: in no "+
+			"best-peer ratio. Round trips: gRPC requests the clients sent (unary calls, and messages on streams: watch create and "+
+			"cancel, lease keep-alives), counted by client interceptors.", etcdVersions(), cfg.procs),
 		"Round trips/op: commands and pipelines the clients sent (a go-redis hook), plus pub/sub (UN)SUBSCRIBE requests " +
 			"(from commandstats, as go-redis sends them outside hooks). Server cmds/op: INFO commandstats calls, commands " +
 			"run inside Lua scripts included, the benchmark's own INFO/FLUSHALL left out.",

@@ -23,6 +23,24 @@ type roundTrips struct {
 	pipelines atomic.Int64
 	piped     atomic.Int64 // commands sent in pipelines
 	slowest   atomic.Int64 // the longest pipeline round trip, in ns
+
+	named sync.Map // request name -> *atomic.Int64, for clients that count by name (etcd's gRPC methods)
+}
+
+// count counts one request sent on its own, by name.
+func (h *roundTrips) count(name string) {
+	h.commands.Add(1)
+	h.tally(name)
+}
+
+// tally counts name without counting a request: something the breakdown
+// shows beside the requests.
+func (h *roundTrips) tally(name string) {
+	n, ok := h.named.Load(name)
+	if !ok {
+		n, _ = h.named.LoadOrStore(name, new(atomic.Int64))
+	}
+	n.(*atomic.Int64).Add(1)
 }
 
 func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -51,14 +69,34 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-type hookCounts struct{ commands, pipelines, piped int64 }
+type hookCounts struct {
+	commands, pipelines, piped int64
+	named                      map[string]int64 // requests counted by name
+}
 
 func (h *roundTrips) load() hookCounts {
-	return hookCounts{h.commands.Load(), h.pipelines.Load(), h.piped.Load()}
+	c := hookCounts{commands: h.commands.Load(), pipelines: h.pipelines.Load(), piped: h.piped.Load()}
+	h.named.Range(func(k, v any) bool {
+		if c.named == nil {
+			c.named = map[string]int64{}
+		}
+		c.named[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return c
 }
 
 func (a hookCounts) sub(b hookCounts) hookCounts {
-	return hookCounts{a.commands - b.commands, a.pipelines - b.pipelines, a.piped - b.piped}
+	c := hookCounts{commands: a.commands - b.commands, pipelines: a.pipelines - b.pipelines, piped: a.piped - b.piped}
+	for k, n := range a.named {
+		if n -= b.named[k]; n != 0 {
+			if c.named == nil {
+				c.named = map[string]int64{}
+			}
+			c.named[k] = n
+		}
+	}
+	return c
 }
 
 // serverStats is what INFO says about one server at one moment.
@@ -66,6 +104,8 @@ type serverStats struct {
 	calls map[string]int64 // commandstats: calls per command, script-internal ones included
 	total int64            // total_commands_processed
 	cpu   time.Duration    // used_cpu_user + used_cpu_sys
+
+	raftEntries, fsyncs int64 // an etcd member's: applied index, WAL fsyncs
 }
 
 // readStats reads INFO stats, cpu and commandstats in one command.
@@ -114,11 +154,16 @@ type delta struct {
 	commands int64            // all commands, the benchmark's own left out
 	pubsub   int64            // (un)subscribe requests
 	cpu      time.Duration    // servers' CPU, summed
+
+	raftEntries, fsyncs int64 // an etcd member's: entries applied, WAL fsyncs
 }
 
 // sampler reads the stats of a set of servers through admin clients that
-// carry no counting hook.
-type sampler struct{ admins []*redis.Client }
+// carry no counting hook, or those of an etcd member.
+type sampler struct {
+	admins []*redis.Client
+	member *etcdMember // not closed by close
+}
 
 func newSampler(servers []*server) *sampler {
 	s := &sampler{}
@@ -142,6 +187,13 @@ func (s *sampler) sample(ctx context.Context) ([]serverStats, error) {
 			return nil, err
 		}
 		out[i] = st
+	}
+	if s.member != nil {
+		st, err := s.member.stats()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
 	}
 	return out, nil
 }
@@ -175,6 +227,8 @@ func diff(before, after []serverStats) delta {
 			}
 		}
 		d.cpu += after[i].cpu - before[i].cpu
+		d.raftEntries += after[i].raftEntries - before[i].raftEntries
+		d.fsyncs += after[i].fsyncs - before[i].fsyncs
 	}
 	return d
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,10 @@ type result struct {
 	Keys     int    `json:"keys,omitempty"`    // hotkeys scenario: keys the workers are spread over
 	Procs    int    `json:"procs,omitempty"`   // clients ("processes": Lockers, pools) the workers are spread over
 
+	// Reference rows are measured beside the peers on a store that is not
+	// Redis (etcd): never a peer, no Redis commands.
+	Reference bool `json:"reference,omitempty"`
+
 	Workers int     `json:"workers"`
 	Seconds float64 `json:"seconds"` // measured window
 	Ops     int64   `json:"ops"`     // cycles, acquisitions or renewals in the window
@@ -36,6 +41,11 @@ type result struct {
 	Mean           time.Duration      `json:"mean_ns"`
 	ClientCPUOp    time.Duration      `json:"client_cpu_per_op_ns"`
 	ServerCPUOp    time.Duration      `json:"server_cpu_per_op_ns"`
+
+	// etcd only.
+	RequestsByName map[string]float64 `json:"requests_by_name_per_op,omitempty"` // etcd: gRPC requests by method
+	RaftEntriesOp  float64            `json:"raft_entries_per_op,omitempty"`     // etcd: entries the member applied
+	FsyncsOp       float64            `json:"wal_fsyncs_per_op,omitempty"`       // etcd: fsyncs of the member's WAL
 
 	Violations int64  `json:"violations"` // two holders at once, or a held lock lost
 	GaveUp     int64  `json:"gave_up"`    // Acquire calls that ran out of wait or tries
@@ -274,6 +284,15 @@ func fillCounts(r *result, h hookCounts, d delta, clientCPU time.Duration) {
 		r.CommandsByName[name] = float64(n) / ops
 	}
 	r.breakdown = breakdown(d.calls, ops)
+	if len(h.named) > 0 {
+		r.RequestsByName = map[string]float64{}
+		for name, n := range h.named {
+			r.RequestsByName[name] = float64(n) / ops
+		}
+		r.breakdown = strings.TrimPrefix(r.breakdown+"; requests the clients sent: "+breakdown(h.named, ops), "; ")
+	}
+	r.RaftEntriesOp = float64(d.raftEntries) / ops
+	r.FsyncsOp = float64(d.fsyncs) / ops
 	r.ClientCPUOp = clientCPU / time.Duration(r.Ops)
 	r.ServerCPUOp = d.cpu / time.Duration(r.Ops)
 }

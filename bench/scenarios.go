@@ -275,11 +275,10 @@ func runUncontended(ctx context.Context, cfg *config) ([]result, error) {
 
 func runContended(ctx context.Context, cfg *config) ([]result, error) {
 	cases := contendedCases(cfg)
-	return inRounds(cfg.rounds, len(cases), func(i int) (result, error) {
-		c := cases[i]
-		cfg.progress("contended: %s (%s)", c.library, c.setup)
-		r, err := onFreshServer(ctx, cfg, scContended, c, workload{
-			procs:   c.procs,
+	etcd := etcdCases(cfg) // beside the peers, on the fleet rows' load
+	return inRounds(cfg.rounds, len(cases)+len(etcd), func(i int) (result, error) {
+		wl := workload{
+			procs:   1,
 			workers: cfg.workers,
 			think:   cfg.think,
 			key:     func(int) string { return "bench:contended" },
@@ -287,7 +286,22 @@ func runContended(ctx context.Context, cfg *config) ([]result, error) {
 			wait:    true,
 			warmup:  max(cfg.warmup, time.Second),
 			window:  cfg.window,
-		})
+		}
+		var (
+			r   result
+			err error
+		)
+		if i < len(cases) {
+			c := cases[i]
+			cfg.progress("contended: %s (%s)", c.library, c.setup)
+			wl.procs = c.procs
+			r, err = onFreshServer(ctx, cfg, scContended, c, wl)
+		} else {
+			c := etcd[i-len(cases)]
+			cfg.progress("contended: %s (%s)", libEtcd, c.setup)
+			wl.procs = c.procs
+			r, err = onFreshEtcd(ctx, cfg, scContended, c, wl)
+		}
 		if err != nil {
 			return r, err
 		}
