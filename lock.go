@@ -271,6 +271,10 @@ func (lk *Lock) letGo(ctx context.Context, id *lockID, g giveBack, renameErr err
 	// Locker was closed) may still be ours in Redis: ask, so the key does
 	// not stay locked for the rest of its lease.
 	lk.locker.watchdog.remove(lk.lease)
+	if g.bid != nil {
+		g.bid.sent = time.Now()
+		defer lk.locker.bidPlaced(id.lockKey(), g.bid)
+	}
 	ok, err := lk.locker.store.release(ctx, id, g)
 	switch {
 	case err != nil:

@@ -3,6 +3,7 @@ package padlock
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -73,6 +74,24 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 	switch {
 	case id.kind != holdMutex:
 		return s.releaseHold(ctx, id)
+	case g.bid != nil && s.self != nil:
+		b := g.bid
+		if !b.id.claim() {
+			return false, errTokenReused
+		}
+		window, yieldTo := "", ""
+		if g.window >= time.Millisecond {
+			window, yieldTo = strconv.FormatInt(g.window.Milliseconds(), 10), g.yieldTo
+		}
+		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.bidKeys(), id.argv[0], notify, s.self, withdraw, window, yieldTo,
+			b.id.token, b.id.ttl.Milliseconds(), handoffBlock)
+		n, err := cmd.Int64()
+		b.placed = err == nil && n == 2
+		b.maybe = !b.placed && (err != nil || again)
+		if err == nil && n == 0 && again {
+			return false, errReleaseUnsure
+		}
+		return n >= 1, err
 	case id.fair:
 		cmd, again = s.scripts.releaseFair.runCounted(ctx, s.client, s.retries, id.keys[:], id.argv[:1]...)
 	case s.self != nil && g.window >= time.Millisecond:

@@ -207,12 +207,17 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 // became of that one (busy, refused on some Redlock nodes, lost, late).
 func (a *acquisition) begin() {
 	if a.id == nil || a.id.claimed {
-		if a.mint != nil {
-			a.id = a.mint()
-		} else {
-			a.id = mintID(a.l.keys, a.key, a.o)
-		}
+		a.id = a.mintNext()
 	}
+}
+
+// mintNext returns a new identity for a grant of a: an attempt's, or a
+// bid that a release places for it (wait_bid.go).
+func (a *acquisition) mintNext() *lockID {
+	if a.mint != nil {
+		return a.mint()
+	}
+	return mintID(a.l.keys, a.key, a.o)
 }
 
 // prepare fills in at for the next attempt of a waiting Acquire.

@@ -76,6 +76,11 @@ type bidSent struct {
 	// (pullBids), as a hand-off within a Locker goes only to such a
 	// waiter.
 	noRenew bool
+	// answered is when Redis answered it busy; byRelease: a release of
+	// the Locker placed it (releaseBid), replacing in Redis whatever bid
+	// the Locker had.
+	answered  time.Time
+	byRelease bool
 }
 
 // bidGrant is a grant at release that a notice announced.
@@ -128,15 +133,78 @@ func (kw *keyWaiters) granted(g bidGrant) {
 	}
 	// A grant for another Locker's waiter: the key stays held. A first
 	// waiter here that has no bid in Redis asks now, so that the key comes
-	// back to this Locker in its turn.
+	// back to this Locker in its turn, unless the release that made the
+	// grant bids for it.
 	for _, w := range kw.waiters {
 		if w.a != nil && !w.a.o.Fair {
-			if len(w.bids) == 0 {
+			if len(w.bids) == 0 && !kw.bidComing && !slices.ContainsFunc(kw.lineBids, func(b bidSent) bool { return b.busy }) {
 				w.signal()
 			}
 			return
 		}
 	}
+}
+
+// A Locker that releases a key to another Locker's waiter (they take
+// turns, wait_handoff.go) while waiters of its own wait bids for them in
+// the same script (lua/release.lua): a bid under a token minted for its
+// first waiter's next attempt, which that attempt would otherwise place
+// a round trip later. The bid goes to the line (lineBids) as a bid of a
+// waiter behind would: the first waiter takes it over, trusting its lease
+// from when the release was sent. A release whose reply was lost may
+// have placed it: the waiter's next attempt names it then, as it names an
+// attempt of its own whose reply was lost. A bid that nobody is left to
+// wait for is withdrawn.
+
+// releaseBid is the bid a release places for its Locker's first waiter.
+type releaseBid struct {
+	id      *lockID
+	noRenew bool
+	sent    time.Time // as the release was sent
+	placed  bool      // the release said it placed it
+	maybe   bool      // the release's reply was lost: it may have
+}
+
+// nextBid returns the bid for kw's first waiter that a release granting
+// the key to another Locker's waiter places, or nil when that waiter does
+// not bid. n.mu is held.
+func (kw *keyWaiters) nextBid() *releaseBid {
+	if len(kw.waiters) == 0 {
+		return nil
+	}
+	a := kw.waiters[0].a
+	if a == nil || !a.bidding() {
+		return nil
+	}
+	kw.bidComing = true
+	return &releaseBid{id: a.mintNext(), noRenew: a.o.NoRenew}
+}
+
+// bidPlaced records what became of the bid b that the release of a lock
+// on channel carried.
+func (l *Locker) bidPlaced(channel string, b *releaseBid) {
+	n := l.notifier
+	n.mu.Lock()
+	kw := n.keys[channel]
+	if kw != nil {
+		kw.bidComing = false
+	}
+	if !b.placed && !b.maybe {
+		n.mu.Unlock()
+		return
+	}
+	if kw != nil && len(kw.waiters) > 0 {
+		kw.lineBids = append(kw.lineBids, bidSent{id: b.id, sent: b.sent, busy: b.placed, noRenew: b.noRenew, byRelease: true})
+		// Its grant may have been told already.
+		if slices.ContainsFunc(kw.grants, func(g bidGrant) bool { return g.token == b.id.token }) {
+			kw.waiters[0].signal()
+		}
+		n.mu.Unlock()
+		return
+	}
+	n.mu.Unlock()
+	o := &acquisition{l: l, bidsSent: []bidSent{{id: b.id, sent: b.sent}}}
+	o.withdrawBids(context.Background())
 }
 
 // takeGrant returns, and forgets, a recorded grant for one of tokens.
@@ -234,6 +302,13 @@ func (a *acquisition) takeLineBids() (other []bidSent) {
 		return nil
 	}
 	for _, b := range kw.lineBids {
+		if b.byRelease && b.busy {
+			// It replaced the bids Redis had answered before its release
+			// was sent: those can never be granted now.
+			a.bidsSent = slices.DeleteFunc(a.bidsSent, func(o bidSent) bool {
+				return o.busy && !o.answered.IsZero() && o.answered.Before(b.sent)
+			})
+		}
 		if b.id.ttl == a.id.ttl && b.noRenew == a.o.NoRenew {
 			a.bidsSent = append(a.bidsSent, b)
 		} else {
@@ -267,7 +342,7 @@ func (a *acquisition) bidTokens() []string {
 func (a *acquisition) noteBid(sent time.Time, busy, maybe bool) {
 	switch {
 	case busy:
-		a.bidsSent = append(a.bidsSent[:0], bidSent{id: a.id, sent: sent, busy: true, noRenew: a.o.NoRenew})
+		a.bidsSent = append(a.bidsSent[:0], bidSent{id: a.id, sent: sent, busy: true, noRenew: a.o.NoRenew, answered: time.Now()})
 	case maybe:
 		// It named the earlier tokens, and may have taken over a grant to
 		// one of them (acquire.lua): none of those may be taken from a

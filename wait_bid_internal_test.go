@@ -73,6 +73,91 @@ func TestGrantAtReleaseTakesNoAttempt(t *testing.T) {
 	}
 }
 
+// TestReleaseBidsForItsOwnWaiters: Lockers take turns, so a release that
+// has a waiter of its own Locker in line gives the key to the waiter of
+// another Locker that asked for it. When its own waiter has no bid in
+// Redis (the Locker's bid was the one just granted), the release bids for
+// it in the same script, and the waiter makes no attempt of its own
+// (before, it bid with an attempt a round trip later): when the other
+// Locker's holder releases, the key comes back to it by that bid, under a
+// token of its own, with its lease trusted from when the release that bid
+// was sent.
+func TestReleaseBidsForItsOwnWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	ac := srv.Client(t)
+	scripts := redistest.CountCommands("evalsha", "eval")
+	ac.AddHook(scripts)
+	a := mustNew(t, ac)
+	defer a.Close()
+	b := mustNew(t, srv.Client(t))
+	defer b.Close()
+	ctx := context.Background()
+	const key, ttl = "turns", 5 * time.Second
+	o := Options{TTL: ttl, Wait: 30 * time.Second}
+
+	// The release script loaded, so that a release is one command.
+	warm, err := a.Acquire(ctx, key+":warm", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// b holds the key; a's two waiters queue behind it, then b's.
+	holder, err := b.Acquire(ctx, key, Options{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := queueWaiters(t, a, key, 2, o)
+	theirs := queueWaiters(t, b, key, 1, o)
+	// The release grants the key to a's bid: a's first waiter holds it,
+	// and a has no bid left in Redis for its second.
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := <-mine
+	if first.lk == nil {
+		t.Fatal("a's first waiter got no lock")
+	}
+	awaitWaiters(t, a, key, "b's want heard", func(kw *keyWaiters) bool { return kw != nil && len(kw.wanters) > 0 })
+	sent := scripts.Load()
+	releasing := time.Now()
+	if err := first.lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hb := <-theirs
+	if hb.lk == nil {
+		t.Fatal("b's waiter got no lock")
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := hb.lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := <-mine
+	if second.lk == nil {
+		t.Fatal("a's second waiter got no lock")
+	}
+	defer second.lk.Release(ctx)
+	if n := scripts.Load() - sent; n != 1 {
+		t.Fatalf("a sent %d scripts from its first waiter's release to its second waiter's lock; want 1, the release: it bids for its waiter", n)
+	}
+	if !(holder.Fence() < first.lk.Fence() && first.lk.Fence() < hb.lk.Fence() && hb.lk.Fence() < second.lk.Fence()) {
+		t.Fatalf("fences %d, %d, %d, %d: want them rising", holder.Fence(), first.lk.Fence(), hb.lk.Fence(), second.lk.Fence())
+	}
+	for _, lk := range []*Lock{holder, first.lk, hb.lk} {
+		if second.lk.Token() == lk.Token() {
+			t.Fatalf("a's second waiter holds token %s, an earlier grant's", lk.Token())
+		}
+	}
+	v, err := srv.Client(t).Get(ctx, a.RedisKey(key)).Result()
+	if err != nil || !strings.HasPrefix(v, second.lk.Token()+"|") {
+		t.Fatalf("Redis holds %q (%v); want a's second waiter's grant %s", v, err, second.lk.Token())
+	}
+	if until := second.lk.ValidUntil(); until.After(releasing.Add(ttl)) {
+		t.Fatalf("a's second waiter trusts its lease until %v after the release that bid was sent; want at most the lease, %v", until.Sub(releasing), ttl)
+	}
+}
+
 // TestGrantAtReleaseLostNoticeTakenOver: the notice of a grant at release
 // is lost. The waiter's own timer wakes it, and its next attempt finds the
 // key under its earlier attempt's grant and takes it over: it gets the

@@ -65,6 +65,9 @@ type giveBack struct {
 	// withdraw: the token released is an attempt's, whose bid, if it left
 	// one, is withdrawn (wait_bid.go).
 	withdraw bool
+	// bid: the Locker's next bid, for its first waiter, placed by the
+	// release if it grants the key to another Locker's (wait_bid.go).
+	bid *releaseBid
 }
 
 // handOff passes lk, whose holder is releasing it, to the first local
@@ -106,8 +109,10 @@ func (l *Locker) handOff(lk *Lock, releasing time.Time, next *lockID) (handed bo
 	if next == nil && l.bids && nextInTurn(l.id, kw.wanters, time.Now().Add(-2*l.recheck)) != "" {
 		// Lockers take turns: another one's waiter asked for the key, so
 		// it goes back to Redis, which grants it to that waiter's bid
-		// (wait_bid.go), before this Locker hands it to its own.
+		// (wait_bid.go), before this Locker hands it to its own, for
+		// which the release bids.
 		clear(kw.wanters)
+		g.bid = kw.nextBid()
 		return false, g, nil
 	}
 	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.a.o.Fair && !w.a.o.NoRenew && lk.Err() == nil {

@@ -37,9 +37,14 @@ type keyWaiters struct {
 	// grants are the last grants at release that notices announced, until
 	// the waiter they are for takes them (wait_bid.go).
 	grants []bidGrant
-	// lineBids are the bids that waiters behind the first left, which the
-	// first takes over (wait_bid.go).
+	// lineBids are the bids that waiters behind the first left, or that a
+	// release placed for the first, which the first takes over
+	// (wait_bid.go).
 	lineBids []bidSent
+	// bidComing: a release that may place a bid for the first waiter is
+	// on its way, so a grant to another Locker does not make the first
+	// waiter ask for one.
+	bidComing bool
 }
 
 // waiter is one waiting Acquire.

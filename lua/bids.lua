@@ -72,7 +72,8 @@ end
 -- grantBid gives the key lock, which the caller has just freed, to the
 -- bid of the Locker next in turn after self: the smallest id above it,
 -- else the smallest (self's own bid last), skipping, and deleting, bids
--- too old to grant. It returns true when it granted one.
+-- too old to grant. It returns the server time (ms) and the id of the
+-- Locker whose bid it granted, or false when it granted none.
 local function grantBid(lock, counter, bids, self)
   -- HKEYS and HGET, not HGETALL: the commands docs/acl.md grants already.
   local ids = redis.call('hkeys', bids)
@@ -97,5 +98,5 @@ local function grantBid(lock, counter, bids, self)
   -- Best-effort, as every notice (release.lua): a lost one is made good
   -- by the waiter's next attempt.
   redis.pcall('publish', lock, string.format('g%d %d ', first, last) .. token)
-  return true
+  return now, pick
 end

@@ -6,13 +6,21 @@
 -- its own), then ARGV[3] the releasing Locker's id when it takes part in
 -- grants at release, else '', ARGV[4] '1' when ARGV[1] is an attempt's
 -- whose bid, if it left one, is withdrawn, then ARGV[5] a yield window in
--- ms and ARGV[6] the id of the Locker to yield to
--- Returns 1 when the token held the lock and it is now gone, 0 otherwise.
+-- ms and ARGV[6] the id of the Locker to yield to (or both ''), then
+-- optionally ARGV[7..9] the releasing Locker's next bid: the token of its
+-- first waiter's next attempt, the lease in ms and the fences to reserve
+-- Returns 1 when the token held the lock and it is now gone, 2 when it
+-- was granted to another Locker's bid and ARGV[7]'s bid placed, 0
+-- otherwise.
 --
 -- With bids, when a waiter asked (the lock is marked, or the releasing
 -- Locker has waiters), the key goes straight to the bid of the Locker next
 -- in turn (grantBid, bids.lua); a waiter that gives up, or the clean-up of
--- a lost attempt, withdraws its bid first. Otherwise the notice is empty and wakes one waiter per
+-- a lost attempt, withdraws its bid first. A Locker that gives the key to
+-- another's waiter while waiters of its own wait bids for them in the
+-- same script (ARGV[7..9]), and says so on the channel as an attempt
+-- would ("*" and its id), instead of its first waiter's attempt doing
+-- both a round trip later. Otherwise the notice is empty and wakes one waiter per
 -- Locker. A yielding release leaves a "y:<Locker id>" marker for the window
 -- instead of deleting the key: only that Locker's waiters may take the
 -- lock meanwhile (acquire.lua).
@@ -27,10 +35,18 @@ local seq, marked = grantOf(v, ARGV[1])
 if not seq then
   return 0
 end
-if bids and (marked or ARGV[2] == '1') and grantBid(KEYS[1], KEYS[2], KEYS[3], ARGV[3]) then
-  return 1
+if bids and (marked or ARGV[2] == '1') then
+  local now, to = grantBid(KEYS[1], KEYS[2], KEYS[3], ARGV[3])
+  if now then
+    if ARGV[7] and to ~= ARGV[3] then
+      placeBid(KEYS[3], ARGV[3], ARGV[7], ARGV[8], ARGV[9], now)
+      redis.pcall('publish', KEYS[1], '*' .. ARGV[3])
+      return 2
+    end
+    return 1
+  end
 end
-if ARGV[5] then
+if ARGV[5] and ARGV[5] ~= '' then
   redis.call('set', KEYS[1], 'y:' .. ARGV[6], 'px', ARGV[5])
 else
   redis.call('del', KEYS[1])
