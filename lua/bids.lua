@@ -4,7 +4,9 @@
 --
 -- A bid is a waiting Acquire's offer to take the lock the moment it is
 -- released. An attempt of a waiting Acquire that finds the key held leaves
--- one in the key's bids hash (P{K}:bids, beside the lock key) under its
+-- one (and so does the release of its Locker that grants the key to
+-- another Locker's waiter, for its own next waiter: release.lua) in the
+-- key's bids hash (P{K}:bids, beside the lock key) under its
 -- Locker's id: "<ms registered> <lease ms> <fences to reserve> <token>",
 -- the token being that attempt's own. Only the first waiter of a Locker
 -- tries Redis, so a Locker has one bid per key. A release (release.lua)
