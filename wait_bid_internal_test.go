@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -348,5 +349,38 @@ func TestGrantAtReleaseWhenLockersStartTogether(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReleaseBidReplacesOnlyEarlierBids: a bid that a release of the
+// Locker placed replaced in Redis the Locker's bid that was answered
+// before the release was sent, which the first waiter then forgets (its
+// grant can never come); a bid answered after it may have replaced the
+// release's instead, and stays, as does one whose reply was lost.
+func TestReleaseBidReplacesOnlyEarlierBids(t *testing.T) {
+	l := &Locker{notifier: newNotifier(nil, "self")}
+	o := Options{TTL: time.Second, Wait: time.Minute}
+	mint := func() *lockID { return mintOn([3]string{"k", "f", "b"}, o) }
+	t0 := time.Now()
+	a := &acquisition{l: l, o: o, id: mint()}
+	w := &waiter{a: a, wake: make(chan struct{}, 1)}
+	kw := &keyWaiters{waiters: []*waiter{w}}
+	w.kw, a.w = kw, w
+	before, after, lost, byRelease := mint(), mint(), mint(), mint()
+	a.bidsSent = []bidSent{
+		{id: lost, sent: t0},
+		{id: before, sent: t0, busy: true, answered: t0.Add(time.Millisecond)},
+		{id: after, sent: t0.Add(2 * time.Millisecond), busy: true, answered: t0.Add(4 * time.Millisecond)},
+	}
+	kw.lineBids = []bidSent{{id: byRelease, sent: t0.Add(3 * time.Millisecond), busy: true, byRelease: true}}
+	if other := a.takeLineBids(); len(other) != 0 {
+		t.Fatalf("withdrawn %v, want none: the same lease", other)
+	}
+	var got []*lockID
+	for _, b := range a.bidsSent {
+		got = append(got, b.id)
+	}
+	if want := []*lockID{lost, after, byRelease}; !slices.Equal(got, want) {
+		t.Fatalf("bids %v, want the lost one, the one answered after the release was sent, and the release's: %v", got, want)
 	}
 }
