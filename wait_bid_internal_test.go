@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // grantNotices makes l's notifier drop (or deliver copies of) the grant
@@ -382,5 +383,115 @@ func TestReleaseBidReplacesOnlyEarlierBids(t *testing.T) {
 	}
 	if want := []*lockID{lost, after, byRelease}; !slices.Equal(got, want) {
 		t.Fatalf("bids %v, want the lost one, the one answered after the release was sent, and the release's: %v", got, want)
+	}
+}
+
+// TestGiveUpWithdrawsTheBid: a waiter of another Locker gives up while the
+// key is held, before any grant; the holder releases later, and the key
+// is free: the waiter's bid went with it, and no grant goes to nobody.
+func TestGiveUpWithdrawsTheBid(t *testing.T) {
+	srv := redistest.Start(t)
+	a := mustNew(t, srv.Client(t))
+	defer a.Close()
+	b := mustNew(t, srv.Client(t))
+	defer b.Close()
+	ctx := context.Background()
+	const key = "gave-up-bid"
+	holder, err := a.Acquire(ctx, key, Options{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx, key, Options{TTL: 30 * time.Second, Wait: 300 * time.Millisecond}); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("waiter: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond) // the withdrawal goes on behind the answer
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := a.Acquire(ctx, key, Options{Wait: 2 * time.Second})
+	if err != nil {
+		v, _ := srv.Client(t).Get(ctx, a.RedisKey(key)).Result()
+		t.Fatalf("the key stayed held after its holder released it, the only waiter having given up: %v (Redis holds %q)", err, v)
+	}
+	lk.Release(ctx)
+}
+
+// loseAcquireReply runs fn before it sends the first acquire script after
+// it was armed, and then loses that script's reply.
+type loseAcquireReply struct {
+	sha   string
+	armed atomic.Bool
+	fn    func()
+}
+
+func (h *loseAcquireReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *loseAcquireReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *loseAcquireReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) > 1 && args[0] == "evalsha" && args[1] == h.sha && h.armed.CompareAndSwap(true, false) {
+			h.fn()
+			_ = next(ctx, cmd)
+			err := errors.New("injected: reply lost")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestGrantNoticeAfterALostAttemptIsNotTaken: a release grants the key to
+// the waiter's bid while the waiter's next attempt, which names that bid,
+// is on its way, and the attempt's reply is lost. The attempt may have
+// taken the grant over, and its clean-up let it go: the waiter must not
+// take the lock from the grant's notice, and whatever it gets, Redis
+// holds it under its token and nobody else takes the key.
+func TestGrantNoticeAfterALostAttemptIsNotTaken(t *testing.T) {
+	srv := redistest.Start(t)
+	a := mustNew(t, srv.Client(t))
+	defer a.Close()
+	bc := srv.Client(t)
+	b := mustNew(t, bc)
+	defer b.Close()
+	b.recheck = 200 * time.Millisecond
+	ctx := context.Background()
+	const key, ttl = "lost-attempt", 10 * time.Second
+	holder, err := a.Acquire(ctx, key, Options{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var granted atomic.Int64
+	b.notifier.fault = func(_, payload string) (int, time.Duration) {
+		if _, ok := parseGrant(payload); ok {
+			granted.Add(1)
+		}
+		return 1, 0
+	}
+	hook := &loseAcquireReply{sha: b.store.(single).scripts.acquire.Hash(), fn: func() {
+		if err := holder.Release(ctx); err != nil {
+			t.Error(err)
+		}
+		for granted.Load() == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}}
+	bc.AddHook(hook)
+	got := queueWaiters(t, b, key, 1, Options{TTL: ttl, Wait: 30 * time.Second})
+	hook.armed.Store(true)
+	h := <-got
+	if h.lk == nil {
+		t.Fatal("no lock")
+	}
+	defer h.lk.Release(ctx)
+	time.Sleep(100 * time.Millisecond)
+	v, _ := srv.Client(t).Get(ctx, a.RedisKey(key)).Result()
+	if !strings.HasPrefix(v, h.lk.Token()+"|") {
+		t.Errorf("the waiter holds a lock (token %s) that Redis does not: it holds %q", h.lk.Token(), v)
+	}
+	if other, err := a.Acquire(ctx, key, Options{}); err == nil {
+		t.Errorf("another Locker took the key (fence %d) while the waiter holds it (fence %d)", other.Fence(), h.lk.Fence())
+		other.Release(ctx)
 	}
 }

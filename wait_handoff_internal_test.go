@@ -1454,3 +1454,39 @@ func commandsRun(t *testing.T, c *redis.Client) commandCounts {
 	}
 	return got
 }
+
+// TestTurnsTakenWhenTheHolderHasABlock: Lockers take turns. A holder that
+// took the key with a wait (so with a block of fences it could hand on
+// within its Locker) releases while a waiter of its own Locker and one of
+// another Locker that asked wait: the other Locker's waiter gets it
+// first. (A test whose holder had one fence, and so could never hand on,
+// let a break of the turns pass.)
+func TestTurnsTakenWhenTheHolderHasABlock(t *testing.T) {
+	srv := redistest.Start(t)
+	a := mustNew(t, srv.Client(t))
+	defer a.Close()
+	b := mustNew(t, srv.Client(t))
+	defer b.Close()
+	ctx := context.Background()
+	const key = "turns-block"
+	holder, err := a.Acquire(ctx, key, Options{Wait: time.Second}) // a waiting Acquire: a block of fences
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := queueWaiters(t, a, key, 1, Options{Wait: 30 * time.Second})
+	other := queueWaiters(t, b, key, 1, Options{Wait: 30 * time.Second})
+	awaitWaiters(t, a, key, "want notice", func(kw *keyWaiters) bool { return len(kw.wanters) == 1 })
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h := <-other:
+		h.lk.Release(ctx)
+		h2 := <-local
+		h2.lk.Release(ctx)
+	case h := <-local:
+		h.lk.Release(ctx)
+		<-other
+		t.Fatalf("the releasing Locker kept the key for its own waiter (fence %d after %d) though another Locker's waiter asked", h.lk.Fence(), holder.Fence())
+	}
+}
