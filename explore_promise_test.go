@@ -214,7 +214,7 @@ func (w *world) checkTTLs() {
 // room to spare: a run's latency is at most 1ms each way, its commands in
 // steps of at most coarseTick.
 const (
-	progressFree = 1500 * time.Millisecond
+	progressFree = 1200 * time.Millisecond
 	progressTrip = 100 * time.Millisecond
 )
 
