@@ -228,11 +228,15 @@ func TestObserverAcquireOutcomes(t *testing.T) {
 // way a lock is lost: Redis stops answering (a paused server), the token
 // is gone, the Locker is closed.
 func TestObserverRenewalAndLoss(t *testing.T) {
+	t.Parallel() // a server of its own; it waits out a lease
 	rec := &recorder{}
 	l, srv, rdb := newLocker(t, padlock.WithObserver(rec))
 	ctx := ctxFor(t)
 	key := testKey(t)
-	o := padlock.Options{TTL: 600 * time.Millisecond}
+	// Renewed every 667ms: a watchdog that a loaded machine wakes late
+	// still renews it before its trust ends (with 600ms it once did not,
+	// beside CI at load 20, and no renewal was seen).
+	o := padlock.Options{TTL: 2 * time.Second}
 
 	// Renewed while held.
 	lk := mustAcquire(t, l, ctx, key+":paused", o)
