@@ -231,6 +231,11 @@ func TestShorterExtendShortensTrust(t *testing.T) {
 	if err := lk.Extend(ctx, short); err != nil {
 		t.Fatalf("Extend: %v", err)
 	}
+	// The trust itself, not when a loaded machine runs the timer that
+	// signals its end (beside CI, that came 69 ms after the lease).
+	if until := lk.ValidUntil(); until.After(sent.Add(short)) {
+		t.Fatalf("trusted until %v after Extend(%v), want before that lease ends", until.Sub(sent), short)
+	}
 	srv.Pause(t)
 	defer srv.Resume(t)
 	select {
@@ -238,8 +243,8 @@ func TestShorterExtendShortensTrust(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no lost signal: the client still trusts the 30s lease after Extend to 600ms")
 	}
-	if lost := time.Since(sent); lost >= short {
-		t.Fatalf("lost signal %v after Extend(%v), want before that lease ends", lost, short)
+	if err := lk.Err(); !errors.Is(err, padlock.ErrLockLost) {
+		t.Fatalf("Err after the lost signal: %v, want ErrLockLost", err)
 	}
 }
 

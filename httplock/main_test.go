@@ -2,7 +2,6 @@ package httplock_test
 
 import (
 	"context"
-	"flag"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -15,10 +14,6 @@ func TestMain(m *testing.M) {
 	// Tests kill servers on purpose; go-redis would log every failed dial
 	// that follows, burying the test output.
 	redis.SetLogger(quiet{})
-	flag.Parse()
-	// The slow tests wait on servers of their own, for leases, rather than
-	// on the CPUs.
-	redistest.SideBySide(4)
 	goleak.VerifyTestMain(m, redistest.DialProbe)
 }
 
