@@ -114,6 +114,11 @@ func TestLostBeforeExpiryWhenRedisHangs(t *testing.T) {
 	sent := time.Now()
 	lk := mustAcquire(t, l, ctx, testKey(t), padlock.Options{TTL: ttl})
 	guarded := lk.Context(ctx)
+	// The trust itself ends before the lease could, whenever a loaded
+	// machine runs the timer that signals it (beside CI, 240 ms late).
+	if until := lk.ValidUntil(); !until.Before(sent.Add(ttl)) {
+		t.Fatalf("trusted until %v after the acquire was sent, want before the %v lease could end", until.Sub(sent), ttl)
+	}
 
 	srv.Pause(t)
 	resumed := false
@@ -127,14 +132,10 @@ func TestLostBeforeExpiryWhenRedisHangs(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no lost signal while Redis was paused past the lease")
 	}
-	lostAt := time.Since(sent)
-	if lostAt >= ttl {
-		t.Fatalf("lost signal %v after the acquire was sent, want before the %v lease could end", lostAt, ttl)
-	}
 	if !errors.Is(context.Cause(guarded), padlock.ErrLockLost) {
 		t.Fatalf("cause %v, want ErrLockLost", context.Cause(guarded))
 	}
-	time.Sleep(ttl - lostAt + 50*time.Millisecond) // past the lease for sure
+	time.Sleep(time.Until(sent.Add(ttl + 50*time.Millisecond))) // past the lease for sure
 	srv.Resume(t)
 	resumed = true
 	// The lease ran out on the server: another owner can take the key.
