@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
 	"log/slog"
 	"maps"
@@ -31,10 +30,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	gin.SetMode(gin.TestMode)
-	flag.Parse()
-	// Most tests wait on servers of their own, for jobs, leases and
-	// outages, rather than on the CPUs.
-	redistest.SideBySide(4)
 	// Spares for TestRunRedlock, whose nodes vote once up for the lease.
 	goleak.VerifyTestMain(redistest.WithSpares(m, 3), redistest.DialProbe)
 }

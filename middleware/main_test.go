@@ -2,7 +2,6 @@ package middleware_test
 
 import (
 	"context"
-	"flag"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -17,10 +16,6 @@ func TestMain(m *testing.M) {
 	// Tests kill servers on purpose; go-redis would log every failed dial
 	// that follows, burying the test output.
 	redis.SetLogger(quiet{})
-	flag.Parse()
-	// The slow tests wait on servers of their own, for leases and outages,
-	// rather than on the CPUs.
-	redistest.SideBySide(4)
 	goleak.VerifyTestMain(m, redistest.DialProbe)
 }
 
