@@ -18,8 +18,8 @@ func TestHeldAndWaiting(t *testing.T) {
 		t.Fatalf("fresh Locker: got %+v held, want none", h)
 	}
 	// A lease renewed soon (TTL/3), long enough that a loaded machine
-	// renews it in time.
-	lk := mustAcquire(t, l, ctx, key+":{braced}", padlock.Options{TTL: 1500 * time.Millisecond})
+	// renews it in time (1.5 s once lost it beside CI at load 20).
+	lk := mustAcquire(t, l, ctx, key+":{braced}", padlock.Options{TTL: 3 * time.Second})
 	fixed := mustAcquire(t, l, ctx, key+":fixed", padlock.Options{NoRenew: true})
 	done := make(chan error, 1)
 	wctx, cancel := context.WithCancel(ctx)
@@ -28,7 +28,18 @@ func TestHeldAndWaiting(t *testing.T) {
 		done <- err
 	}()
 	deadline := time.Now().Add(time.Minute)
-	for len(l.Waiting()) == 0 || l.Held()[0].Renewals == 0 {
+	renewed := func() bool {
+		for _, h := range l.Held() {
+			if h.Key == key+":{braced}" && h.Renewals > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for len(l.Waiting()) == 0 || !renewed() {
+		if err := lk.Err(); err != nil {
+			t.Fatalf("the renewed lock was lost before its first renewal: %v", err)
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no waiter or no renewal within a minute: held %+v, waiting %+v", l.Held(), l.Waiting())
 		}

@@ -30,8 +30,7 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	gin.SetMode(gin.TestMode)
-	// Spares for TestRunRedlock, whose nodes vote once up for the lease.
-	goleak.VerifyTestMain(redistest.WithSpares(m, 3), redistest.DialProbe)
+	goleak.VerifyTestMain(m, redistest.DialProbe)
 }
 
 // The API keys of the tests' two callers, and of their operator.
