@@ -108,7 +108,9 @@ func TestRedlockFreshNodes(t *testing.T) {
 	// A node timeout a node that has just begun to fsync every write
 	// meets on a loaded machine too (100 ms once did not, beside CI).
 	l := redlockOn(t, servers, padlock.WithMaxLease(maxLease), padlock.WithPersistentNodes(), padlock.WithNodeTimeout(2*time.Second))
-	lk, err := l.Acquire(ctx, key, padlock.Options{})
+	// A lease that the acquisition's own time on a loaded machine
+	// leaves valid (1s once did not, beside CI).
+	lk, err := l.Acquire(ctx, key, padlock.Options{TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatalf("Acquire on fresh nodes that persist every write, with WithPersistentNodes: %v", err)
 	}
