@@ -32,6 +32,12 @@ func TestRedlockRestartedNodeDoesNotVote(t *testing.T) {
 	servers[0].Restart(t)
 
 	_, err := lb.Acquire(ctx, key, padlock.Options{})
+	if err == nil && time.Since(asked) >= rlMaxLease+time.Second {
+		// A node restarted this slowly may vote by then, and A's lease is
+		// over, so B may take the key: this machine was too loaded to set
+		// the case up (beside CI, once).
+		t.Skipf("the restart and B's Acquire took %v, past A's %v lease: too slow to check the rule here", time.Since(asked), rlMaxLease)
+	}
 	if err == nil {
 		t.Fatal("B acquired the lock A holds, through the node that restarted and forgot it")
 	}
