@@ -195,12 +195,16 @@ func waitersOn(l *Locker, channel string, cond func(kw *keyWaiters) bool) bool {
 	return false
 }
 
-// asleep counts the waiters of kw (nil when none wait) that are asleep.
+// asleep counts the waiters of kw (nil when none wait) that are asleep
+// and stay so until something happens to the key: a waiter that parked
+// before its subscription went live wakes when it does, and tries again
+// (a release in between would have gone unnoticed), so it is not counted
+// once notices are live.
 func asleep(kw *keyWaiters) int {
 	n := 0
 	if kw != nil {
 		for _, w := range kw.waiters {
-			if w.parked {
+			if w.parked && (w.parkedLive || !kw.live) {
 				n++
 			}
 		}
@@ -242,10 +246,26 @@ type handed struct {
 	lk    *Lock
 }
 
-// waitParked waits until n waiters for key are asleep.
+// waitParked waits until n waiters for key are asleep, the key's
+// subscription has its outcome (live or failed), and none of them will
+// wake for that outcome: they stay asleep until something happens to the
+// key, or a timer of theirs runs out.
 func waitParked(t *testing.T, l *Locker, key string, n int) {
 	t.Helper()
-	awaitWaiters(t, l, key, fmt.Sprintf("%d waiters asleep", n), func(kw *keyWaiters) bool { return asleep(kw) == n })
+	awaitWaiters(t, l, key, fmt.Sprintf("%d waiters asleep", n), func(kw *keyWaiters) bool {
+		return kw != nil && subscribed(kw) && asleep(kw) == n
+	})
+}
+
+// subscribed reports whether kw's SUBSCRIBE has its outcome: confirmed,
+// or failed.
+func subscribed(kw *keyWaiters) bool {
+	select {
+	case <-kw.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // extendCall reports whether args run the extend script (EVALSHA, or EVAL

@@ -56,9 +56,12 @@ type waiter struct {
 	h *holdAcquisition // instead of a: a hold's waiter (wait_hold.go)
 
 	// Guarded by notifier.mu.
-	parked bool  // asleep until woken: a lock may be handed to it
-	handed *Lock // the lock handed to it, until it takes it (unpark)
-	kicked bool  // a hold's waiter: a notice came for it since it last tried
+	parked bool // asleep until woken: a lock may be handed to it
+	// parkedLive: notices were live when it last parked, so no
+	// subscription outcome is coming to wake it (tests wait for this).
+	parkedLive bool
+	handed     *Lock // the lock handed to it, until it takes it (unpark)
+	kicked     bool  // a hold's waiter: a notice came for it since it last tried
 	// requeue: a fair waiter that a hand-off took off the queue in Redis
 	// without giving it the lock; its next attempt asks to be queued
 	// again (wait_handoff.go).
@@ -182,7 +185,7 @@ func (n *notifier) park(w *waiter) bool {
 	if n.closed {
 		return false
 	}
-	w.parked = true
+	w.parked, w.parkedLive = true, w.kw.live
 	return true
 }
 
@@ -275,7 +278,7 @@ func (n *notifier) parkHold(w *waiter) (sleep, open bool) {
 		w.drain()
 		return false, true
 	}
-	w.parked = true
+	w.parked, w.parkedLive = true, w.kw.live
 	return true, true
 }
 
