@@ -147,6 +147,7 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 		a.bidsSent = a.bidsSent[:0]
 		lk := newLock(a.l, a.key, a.id, g.first, a.o, sent, replied)
 		lk.fenceEnd = g.last
+		a.startTurn(lk)
 		if !a.l.watchdog.add(lk.lease) {
 			a.l.cleanup(ctx, a.id)
 			return nil, ErrClosed
@@ -208,6 +209,14 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 func (a *acquisition) begin() {
 	if a.id == nil || a.id.claimed {
 		a.id = a.mintNext()
+	}
+}
+
+// startTurn begins this Locker's turn with lk, which a's attempt or bid
+// just took from Redis (see notifier.startTurn).
+func (a *acquisition) startTurn(lk *Lock) {
+	if lk.fenceEnd > lk.fence {
+		a.l.notifier.startTurn(a.id.lockKey(), a.w, lk.fence, lk.fenceEnd)
 	}
 }
 

@@ -21,8 +21,9 @@ import (
 // the waiter takes the lock as if its attempt had returned it, and trusts
 // the lease from the moment that attempt was sent, which is before Redis
 // set it. Lockers take turns: a Locker that heard another Locker's waiter
-// ask (a "want" notice, wait_handoff.go) gives the key back to Redis, and
-// so to that waiter, before it hands the key to a waiter of its own.
+// ask (a "want" notice, wait_handoff.go) serves the waiters it had when
+// its turn began, then gives the key back to Redis, and so to that waiter,
+// before it hands the key to a waiter of its own again.
 //
 // Every grant made so is its own: the bid's token was minted for one
 // attempt and sent once, a bid is granted once, and each later attempt of
@@ -397,6 +398,7 @@ func (a *acquisition) claimGrant(ctx context.Context) *Lock {
 	}
 	lk := newLock(a.l, a.key, b.id, g.first, o, b.sent, now)
 	lk.fenceEnd = g.last
+	a.startTurn(lk)
 	if !a.l.watchdog.add(lk.lease) {
 		a.l.cleanup(ctx, b.id)
 		return nil

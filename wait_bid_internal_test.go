@@ -76,15 +76,17 @@ func TestGrantAtReleaseTakesNoAttempt(t *testing.T) {
 	}
 }
 
-// TestReleaseBidsForItsOwnWaiters: Lockers take turns, so a release that
-// has a waiter of its own Locker in line gives the key to the waiter of
-// another Locker that asked for it. When its own waiter has no bid in
-// Redis (the Locker's bid was the one just granted), the release bids for
-// it in the same script, and the waiter makes no attempt of its own
-// (before, it bid with an attempt a round trip later): when the other
-// Locker's holder releases, the key comes back to it by that bid, under a
-// token of its own, with its lease trusted from when the release that bid
-// was sent.
+// TestReleaseBidsForItsOwnWaiters: Lockers take turns. A Locker whose
+// turn ends with a waiter of its own in line gives the key to the waiter
+// of another Locker that asked for it. When its own waiter has no bid in
+// Redis (it queued behind the Locker's waiters and never tried), the
+// release bids for it in the same script, and the waiter makes no attempt
+// of its own (before, it bid with an attempt a round trip later): when
+// the other Locker's holder releases, the key comes back to it by that
+// bid, under a token of its own, with its lease trusted from when the
+// release that bid was sent. And a turn serves the waiters the Locker had
+// when it began: a's first waiter, granted the key with a's second queued
+// behind it, hands it to that one, not to b's waiter that asked before.
 func TestReleaseBidsForItsOwnWaiters(t *testing.T) {
 	srv := redistest.Start(t)
 	ac := srv.Client(t)
@@ -114,7 +116,7 @@ func TestReleaseBidsForItsOwnWaiters(t *testing.T) {
 	mine := queueWaiters(t, a, key, 2, o)
 	theirs := queueWaiters(t, b, key, 1, o)
 	// The release grants the key to a's bid: a's first waiter holds it,
-	// and a has no bid left in Redis for its second.
+	// and its turn covers a's second.
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -122,13 +124,54 @@ func TestReleaseBidsForItsOwnWaiters(t *testing.T) {
 	if first.lk == nil {
 		t.Fatal("a's first waiter got no lock")
 	}
-	awaitWaiters(t, a, key, "b's want heard", func(kw *keyWaiters) bool { return kw != nil && len(kw.wanters) > 0 })
-	sent := scripts.Load()
-	releasing := time.Now()
+	// a's third waiter queues behind its second, so it does not try.
+	third := make(chan *Lock, 1)
+	go func() {
+		lk, err := a.Acquire(ctx, key, o)
+		if err != nil {
+			t.Errorf("a's third waiter: %v", err)
+		}
+		third <- lk
+	}()
+	awaitWaiters(t, a, key, "a's third waiter in line", func(kw *keyWaiters) bool { return kw != nil && len(kw.waiters) == 2 })
+	waitParked(t, a, key, 2)
+	awaitWaiters(t, a, key, "b's want heard", func(kw *keyWaiters) bool { return len(kw.wanters) > 0 })
 	if err := first.lk.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hb := <-theirs
+	var second handed
+	select {
+	case second = <-mine:
+	case hb := <-theirs:
+		t.Fatalf("b's waiter got the key (fence %d) while a's turn had a waiter left", hb.lk.Fence())
+	}
+	if second.lk == nil {
+		t.Fatal("a's second waiter got no lock")
+	}
+	if second.lk.Fence() != first.lk.Fence()+1 {
+		t.Fatalf("a's second waiter got fence %d after %d: want the next, handed on within a's turn, though b's waiter asked before it", second.lk.Fence(), first.lk.Fence())
+	}
+	select {
+	case hb := <-theirs:
+		t.Fatalf("b's waiter got the key (fence %d) while a's turn had a waiter left", hb.lk.Fence())
+	default:
+	}
+	// The hand-off took a's bid (its second waiter's) out of Redis, and
+	// a's third waiter never bid.
+	if bid, err := srv.Client(t).HGet(ctx, second.lk.id.bidsKey(), a.id).Result(); err != redis.Nil {
+		t.Fatalf("a's bid in Redis after the hand-off: %q (%v); want none", bid, err)
+	}
+	sent := scripts.Load()
+	releasing := time.Now()
+	if err := second.lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var hb handed
+	select {
+	case hb = <-theirs:
+	case lk := <-third:
+		t.Fatalf("a's third waiter got the key (fence %d) after a's turn, before b's waiter that asked", lk.Fence())
+	}
 	if hb.lk == nil {
 		t.Fatal("b's waiter got no lock")
 	}
@@ -136,28 +179,28 @@ func TestReleaseBidsForItsOwnWaiters(t *testing.T) {
 	if err := hb.lk.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	second := <-mine
-	if second.lk == nil {
-		t.Fatal("a's second waiter got no lock")
+	last := <-third
+	if last == nil {
+		t.Fatal("a's third waiter got no lock")
 	}
-	defer second.lk.Release(ctx)
+	defer last.Release(ctx)
 	if n := scripts.Load() - sent; n != 1 {
-		t.Fatalf("a sent %d scripts from its first waiter's release to its second waiter's lock; want 1, the release: it bids for its waiter", n)
+		t.Fatalf("a sent %d scripts from its turn's last release to its third waiter's lock; want 1, the release: it bids for its waiter", n)
 	}
-	if !(holder.Fence() < first.lk.Fence() && first.lk.Fence() < hb.lk.Fence() && hb.lk.Fence() < second.lk.Fence()) {
-		t.Fatalf("fences %d, %d, %d, %d: want them rising", holder.Fence(), first.lk.Fence(), hb.lk.Fence(), second.lk.Fence())
+	if !(holder.Fence() < first.lk.Fence() && second.lk.Fence() < hb.lk.Fence() && hb.lk.Fence() < last.Fence()) {
+		t.Fatalf("fences %d, %d, %d, %d, %d: want them rising", holder.Fence(), first.lk.Fence(), second.lk.Fence(), hb.lk.Fence(), last.Fence())
 	}
-	for _, lk := range []*Lock{holder, first.lk, hb.lk} {
-		if second.lk.Token() == lk.Token() {
-			t.Fatalf("a's second waiter holds token %s, an earlier grant's", lk.Token())
+	for _, lk := range []*Lock{holder, first.lk, second.lk, hb.lk} {
+		if last.Token() == lk.Token() {
+			t.Fatalf("a's third waiter holds token %s, an earlier grant's", lk.Token())
 		}
 	}
 	v, err := srv.Client(t).Get(ctx, a.RedisKey(key)).Result()
-	if err != nil || !strings.HasPrefix(v, second.lk.Token()+"|") {
-		t.Fatalf("Redis holds %q (%v); want a's second waiter's grant %s", v, err, second.lk.Token())
+	if err != nil || !strings.HasPrefix(v, last.Token()+"|") {
+		t.Fatalf("Redis holds %q (%v); want a's third waiter's grant %s", v, err, last.Token())
 	}
-	if until := second.lk.ValidUntil(); until.After(releasing.Add(ttl)) {
-		t.Fatalf("a's second waiter trusts its lease until %v after the release that bid was sent; want at most the lease, %v", until.Sub(releasing), ttl)
+	if until := last.ValidUntil(); until.After(releasing.Add(ttl)) {
+		t.Fatalf("a's third waiter trusts its lease until %v after the release that bid was sent; want at most the lease, %v", until.Sub(releasing), ttl)
 	}
 }
 

@@ -29,18 +29,31 @@ import (
 // clock in µs, and a block carries it at most handoffBlock-1 µs ahead
 // (lua/acquire.lua). A single attempt (no wait budget) reserves one.
 //
-// Other Lockers are not shut out. A waiter whose attempt finds the key busy
-// publishes a "want" notice naming its Locker; the holder's Locker hears it
-// (it listens on the key's channel while it has waiters) and, when the
-// lock goes back to Redis (its block used up, or the next local waiter
-// unable to take it), releases by yielding: instead of deleting the key it
-// leaves a marker for yieldWindow that only the waiters of one wanting
-// Locker may replace with their lock (acquire.lua). It picks the Locker
-// whose id follows its own, in the circular order of the ids, so with
-// several processes competing each serves the waiters it had queued, then
-// the next process has its turn, round robin. If the chosen Locker's
-// waiter does not come within the window, the marker expires and anyone
-// may take the key.
+// Other Lockers are not shut out: Lockers take turns. A waiter whose
+// attempt finds the key busy publishes a "want" notice naming its Locker,
+// and the holder's Locker hears it (it listens on the key's channel while
+// it has waiters). A turn begins when a Locker's waiter takes the key from
+// Redis (an attempt, or a grant at release) and covers the waiters queued
+// in that Locker behind it then: they are handed the key one after the
+// other, as in a Locker alone, whoever asks meanwhile (keyWaiters.turnEnd).
+// Once they are served, a release that another Locker wants the key for
+// gives it back to Redis, which grants it to the bid of the Locker whose
+// id follows the releaser's, in the circular order of the ids (wait_bid.go).
+// So with several processes competing each serves the waiters it had
+// queued, then the next process has its turn, round robin: a waiter waits
+// about one hold of every waiter queued before it, in any process, as in
+// one FIFO line, and most hand-offs stay within a process, where the next
+// holder needs no notice. (Serving one waiter per turn instead put every
+// hand-off across processes, at 0.89-0.93x the rate of one process; see
+// docs/benchmarks.md.)
+//
+// Where no grant is made (with Config.ReplicaAcks), or when
+// the lock goes back to Redis for another reason (its block used up, the
+// next local waiter unable to take it), the release yields instead:
+// rather than delete the key it leaves a marker for yieldWindow that only
+// the waiters of the wanting Locker next in that order may replace with
+// their lock (acquire.lua). If that Locker's waiter does not come within
+// the window, the marker expires and anyone may take the key.
 //
 // A lock is handed on only to a waiter that asked for it before Redis last
 // confirmed the lease (see handOff), when the next waiter asked for the same lease
@@ -106,11 +119,12 @@ func (l *Locker) handOff(lk *Lock, releasing time.Time, next *lockID) (handed bo
 	if l.cfg.redlock || lk.id.fair || !lk.lease.renew {
 		return false, g, nil
 	}
-	if next == nil && l.bids && nextInTurn(l.id, kw.wanters, time.Now().Add(-2*l.recheck)) != "" {
-		// Lockers take turns: another one's waiter asked for the key, so
-		// it goes back to Redis, which grants it to that waiter's bid
-		// (wait_bid.go), before this Locker hands it to its own, for
-		// which the release bids.
+	if next == nil && l.bids && lk.fence >= kw.turnEnd && nextInTurn(l.id, kw.wanters, time.Now().Add(-2*l.recheck)) != "" {
+		// Lockers take turns: this Locker has served the waiters it had
+		// when its turn began, and another one's waiter asked for the
+		// key, so it goes back to Redis, which grants it to that waiter's
+		// bid (wait_bid.go), before this Locker hands it to its own
+		// again, for which the release bids.
 		clear(kw.wanters)
 		g.bid = kw.nextBid()
 		return false, g, nil

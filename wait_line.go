@@ -2,6 +2,7 @@ package padlock
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,6 +46,11 @@ type keyWaiters struct {
 	// on its way, so a grant to another Locker does not make the first
 	// waiter ask for one.
 	bidComing bool
+	// turnEnd is the last fence of this Locker's turn with the key: the
+	// lock is handed on to the waiters in line while its fence is below
+	// it, even when another Locker's waiter wants the key
+	// (wait_handoff.go). Zero for a line that formed during the turn.
+	turnEnd int64
 }
 
 // waiter is one waiting Acquire.
@@ -98,6 +104,27 @@ func (n *notifier) state(channel string) (waiting, live bool) {
 		return false, false
 	}
 	return len(kw.waiters) > 0, kw.live
+}
+
+// startTurn begins the Locker's turn with the lock on channel that w (nil:
+// an Acquire not in line) took from Redis with fence, and may hand on up
+// to fenceEnd: the waiters in line besides w are handed it before another
+// Locker that wants the key gets it (wait_handoff.go).
+func (n *notifier) startTurn(channel string, w *waiter, fence, fenceEnd int64) {
+	if n.waited.Load() == 0 {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw := n.keys[channel]
+	if kw == nil {
+		return
+	}
+	queued := len(kw.waiters)
+	if w != nil && slices.Contains(kw.waiters, w) {
+		queued--
+	}
+	kw.turnEnd = min(fence+int64(queued), fenceEnd)
 }
 
 // live reports whether w's notices are known to arrive, and while the
