@@ -195,8 +195,10 @@ func TestRedlockHungNodes(t *testing.T) {
 			t.Fatalf("round %d: Release: %v", i, err)
 		}
 	}
-	// The hung node is waited for up to the node timeout, no longer.
-	if budget := rlNodeTimeout + 750*time.Millisecond; slowest > budget {
+	// The hung node is waited for up to the node timeout, no longer: well
+	// under go-redis's 3s read timeout, which it would be waited for
+	// without one (the rest is room for a loaded machine).
+	if budget := rlNodeTimeout + 1500*time.Millisecond; slowest > budget {
 		t.Errorf("slowest Acquire with one node hung took %v, want at most %v", slowest, budget)
 	}
 
@@ -206,7 +208,7 @@ func TestRedlockHungNodes(t *testing.T) {
 	servers[0].Pause(t)
 	servers[4].Pause(t)
 	hung := []padlock.NodeOutcome{padlock.NodeTimeout, padlock.NodeAgreed, padlock.NodeTimeout, padlock.NodeAgreed, padlock.NodeTimeout}
-	err := held.Extend(ctx, rlMaxLease)
+	err := untilHealthyAnswer(t, hung, func() error { return held.Extend(ctx, rlMaxLease) })
 	if !errors.Is(err, padlock.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Extend with 3 of 5 nodes hung: got %v, want ErrUnavailable and not context.DeadlineExceeded", err)
 	}
@@ -218,8 +220,13 @@ func TestRedlockHungNodes(t *testing.T) {
 	if !errors.Is(err, padlock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Extend past the caller's deadline: got %v, want ErrUnavailable and context.DeadlineExceeded", err)
 	}
-	start := time.Now()
-	_, err = l.Acquire(ctx, key, padlock.Options{})
+	var took time.Duration
+	err = untilHealthyAnswer(t, hung, func() error {
+		start := time.Now()
+		_, err := l.Acquire(ctx, key, padlock.Options{})
+		took = time.Since(start)
+		return err
+	})
 	if !errors.Is(err, padlock.ErrNotAcquired) || !errors.Is(err, padlock.ErrUnavailable) {
 		t.Fatalf("Acquire with 3 of 5 nodes hung: got %v, want ErrNotAcquired and ErrUnavailable", err)
 	}
@@ -227,7 +234,7 @@ func TestRedlockHungNodes(t *testing.T) {
 		t.Errorf("Acquire with 3 of 5 nodes hung: got %v, matching context.DeadlineExceeded though the caller's context is live", err)
 	}
 	checkNodes(t, "Acquire", err, "acquire", servers, hung)
-	if took, budget := time.Since(start), 3*rlNodeTimeout+time.Second; took > budget {
+	if budget := 3*rlNodeTimeout + time.Second; took > budget {
 		t.Errorf("Acquire with 3 of 5 nodes hung took %v, want at most %v", took, budget)
 	}
 
@@ -240,6 +247,30 @@ func TestRedlockHungNodes(t *testing.T) {
 	lk := mustAcquire(t, l, ctx, key+":after", padlock.Options{})
 	if err := lk.Release(ctx); err != nil {
 		t.Fatalf("Release after resume: %v", err)
+	}
+}
+
+// untilHealthyAnswer calls call, which fails with some nodes hung, until
+// every node that want says answers (NodeAgreed) did, at most 3 times: on
+// a loaded machine a healthy node may miss the node timeout too, which
+// says nothing of the hung ones. It returns the last call's error.
+func untilHealthyAnswer(t *testing.T, want []padlock.NodeOutcome, call func() error) error {
+	t.Helper()
+	var err error
+	for try := 1; ; try++ {
+		err = call()
+		var qe *padlock.QuorumError
+		if !errors.As(err, &qe) || len(qe.Nodes) != len(want) || try == 3 {
+			return err
+		}
+		slow := false
+		for i, r := range qe.Nodes {
+			slow = slow || (want[i] == padlock.NodeAgreed && r.Outcome == padlock.NodeTimeout)
+		}
+		if !slow {
+			return err
+		}
+		t.Logf("try %d: a healthy node missed the node timeout (a loaded machine): %v", try, err)
 	}
 }
 
@@ -265,11 +296,17 @@ func TestRedlockValidity(t *testing.T) {
 		}
 	}
 	// The hung node got the request too; once it wakes up, the release
-	// that followed (or the 50ms lease) frees it.
+	// that followed (or the 50ms lease) frees it. (Polled: a loaded
+	// machine may run the resumed node's queued requests late.)
 	servers[1].Resume(t)
-	time.Sleep(100 * time.Millisecond)
-	if keys := servers[1].Keys(t); len(keys) != 0 {
-		t.Errorf("hung node holds %q after it resumed, want nothing", keys)
+	var keys []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if keys = servers[1].Keys(t); len(keys) == 0 {
+			break
+		}
+	}
+	if len(keys) != 0 {
+		t.Errorf("hung node holds %q 5s after it resumed, want nothing: the 50ms lease or the release frees it", keys)
 	}
 }
 
