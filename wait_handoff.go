@@ -41,9 +41,11 @@ import (
 // id follows the releaser's, in the circular order of the ids (wait_bid.go).
 // So with several processes competing each serves the waiters it had
 // queued, then the next process has its turn, round robin: a waiter waits
-// about one hold of every waiter queued before it, in any process, as in
-// one FIFO line, and most hand-offs stay within a process, where the next
-// holder needs no notice. (Serving one waiter per turn instead put every
+// at most one turn of each other process that wants the key, a turn being
+// as long as that process's line when it began (and at most a block of
+// fences), which on a steady load is about one hold of every waiter
+// queued before it, as in one FIFO line; and most hand-offs stay within a
+// process, where the next holder needs no notice. (Serving one waiter per turn instead put every
 // hand-off across processes, at 0.89-0.93x the rate of one process; see
 // docs/benchmarks.md.)
 //
