@@ -27,6 +27,10 @@ import (
 //   - writer-first: "Writers are not starved ... while one is queued new
 //     readers wait too": no read hold goes to a reader that came after a
 //     writer was queued, while that writer still waits.
+//   - turns: "processes that want the key take turns, each serving the
+//     waiters it had queued": a lock handed on within a Locker goes to a
+//     waiter that was in its line when the Locker's turn began, whenever
+//     another Locker's waiter asked for the key since.
 //   - permit-order: "Fair: waiters queue in Redis and free permits go to
 //     the oldest live waiters": once a permit went to a waiter behind a
 //     live queued one (or to a newcomer), a permit stays free for every
@@ -38,6 +42,7 @@ const (
 	invHandOffOrder = "handoff-order" // a local hand-off passed over a waiter that joined the line earlier
 	invWriterFirst  = "writer-first"  // a reader that came after a queued writer was let in before it
 	invPermitOrder  = "permit-order"  // a fair permit went past a queued waiter, which then found none left
+	invTurns        = "turns"         // a Locker's turn went on to a waiter that came during it, while another Locker's waiter asked
 )
 
 // orderSlack is how long after an operation's end what it did in Redis
@@ -80,6 +85,54 @@ type orderSeen struct {
 	// (faultNotices): one to a waiter that had given up then holds the
 	// key, nobody's, until its lease ends (the progress invariant).
 	lost []time.Duration
+	// asks are the attempts of waiting Acquires that found the key held,
+	// and so asked the holder's Locker for it with a "want" notice, as
+	// their replies came back without a fault (the turns invariant).
+	asks []askSeen
+}
+
+// askSeen is an attempt of Locker li's, answered at at, that found the
+// lock key held.
+type askSeen struct {
+	li  int
+	key string // the Redis key
+	at  time.Duration
+}
+
+// sawAsk records c, a command client li sent that came back without a
+// fault, if it is an attempt of a waiting Acquire that found the key held
+// (acquire.lua: its ARGV[5] is '1', and it answers the holder's lease as
+// a negative number).
+func (w *world) sawAsk(li int, c redis.Cmder) {
+	args := c.Args()
+	if len(args) < 10 || w.cluster != nil || w.redlock {
+		return
+	}
+	gs, ok := w.tokens.scripts[fmt.Sprint(args[1])]
+	if !ok || gs.Name != "acquire" {
+		return
+	}
+	nk, err := strconv.Atoi(fmt.Sprint(args[2]))
+	if err != nil || 3+nk+4 >= len(args) || fmt.Sprint(args[3+nk+4]) != "1" {
+		return
+	}
+	cmd, ok := c.(interface{ Val() any }) // a *redis.Cmd, or padlock's wrapper of one
+	if !ok {
+		return
+	}
+	busy := false
+	switch v := cmd.Val().(type) {
+	case int64:
+		busy = v < 0
+	case []any:
+		n, isInt := v[0].(int64)
+		busy = len(v) == 2 && isInt && n < 0
+	}
+	if busy {
+		w.order.mu.Lock()
+		w.order.asks = append(w.order.asks, askSeen{li, fmt.Sprint(args[3]), w.chk.now()})
+		w.order.mu.Unlock()
+	}
 }
 
 // grantLost records that the notice of a grant at release was lost at now.
@@ -333,6 +386,7 @@ func (w *world) checkOrder() {
 	w.checkPermitOrder()
 	w.checkQueueJumps()
 	w.checkHandOffOrder()
+	w.checkTurns()
 	w.checkWriterFirst()
 	w.checkLeaderAfterGrant()
 	w.checkObserved()
@@ -419,6 +473,61 @@ func (w *world) checkHandOffOrder() {
 			}
 			w.chk.fail(invHandOffOrder, h.ended, "L%d handed %s to a waiter that joined its line at %.4fs, past one that joined at %.4fs and waited on until %.4fs",
 				h.li, h.key, h.wait.Seconds(), a.wait.Seconds(), end.Seconds())
+			return
+		}
+	}
+}
+
+// wantSlack is how late a "want" notice may reach the holder's Locker
+// after its waiter's attempt returned without a fault: its delivery, and
+// the SUBSCRIBE of a line that had just formed.
+const wantSlack = 50 * time.Millisecond
+
+// checkTurns: a lock handed on within Locker A, to an Acquire h that
+// joined A's line after A's turn began (A's last Acquire of the key that
+// did not get it by a hand-off returned), though an attempt of another
+// Locker's waiter found the key held after h joined and before the
+// hand-off (so it asked for the key, and A, listening for h, heard it
+// before it handed the key on): A's turn went on past the waiters it had
+// queued. On one node, in the mutex family, in runs whose notices meet
+// no fault, for Acquires without faults and with no pause or restart in
+// between.
+func (w *world) checkTurns() {
+	if w.fam != "mutex" || w.redlock || w.cluster != nil || len(w.srvs) > 1 || w.noticesFaulted || len(w.lockers) == 0 {
+		return
+	}
+	ops := w.opViews()
+	w.order.mu.Lock()
+	asks := slices.Clone(w.order.asks)
+	w.order.mu.Unlock()
+	start := w.tr.Start()
+	for _, h := range ops {
+		if !h.handedOff || h.fair || h.kind != "mutex" || h.faulted || !h.waited {
+			continue
+		}
+		// When A's turn began: the last grant of the key to one of A's
+		// Acquires that was not handed it.
+		began := time.Duration(-1)
+		for _, r := range ops {
+			if r.li == h.li && r.key == h.key && r.kind == "mutex" && !r.handedOff && r.granted >= 0 && r.granted < h.ended && r.granted > began {
+				began = r.granted
+			}
+		}
+		if began < 0 || h.wait <= began+orderSlack {
+			continue // h may have been in line as the turn began
+		}
+		if w.pausedIn(start.Add(began), start.Add(h.ended)) || w.chk.restartIn(began, h.ended) {
+			continue
+		}
+		// An ask heard before the hand-off, and fresh then (a want counts
+		// for two seconds; one).
+		key := w.lockers[0].RedisKey(h.key)
+		for _, a := range asks {
+			if a.li == h.li || a.key != key || a.at <= h.wait+orderSlack || a.at >= h.ended-wantSlack || a.at < h.ended-time.Second {
+				continue
+			}
+			w.chk.fail(invTurns, h.ended, "L%d handed %s to a waiter that joined its line at %.4fs, after its turn began at %.4fs, though L%d's waiter asked for the key at %.4fs",
+				h.li, h.key, h.wait.Seconds(), began.Seconds(), a.li, a.at.Seconds())
 			return
 		}
 	}

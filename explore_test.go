@@ -246,6 +246,13 @@ type world struct {
 	// noticesStarved: a run whose commands meet no fault and that loses
 	// one release notice in three (faultNotices).
 	noticesStarved bool
+	// noticesFaulted: the notices to the Lockers' waiters are lost,
+	// repeated or late now and then (faultNotices).
+	noticesFaulted bool
+	// fleet: a mutex run on one node and one key whose commands and
+	// notices meet no fault, with four goroutines per Locker, so that
+	// Lockers with lines of their own take turns (the turns invariant).
+	fleet bool
 }
 
 // extendNow reports whether a holder calls Extend before this step.
@@ -308,6 +315,10 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	// only operations without a fault show).
 	if sr := w.rng(-820); fam == "mutex" && sr.IntN(3) == 0 {
 		w.plan.Rate, w.plan.ConnRate, w.noticesStarved = 0, 0, true
+	}
+	// Drawn apart: half the other mutex runs on one node are a fleet.
+	if fr := w.rng(-840); fam == "mutex" && !w.redlock && w.cluster == nil && !w.noticesStarved && fr.IntN(2) == 0 {
+		w.plan.Rate, w.plan.ConnRate, w.fleet = 0, 0, true
 	}
 	// Commands that reach the server in steps: TIME repeats its reading
 	// for every command of a step, and fences must still rise (drawn
@@ -409,17 +420,20 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		w.keys = []string{"k0", "k1", "k2"}
 	}
 	// Drawn apart, so that the other runs keep their randomness.
-	if hr := w.rng(-300); (fam == "mutex" || fam == "fair") && hr.IntN(3) == 0 {
+	if hr := w.rng(-300); (fam == "mutex" || fam == "fair") && hr.IntN(3) == 0 && !w.fleet {
 		w.hot = true
 		w.keys = []string{"k0", "k1", "k2", "k3", "k4", "k5"}[:3+hr.IntN(4)]
 		// Round trips long beside the holds, which are few ms apart
 		// (work): a hand-off is often on its way when another falls due.
 		w.plan.Latency = time.Millisecond
 	}
+	if w.fleet {
+		w.keys = []string{"k0"}
+	}
 	w.spreadKeys()
 	run := 4*time.Second + time.Duration(r.IntN(4000))*time.Millisecond
 	w.end = time.Now().Add(run)
-	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations, hot keys %v, commands in steps of %v, notices starved %v", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run, w.hot, w.plan.Align, w.noticesStarved)
+	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations, hot keys %v, commands in steps of %v, notices starved %v, fleet %v", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run, w.hot, w.plan.Align, w.noticesStarved, w.fleet)
 	if w.cluster != nil {
 		tr.Add("a Cluster in memory of %d masters; keys on masters %v", len(w.srvs), w.keyMasters())
 	}
@@ -521,6 +535,9 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		if w.hot {
 			ng = nLockers * 2 * len(w.keys)
 		}
+		if w.fleet {
+			ng = nLockers * 4
+		}
 		if w.redlock {
 			// Every operation goes to every node: fewer goroutines keep
 			// a seed's cost near the others'.
@@ -607,9 +624,12 @@ func (w *world) locker(actor, li int) {
 			// nothing renews it, so the trust runs out while it is held.
 			NoRenew: r.IntN(8) == 0 || w.fam == "extend" && r.IntN(3) != 0,
 		}
-		if w.hot {
+		if w.hot || w.fleet {
 			// Waiters that may be handed the lock: the same lease, a wait.
 			o.TTL, o.Wait = w.ttl, max(o.Wait, time.Second)
+		}
+		if w.fleet {
+			o.NoRenew = false
 		}
 		if w.maxWait != 0 {
 			o.Wait = min(o.Wait, w.maxWait)
@@ -1317,9 +1337,10 @@ func (w *world) stallProclaims(l *padlock.Locker, i int) {
 // only once, whatever the notices do. (Drawn apart, so that the other
 // runs keep their randomness.)
 func (w *world) faultNotices(l *padlock.Locker, i int) {
-	if w.rng(-600).IntN(2) == 0 && !w.noticesStarved {
+	if w.rng(-600).IntN(2) == 0 && !w.noticesStarved || w.fleet {
 		return
 	}
+	w.noticesFaulted = true
 	var mu sync.Mutex
 	r := w.rng(-610 - i)
 	padlock.SetNoticeFault(l, func(channel, payload string) (int, time.Duration) {

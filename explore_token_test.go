@@ -57,6 +57,9 @@ func (w *world) watchTokens(h *explore.Hook) {
 				e = err
 			}
 			token, q := w.tokenSent(id, srv, c, e)
+			if e == nil && f.Kind == explore.None {
+				w.sawAsk(id, c)
+			}
 			if !explore.Pipelined(ctx) {
 				op := w.sets.opOf(ctx, q)
 				opCommand(op, token, q, f, e)

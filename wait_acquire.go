@@ -216,7 +216,7 @@ func (a *acquisition) begin() {
 // just took from Redis (see notifier.startTurn).
 func (a *acquisition) startTurn(lk *Lock) {
 	if lk.fenceEnd > lk.fence {
-		a.l.notifier.startTurn(a.id.lockKey(), a.w, lk.fence, lk.fenceEnd)
+		a.l.notifier.startTurn(a.id.lockKey(), a.w)
 	}
 }
 

@@ -35,7 +35,7 @@ import (
 // it has waiters). A turn begins when a Locker's waiter takes the key from
 // Redis (an attempt, or a grant at release) and covers the waiters queued
 // in that Locker behind it then: they are handed the key one after the
-// other, as in a Locker alone, whoever asks meanwhile (keyWaiters.turnEnd).
+// other, as in a Locker alone, whoever asks meanwhile (waiter.inTurn).
 // Once they are served, a release that another Locker wants the key for
 // gives it back to Redis, which grants it to the bid of the Locker whose
 // id follows the releaser's, in the circular order of the ids (wait_bid.go).
@@ -121,17 +121,20 @@ func (l *Locker) handOff(lk *Lock, releasing time.Time, next *lockID) (handed bo
 	if l.cfg.redlock || lk.id.fair || !lk.lease.renew {
 		return false, g, nil
 	}
-	if next == nil && l.bids && lk.fence >= kw.turnEnd && nextInTurn(l.id, kw.wanters, time.Now().Add(-2*l.recheck)) != "" {
-		// Lockers take turns: this Locker has served the waiters it had
-		// when its turn began, and another one's waiter asked for the
-		// key, so it goes back to Redis, which grants it to that waiter's
+	// Lockers take turns: this Locker has served the waiters it had when
+	// its turn began, and another one's waiter asked for the key.
+	turnOver := l.bids && !kw.waiters[0].inTurn && nextInTurn(l.id, kw.wanters, time.Now().Add(-2*l.recheck)) != ""
+	if next == nil && turnOver {
+		// The key goes back to Redis, which grants it to that waiter's
 		// bid (wait_bid.go), before this Locker hands it to its own
 		// again, for which the release bids.
 		clear(kw.wanters)
 		g.bid = kw.nextBid()
 		return false, g, nil
 	}
-	if w := kw.waiters[0]; lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.a.o.Fair && !w.a.o.NoRenew && lk.Err() == nil {
+	// (With next, a waiter that came to the front since the rename began,
+	// after the turn's last, is not handed it either.)
+	if w := kw.waiters[0]; !turnOver && lk.fence < lk.fenceEnd && w.parked && w.handed == nil && !w.a.o.Fair && !w.a.o.NoRenew && lk.Err() == nil {
 		if next == nil {
 			if l.watchdog.canHandOver(lk, w.a.o.TTL) {
 				return false, g, mintOn(lk.id.keys, w.a.o)

@@ -2,7 +2,6 @@ package padlock
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,11 +45,6 @@ type keyWaiters struct {
 	// on its way, so a grant to another Locker does not make the first
 	// waiter ask for one.
 	bidComing bool
-	// turnEnd is the last fence of this Locker's turn with the key: the
-	// lock is handed on to the waiters in line while its fence is below
-	// it, even when another Locker's waiter wants the key
-	// (wait_handoff.go). Zero for a line that formed during the turn.
-	turnEnd int64
 }
 
 // waiter is one waiting Acquire.
@@ -68,6 +62,10 @@ type waiter struct {
 	parkedLive bool
 	handed     *Lock // the lock handed to it, until it takes it (unpark)
 	kicked     bool  // a hold's waiter: a notice came for it since it last tried
+	// inTurn: it was in line when its Locker's turn with the key began,
+	// so it may be handed the key though another Locker wants it
+	// (wait_handoff.go).
+	inTurn bool
 	// requeue: a fair waiter that a hand-off took off the queue in Redis
 	// without giving it the lock; its next attempt asks to be queued
 	// again (wait_handoff.go).
@@ -106,25 +104,21 @@ func (n *notifier) state(channel string) (waiting, live bool) {
 	return len(kw.waiters) > 0, kw.live
 }
 
-// startTurn begins the Locker's turn with the lock on channel that w (nil:
-// an Acquire not in line) took from Redis with fence, and may hand on up
-// to fenceEnd: the waiters in line besides w are handed it before another
-// Locker that wants the key gets it (wait_handoff.go).
-func (n *notifier) startTurn(channel string, w *waiter, fence, fenceEnd int64) {
+// startTurn begins the Locker's turn with the lock on channel, which w
+// (nil: an Acquire not in line) took from Redis: the waiters in line
+// besides w are handed it before another Locker that wants the key gets
+// it (wait_handoff.go).
+func (n *notifier) startTurn(channel string, w *waiter) {
 	if n.waited.Load() == 0 {
 		return
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	kw := n.keys[channel]
-	if kw == nil {
-		return
+	if kw := n.keys[channel]; kw != nil {
+		for _, x := range kw.waiters {
+			x.inTurn = x != w
+		}
 	}
-	queued := len(kw.waiters)
-	if w != nil && slices.Contains(kw.waiters, w) {
-		queued--
-	}
-	kw.turnEnd = min(fence+int64(queued), fenceEnd)
 }
 
 // live reports whether w's notices are known to arrive, and while the
