@@ -1490,3 +1490,78 @@ func TestTurnsTakenWhenTheHolderHasABlock(t *testing.T) {
 		t.Fatalf("the releasing Locker kept the key for its own waiter (fence %d after %d) though another Locker's waiter asked", h.lk.Fence(), holder.Fence())
 	}
 }
+
+// TestTurnServesOnlyTheWaitersQueuedAsItBegan: a Locker's turn covers the
+// waiters in its line when it took the key, not the ones that came
+// after, even when one of the first gave up: a's first waiter takes the
+// key with a's second behind it; the second gives up and a third joins;
+// the first's release goes to b's waiter, which asked, not to the third.
+// (A count of the waiters queued let the third take the second's place.)
+func TestTurnServesOnlyTheWaitersQueuedAsItBegan(t *testing.T) {
+	srv := redistest.Start(t)
+	a := mustNew(t, srv.Client(t))
+	defer a.Close()
+	b := mustNew(t, srv.Client(t))
+	defer b.Close()
+	ctx := context.Background()
+	const key = "turn-members"
+	o := Options{Wait: 30 * time.Second}
+	holder, err := b.Acquire(ctx, key, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := queueWaiters(t, a, key, 1, o)
+	// a's second waiter, which gives up once a's first holds the key.
+	gaveUp := make(chan error, 1)
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		lk, err := a.Acquire(sctx, key, o)
+		if lk != nil {
+			lk.Release(ctx)
+		}
+		gaveUp <- err
+	}()
+	awaitWaiters(t, a, key, "a's second waiter in line", func(kw *keyWaiters) bool { return kw != nil && len(kw.waiters) == 2 })
+	waitParked(t, a, key, 2)
+	theirs := queueWaiters(t, b, key, 1, o)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := <-mine
+	if first.lk == nil {
+		t.Fatal("a's first waiter got no lock")
+	}
+	stop()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a's second waiter: %v, want context.Canceled", err)
+	}
+	third := make(chan *Lock, 1)
+	go func() {
+		lk, err := a.Acquire(ctx, key, o)
+		if err != nil {
+			t.Errorf("a's third waiter: %v", err)
+		}
+		third <- lk
+	}()
+	awaitWaiters(t, a, key, "a's third waiter in line", func(kw *keyWaiters) bool { return kw != nil && len(kw.waiters) == 1 })
+	waitParked(t, a, key, 1)
+	awaitWaiters(t, a, key, "b's want heard", func(kw *keyWaiters) bool { return len(kw.wanters) > 0 })
+	if err := first.lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case hb := <-theirs:
+		if hb.lk == nil {
+			t.Fatal("b's waiter got no lock")
+		}
+		if err := hb.lk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case lk := <-third:
+		t.Fatalf("a's third waiter, which came during a's turn, got the key (fence %d after %d) before b's waiter, which asked", lk.Fence(), first.lk.Fence())
+	}
+	if lk := <-third; lk != nil {
+		lk.Release(ctx)
+	}
+}
