@@ -241,6 +241,24 @@ func queueWaiters(t *testing.T, l *Locker, key string, n int, o Options) <-chan 
 	return got
 }
 
+// joinLine starts a waiting Acquire of key on l, named who in failures,
+// and waits until it is asleep in l's line behind the others, inLine in
+// all; its lock arrives on the channel returned.
+func joinLine(t *testing.T, l *Locker, key, who string, o Options, inLine int) <-chan *Lock {
+	t.Helper()
+	got := make(chan *Lock, 1)
+	go func() {
+		lk, err := l.Acquire(context.Background(), key, o)
+		if err != nil {
+			t.Errorf("%s: %v", who, err)
+		}
+		got <- lk
+	}()
+	awaitWaiters(t, l, key, who+" in line", func(kw *keyWaiters) bool { return kw != nil && len(kw.waiters) == inLine })
+	waitParked(t, l, key, inLine)
+	return got
+}
+
 type handed struct {
 	place int
 	lk    *Lock

@@ -125,16 +125,7 @@ func TestReleaseBidsForItsOwnWaiters(t *testing.T) {
 		t.Fatal("a's first waiter got no lock")
 	}
 	// a's third waiter queues behind its second, so it does not try.
-	third := make(chan *Lock, 1)
-	go func() {
-		lk, err := a.Acquire(ctx, key, o)
-		if err != nil {
-			t.Errorf("a's third waiter: %v", err)
-		}
-		third <- lk
-	}()
-	awaitWaiters(t, a, key, "a's third waiter in line", func(kw *keyWaiters) bool { return kw != nil && len(kw.waiters) == 2 })
-	waitParked(t, a, key, 2)
+	third := joinLine(t, a, key, "a's third waiter", o, 2)
 	awaitWaiters(t, a, key, "b's want heard", func(kw *keyWaiters) bool { return len(kw.wanters) > 0 })
 	if err := first.lk.Release(ctx); err != nil {
 		t.Fatal(err)

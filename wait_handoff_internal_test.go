@@ -1536,16 +1536,7 @@ func TestTurnServesOnlyTheWaitersQueuedAsItBegan(t *testing.T) {
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("a's second waiter: %v, want context.Canceled", err)
 	}
-	third := make(chan *Lock, 1)
-	go func() {
-		lk, err := a.Acquire(ctx, key, o)
-		if err != nil {
-			t.Errorf("a's third waiter: %v", err)
-		}
-		third <- lk
-	}()
-	awaitWaiters(t, a, key, "a's third waiter in line", func(kw *keyWaiters) bool { return kw != nil && len(kw.waiters) == 1 })
-	waitParked(t, a, key, 1)
+	third := joinLine(t, a, key, "a's third waiter", o, 1)
 	awaitWaiters(t, a, key, "b's want heard", func(kw *keyWaiters) bool { return len(kw.wanters) > 0 })
 	if err := first.lk.Release(ctx); err != nil {
 		t.Fatal(err)
