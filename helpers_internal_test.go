@@ -43,6 +43,16 @@ func mustNew(t testing.TB, client redis.UniversalClient, opts ...LockerOption) *
 	return l
 }
 
+// twoLockers starts a server and two Lockers on it, closed as t ends: as
+// two processes sharing one Redis.
+func twoLockers(t *testing.T) (srv *redistest.Server, a, b *Locker) {
+	t.Helper()
+	srv = redistest.Start(t)
+	a, b = mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return srv, a, b
+}
+
 // testKey returns a key unique to t.
 func testKey(t testing.TB) string { return strings.ReplaceAll(t.Name(), "/", ":") }
 

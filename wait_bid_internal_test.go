@@ -201,11 +201,7 @@ func TestReleaseBidsForItsOwnWaiters(t *testing.T) {
 // lock, under the new attempt's token, well before the grant's lease
 // would have freed the key.
 func TestGrantAtReleaseLostNoticeTakenOver(t *testing.T) {
-	srv := redistest.Start(t)
-	a := mustNew(t, srv.Client(t))
-	defer a.Close()
-	b := mustNew(t, srv.Client(t))
-	defer b.Close()
+	srv, a, b := twoLockers(t)
 	b.recheck = 50 * time.Millisecond
 	lost := grantNotices(b, func(int64) int { return 0 })
 	ctx := context.Background()
@@ -245,11 +241,7 @@ func TestGrantAtReleaseLostNoticeTakenOver(t *testing.T) {
 // tries Redis while the first holds the key and so has a bid of its own
 // that the copy does not name, goes on waiting.
 func TestGrantNoticeRepeatedIsAStranger(t *testing.T) {
-	srv := redistest.Start(t)
-	a := mustNew(t, srv.Client(t))
-	defer a.Close()
-	b := mustNew(t, srv.Client(t))
-	defer b.Close()
+	_, a, b := twoLockers(t)
 	b.recheck = 20 * time.Millisecond // the second waiter tries, and bids, while the first holds
 	grantNotices(b, func(int64) int { return 2 })
 	ctx := context.Background()
@@ -288,11 +280,7 @@ func TestGrantNoticeRepeatedIsAStranger(t *testing.T) {
 // it leaves (behind its answer), so the key is free within moments, not
 // after the grant's 30 s lease.
 func TestGiveUpWhileGrantedLetsGo(t *testing.T) {
-	srv := redistest.Start(t)
-	a := mustNew(t, srv.Client(t))
-	defer a.Close()
-	b := mustNew(t, srv.Client(t))
-	defer b.Close()
+	_, a, b := twoLockers(t)
 	lost := grantNotices(b, func(int64) int { return 0 })
 	ctx := context.Background()
 	const key = "gave-up"
@@ -425,11 +413,7 @@ func TestReleaseBidReplacesOnlyEarlierBids(t *testing.T) {
 // key is held, before any grant; the holder releases later, and the key
 // is free: the waiter's bid went with it, and no grant goes to nobody.
 func TestGiveUpWithdrawsTheBid(t *testing.T) {
-	srv := redistest.Start(t)
-	a := mustNew(t, srv.Client(t))
-	defer a.Close()
-	b := mustNew(t, srv.Client(t))
-	defer b.Close()
+	srv, a, b := twoLockers(t)
 	ctx := context.Background()
 	const key = "gave-up-bid"
 	holder, err := a.Acquire(ctx, key, Options{TTL: 30 * time.Second})

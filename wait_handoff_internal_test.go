@@ -1462,11 +1462,7 @@ func commandsRun(t *testing.T, c *redis.Client) commandCounts {
 // first. (A test whose holder had one fence, and so could never hand on,
 // let a break of the turns pass.)
 func TestTurnsTakenWhenTheHolderHasABlock(t *testing.T) {
-	srv := redistest.Start(t)
-	a := mustNew(t, srv.Client(t))
-	defer a.Close()
-	b := mustNew(t, srv.Client(t))
-	defer b.Close()
+	_, a, b := twoLockers(t)
 	ctx := context.Background()
 	const key = "turns-block"
 	holder, err := a.Acquire(ctx, key, Options{Wait: time.Second}) // a waiting Acquire: a block of fences
@@ -1498,11 +1494,7 @@ func TestTurnsTakenWhenTheHolderHasABlock(t *testing.T) {
 // the first's release goes to b's waiter, which asked, not to the third.
 // (A count of the waiters queued let the third take the second's place.)
 func TestTurnServesOnlyTheWaitersQueuedAsItBegan(t *testing.T) {
-	srv := redistest.Start(t)
-	a := mustNew(t, srv.Client(t))
-	defer a.Close()
-	b := mustNew(t, srv.Client(t))
-	defer b.Close()
+	_, a, b := twoLockers(t)
 	ctx := context.Background()
 	const key = "turn-members"
 	o := Options{Wait: 30 * time.Second}
