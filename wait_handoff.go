@@ -45,13 +45,13 @@ import (
 // as long as that process's line when it began (and at most a block of
 // fences), which on a steady load is about one hold of every waiter
 // queued before it, as in one FIFO line; and most hand-offs stay within a
-// process, where the next holder needs no notice. (Serving one waiter per turn instead put every
-// hand-off across processes, at 0.89-0.93x the rate of one process; see
-// docs/benchmarks.md.)
+// process, where the next holder needs no notice. (Serving one waiter per
+// turn instead put every hand-off across processes, at 0.86-0.93x the
+// rate of one process; see docs/benchmarks.md.)
 //
-// Where no grant is made (with Config.ReplicaAcks), or when
-// the lock goes back to Redis for another reason (its block used up, the
-// next local waiter unable to take it), the release yields instead:
+// Where no grant is made (with Config.ReplicaAcks), or when the lock goes
+// back to Redis for another reason (its block used up, the next local
+// waiter unable to take it), the release yields instead:
 // rather than delete the key it leaves a marker for yieldWindow that only
 // the waiters of the wanting Locker next in that order may replace with
 // their lock (acquire.lua). If that Locker's waiter does not come within
