@@ -243,23 +243,23 @@ func (w *world) snapshotQueue(srv, queue string, entries []string) {
 	if last != nil && !w.chk.restartIn(last.at, now) && !w.pausedIn(start.Add(last.at), start.Add(now)) {
 		before := map[string]bool{}
 		for _, e := range last.entries {
-			before[e] = true
+			before[queuedPlace(e)] = true
 		}
 		newcomer := ""
 		for _, e := range entries {
-			_, place, _ := strings.Cut(e, ":")
+			place := queuedPlace(e)
 			if _, seen := o.queuedAt[place]; !seen && newcomer == "" {
 				newcomer = place
 				continue
 			}
-			if newcomer != "" && before[e] {
+			if newcomer != "" && before[place] {
 				o.jumps = append(o.jumps, queueJump{since: last.at, at: now, queue: queue, newcomer: newcomer, behind: place, entries: entries})
 				break
 			}
 		}
 	}
 	for _, e := range entries {
-		_, place, _ := strings.Cut(e, ":")
+		place := queuedPlace(e)
 		if _, seen := o.queuedAt[place]; !seen {
 			o.queuedAt[place] = now
 		}
@@ -310,7 +310,8 @@ func (w *world) snapshotSem(ctx context.Context, c *redis.Client, srv, queue str
 		cur.holders[fmt.Sprint(m)] = true
 	}
 	for _, e := range entries {
-		deadline, place, _ := strings.Cut(fmt.Sprint(e), ":")
+		deadline, _, _ := strings.Cut(fmt.Sprint(e), ":")
+		place := queuedPlace(fmt.Sprint(e))
 		if d, err := strconv.ParseInt(deadline, 10, 64); err == nil && d >= nowMs {
 			cur.queue = append(cur.queue, place)
 		}

@@ -259,7 +259,7 @@ func (w *world) leftQueue(g, what string, op *opSeen, began time.Duration) {
 				continue
 			}
 			for _, e := range entries {
-				if _, place, _ := strings.Cut(e, ":"); place == q.place {
+				if queuedPlace(e) == q.place {
 					w.chk.fail(invProgress, now, "%s: %s gave up with no fault on its way, yet its place %s is still queued in %s: %v", g, what, q.place, q.queue, entries)
 				}
 			}

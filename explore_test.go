@@ -1204,8 +1204,7 @@ func (w *world) checkQueues(ctx context.Context, srv string, c *redis.Client, se
 		}
 		n := map[string]int{}
 		for _, e := range entries {
-			_, place, _ := strings.Cut(e, ":")
-			n[place]++
+			n[queuedPlace(e)]++
 		}
 		for place, cnt := range n {
 			if cnt > 1 && !seen[k+place] {

@@ -255,3 +255,12 @@ func checkNodes(t *testing.T, call string, err error, op string, servers []*redi
 	}
 	return qe
 }
+
+// queuedPlace returns the place of a fair queue entry, "<deadline
+// ms>:<place>", without the bid it may carry after '|'
+// (lua/queue_head.lua).
+func queuedPlace(e string) string {
+	_, place, _ := strings.Cut(e, ":")
+	place, _, _ = strings.Cut(place, "|")
+	return place
+}

@@ -51,6 +51,9 @@ func (s single) acquire(ctx context.Context, id *lockID, at *attempt) (grant, er
 		return grant{}, errTokenReused
 	}
 	if id.fair {
+		if s.self != nil && at != nil && at.bids {
+			return grantOf(s.fairAttempts.run(ctx, s.client, s.retries, id.keys[:], fairBidArgs(id, at)...).Result())
+		}
 		return grantOf(s.fairAttempts.run(ctx, s.client, s.retries, id.keys[:], id.token, id.argv[1], at.queueTime(), at.placeOf(id)).Result())
 	}
 	if s.self != nil && at != nil && at.bids {
@@ -297,6 +300,22 @@ func acquireArgs(id *lockID, at *attempt) []any {
 		return id.argv[:]
 	}
 	return at.argv[:]
+}
+
+// fairBidArgs returns acquire_fair.lua's ARGV for an attempt whose entry
+// in the queue carries its bid: the token, lease, queue time and place,
+// and the tokens of the waiter's earlier attempts that may have been
+// granted the lock (” for none).
+func fairBidArgs(id *lockID, at *attempt) []any {
+	args := make([]any, 0, 4+max(len(at.prev), 1))
+	args = append(args, id.token, id.argv[1], at.queueTime(), at.placeOf(id))
+	if len(at.prev) == 0 {
+		return append(args, "")
+	}
+	for _, t := range at.prev {
+		args = append(args, t)
+	}
+	return args
 }
 
 // bidArgs returns acquire.lua's ARGV for an attempt that leaves a bid:

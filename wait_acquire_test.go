@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -495,11 +494,11 @@ func testFairLostReplyQueuesOnce(t *testing.T, loss fairLoss) {
 	}
 }
 
-// entriesOf counts the entries of token in a fair queue.
-func entriesOf(entries []string, token string) int {
+// entriesOf counts the entries of place in a fair queue.
+func entriesOf(entries []string, place string) int {
 	n := 0
 	for _, e := range entries {
-		if _, tok, _ := strings.Cut(e, ":"); tok == token {
+		if queuedPlace(e) == place {
 			n++
 		}
 	}
@@ -548,9 +547,9 @@ func (h *fairJoins) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		// acquire_fair.lua: EVALSHA or EVAL, script, 3 keys, then the
 		// grant token, the lease, how long to stay queued (0: not
-		// queued) and the place.
+		// queued), the place and the tokens of earlier attempts.
 		args := cmd.Args()
-		if len(args) != 10 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") ||
+		if len(args) < 10 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") ||
 			fmt.Sprint(args[2]) != "3" || fmt.Sprint(args[8]) == "0" {
 			return next(ctx, cmd)
 		}

@@ -44,8 +44,15 @@ import (
 // Cluster; on Cluster the notice stays on the key's shard). Not on a
 // Redlock Locker, where a grant would need a majority of independent nodes
 // to agree at once, nor with Config.ReplicaAcks, whose grants must wait for
-// replicas: those wake the waiter to try, as before. Nor in fair mode,
-// where the queue in Redis decides (wait_handoff.go).
+// replicas: those wake the waiter to try, as before.
+//
+// In fair mode the queue in Redis decides: a fair waiter's entry in the
+// queue carries its bid (lua/queue_head.lua), which its every attempt
+// replaces, and a release grants the key to the bid of the oldest live
+// waiter, wherever it waits, unless that waiter is the next in the
+// releasing Locker's line (a hand-off within the Locker, wait_handoff.go).
+// The waiter takes the grant from its notice as above; each fair waiter
+// is first in line for itself, so it passes no bids to its line.
 
 // maxBidTokens bounds the tokens of a waiter's own attempts whose replies
 // were lost in a row: a waiting Acquire gives up after two of them (or a
@@ -174,7 +181,7 @@ func (kw *keyWaiters) nextBid() *releaseBid {
 		return nil
 	}
 	a := kw.waiters[0].a
-	if a == nil || !a.bidding() {
+	if a == nil || a.o.Fair || !a.bidding() {
 		return nil
 	}
 	kw.bidComing = true
@@ -208,8 +215,9 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 	o.withdrawBids(context.Background())
 }
 
-// takeGrant returns, and forgets, a recorded grant for one of tokens.
-func (n *notifier) takeGrant(channel string, tokens []string) (bidGrant, bool) {
+// takeGrant returns, and forgets, a recorded grant for the token of one
+// of bids that Redis answered busy (bidTokens).
+func (n *notifier) takeGrant(channel string, bids []bidSent) (bidGrant, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	kw := n.keys[channel]
@@ -217,7 +225,7 @@ func (n *notifier) takeGrant(channel string, tokens []string) (bidGrant, bool) {
 		return bidGrant{}, false
 	}
 	for i, g := range kw.grants {
-		if slices.Contains(tokens, g.token) {
+		if slices.ContainsFunc(bids, func(b bidSent) bool { return b.busy && b.id.token == g.token }) {
 			kw.grants = append(kw.grants[:i], kw.grants[i+1:]...)
 			return g, true
 		}
@@ -242,7 +250,7 @@ func (a *acquisition) passBids() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	w := a.w
-	if len(w.kw.waiters) == 0 || w.kw.waiters[0] == w {
+	if a.o.Fair || len(w.kw.waiters) == 0 || w.kw.waiters[0] == w {
 		return
 	}
 	w.kw.lineBids = append(w.kw.lineBids, a.bidsSent...)
@@ -252,12 +260,12 @@ func (a *acquisition) passBids() {
 
 // returnBids passes the bids a still holds to its Locker's line as a
 // leaves it with the lock: the next first waiter takes them over. With
-// nobody else in line, a withdraws them instead.
+// nobody else in line, or for a fair waiter, a withdraws them instead.
 func (a *acquisition) returnBids(ctx context.Context) {
 	if a.w == nil || len(a.bidsSent) == 0 {
 		return
 	}
-	if !a.passToLine() {
+	if a.o.Fair || !a.passToLine() {
 		a.withdrawBids(ctx)
 	}
 }
@@ -282,7 +290,7 @@ func (a *acquisition) passToLine() bool {
 // a asks for; it withdraws the others (withdrawBids), whose grant would
 // give a a lease it did not ask for.
 func (a *acquisition) pullBids() {
-	if a.w == nil {
+	if a.w == nil || a.o.Fair {
 		return
 	}
 	other := a.takeLineBids()
@@ -322,7 +330,10 @@ func (a *acquisition) takeLineBids() (other []bidSent) {
 }
 
 // bidding reports whether the attempts of a waits in Redis leave bids.
-func (a *acquisition) bidding() bool { return a.l.bids && !a.o.Fair && !a.pacing.deadline.IsZero() }
+// A fair waiter's bid is carried by its entry in the queue
+// (lua/queue_head.lua), not by the bids hash: the queue decides whose
+// turn it is, so a fair waiter passes no bids to its Locker's line.
+func (a *acquisition) bidding() bool { return a.l.bids && !a.pacing.deadline.IsZero() }
 
 // bidTokens returns the tokens whose grants a may take from a notice:
 // that of its standing bid, if Redis confirmed it.
@@ -367,12 +378,16 @@ func (a *acquisition) noteBid(sent time.Time, busy, maybe bool) {
 // attempts, and takes it: it returns the Lock, or nil when there was none
 // or it came too late to use (then it is let go, and the waiter goes on).
 func (a *acquisition) claimGrant(ctx context.Context) *Lock {
-	a.pullBids()
-	tokens := a.bidTokens()
-	if len(tokens) == 0 {
+	if !a.l.notifier.granted.Load() {
+		// None heard: a notice that comes later wakes the waiter, which
+		// looks again before it sleeps (waitTurn).
 		return nil
 	}
-	g, ok := a.l.notifier.takeGrant(a.id.lockKey(), tokens)
+	a.pullBids()
+	if !slices.ContainsFunc(a.bidsSent, func(b bidSent) bool { return b.busy }) {
+		return nil
+	}
+	g, ok := a.l.notifier.takeGrant(a.id.lockKey(), a.bidsSent)
 	if !ok {
 		return nil
 	}

@@ -32,7 +32,25 @@ func grantNotices(l *Locker, keep func(n int64) int) *atomic.Int64 {
 // found the key held, its fence is above the releaser's, Redis holds the
 // key under its grant, and it trusts its lease from no later than when it
 // asked to wait, never from when it heard of the grant.
+//
+// So too in fair mode, where the release grants the key to the bid that
+// the oldest waiter's entry in the queue carries, and the waiter leaves
+// the queue.
 func TestGrantAtReleaseTakesNoAttempt(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(mode(fair), func(t *testing.T) { testGrantAtReleaseTakesNoAttempt(t, fair) })
+	}
+}
+
+// mode names a test's run in the default or fair mode.
+func mode(fair bool) string {
+	if fair {
+		return "fair"
+	}
+	return "default"
+}
+
+func testGrantAtReleaseTakesNoAttempt(t *testing.T, fair bool) {
 	srv := redistest.Start(t)
 	a := mustNew(t, srv.Client(t))
 	defer a.Close()
@@ -45,11 +63,11 @@ func TestGrantAtReleaseTakesNoAttempt(t *testing.T) {
 	ctx := context.Background()
 	const key, ttl = "granted", 5 * time.Second
 
-	holder, err := a.Acquire(ctx, key, Options{TTL: ttl})
+	holder, err := a.Acquire(ctx, key, Options{TTL: ttl, Fair: fair})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := queueWaiters(t, b, key, 1, Options{TTL: ttl, Wait: 30 * time.Second})
+	got := queueWaiters(t, b, key, 1, Options{TTL: ttl, Wait: 30 * time.Second, Fair: fair})
 	asked := time.Now() // the waiter's attempt has returned busy: it asked before this
 	tried := scripts.Load()
 	time.Sleep(300 * time.Millisecond) // more than the lease's drift margin
@@ -73,6 +91,9 @@ func TestGrantAtReleaseTakesNoAttempt(t *testing.T) {
 	}
 	if until := h.lk.ValidUntil(); until.After(asked.Add(ttl)) {
 		t.Fatalf("the waiter trusts its lease until %v after it asked; want at most the lease, %v: trust starts when it asked", until.Sub(asked), ttl)
+	}
+	if q, _ := srv.Client(t).LRange(ctx, h.lk.id.keys[2], 0, -1).Result(); len(q) != 0 {
+		t.Fatalf("the queue holds %q once its only waiter was granted the key; want it empty", q)
 	}
 }
 
@@ -201,17 +222,23 @@ func TestReleaseBidsForItsOwnWaiters(t *testing.T) {
 // lock, under the new attempt's token, well before the grant's lease
 // would have freed the key.
 func TestGrantAtReleaseLostNoticeTakenOver(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(mode(fair), func(t *testing.T) { testGrantAtReleaseLostNoticeTakenOver(t, fair) })
+	}
+}
+
+func testGrantAtReleaseLostNoticeTakenOver(t *testing.T, fair bool) {
 	srv, a, b := twoLockers(t)
 	b.recheck = 50 * time.Millisecond
 	lost := grantNotices(b, func(int64) int { return 0 })
 	ctx := context.Background()
 	const key, ttl = "lost-grant", 10 * time.Second
 
-	holder, err := a.Acquire(ctx, key, Options{TTL: ttl})
+	holder, err := a.Acquire(ctx, key, Options{TTL: ttl, Fair: fair})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := queueWaiters(t, b, key, 1, Options{TTL: ttl, Wait: 30 * time.Second})
+	got := queueWaiters(t, b, key, 1, Options{TTL: ttl, Wait: 30 * time.Second, Fair: fair})
 	released := time.Now()
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -280,19 +307,25 @@ func TestGrantNoticeRepeatedIsAStranger(t *testing.T) {
 // it leaves (behind its answer), so the key is free within moments, not
 // after the grant's 30 s lease.
 func TestGiveUpWhileGrantedLetsGo(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(mode(fair), func(t *testing.T) { testGiveUpWhileGrantedLetsGo(t, fair) })
+	}
+}
+
+func testGiveUpWhileGrantedLetsGo(t *testing.T, fair bool) {
 	_, a, b := twoLockers(t)
 	lost := grantNotices(b, func(int64) int { return 0 })
 	ctx := context.Background()
 	const key = "gave-up"
 
-	holder, err := a.Acquire(ctx, key, Options{TTL: 30 * time.Second})
+	holder, err := a.Acquire(ctx, key, Options{TTL: 30 * time.Second, Fair: fair})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	errs := make(chan error, 1)
 	go func() {
-		lk, err := b.Acquire(wctx, key, Options{TTL: 30 * time.Second, Wait: 30 * time.Second})
+		lk, err := b.Acquire(wctx, key, Options{TTL: 30 * time.Second, Wait: 30 * time.Second, Fair: fair})
 		if lk != nil {
 			lk.Release(ctx)
 		}
@@ -310,7 +343,7 @@ func TestGiveUpWhileGrantedLetsGo(t *testing.T) {
 	if err := <-errs; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the waiter ended with %v; want its context's end", err)
 	}
-	lk, err := a.Acquire(ctx, key, Options{Wait: 5 * time.Second})
+	lk, err := a.Acquire(ctx, key, Options{Wait: 5 * time.Second, Fair: fair})
 	if err != nil {
 		t.Fatalf("the key stayed held after the waiter gave up: %v", err)
 	}

@@ -37,6 +37,9 @@ type notifier struct {
 	// waited counts the entries of keys, so that a release with nobody
 	// waiting in this Locker skips the lock (handOff).
 	waited atomic.Int32
+	// granted: a grant at release has been heard (wait_bid.go), so that
+	// the waiters of a Locker that never heard one skip looking for one.
+	granted atomic.Bool
 
 	// fault, set by tests before any subscription, says what becomes of
 	// a notice as it arrives: how many copies are delivered (0: it is
@@ -212,6 +215,7 @@ func (n *notifier) notify(channel, next string) {
 		return
 	}
 	if g, ok := parseGrant(next); ok {
+		n.granted.Store(true)
 		kw.granted(g)
 		return
 	}

@@ -38,7 +38,7 @@ local function enqueue(queue, token, deadline, now)
   local entry = deadline .. ':' .. token
   local found = false
   for i, e in ipairs(redis.call('lrange', queue, 0, -1)) do
-    if tokenOf(e) == token then
+    if isPlace(e, token) then
       redis.call('lset', queue, i - 1, entry)
       found = true
       break

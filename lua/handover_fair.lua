@@ -10,7 +10,8 @@
 -- it already: a copy of this hand-off ran, and this one takes a fresh
 -- fence, as a copy of an attempt does). -1 when the releasing token held
 -- the lock but the head of the queue is another waiter, or nobody: the
--- lock is released as release_fair.lua does, with its notice. 0 when the
+-- lock is released as release_fair.lua does (granted to that waiter's bid,
+-- or with its notice). 0 when the
 -- releasing token does not hold the lock, changing nothing.
 --
 -- The fair hand-off within a Locker (wait_handoff.go): a grant of its own,
@@ -21,8 +22,13 @@ local seq, marked = grantOf(v, ARGV[1])
 if not seq and not grantOf(v, ARGV[2]) then return 0 end
 local t = redis.call('time')
 if seq then
-  local head = serveHead(KEYS[3], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), ARGV[5])
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local head, e = serveHead(KEYS[3], now, ARGV[5])
   if head ~= ARGV[5] then
+    -- Granted to the head's bid, as release_fair.lua does, or released.
+    if head and grantHead(KEYS[1], KEYS[2], KEYS[3], e, t, now) then
+      return -1
+    end
     redis.call('del', KEYS[1])
     if head then
       -- Best-effort, as every notice (release.lua).
@@ -33,11 +39,4 @@ if seq then
   if tonumber(ARGV[4]) < seq then seq = seq + 1 else seq = ARGV[4] end
   redis.call('set', KEYS[1], grantValue(ARGV[2], seq, marked), 'px', ARGV[3])
 end
--- The fence, as in acquire.lua: never below the server clock in µs.
-local first = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local old = tonumber(redis.call('set', KEYS[2], string.format('%d', first), 'get'))
-if old and old >= first then
-  first = old + 1
-  redis.call('set', KEYS[2], string.format('%d', first))
-end
-return first
+return takeFence(KEYS[2], t)

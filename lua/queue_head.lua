@@ -1,6 +1,10 @@
 -- Shared by the fair-mode scripts, which Go prepends it to (store_scripts.go).
--- Queue entries are "<deadline ms>:<token>", oldest first; now is in ms.
--- Each token has at most one entry: an attempt whose reply was lost is
+-- Queue entries are "<deadline ms>:<place>", oldest first; now is in ms.
+-- A fair mutex waiter whose Locker makes grants at release (wait_bid.go)
+-- adds its bid: "<deadline ms>:<place>|<ms placed>|<lease ms>|<token>",
+-- the token of its latest attempt (grantHead). Neither places nor tokens
+-- hold '|'.
+-- Each place has at most one entry: an attempt whose reply was lost is
 -- sent again and must not queue its waiter twice (scanQueue), and a waiter
 -- that is served or leaves takes its entry with it (serveHead, dequeue),
 -- so no stale entry holds the key for a waiter that is gone.
@@ -9,15 +13,35 @@
 -- or later: whoever pushes an entry makes sure of it (acquire_fair.lua,
 -- serveHead).
 
+-- placeOf returns the place of queue entry e: the name its waiter queues
+-- under, without the bid it may carry.
+local function placeOf(e)
+  local s = string.sub(e, string.find(e, ':', 1, true) + 1)
+  local bar = string.find(s, '|', 1, true)
+  if bar then return string.sub(s, 1, bar - 1) end
+  return s
+end
+
+-- isPlace reports whether queue entry e queues place, without taking its
+-- place apart (scanQueue and dequeue run it on every entry).
+local function isPlace(e, place)
+  local sep = string.find(e, ':', 1, true)
+  local stop = sep + #place
+  if string.sub(e, sep + 1, stop) ~= place then return false end
+  local c = string.byte(e, stop + 1)
+  return c == nil or c == 124 -- '|'
+end
+
 -- liveHead drops the waiters at the head of queue whose deadline has passed
--- and returns the token of the first live one (nil when none is left).
+-- and returns the place of the first live one and its entry (nil when
+-- none is left).
 local function liveHead(queue, now)
   while true do
     local e = redis.call('lindex', queue, 0)
     if not e then return nil end
     local sep = string.find(e, ':', 1, true)
     if tonumber(string.sub(e, 1, sep - 1)) >= now then
-      return string.sub(e, sep + 1)
+      return placeOf(e), e
     end
     redis.call('lpop', queue)
   end
@@ -33,9 +57,9 @@ local function queueExpiry(deadline)
 end
 
 -- serveHead drops the waiters at the head of queue whose deadline has
--- passed, as liveHead does, and returns the token of the first live one
--- (nil when none is left). When that token is place, its entry leaves the
--- queue (the waiter is served); otherwise it stays first. It pops before
+-- passed, as liveHead does, and returns the place of the first live one
+-- and its entry (nil when none is left). When that is place, its entry
+-- leaves the queue (the waiter is served); otherwise it stays first. It pops before
 -- it looks, so serving the head costs one command; a head that stays is
 -- pushed back, and when it was the last entry, so that popping it took the
 -- queue's expiry with it, the queue is given one again.
@@ -46,39 +70,35 @@ local function serveHead(queue, now, place)
     local sep = string.find(e, ':', 1, true)
     local deadline = tonumber(string.sub(e, 1, sep - 1))
     if deadline >= now then
-      local head = string.sub(e, sep + 1)
+      local head = placeOf(e)
       if head ~= place and redis.call('lpush', queue, e) == 1 then
         redis.call('pexpire', queue, queueExpiry(deadline) - now)
       end
-      return head
+      return head, e
     end
   end
 end
 
--- tokenOf returns the token of queue entry e.
-local function tokenOf(e)
-  return string.sub(e, string.find(e, ':', 1, true) + 1)
-end
-
--- scanQueue reports whether token has an entry in queue, and when it has
--- none, the latest deadline of the queue's entries (0 when it is empty).
-local function scanQueue(queue, token)
+-- scanQueue reports whether place has an entry in queue, and then its
+-- index (from 0) and the entry; when it has none, the latest deadline of
+-- the queue's entries (0 when it is empty).
+local function scanQueue(queue, place)
   local last = 0
-  for _, e in ipairs(redis.call('lrange', queue, 0, -1)) do
+  for i, e in ipairs(redis.call('lrange', queue, 0, -1)) do
     local sep = string.find(e, ':', 1, true)
-    if string.sub(e, sep + 1) == token then return true, last end
+    if isPlace(e, place) then return true, i - 1, e end
     local deadline = tonumber(string.sub(e, 1, sep - 1))
     if deadline > last then last = deadline end
   end
   return false, last
 end
 
--- dequeue removes every entry of token from queue. It reports whether
+-- dequeue removes every entry of place from queue. It reports whether
 -- there was one, and whether the first entry was one.
-local function dequeue(queue, token)
+local function dequeue(queue, place)
   local found, first = false, false
   for i, e in ipairs(redis.call('lrange', queue, 0, -1)) do
-    if tokenOf(e) == token then
+    if isPlace(e, place) then
       redis.call('lrem', queue, 0, e)
       found, first = true, first or i == 1
     end
@@ -86,3 +106,43 @@ local function dequeue(queue, token)
   return found, first
 end
 
+
+-- takeFence takes the next fence from the counter of the lock's slot:
+-- never below the server clock t in µs, so fences keep rising after a
+-- restart that lost the counter (acquire.lua).
+local function takeFence(counter, t)
+  local first = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local old = tonumber(redis.call('set', counter, string.format('%d', first), 'get'))
+  if old and old >= first then
+    first = old + 1
+    redis.call('set', counter, string.format('%d', first))
+  end
+  return first
+end
+
+-- bidEntry returns the entry that queues place until deadline, with the
+-- bid of the attempt token for a lease of ttl ms, placed at now.
+local function bidEntry(deadline, place, now, ttl, token)
+  return deadline .. ':' .. place .. '|' .. now .. '|' .. ttl .. '|' .. token
+end
+
+-- grantHead grants the lock, which the caller has just freed, to the bid
+-- that e, the live head of queue, carries: the bid's token holds the key
+-- from then on with the bid's lease and a new fence, the entry leaves the
+-- queue (its waiter is served), and the notice "g<fence> <fence> <token>"
+-- tells the waiter, which makes no attempt of its own (wait_bid.go). t is
+-- the server time, now the same in ms. A bid placed half its lease ago or
+-- more is not granted: its waiter trusts the lease from when it sent that
+-- attempt, so too little of it would be left (bids.lua); nor is an entry
+-- without a bid. It reports whether it granted.
+local function grantHead(lock, counter, queue, e, t, now)
+  local at, ttl, token = string.match(e, '|(%d+)|(%d+)|(.+)$')
+  if not at or now - tonumber(at) >= tonumber(ttl) / 2 then return false end
+  redis.call('lpop', queue)
+  redis.call('set', lock, token .. '|0', 'px', ttl)
+  local fence = takeFence(counter, t)
+  -- Best-effort, as every notice (release.lua): a lost one is made good
+  -- by the waiter's next attempt.
+  redis.pcall('publish', lock, string.format('g%d %d ', fence, fence) .. token)
+  return true
+end
