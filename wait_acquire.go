@@ -233,8 +233,14 @@ func (a *acquisition) mintNext() *lockID {
 func (a *acquisition) prepare(at *attempt) {
 	// A fair waiter asks to join the queue until Redis has answered that
 	// it did (a busy reply); after a failed or late attempt it asks again.
+	// One whose entry carries its bid asks every time: a grant at release
+	// takes the entry out of the queue, and a grant that the waiter did
+	// not take over in time (its notice lost, the waiter stalled for a
+	// lease) must not leave it out of the queue for good; it queues again,
+	// last, as a waiter that missed its turn.
 	at.queueFor = 0
-	if a.o.Fair && !a.queued {
+	at.bids = a.bidding()
+	if a.o.Fair && (!a.queued || at.bids) {
 		at.queueFor = max(time.Until(a.deadline), time.Millisecond)
 	}
 	reserve := int64(1) // a fair hand-off takes its fence from the counter
@@ -242,7 +248,6 @@ func (a *acquisition) prepare(at *attempt) {
 		reserve = handoffBlock
 	}
 	at.setArgs(a.id, reserve, a.l.idArg)
-	at.bids = a.bidding()
 	if at.bids {
 		a.pullBids()
 	}
@@ -460,6 +465,12 @@ func (a *acquisition) sleep(first, live bool) time.Duration {
 	}
 	if a.holderTTL > 0 {
 		d = min(d, max(a.holderTTL-time.Since(a.seenAt), time.Millisecond))
+	}
+	if a.bidding() {
+		// A release may grant this waiter's bid a lease of a.o.TTL; if
+		// its notice is lost, only the waiter's next attempt takes the
+		// grant over, so that attempt comes before the grant runs out.
+		d = min(d, max(a.o.TTL/2, time.Millisecond))
 	}
 	if live {
 		return min(d, a.l.recheck)

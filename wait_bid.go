@@ -407,8 +407,10 @@ func (a *acquisition) claimGrant(ctx context.Context) *Lock {
 	now := time.Now()
 	if !now.Before(b.sent.Add(o.TTL - a.l.cfg.margin(o.TTL))) {
 		// Its lease, trusted from the attempt that bid, has run out: by
-		// now another owner may hold the key. Let it go.
+		// now another owner may hold the key. Let it go. (A fair grant
+		// took the waiter off the queue: it asks to join again.)
 		a.l.cleanup(ctx, b.id)
+		a.queued = false
 		return nil
 	}
 	lk := newLock(a.l, a.key, b.id, g.first, o, b.sent, now)

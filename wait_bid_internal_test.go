@@ -547,3 +547,95 @@ func TestGrantNoticeAfterALostAttemptIsNotTaken(t *testing.T) {
 		other.Release(ctx)
 	}
 }
+
+// TestFairLostGrantNoticeKeepsTheTurn: a fair waiter whose grant notice is
+// lost, with a lease shorter than its recheck, still takes the grant over
+// in time: a waiter that bids tries again within half its lease, before
+// the grant it may have been given runs out. So it is served in its turn,
+// before a waiter that queued after it (which sleeps until a notice).
+func TestFairLostGrantNoticeKeepsTheTurn(t *testing.T) {
+	srv, a, b := twoLockers(t)
+	c := mustNew(t, srv.Client(t))
+	defer c.Close()
+	b.recheck = 3 * time.Second // past the grant's lease: only the lease bounds the waiter's sleep
+	c.recheck = time.Hour
+	lost := grantNotices(b, func(int64) int { return 0 })
+	ctx := context.Background()
+	const key = "fair-lost-grant"
+
+	holder, err := a.Acquire(ctx, key, Options{TTL: 10 * time.Second, Fair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := queueWaiters(t, b, key, 1, Options{TTL: time.Second, Wait: 8 * time.Second, Fair: true})
+	younger := queueWaiters(t, c, key, 1, Options{TTL: 10 * time.Second, Wait: 8 * time.Second, Fair: true})
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h := <-older:
+		if h.lk == nil {
+			t.Fatal("the older waiter got no lock")
+		}
+		if lost.Load() == 0 {
+			t.Fatal("no grant notice was sent: the release did not grant the key")
+		}
+		t.Logf("the older waiter took the grant over %v after the release", time.Since(released))
+		if h.lk.Fence() <= holder.Fence() {
+			t.Fatalf("fence %d after %d", h.lk.Fence(), holder.Fence())
+		}
+		if err := h.lk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case h := <-younger:
+		t.Fatalf("the waiter queued later got the lock first (fence %d): the older one's grant ran out unclaimed", h.lk.Fence())
+	case <-time.After(3 * time.Second):
+		t.Fatal("the older waiter did not get the lock within 3s of the release")
+	}
+	if h := <-younger; h.lk == nil {
+		t.Fatal("the younger waiter got no lock")
+	} else {
+		h.lk.Release(ctx)
+	}
+}
+
+// TestGrantFenceComesFromTheCounter: a grant at release takes its fence
+// from the counter, never from the clock alone, so it is above every
+// earlier fence even when the counter runs ahead of the server's clock
+// (as after the clock stepped back, or a failover to a master whose clock
+// is behind), in both modes.
+func TestGrantFenceComesFromTheCounter(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(mode(fair), func(t *testing.T) {
+			srv, a, b := twoLockers(t)
+			ctx := context.Background()
+			const key = "fence-ahead"
+			holder, err := a.Acquire(ctx, key, Options{TTL: 10 * time.Second, Fair: fair})
+			if err != nil {
+				t.Fatal(err)
+			}
+			counter := a.keys.fence(a.RedisKey(key))
+			ahead := holder.Fence() + 1_000_000_000_000 // 11.6 days ahead of the clock in µs
+			rdb := srv.Client(t)
+			if err := rdb.Set(ctx, counter, ahead, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			got := queueWaiters(t, b, key, 1, Options{TTL: 10 * time.Second, Wait: 30 * time.Second, Fair: fair})
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			h := <-got
+			if h.lk == nil {
+				t.Fatal("the waiter got no lock")
+			}
+			defer h.lk.Release(ctx)
+			if h.lk.Fence() <= ahead {
+				t.Fatalf("the granted waiter's fence %d is not above the counter's %d: it was not taken from the counter", h.lk.Fence(), ahead)
+			}
+			if n, err := rdb.Get(ctx, counter).Int64(); err != nil || n < h.lk.Fence() {
+				t.Fatalf("the counter reads %d (%v) after the grant of fence %d; want it moved past the grant's fences", n, err, h.lk.Fence())
+			}
+		})
+	}
+}
