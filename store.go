@@ -63,6 +63,9 @@ type grant struct {
 	first, last int64
 	holderTTL   time.Duration
 	holder      string
+	// unqueued: a fair attempt that left a bid found its waiter's place
+	// out of the queue (lua/acquire_fair.lua).
+	unqueued bool
 }
 
 // ownerSep ends the random part of a token that carries Options.Owner.
@@ -103,6 +106,18 @@ func grantOf(reply any, err error) (grant, error) {
 			}
 			if owner, ok := r[1].(string); ok1 && ok && first < 0 {
 				return grant{holderTTL: time.Duration(-1-first) * time.Millisecond, holder: ownerOf(owner)}, nil
+			}
+		}
+		if len(r) == 3 {
+			// Busy, and not queued: {-1 - lease, the holder's value or ”, 0}.
+			busy, ok1 := r[0].(int64)
+			owner, ok2 := r[1].(string)
+			if ok1 && ok2 && busy < 0 {
+				g := grant{holderTTL: time.Duration(-1-busy) * time.Millisecond, unqueued: true}
+				if owner != "" {
+					g.holder = ownerOf(owner)
+				}
+				return g, nil
 			}
 		}
 	case int64:

@@ -155,7 +155,7 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 		return lk, nil
 	case err == nil:
 		a.answered++
-		a.queued = a.queued || at.queueTime() > 0
+		a.queued = (a.queued || at.queueTime() > 0) && !g.unqueued
 		a.lastErr, a.holderTTL, a.seenAt, a.holder = nil, g.holderTTL, time.Now(), g.holder
 		a.failed = 0
 		if at != nil && at.bids {
@@ -232,15 +232,16 @@ func (a *acquisition) mintNext() *lockID {
 // prepare fills in at for the next attempt of a waiting Acquire.
 func (a *acquisition) prepare(at *attempt) {
 	// A fair waiter asks to join the queue until Redis has answered that
-	// it did (a busy reply); after a failed or late attempt it asks again.
-	// One whose entry carries its bid asks every time: a grant at release
-	// takes the entry out of the queue, and a grant that the waiter did
-	// not take over in time (its notice lost, the waiter stalled for a
-	// lease) must not leave it out of the queue for good; it queues again,
-	// last, as a waiter that missed its turn.
+	// it did (a busy reply); after a failed or late attempt it asks again,
+	// and after Redis answered that it is not queued (a grant at release
+	// took its entry out of the queue, and the grant ran out before the
+	// waiter took it over: its notice lost, the waiter stalled for half a
+	// lease): it queues again, last, as a waiter that missed its turn. Only
+	// such attempts ask, so that a copy of an attempt that arrives after
+	// the waiter was served queues nobody, unless it asked too.
 	at.queueFor = 0
 	at.bids = a.bidding()
-	if a.o.Fair && (!a.queued || at.bids) {
+	if a.o.Fair && !a.queued {
 		at.queueFor = max(time.Until(a.deadline), time.Millisecond)
 	}
 	reserve := int64(1) // a fair hand-off takes its fence from the counter

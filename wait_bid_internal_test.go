@@ -639,3 +639,99 @@ func TestGrantFenceComesFromTheCounter(t *testing.T) {
 		})
 	}
 }
+
+// TestFairExpiredGrantQueuesAgain: a fair waiter's grant notice is lost
+// and its next attempt is held up past the grant's lease (a stalled
+// process), so the grant runs out unclaimed, its entry gone from the
+// queue. Redis answers that attempt that the waiter is not queued, and
+// the waiter asks to join again, last, instead of waiting outside the
+// queue, where no release would ever grant it the key.
+func TestFairExpiredGrantQueuesAgain(t *testing.T) {
+	srv := redistest.Start(t)
+	a := mustNew(t, srv.Client(t))
+	defer a.Close()
+	stall := &stallScript{sha: acquireFairScript.Hash(), d: 1500 * time.Millisecond}
+	bc := srv.Client(t)
+	bc.AddHook(stall)
+	b := mustNew(t, bc)
+	defer b.Close()
+	c := mustNew(t, srv.Client(t))
+	defer c.Close()
+	c.recheck = time.Hour
+	grantNotices(b, func(int64) int { return 0 })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const key = "fair-expired-grant"
+	rdb := srv.Client(t)
+
+	holder, err := a.Acquire(ctx, key, Options{TTL: 10 * time.Second, Fair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{}, 2)
+	wait := func(l *Locker, o Options) {
+		if lk, err := l.Acquire(ctx, key, o); err == nil {
+			lk.Release(context.Background())
+		}
+		done <- struct{}{}
+	}
+	go wait(b, Options{TTL: time.Second, Wait: 20 * time.Second, Fair: true})
+	waitForWaiters(t, b, key, 1)
+	waitParked(t, b, key, 1)
+	go wait(c, Options{TTL: 10 * time.Second, Wait: 20 * time.Second, Fair: true})
+	waitForWaiters(t, c, key, 1)
+	waitParked(t, c, key, 1)
+	queue := holder.id.keys[2]
+	if n := rdb.LLen(ctx, queue).Val(); n != 2 {
+		t.Fatalf("queue of %d before the release, want both waiters", n)
+	}
+	stall.armed.Store(true) // the older waiter's next attempt is held up 1.5s
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.LLen(ctx, queue).Val() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the queue holds %q 5s after the release: the waiter whose grant ran out unclaimed did not queue again", rdb.LRange(ctx, queue, 0, -1).Val())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	<-done
+}
+
+// stallScript is a go-redis hook that holds up, once armed, the first
+// call of the script whose SHA1 is sha (EVALSHA or EVAL, alone or in a
+// pipeline) by d before sending it.
+type stallScript struct {
+	sha   string
+	d     time.Duration
+	armed atomic.Bool
+}
+
+func (h *stallScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *stallScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.hold([]redis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+
+func (h *stallScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.hold(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+func (h *stallScript) hold(cmds []redis.Cmder) {
+	for _, c := range cmds {
+		args := c.Args()
+		if len(args) > 1 && fmt.Sprint(args[1]) == h.sha && h.armed.CompareAndSwap(true, false) {
+			time.Sleep(h.d)
+			return
+		}
+	}
+}

@@ -12,7 +12,11 @@
 -- lock, or '' for none
 -- Returns the new fence (> 0) when the lock was taken, or -1 - (the holder's
 -- remaining lease in ms; 0 when the key is free but an older waiter is first),
--- as {-1 - lease, the holder's value} when that names an owner ('~').
+-- as {-1 - lease, the holder's value} when that names an owner ('~'); with
+-- grants at release, as {-1 - lease, the holder's value or '', 0} when the
+-- caller's place is not in the queue and it did not ask to join: a grant
+-- at release took its entry out, and ran out before the waiter took it
+-- over, so the waiter asks to join again.
 --
 -- The queue is a list of "<deadline ms>:<place>", oldest first. The lock
 -- goes to the oldest waiter whose deadline has not passed; waiters that gave
@@ -64,9 +68,11 @@ if seq ~= nil or (not v and (not head or head == ARGV[4])) then
   return takeFence(KEYS[2], t)
 end
 local wait = tonumber(ARGV[3])
+local unqueued = false
 if wait > 0 or bids then
   -- pos: the entry's index when queued, else the latest deadline queued.
   local queued, pos, e = scanQueue(KEYS[3], ARGV[4])
+  unqueued = not queued and wait == 0
   if not t then
     t = redis.call('time')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -99,6 +105,11 @@ end
 local pttl = 0
 if v then pttl = redis.call('pttl', KEYS[1]) end
 if pttl < 0 then pttl = 0 end
+if unqueued then
+  local holder = ''
+  if v and string.find(v, '~', 1, true) then holder = v end
+  return {-1 - pttl, holder, 0}
+end
 -- A holder that named itself (Options.Owner) is named, as in acquire.lua.
 if v and string.find(v, '~', 1, true) then
   return {-1 - pttl, v}
