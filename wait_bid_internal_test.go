@@ -71,13 +71,7 @@ func testGrantAtReleaseTakesNoAttempt(t *testing.T, fair bool) {
 	asked := time.Now() // the waiter's attempt has returned busy: it asked before this
 	tried := scripts.Load()
 	time.Sleep(300 * time.Millisecond) // more than the lease's drift margin
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h := <-got
-	if h.lk == nil {
-		t.Fatal("the waiter got no lock")
-	}
+	h := handedOnRelease(t, ctx, holder, got)
 	defer h.lk.Release(ctx)
 	if n := scripts.Load(); n != tried {
 		t.Fatalf("the waiter's Locker sent %d scripts after the release; want none: the release grants the key", n-tried)
@@ -240,13 +234,7 @@ func testGrantAtReleaseLostNoticeTakenOver(t *testing.T, fair bool) {
 	}
 	got := queueWaiters(t, b, key, 1, Options{TTL: ttl, Wait: 30 * time.Second, Fair: fair})
 	released := time.Now()
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h := <-got
-	if h.lk == nil {
-		t.Fatal("the waiter got no lock")
-	}
+	h := handedOnRelease(t, ctx, holder, got)
 	defer h.lk.Release(ctx)
 	if lost.Load() == 0 {
 		t.Fatal("no grant notice was sent: the release did not grant the key")
@@ -622,13 +610,7 @@ func TestGrantFenceComesFromTheCounter(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := queueWaiters(t, b, key, 1, Options{TTL: 10 * time.Second, Wait: 30 * time.Second, Fair: fair})
-			if err := holder.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-			h := <-got
-			if h.lk == nil {
-				t.Fatal("the waiter got no lock")
-			}
+			h := handedOnRelease(t, ctx, holder, got)
 			defer h.lk.Release(ctx)
 			if h.lk.Fence() <= ahead {
 				t.Fatalf("the granted waiter's fence %d is not above the counter's %d: it was not taken from the counter", h.lk.Fence(), ahead)
@@ -734,4 +716,18 @@ func (h *stallScript) hold(cmds []redis.Cmder) {
 			return
 		}
 	}
+}
+
+// handedOnRelease releases holder and returns what the waiter queued on
+// got (queueWaiters) then receives, failing t if that is no lock.
+func handedOnRelease(t *testing.T, ctx context.Context, holder *Lock, got <-chan handed) handed {
+	t.Helper()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := <-got
+	if h.lk == nil {
+		t.Fatal("the waiter got no lock")
+	}
+	return h
 }

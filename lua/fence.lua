@@ -7,19 +7,6 @@ local function nowMs()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
 end
 
--- nextFence returns the next fence from counter, as acquire.lua does: the
--- counter never goes below the server clock in µs (t, from TIME), so
--- fences keep rising after a restart without persistence.
-local function nextFence(counter, t)
-  local first = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local old = tonumber(redis.call('set', counter, string.format('%d', first), 'get'))
-  if old and old >= first then
-    first = old + 1
-    redis.call('set', counter, string.format('%d', first))
-  end
-  return first
-end
-
 -- holdUntil records in the sorted set holders that member holds until
 -- now + lease, and keeps the set's own expiry at least that far out, so
 -- the set outlives every live member and vanishes with the last one.

@@ -108,8 +108,9 @@ end
 
 
 -- takeFence takes the next fence from the counter of the lock's slot:
--- never below the server clock t in µs, so fences keep rising after a
--- restart that lost the counter (acquire.lua).
+-- never below the server clock t in µs (from TIME), so fences keep
+-- rising after a restart that lost the counter (acquire.lua). The hold
+-- scripts (fence.lua) take theirs with it too.
 local function takeFence(counter, t)
   local first = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local old = tonumber(redis.call('set', counter, string.format('%d', first), 'get'))

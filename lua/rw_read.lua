@@ -23,4 +23,4 @@ if redis.call('zscore', KEYS[1], ARGV[1]) == false then
   if liveHead(KEYS[3], now) then return -1 end
 end
 holdUntil(KEYS[1], ARGV[1], now, lease)
-return nextFence(KEYS[2], t)
+return takeFence(KEYS[2], t)

@@ -28,7 +28,7 @@ if seq or (not v and redis.call('zcard', KEYS[4]) == 0 and (not head or head == 
   if not seq or seq == 0 then
     redis.call('set', KEYS[1], ARGV[1] .. '|0', 'px', ARGV[2])
   end
-  return nextFence(KEYS[2], t)
+  return takeFence(KEYS[2], t)
 end
 local stay = tonumber(ARGV[3])
 if stay > 0 then enqueue(KEYS[3], ARGV[4], now + stay, now) end

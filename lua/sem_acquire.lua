@@ -33,7 +33,7 @@ end
 if take then
   if fair then dequeue(KEYS[3], ARGV[6]) end
   holdUntil(KEYS[1], ARGV[1], now, lease)
-  return nextFence(KEYS[2], t)
+  return takeFence(KEYS[2], t)
 end
 if fair and tonumber(ARGV[5]) > 0 then
   enqueue(KEYS[3], ARGV[6], now + tonumber(ARGV[5]), now)
