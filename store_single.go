@@ -304,30 +304,26 @@ func acquireArgs(id *lockID, at *attempt) []any {
 
 // fairBidArgs returns acquire_fair.lua's ARGV for an attempt whose entry
 // in the queue carries its bid: the token, lease, queue time and place,
-// and the tokens of the waiter's earlier attempts that may have been
-// granted the lock (” for none).
+// then the earlier tokens (withPrev).
 func fairBidArgs(id *lockID, at *attempt) []any {
-	args := make([]any, 0, 4+max(len(at.prev), 1))
-	args = append(args, id.token, id.argv[1], at.queueTime(), at.placeOf(id))
-	if len(at.prev) == 0 {
-		return append(args, "")
-	}
-	for _, t := range at.prev {
-		args = append(args, t)
-	}
-	return args
+	return withPrev(at, id.token, id.argv[1], at.queueTime(), at.placeOf(id))
 }
 
 // bidArgs returns acquire.lua's ARGV for an attempt that leaves a bid:
-// acquireArgs and the tokens of the waiter's earlier bids (” for none).
-func bidArgs(at *attempt) []any {
-	args := make([]any, 0, len(at.argv)+max(len(at.prev), 1))
-	args = append(args, at.argv[:]...)
+// acquireArgs, then the earlier tokens (withPrev).
+func bidArgs(at *attempt) []any { return withPrev(at, at.argv[:]...) }
+
+// withPrev returns args followed by the tokens of the waiter's earlier
+// attempts that may have left a bid, or been granted the lock (at.prev;
+// ” for none).
+func withPrev(at *attempt, args ...any) []any {
+	out := make([]any, 0, len(args)+max(len(at.prev), 1))
+	out = append(out, args...)
 	if len(at.prev) == 0 {
-		return append(args, "")
+		return append(out, "")
 	}
 	for _, t := range at.prev {
-		args = append(args, t)
+		out = append(out, t)
 	}
-	return args
+	return out
 }

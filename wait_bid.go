@@ -181,7 +181,7 @@ func (kw *keyWaiters) nextBid() *releaseBid {
 		return nil
 	}
 	a := kw.waiters[0].a
-	if a == nil || a.o.Fair || !a.bidding() {
+	if a == nil || !a.bidsInLine() {
 		return nil
 	}
 	kw.bidComing = true
@@ -250,7 +250,7 @@ func (a *acquisition) passBids() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	w := a.w
-	if a.o.Fair || len(w.kw.waiters) == 0 || w.kw.waiters[0] == w {
+	if !a.bidsInLine() || len(w.kw.waiters) == 0 || w.kw.waiters[0] == w {
 		return
 	}
 	w.kw.lineBids = append(w.kw.lineBids, a.bidsSent...)
@@ -265,7 +265,7 @@ func (a *acquisition) returnBids(ctx context.Context) {
 	if a.w == nil || len(a.bidsSent) == 0 {
 		return
 	}
-	if a.o.Fair || !a.passToLine() {
+	if !a.bidsInLine() || !a.passToLine() {
 		a.withdrawBids(ctx)
 	}
 }
@@ -290,7 +290,7 @@ func (a *acquisition) passToLine() bool {
 // a asks for; it withdraws the others (withdrawBids), whose grant would
 // give a a lease it did not ask for.
 func (a *acquisition) pullBids() {
-	if a.w == nil || a.o.Fair {
+	if a.w == nil || !a.bidsInLine() {
 		return
 	}
 	other := a.takeLineBids()
@@ -330,10 +330,15 @@ func (a *acquisition) takeLineBids() (other []bidSent) {
 }
 
 // bidding reports whether the attempts of a waits in Redis leave bids.
-// A fair waiter's bid is carried by its entry in the queue
-// (lua/queue_head.lua), not by the bids hash: the queue decides whose
-// turn it is, so a fair waiter passes no bids to its Locker's line.
 func (a *acquisition) bidding() bool { return a.l.bids && !a.pacing.deadline.IsZero() }
+
+// bidsInLine reports whether a's bids go through its Locker's line: the
+// bids hash holds one bid per Locker, so the line's first waiter takes
+// over those of the waiters behind it, and a release bids for it. A fair
+// waiter's bid is carried by its own entry in the queue
+// (lua/queue_head.lua), and the queue decides whose turn it is: each fair
+// waiter keeps its own.
+func (a *acquisition) bidsInLine() bool { return a.bidding() && !a.o.Fair }
 
 // bidTokens returns the tokens whose grants a may take from a notice:
 // that of its standing bid, if Redis confirmed it.

@@ -132,13 +132,7 @@ func TestReleaseBidsForItsOwnWaiters(t *testing.T) {
 	theirs := queueWaiters(t, b, key, 1, o)
 	// The release grants the key to a's bid: a's first waiter holds it,
 	// and its turn covers a's second.
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	first := <-mine
-	if first.lk == nil {
-		t.Fatal("a's first waiter got no lock")
-	}
+	first := handedOnRelease(t, ctx, holder, mine)
 	// a's third waiter queues behind its second, so it does not try.
 	third := joinLine(t, a, key, "a's third waiter", o, 2)
 	awaitWaiters(t, a, key, "b's want heard", func(kw *keyWaiters) bool { return len(kw.wanters) > 0 })

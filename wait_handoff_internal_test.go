@@ -1517,13 +1517,7 @@ func TestTurnServesOnlyTheWaitersQueuedAsItBegan(t *testing.T) {
 	awaitWaiters(t, a, key, "a's second waiter in line", func(kw *keyWaiters) bool { return kw != nil && len(kw.waiters) == 2 })
 	waitParked(t, a, key, 2)
 	theirs := queueWaiters(t, b, key, 1, o)
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	first := <-mine
-	if first.lk == nil {
-		t.Fatal("a's first waiter got no lock")
-	}
+	first := handedOnRelease(t, ctx, holder, mine)
 	stop()
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("a's second waiter: %v, want context.Canceled", err)
