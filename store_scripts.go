@@ -20,9 +20,10 @@ import (
 // onceCmd). Each script's header says its KEYS, ARGV and reply.
 var (
 	grantLua        = luaFile("grant.lua")
-	bidsLua         = luaFile("bids.lua")
+	claimLua        = luaFile("claim.lua")
+	bidsLua         = claimLua + luaFile("bids.lua")
 	acquireLua      = grantLua + bidsLua + luaFile("acquire.lua")
-	queueHeadLua    = luaFile("queue_head.lua")
+	queueHeadLua    = claimLua + luaFile("queue_head.lua")
 	releaseLua      = grantLua + bidsLua + luaFile("release.lua")
 	releaseFairLua  = grantLua + luaFile("release_fair.lua")
 	leaveFairLua    = luaFile("leave_fair.lua")

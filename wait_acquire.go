@@ -159,12 +159,9 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 		a.lastErr, a.holderTTL, a.seenAt, a.holder = nil, g.holderTTL, time.Now(), g.holder
 		a.failed = 0
 		if at != nil && at.bids {
+			// A release may grant the bid before this reply comes: the
+			// waiter looks for its notice before it sleeps (waitTurn).
 			a.noteBid(sent, true, false)
-			// The release that granted the bid may have been told before
-			// this reply came.
-			if lk := a.claimGrant(ctx); lk != nil {
-				return lk, nil
-			}
 		}
 	default:
 		a.lastErr = err
@@ -316,7 +313,7 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 	if lk == nil && err == nil {
 		a.w = n.join(ctx, channel, a)
 		if len(a.bidsSent) > 0 {
-			n.setBids(a.w, a.bidTokens())
+			n.setBids(a.w, a.bidTokens(), a.standing())
 			a.passBids()
 		}
 		if obs := a.l.cfg.observer; obs != nil {
@@ -326,7 +323,7 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 		if lk != nil {
 			a.returnBids(ctx)
 		}
-		n.leave(channel, a.w, lk != nil)
+		a.withdrawOrphans(ctx, n.leave(channel, a.w, lk != nil))
 		if hl := n.unclaimed(a.w); hl != nil {
 			// Handed over as the wait ended: let it go.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -366,11 +363,8 @@ func (a *acquisition) waitInLine(ctx context.Context) (*Lock, error) {
 func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, error) {
 	n, w := a.l.notifier, a.w
 	for {
-		if lk := a.claimGrant(ctx); lk != nil {
-			// Granted at release (wait_bid.go).
-			if lk, err := a.receive(ctx, lk); lk != nil || err != nil {
-				return lk, err
-			}
+		if a.granted() {
+			// Granted at release (wait_bid.go): the next attempt claims it.
 			return nil, nil
 		}
 		if ctx.Err() != nil || !time.Now().Before(a.deadline) {
@@ -382,10 +376,11 @@ func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, e
 			a.observePolling(pending)
 		}
 		// A newcomer that queued without trying and finds itself first
-		// (the waiters it saw are gone) tries at once; so does one whose
-		// last attempt went out before notices arrived, since a release
-		// in between would go unnoticed.
-		if first && (a.tries == 0 || live && !a.liveAtTry) {
+		// (the waiters it saw are gone) tries at once, unless it took
+		// over bids of theirs; so does one whose last attempt went out
+		// before notices arrived, since a release in between would go
+		// unnoticed.
+		if first && (a.tries == 0 && !a.hasBids() || a.tries > 0 && live && !a.liveAtTry) {
 			return nil, nil
 		}
 		timer.Reset(a.sleep(first, live)) // since Go 1.23, no stale tick can follow a Reset
@@ -398,7 +393,7 @@ func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, e
 		case <-timer.C:
 		case <-ctx.Done():
 		}
-		lk, requeue := n.unpark(w)
+		lk, requeue, resleep := n.unpark(w)
 		if requeue {
 			a.queued = false
 		}
@@ -406,13 +401,12 @@ func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, e
 			// Handed on within the Locker: the hand-off took the Locker's
 			// bid out of Redis (handover.lua), so none of a's stands.
 			a.bidsSent = a.bidsSent[:0]
-		} else {
-			lk = a.claimGrant(ctx)
-		}
-		if lk != nil {
 			if lk, err := a.receive(ctx, lk); lk != nil || err != nil {
 				return lk, err
 			}
+			return nil, nil
+		}
+		if a.granted() {
 			return nil, nil
 		}
 		switch {
@@ -420,6 +414,8 @@ func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, e
 			return nil, ErrClosed
 		case ctx.Err() != nil || !time.Now().Before(a.deadline):
 			return nil, a.failure(ctx)
+		case resleep:
+			// Only when to look again changed (a grant elsewhere).
 		case a.o.Fair || n.isFirst(w):
 			return nil, nil // any wake-up of the first in line is its turn
 		}
@@ -448,7 +444,7 @@ func (a *acquisition) receive(ctx context.Context, lk *Lock) (*Lock, error) {
 	// Handed the lock as the wait was called off: leave the line first, so
 	// that the lock can be handed on to the next waiter, then let it go.
 	// (wait leaves again, which is harmless.)
-	a.l.notifier.leave(a.id.lockKey(), a.w, true)
+	a.withdrawOrphans(ctx, a.l.notifier.leave(a.id.lockKey(), a.w, true))
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	_ = lk.Release(rctx)
@@ -468,10 +464,14 @@ func (a *acquisition) sleep(first, live bool) time.Duration {
 		d = min(d, max(a.holderTTL-time.Since(a.seenAt), time.Millisecond))
 	}
 	if a.bidding() {
-		// A release may grant this waiter's bid a lease of a.o.TTL; if
-		// its notice is lost, only the waiter's next attempt takes the
-		// grant over, so that attempt comes before the grant runs out.
-		d = min(d, max(a.o.TTL/2, time.Millisecond))
+		// A bid placed bidLife ago is not granted: the waiter places it
+		// again well before (lua/claim.lua).
+		d = min(d, bidRefresh)
+		if e := a.l.notifier.grantEnds(a.w); e.After(time.Now()) {
+			// Another Locker's waiter was granted the key: look again
+			// when the grant ends, in case nobody claims it.
+			d = min(d, time.Until(e)+time.Millisecond)
+		}
 	}
 	if live {
 		return min(d, a.l.recheck)

@@ -9,36 +9,29 @@ import (
 )
 
 // Grant at release: how a lock goes from one Locker to a waiter of
-// another in the one round trip of the release, with no attempt of the
-// waiter's own (lua/bids.lua has the server's half).
+// another in the round trip of the release (lua/bids.lua has the server's
+// half; wait_claim.go says why a grant is an offer the waiter claims).
 //
 // The first waiter of a Locker for a key tries Redis; an attempt that
-// finds the key held leaves a bid: its own grant token, lease and fences
-// to reserve, under the Locker's id. When the holder releases, the release
-// script grants the key to the bid of the Locker next in turn: it sets the
-// key to the bid's token, reserves its fences and publishes "g<first>
-// <last> <token>". The waiter's notifier records the grant and wakes it;
-// the waiter takes the lock as if its attempt had returned it, and trusts
-// the lease from the moment that attempt was sent, which is before Redis
-// set it. Lockers take turns: a Locker that heard another Locker's waiter
-// ask (a "want" notice, wait_handoff.go) serves the waiters it had when
-// its turn began, then gives the key back to Redis, and so to that waiter,
-// before it hands the key to a waiter of its own again.
+// finds the key held leaves a bid: its own grant token and lease, under
+// the Locker's id. When the holder releases, the release script grants
+// the key to the bid of the Locker next in turn: it sets the key to the
+// bid's token for the claim window and publishes "g<ms> <token>". The
+// waiter's notifier records the grant and wakes it, and its next attempt,
+// which names the tokens of all its bids, claims the grant in Redis
+// (acquire.lua) with a grant of its own: the lock is what that attempt's
+// reply says. Lockers take turns: a Locker that heard another Locker's
+// waiter ask (a "want" notice, wait_handoff.go) serves the waiters it had
+// when its turn began, then gives the key back to Redis, and so to that
+// waiter, before it hands the key to a waiter of its own again.
 //
-// Every grant made so is its own: the bid's token was minted for one
-// attempt and sent once, a bid is granted once, and each later attempt of
-// the waiter replaces it. A waiter takes a grant from a notice only for
-// the token of its attempt that Redis last answered busy (its standing
-// bid), and only between attempts: while one is on its way, that attempt
-// (which names the tokens of the earlier ones, acquire.lua) takes over a
-// grant it finds instead. Nothing is taken from a notice after an attempt
-// whose reply was lost: its clean-up, sent after it, may run later and give
-// its grant away, and it may have taken over the grants it named; only the
-// next attempt may take those over, in Redis. So a late
-// or repeated notice names a token nobody waits on and changes nothing,
-// and a lost one is made good by the waiter's next attempt, at the latest
-// when its timer fires. A waiter that gives up withdraws its
-// bid, and lets go of the key if the bid was granted meanwhile.
+// A late or repeated notice, or one that anyone else published, only
+// wakes a waiter to try: the attempt finds no grant to one of its tokens,
+// and is answered as any other. A lost one is made good by the waiter's
+// next look (at once when its subscription is made again after the
+// connection dropped, else within a second), or the grant ends within
+// the claim window. A waiter that gives up withdraws its bids, and lets
+// go of the key if one was granted meanwhile.
 //
 // Grants at release are made on one deployment (a node, Sentinel or
 // Cluster; on Cluster the notice stays on the key's shard). Not on a
@@ -51,8 +44,8 @@ import (
 // replaces, and a release grants the key to the bid of the oldest live
 // waiter, wherever it waits, unless that waiter is the next in the
 // releasing Locker's line (a hand-off within the Locker, wait_handoff.go).
-// The waiter takes the grant from its notice as above; each fair waiter
-// is first in line for itself, so it passes no bids to its line.
+// The waiter claims the grant as above; each fair waiter is first in line
+// for itself, so it passes no bids to its line.
 
 // maxBidTokens bounds the tokens of a waiter's own attempts whose replies
 // were lost in a row: a waiting Acquire gives up after two of them (or a
@@ -73,11 +66,7 @@ type bidSent struct {
 	id   *lockID
 	sent time.Time
 	// busy: Redis answered it busy, so it left the waiter's one standing
-	// bid, and no attempt sent since names it. A notice of its grant may
-	// be taken. An attempt whose reply was lost had its clean-up sent
-	// after it, which may run later and give its grant away, and it may
-	// itself have taken over the grants of the attempts it named: only
-	// the waiter's next attempt may take those over, in Redis.
+	// bid (waiter.standing), and no attempt sent since names it.
 	busy bool
 	// noRenew: Options.NoRenew of the Acquire that sent it. A waiter
 	// takes over only bids that asked for the lease it asks for
@@ -91,47 +80,44 @@ type bidSent struct {
 	byRelease bool
 }
 
-// bidGrant is a grant at release that a notice announced.
-type bidGrant struct {
-	token       string
-	first, last int64
-}
-
 // maxGrants bounds keyWaiters.grants: a grant is for the first waiter of
 // one Locker, which looks for it as soon as its attempt returns.
 const maxGrants = 8
 
-// parseGrant reads a grant notice, "g<first> <last> <token>".
-func parseGrant(msg string) (bidGrant, bool) {
+// parseGrant reads a grant notice, "g<ms> <token>": the token granted,
+// and for how long the grant holds the key unless its waiter claims it.
+func parseGrant(msg string) (token string, hold time.Duration, ok bool) {
 	rest, ok := strings.CutPrefix(msg, "g")
 	if !ok {
-		return bidGrant{}, false
+		return "", 0, false
 	}
-	f, rest, ok1 := strings.Cut(rest, " ")
-	l, token, ok2 := strings.Cut(rest, " ")
-	first, err1 := strconv.ParseInt(f, 10, 64)
-	last, err2 := strconv.ParseInt(l, 10, 64)
-	if !ok1 || !ok2 || err1 != nil || err2 != nil || token == "" || first <= 0 || last < first {
-		return bidGrant{}, false
+	ms, token, ok := strings.Cut(rest, " ")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || token == "" || n < 0 {
+		return "", 0, false
 	}
-	return bidGrant{token: token, first: first, last: last}, true
+	return token, time.Duration(n) * time.Millisecond, true
 }
 
-// granted records a grant notice for the waiters of kw, and wakes the
-// waiter whose bid it names, if it is in line. n.mu is held.
-func (kw *keyWaiters) granted(g bidGrant) {
+// granted records a grant notice for the waiters of kw: it wakes the
+// waiter whose bid it names, if it is in line, to claim it. A grant to
+// another Locker's waiter holds the key until that waiter claims it, or
+// for hold at most: the waiter here that tries looks again then, in case
+// nobody claims it (a waiter that died, or forgot the token). n.mu is
+// held.
+func (kw *keyWaiters) granted(token string, hold time.Duration) {
 	if len(kw.grants) == maxGrants {
 		kw.grants = append(kw.grants[:0], kw.grants[1:]...)
 	}
-	kw.grants = append(kw.grants, g)
+	kw.grants = append(kw.grants, token)
 	for _, w := range kw.waiters {
-		if w.a != nil && slices.Contains(w.bids, g.token) {
+		if w.a != nil && slices.Contains(w.bids, token) {
 			w.signal()
 			return
 		}
 	}
-	if slices.ContainsFunc(kw.lineBids, func(b bidSent) bool { return b.id.token == g.token }) {
-		// Passed to the line: the first waiter takes it over.
+	if slices.ContainsFunc(kw.lineBids, func(b bidSent) bool { return b.id.token == token }) {
+		// Passed to the line: the first waiter claims it.
 		for _, w := range kw.waiters {
 			if w.a != nil && !w.a.o.Fair {
 				w.signal()
@@ -139,17 +125,25 @@ func (kw *keyWaiters) granted(g bidGrant) {
 			}
 		}
 	}
-	// A grant for another Locker's waiter: the key stays held. A first
-	// waiter here that has no bid in Redis asks now, so that the key comes
-	// back to this Locker in its turn, unless the release that made the
-	// grant bids for it.
+	kw.grantEnds = time.Now().Add(hold)
 	for _, w := range kw.waiters {
-		if w.a != nil && !w.a.o.Fair {
-			if len(w.bids) == 0 && !kw.bidComing && !slices.ContainsFunc(kw.lineBids, func(b bidSent) bool { return b.busy }) {
-				w.signal()
-			}
-			return
+		switch {
+		case w.a == nil:
+		case w.a.o.Fair:
+			// Each fair waiter tries for itself.
+			w.resleep = true
+			w.signal()
+			continue
+		case !w.standing && !kw.bidComing && !slices.ContainsFunc(kw.lineBids, func(b bidSent) bool { return b.busy }):
+			// The first waiter here has no bid in Redis: it asks now,
+			// so that the key comes back to this Locker in its turn,
+			// unless the release that made the grant bids for it.
+			w.signal()
+		default:
+			w.resleep = true
+			w.signal()
 		}
+		return
 	}
 }
 
@@ -204,7 +198,7 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 	if kw != nil && len(kw.waiters) > 0 {
 		kw.lineBids = append(kw.lineBids, bidSent{id: b.id, sent: b.sent, busy: b.placed, noRenew: b.noRenew, byRelease: true})
 		// Its grant may have been told already.
-		if slices.ContainsFunc(kw.grants, func(g bidGrant) bool { return g.token == b.id.token }) {
+		if slices.Contains(kw.grants, b.id.token) {
 			kw.waiters[0].signal()
 		}
 		n.mu.Unlock()
@@ -215,30 +209,32 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 	o.withdrawBids(context.Background())
 }
 
-// takeGrant returns, and forgets, a recorded grant for the token of one
-// of bids that Redis answered busy (bidTokens).
-func (n *notifier) takeGrant(channel string, bids []bidSent) (bidGrant, bool) {
+// takeGrant reports, and forgets, a grant that a notice announced for
+// one of bids.
+func (n *notifier) takeGrant(channel string, bids []bidSent) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	kw := n.keys[channel]
 	if kw == nil {
-		return bidGrant{}, false
+		return false
 	}
-	for i, g := range kw.grants {
-		if slices.ContainsFunc(bids, func(b bidSent) bool { return b.busy && b.id.token == g.token }) {
-			kw.grants = append(kw.grants[:i], kw.grants[i+1:]...)
-			return g, true
-		}
-	}
-	return bidGrant{}, false
+	took := false
+	kw.grants = slices.DeleteFunc(kw.grants, func(g string) bool {
+		named := slices.ContainsFunc(bids, func(b bidSent) bool { return b.id.token == g })
+		took = took || named
+		return named
+	})
+	return took
 }
 
 // setBids tells the notifier which tokens w's bids may name, so that a
-// grant notice for one of them wakes it.
-func (n *notifier) setBids(w *waiter, tokens []string) {
+// grant notice for one of them wakes it, and whether Redis confirmed that
+// one of them stands.
+func (n *notifier) setBids(w *waiter, tokens []string, standing bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	w.bids = append(w.bids[:0], tokens...)
+	w.standing = standing
 }
 
 // passBids hands the bids of a, which has just joined its Locker's line
@@ -255,7 +251,7 @@ func (a *acquisition) passBids() {
 	}
 	w.kw.lineBids = append(w.kw.lineBids, a.bidsSent...)
 	a.bidsSent = a.bidsSent[:0]
-	w.bids = w.bids[:0]
+	w.bids, w.standing = w.bids[:0], false
 }
 
 // returnBids passes the bids a still holds to its Locker's line as a
@@ -281,7 +277,7 @@ func (a *acquisition) passToLine() bool {
 	}
 	kw.lineBids = append(kw.lineBids, a.bidsSent...)
 	a.bidsSent = a.bidsSent[:0]
-	a.w.bids = a.w.bids[:0]
+	a.w.bids, a.w.standing = a.w.bids[:0], false
 	return true
 }
 
@@ -325,8 +321,24 @@ func (a *acquisition) takeLineBids() (other []bidSent) {
 		}
 	}
 	kw.lineBids = kw.lineBids[:0]
-	a.w.bids = append(a.w.bids[:0], a.bidTokens()...)
+	a.w.bids, a.w.standing = append(a.w.bids[:0], a.bidTokens()...), a.standing()
 	return other
+}
+
+// hasBids reports whether a has bids, once it took over those passed to
+// its line, or a release on its way may place one for it (nextBid). The
+// release is looked for first: once it has told what it placed
+// (bidPlaced), its bid is in the line.
+func (a *acquisition) hasBids() bool {
+	n := a.l.notifier
+	n.mu.Lock()
+	coming := a.w != nil && a.w.kw.bidComing
+	n.mu.Unlock()
+	if coming {
+		return true
+	}
+	a.pullBids()
+	return len(a.bidsSent) > 0
 }
 
 // bidding reports whether the attempts of a waits in Redis leave bids.
@@ -340,92 +352,67 @@ func (a *acquisition) bidding() bool { return a.l.bids && !a.pacing.deadline.IsZ
 // waiter keeps its own.
 func (a *acquisition) bidsInLine() bool { return a.bidding() && !a.o.Fair }
 
-// bidTokens returns the tokens whose grants a may take from a notice:
-// that of its standing bid, if Redis confirmed it.
+// bidTokens returns the tokens of a's bids: a grant notice that names
+// one wakes a, whose next attempt names them all and so claims it.
 func (a *acquisition) bidTokens() []string {
-	var t []string
-	for _, b := range a.bidsSent {
-		if b.busy {
-			t = append(t, b.id.token)
-		}
+	t := make([]string, len(a.bidsSent))
+	for i, b := range a.bidsSent {
+		t[i] = b.id.token
 	}
 	return t
 }
 
+// standing reports whether Redis confirmed that one of a's bids stands.
+func (a *acquisition) standing() bool {
+	return slices.ContainsFunc(a.bidsSent, func(b bidSent) bool { return b.busy })
+}
+
 // noteBid records, after an attempt sent at sent that did not get the
 // lock, whether it may have left a bid: it did if Redis answered busy
-// (which also replaced every earlier bid of a), it may have if its reply
-// was lost.
+// (which also replaced the bid Redis had confirmed before), it may have
+// if its reply was lost. An attempt whose reply was lost stays named for
+// the rest of the wait, busy answers or not: a copy of it may still reach
+// Redis and place its bid after a later one, and the release would grant
+// that.
 func (a *acquisition) noteBid(sent time.Time, busy, maybe bool) {
 	switch {
 	case busy:
-		a.bidsSent = append(a.bidsSent[:0], bidSent{id: a.id, sent: sent, busy: true, noRenew: a.o.NoRenew, answered: time.Now()})
+		a.bidsSent = slices.DeleteFunc(a.bidsSent, func(b bidSent) bool { return b.busy })
+		a.addBid(bidSent{id: a.id, sent: sent, busy: true, noRenew: a.o.NoRenew, answered: time.Now()})
 	case maybe:
-		// It named the earlier tokens, and may have taken over a grant to
-		// one of them (acquire.lua): none of those may be taken from a
-		// notice any more.
+		// It may have replaced the standing bid: none is confirmed now.
 		for i := range a.bidsSent {
 			a.bidsSent[i].busy = false
 		}
-		if len(a.bidsSent) == maxBidTokens {
-			a.bidsSent = append(a.bidsSent[:0], a.bidsSent[1:]...)
-		}
-		a.bidsSent = append(a.bidsSent, bidSent{id: a.id, sent: sent, noRenew: a.o.NoRenew})
+		a.addBid(bidSent{id: a.id, sent: sent, noRenew: a.o.NoRenew})
 	default:
 		return
 	}
 	if a.w != nil {
-		a.l.notifier.setBids(a.w, a.bidTokens())
+		a.l.notifier.setBids(a.w, a.bidTokens(), a.standing())
 	}
 }
 
-// claimGrant looks for a grant at release of one of a's bids, between
-// attempts, and takes it: it returns the Lock, or nil when there was none
-// or it came too late to use (then it is let go, and the waiter goes on).
-func (a *acquisition) claimGrant(ctx context.Context) *Lock {
-	if !a.l.notifier.granted.Load() {
+// addBid adds b to a's bids, the oldest of them dropped at maxBidTokens.
+func (a *acquisition) addBid(b bidSent) {
+	if len(a.bidsSent) == maxBidTokens {
+		a.bidsSent = append(a.bidsSent[:0], a.bidsSent[1:]...)
+	}
+	a.bidsSent = append(a.bidsSent, b)
+}
+
+// granted reports, and forgets, a grant at release that a notice
+// announced for one of a's bids, between attempts: a's next attempt,
+// which names every bid of a, claims it in Redis (lua/acquire.lua), and
+// its reply, not the notice, is the evidence that a holds the lock.
+func (a *acquisition) granted() bool {
+	if !a.l.notifier.heardGrant.Load() {
 		// None heard: a notice that comes later wakes the waiter, which
 		// looks again before it sleeps (waitTurn).
-		return nil
+		return false
 	}
 	a.pullBids()
-	if !slices.ContainsFunc(a.bidsSent, func(b bidSent) bool { return b.busy }) {
-		return nil
-	}
-	g, ok := a.l.notifier.takeGrant(a.id.lockKey(), a.bidsSent)
-	if !ok {
-		return nil
-	}
-	i := slices.IndexFunc(a.bidsSent, func(b bidSent) bool { return b.id.token == g.token })
-	b := a.bidsSent[i]
-	// Spent. The others may still stand (one taken over from a waiter
-	// behind may have been placed after this one was granted): as a
-	// leaves the line, it passes them on (returnBids).
-	a.bidsSent = slices.Delete(a.bidsSent, i, i+1)
-	if a.w != nil {
-		a.l.notifier.setBids(a.w, a.bidTokens())
-	}
-	// The lease Redis set is the bid's: a bid taken over from a waiter
-	// behind may have asked for another than a's.
-	o := a.o
-	o.TTL = b.id.ttl
-	now := time.Now()
-	if !now.Before(b.sent.Add(o.TTL - a.l.cfg.margin(o.TTL))) {
-		// Its lease, trusted from the attempt that bid, has run out: by
-		// now another owner may hold the key. Let it go. (A fair grant
-		// took the waiter off the queue: it asks to join again.)
-		a.l.cleanup(ctx, b.id)
-		a.queued = false
-		return nil
-	}
-	lk := newLock(a.l, a.key, b.id, g.first, o, b.sent, now)
-	lk.fenceEnd = g.last
-	a.startTurn(lk)
-	if !a.l.watchdog.add(lk.lease) {
-		a.l.cleanup(ctx, b.id)
-		return nil
-	}
-	return lk
+	return len(a.bidsSent) > 0 && a.l.notifier.takeGrant(a.id.lockKey(), a.bidsSent)
 }
 
 // withdrawBids, as a waiting Acquire ends without the lock, takes its

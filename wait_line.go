@@ -34,9 +34,12 @@ type keyWaiters struct {
 	// missed are the last hold waiter tokens that notices named while
 	// no such waiter was in line (wait_hold.go).
 	missed []string
-	// grants are the last grants at release that notices announced, until
-	// the waiter they are for takes them (wait_bid.go).
-	grants []bidGrant
+	// grants are the tokens of the last grants at release that notices
+	// announced, until the waiter they are for claims them (wait_bid.go).
+	grants []string
+	// grantEnds is when the last grant at release to another Locker's
+	// waiter that a notice announced ends, unless its waiter claims it.
+	grantEnds time.Time
 	// lineBids are the bids that waiters behind the first left, or that a
 	// release placed for the first, which the first takes over
 	// (wait_bid.go).
@@ -70,9 +73,14 @@ type waiter struct {
 	// without giving it the lock; its next attempt asks to be queued
 	// again (wait_handoff.go).
 	requeue bool
-	// bids are the tokens a grant at release to this waiter may name
-	// (wait_bid.go).
-	bids []string
+	// bids are the tokens a grant at release to this waiter may name,
+	// and standing whether Redis confirmed one of its bids (wait_bid.go).
+	bids     []string
+	standing bool
+	// resleep: a notice changed when the waiter should look again (a
+	// grant to another Locker's waiter that may go unclaimed), not
+	// whether it should try now.
+	resleep bool
 }
 
 func (w *waiter) signal() {
@@ -211,14 +219,23 @@ func (n *notifier) park(w *waiter) bool {
 }
 
 // unpark marks w awake and returns the lock handed to it meanwhile, if
-// any, and whether it must ask to be queued again (waiter.requeue).
-func (n *notifier) unpark(w *waiter) (lk *Lock, requeue bool) {
+// any, whether it must ask to be queued again (waiter.requeue), and
+// whether what woke it only asks it to sleep again (waiter.resleep).
+func (n *notifier) unpark(w *waiter) (lk *Lock, requeue, resleep bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	w.parked = false
-	lk, requeue = w.handed, w.requeue
-	w.handed, w.requeue = nil, false
-	return lk, requeue
+	lk, requeue, resleep = w.handed, w.requeue, w.resleep
+	w.handed, w.requeue, w.resleep = nil, false, false
+	return lk, requeue, resleep
+}
+
+// grantEnds returns when the last grant to another Locker's waiter that
+// w's Locker heard of ends unless claimed (keyWaiters.grantEnds).
+func (n *notifier) grantEnds(w *waiter) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return w.kw.grantEnds
 }
 
 // unclaimed returns the lock handed to w, which has left the line, that
@@ -241,12 +258,15 @@ func (n *notifier) isFirst(w *waiter) bool {
 
 // leave takes w out of line. When w was first and did not get the lock, the
 // next waiter is woken to try in its place. Leaving again does nothing.
-func (n *notifier) leave(channel string, w *waiter, acquired bool) {
+// When w was the last in line, it returns the bids that waiters passed to
+// the line (wait_bid.go), which nobody is left to claim: the caller
+// withdraws them.
+func (n *notifier) leave(channel string, w *waiter, acquired bool) (orphans []bidSent) {
 	n.mu.Lock()
 	kw := n.keys[channel]
 	if kw == nil || kw != w.kw {
 		n.mu.Unlock()
-		return
+		return nil
 	}
 	wasFirst := len(kw.waiters) > 0 && kw.waiters[0] == w
 	for i, x := range kw.waiters {
@@ -263,14 +283,15 @@ func (n *notifier) leave(channel string, w *waiter, acquired bool) {
 			kw.waiters[0].signal()
 		}
 		n.mu.Unlock()
-		return
+		return nil
 	}
 	delete(n.keys, channel)
 	n.waited.Add(-1)
 	conn := kw.conn
+	orphans, kw.lineBids = kw.lineBids, nil
 	n.mu.Unlock()
 	if conn == nil {
-		return
+		return orphans
 	}
 	// Behind the waiter, which must not wait for it: go-redis holds a
 	// subscription's commands while it dials the server again, past any
@@ -284,6 +305,7 @@ func (n *notifier) leave(channel string, w *waiter, acquired bool) {
 		defer cancel()
 		_ = n.send(ctx, conn, false, channel)
 	})
+	return orphans
 }
 
 // parkHold marks w asleep, unless a notice woke it since it last slept

@@ -37,9 +37,10 @@ type notifier struct {
 	// waited counts the entries of keys, so that a release with nobody
 	// waiting in this Locker skips the lock (handOff).
 	waited atomic.Int32
-	// granted: a grant at release has been heard (wait_bid.go), so that
-	// the waiters of a Locker that never heard one skip looking for one.
-	granted atomic.Bool
+	// heardGrant: a grant at release has been heard (wait_bid.go), so
+	// that the waiters of a Locker that never heard one skip looking for
+	// one.
+	heardGrant atomic.Bool
 
 	// fault, set by tests before any subscription, says what becomes of
 	// a notice as it arrives: how many copies are delivered (0: it is
@@ -140,11 +141,29 @@ func (n *notifier) faulted(channel, payload string) {
 	}
 }
 
+// confirmed handles the confirmation of a SUBSCRIBE. One that comes for
+// a channel already confirmed follows a reconnect (go-redis subscribes
+// again): notices sent while the connection was down are lost, a grant's
+// among them, so the waiters that try (the first non-fair one, every fair
+// one) try now.
 func (n *notifier) confirmed(channel string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if kw := n.keys[channel]; kw != nil {
-		kw.markReady(true)
+	kw := n.keys[channel]
+	if kw == nil {
+		return
+	}
+	again := kw.live
+	kw.markReady(true)
+	if !again || kw.wake != wakeMutex {
+		return
+	}
+	first := true
+	for _, w := range kw.waiters {
+		if w.a.o.Fair || first {
+			w.signal()
+		}
+		first = first && w.a.o.Fair
 	}
 }
 
@@ -214,9 +233,9 @@ func (n *notifier) notify(channel, next string) {
 		kw.notifyHolds(next)
 		return
 	}
-	if g, ok := parseGrant(next); ok {
-		n.granted.Store(true)
-		kw.granted(g)
+	if token, hold, ok := parseGrant(next); ok {
+		n.heardGrant.Store(true)
+		kw.granted(token, hold)
 		return
 	}
 	if strings.HasPrefix(next, "*") {

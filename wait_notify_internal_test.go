@@ -55,11 +55,11 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 			t.Fatalf("waiters made %d attempts while the lock was held; want at most %d (they wait for a notice)", polled, waiters+1)
 		}
 
-		// The release grants the key to the first waiter's bid, which takes
-		// it with no attempt of its own (wait_bid.go); the other waiters get
-		// it handed on within the Locker, each hand-off after one
+		// The release grants the key to the first waiter's bid, which its
+		// next attempt claims (wait_claim.go); the other waiters get it
+		// handed on within the Locker, each hand-off after one
 		// confirmation, and only the last release goes back to Redis:
-		// waiters-1 confirmations and one release.
+		// one claim, waiters-1 confirmations and one release.
 		if err := handoverScript.Load(ctx, rdb).Err(); err != nil { // one EVALSHA per hand-off
 			t.Fatal(err)
 		}
@@ -76,8 +76,8 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if n := calls.Load() - before; n != waiters {
-			t.Fatalf("%d script calls for %d hand-overs, want %d (a confirmation per hand-off, one release)", n, waiters, waiters)
+		if n := calls.Load() - before; n != waiters+1 {
+			t.Fatalf("%d script calls for %d hand-overs, want %d (the claim, a confirmation per hand-off, one release)", n, waiters, waiters+1)
 		}
 		wg.Wait()
 	})

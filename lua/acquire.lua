@@ -34,10 +34,10 @@ if not redis.call('set', KEYS[1], ARGV[1] .. '|0', 'nx', 'px', ARGV[2]) then
     if seq == 0 then redis.call('set', KEYS[1], v, 'px', ARGV[2]) end
   elseif ARGV[6] and bidOf(v) then
     -- A release granted the key to the bid of one of this waiter's
-    -- earlier attempts (bids.lua), and the waiter, not told (a lost
-    -- notice) or told too late, tried again: this attempt's grant takes
-    -- it over, with a lease of its own, and the earlier grant, never
-    -- used, ends.
+    -- earlier attempts (bids.lua): this attempt claims it, told by the
+    -- grant's notice or not (a lost notice), with a grant of its own:
+    -- its token, its lease and a fence from the counter. The earlier
+    -- grant, never used, ends.
     redis.call('set', KEYS[1], ARGV[1] .. '|0*', 'px', ARGV[2])
   elseif ARGV[5] == '1' and v == 'y:' .. ARGV[4] then
     -- Another Locker let the lock go to make way for this one's waiters
@@ -57,7 +57,7 @@ if not redis.call('set', KEYS[1], ARGV[1] .. '|0', 'nx', 'px', ARGV[2]) then
     if ARGV[6] then
       -- Offer to take the key when it is released (bids.lua).
       local t = redis.call('time')
-      placeBid(KEYS[3], ARGV[4], ARGV[1], ARGV[2], ARGV[3], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+      placeBid(KEYS[3], ARGV[4], ARGV[1], ARGV[2], tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
     end
     -- A holder that named itself (Options.Owner, after '~' in its token)
     -- is named to the waiter.
@@ -71,7 +71,7 @@ end
 if ARGV[6] then
   local b = redis.call('hget', KEYS[3], ARGV[4])
   if b then
-    local _, _, _, token = parseBid(b)
+    local _, _, token = parseBid(b)
     if token == ARGV[1] then
       redis.call('hdel', KEYS[3], ARGV[4])
     else

@@ -7,23 +7,19 @@
 -- one (and so does the release of its Locker that grants the key to
 -- another Locker's waiter, for its own next waiter: release.lua) in the
 -- key's bids hash (P{K}:bids, beside the lock key) under its
--- Locker's id: "<ms registered> <lease ms> <fences to reserve> <token>",
--- the token being that attempt's own. Only the first waiter of a Locker
--- tries Redis, so a Locker has one bid per key. A release (release.lua)
--- grants the key to the bid of the Locker next in turn, in the script that
--- checked the releasing token: the bid's token holds the key from then
--- on, with its fences reserved, and the notice "g<first> <last> <token>"
--- tells its waiter, which makes no attempt of its own.
+-- Locker's id: "<ms registered> <lease ms> <token>", the token being
+-- that attempt's own. Only the first waiter of a Locker tries Redis, so a
+-- Locker has one bid per key. A release (release.lua) grants the key to
+-- the bid of the Locker next in turn, in the script that checked the
+-- releasing token: the bid's token holds the key for a claim window
+-- (claim.lua), and the notice "g<ms> <token>" wakes its waiter, whose
+-- next attempt claims the grant (acquire.lua). Other waiters learn from
+-- the notice when the grant ends if nobody claims it.
 --
 -- A bid is one grant: granting deletes it, and every later attempt of the
--- same waiter replaces it with its own token. So the key is only ever
--- granted to a waiter's latest attempt or, while its next attempt is on
--- its way, to the one before, which that next attempt then takes over
--- (acquire.lua): a late or repeated notice names a token nobody waits on.
--- A bid registered half its lease ago or more is not granted: its waiter
--- trusts the lease from when it sent that attempt, so too little of it
--- would be left (the waiter asks again at least every second while it
--- waits). The hash expires with the longest lease a bid asked for.
+-- same waiter replaces it with its own token. A bid registered bidLife
+-- ago or more is not granted (claim.lua). The hash expires with the
+-- longest lease a bid asked for.
 
 -- takeFences reserves n fences from the counter of the lock's slot and
 -- returns the first and the last: never below the server clock t in µs,
@@ -45,18 +41,18 @@ local function takeFences(counter, n, t)
   return first, first + n - 1
 end
 
--- parseBid returns a bid's registration time, lease, fences to reserve and
--- token; nil for a value that is not a bid.
+-- parseBid returns a bid's registration time, lease and token; nil for a
+-- value that is not a bid.
 local function parseBid(b)
-  local at, ttl, n, token = string.match(b, '^(%d+) (%d+) (%d+) (.+)$')
+  local at, ttl, token = string.match(b, '^(%d+) (%d+) (.+)$')
   if not at then return nil end
-  return tonumber(at), tonumber(ttl), tonumber(n), token
+  return tonumber(at), tonumber(ttl), token
 end
 
--- placeBid records the bid of locker's waiter: its attempt's token, lease
--- and fences to reserve, at now (ms of the server clock).
-local function placeBid(bids, locker, token, ttl, reserve, now)
-  redis.call('hset', bids, locker, now .. ' ' .. ttl .. ' ' .. reserve .. ' ' .. token)
+-- placeBid records the bid of locker's waiter: its attempt's token and
+-- lease, at now (ms of the server clock).
+local function placeBid(bids, locker, token, ttl, now)
+  redis.call('hset', bids, locker, now .. ' ' .. ttl .. ' ' .. token)
   if redis.call('pttl', bids) < tonumber(ttl) then
     redis.call('pexpire', bids, ttl)
   end
@@ -66,7 +62,7 @@ end
 local function dropBid(bids, locker, token)
   local b = redis.call('hget', bids, locker)
   if b then
-    local _, _, _, bidToken = parseBid(b)
+    local _, _, bidToken = parseBid(b)
     if bidToken == token then redis.call('hdel', bids, locker) end
   end
 end
@@ -74,31 +70,33 @@ end
 -- grantBid gives the key lock, which the caller has just freed, to the
 -- bid of the Locker next in turn after self: the smallest id above it,
 -- else the smallest (self's own bid last), skipping, and deleting, bids
--- too old to grant. It returns the server time (ms) and the id of the
--- Locker whose bid it granted, or false when it granted none.
-local function grantBid(lock, counter, bids, self)
+-- placed bidLife ago or more. The grant holds the key for the claim
+-- window (or the bid's lease, if shorter) until its waiter claims it.
+-- It returns the server time (ms) and the id of the Locker whose bid it
+-- granted, or false when it granted none.
+local function grantBid(lock, bids, self)
   -- HKEYS and HGET, not HGETALL: the commands docs/acl.md grants already.
   local ids = redis.call('hkeys', bids)
   if #ids == 0 then return false end
   local t = redis.call('time')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local pick, ttl, n, token
+  local pick, ttl, token
   for _, id in ipairs(ids) do
-    local at, bttl, bn, btoken = parseBid(redis.call('hget', bids, id) or '')
-    if not at or now - at >= bttl / 2 then
+    local at, bttl, btoken = parseBid(redis.call('hget', bids, id) or '')
+    if not at or now - at >= bidLife then
       redis.call('hdel', bids, id)
     elseif not pick or ((id > self) ~= (pick > self) and id > self) or ((id > self) == (pick > self) and id < pick) then
-      pick, ttl, n, token = id, bttl, bn, btoken
+      pick, ttl, token = id, bttl, btoken
     end
   end
   if not pick then return false end
   redis.call('hdel', bids, pick)
   -- Marked: waiters of other Lockers may still wait, so the grantee's
   -- release looks for them.
-  redis.call('set', lock, token .. '|0*', 'px', ttl)
-  local first, last = takeFences(counter, n, t)
+  local px = math.min(ttl, claimWindow)
+  redis.call('set', lock, token .. '|0*', 'px', px)
   -- Best-effort, as every notice (release.lua): a lost one is made good
-  -- by the waiter's next attempt.
-  redis.pcall('publish', lock, string.format('g%d %d ', first, last) .. token)
+  -- by the waiter's next attempt, or the grant ends within px.
+  redis.pcall('publish', lock, 'g' .. px .. ' ' .. token)
   return now, pick
 end

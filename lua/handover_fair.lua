@@ -26,7 +26,7 @@ if seq then
   local head, e = serveHead(KEYS[3], now, ARGV[5])
   if head ~= ARGV[5] then
     -- Granted to the head's bid, as release_fair.lua does, or released.
-    if head and grantHead(KEYS[1], KEYS[2], KEYS[3], e, t, now) then
+    if head and grantHead(KEYS[1], KEYS[3], e) then
       return -1
     end
     redis.call('del', KEYS[1])

@@ -32,15 +32,25 @@ local function isPlace(e, place)
   return c == nil or c == 124 -- '|'
 end
 
--- liveHead drops the waiters at the head of queue whose deadline has passed
--- and returns the place of the first live one and its entry (nil when
--- none is left).
+-- entryLive reports whether queue entry e, whose deadline ends at sep,
+-- still queues a live waiter at now: its deadline has not passed, and
+-- the bid it carries, if any, was placed less than bidLife ago (a waiter
+-- that bids places it again at least every second while it waits, so
+-- an older one is a waiter that is gone: claim.lua).
+local function entryLive(e, sep, now)
+  if tonumber(string.sub(e, 1, sep - 1)) < now then return false end
+  local at = string.match(e, '|(%d+)|%d+|', sep)
+  return not at or now - tonumber(at) < bidLife
+end
+
+-- liveHead drops the waiters at the head of queue that are gone
+-- (entryLive) and returns the place of the first live one and its entry
+-- (nil when none is left).
 local function liveHead(queue, now)
   while true do
     local e = redis.call('lindex', queue, 0)
     if not e then return nil end
-    local sep = string.find(e, ':', 1, true)
-    if tonumber(string.sub(e, 1, sep - 1)) >= now then
+    if entryLive(e, string.find(e, ':', 1, true), now) then
       return placeOf(e), e
     end
     redis.call('lpop', queue)
@@ -56,8 +66,8 @@ local function queueExpiry(deadline)
   return (math.floor(deadline / 1000) + 1) * 1000
 end
 
--- serveHead drops the waiters at the head of queue whose deadline has
--- passed, as liveHead does, and returns the place of the first live one
+-- serveHead drops the waiters at the head of queue that are gone, as
+-- liveHead does, and returns the place of the first live one
 -- and its entry (nil when none is left). When that is place, its entry
 -- leaves the queue (the waiter is served); otherwise it stays first. It pops before
 -- it looks, so serving the head costs one command; a head that stays is
@@ -68,8 +78,8 @@ local function serveHead(queue, now, place)
     local e = redis.call('lpop', queue)
     if not e then return nil end
     local sep = string.find(e, ':', 1, true)
-    local deadline = tonumber(string.sub(e, 1, sep - 1))
-    if deadline >= now then
+    if entryLive(e, sep, now) then
+      local deadline = tonumber(string.sub(e, 1, sep - 1))
       local head = placeOf(e)
       if head ~= place and redis.call('lpush', queue, e) == 1 then
         redis.call('pexpire', queue, queueExpiry(deadline) - now)
@@ -129,21 +139,19 @@ end
 
 -- grantHead grants the lock, which the caller has just freed, to the bid
 -- that e, the live head of queue, carries: the bid's token holds the key
--- from then on with the bid's lease and a new fence, the entry leaves the
--- queue (its waiter is served), and the notice "g<fence> <fence> <token>"
--- tells the waiter, which makes no attempt of its own (wait_bid.go). t is
--- the server time, now the same in ms. A bid placed half its lease ago or
--- more is not granted: its waiter trusts the lease from when it sent that
--- attempt, so too little of it would be left (bids.lua); nor is an entry
--- without a bid. It reports whether it granted.
-local function grantHead(lock, counter, queue, e, t, now)
-  local at, ttl, token = string.match(e, '|(%d+)|(%d+)|(.+)$')
-  if not at or now - tonumber(at) >= tonumber(ttl) / 2 then return false end
+-- for the claim window (claim.lua), or the bid's lease if shorter, the
+-- entry leaves the queue (its waiter is served), and the notice
+-- "g<ms> <token>" wakes the waiter, whose next attempt claims the grant
+-- with a fence of its own (acquire_fair.lua). An entry without a bid is
+-- not granted. It reports whether it granted.
+local function grantHead(lock, queue, e)
+  local ttl, token = string.match(e, '|%d+|(%d+)|(.+)$')
+  if not ttl then return false end
   redis.call('lpop', queue)
-  redis.call('set', lock, token .. '|0', 'px', ttl)
-  local fence = takeFence(counter, t)
+  local px = math.min(tonumber(ttl), claimWindow)
+  redis.call('set', lock, token .. '|0', 'px', px)
   -- Best-effort, as every notice (release.lua): a lost one is made good
-  -- by the waiter's next attempt.
-  redis.pcall('publish', lock, string.format('g%d %d ', fence, fence) .. token)
+  -- by the waiter's next attempt, or the grant ends within px.
+  redis.pcall('publish', lock, 'g' .. px .. ' ' .. token)
   return true
 end

@@ -1,14 +1,15 @@
 -- KEYS[1] lock key (also the channel of its release notices); and when
 -- the Locker takes part in grants at release (bids.lua), KEYS[2] the fence
--- counter of the lock's slot and KEYS[3] the key's bids
+-- counter of the lock's slot (unused: listed so that attempts and
+-- releases name the same keys) and KEYS[3] the key's bids
 -- ARGV[1] the grant's token (grant.lua); optionally ARGV[2] '1' to publish a release notice
 -- even when no waiter marked the lock (the releasing Locker has waiters of
 -- its own), then ARGV[3] the releasing Locker's id when it takes part in
 -- grants at release, else '', ARGV[4] '1' when ARGV[1] is an attempt's
 -- whose bid, if it left one, is withdrawn, then ARGV[5] a yield window in
 -- ms and ARGV[6] the id of the Locker to yield to (or both ''), then
--- optionally ARGV[7..9] the releasing Locker's next bid: the token of its
--- first waiter's next attempt, the lease in ms and the fences to reserve
+-- optionally ARGV[7..8] the releasing Locker's next bid: the token of its
+-- first waiter's next attempt and the lease in ms
 -- Returns 1 when the token held the lock and it is now gone, 2 when it
 -- was granted to another Locker's bid and ARGV[7]'s bid placed, 0
 -- otherwise.
@@ -18,7 +19,7 @@
 -- in turn (grantBid, bids.lua); a waiter that gives up, or the clean-up of
 -- a lost attempt, withdraws its bid first. A Locker that gives the key to
 -- another's waiter while waiters of its own wait bids for them in the
--- same script (ARGV[7..9]), and says so on the channel as an attempt
+-- same script (ARGV[7..8]), and says so on the channel as an attempt
 -- would ("*" and its id), instead of its first waiter's attempt doing
 -- both a round trip later. Otherwise the notice is empty and wakes one waiter per
 -- Locker. A yielding release leaves a "y:<Locker id>" marker for the window
@@ -36,10 +37,10 @@ if not seq then
   return 0
 end
 if bids and (marked or ARGV[2] == '1') then
-  local now, to = grantBid(KEYS[1], KEYS[2], KEYS[3], ARGV[3])
+  local now, to = grantBid(KEYS[1], KEYS[3], ARGV[3])
   if now then
     if ARGV[7] and to ~= ARGV[3] then
-      placeBid(KEYS[3], ARGV[3], ARGV[7], ARGV[8], ARGV[9], now)
+      placeBid(KEYS[3], ARGV[3], ARGV[7], ARGV[8], now)
       redis.pcall('publish', KEYS[1], '*' .. ARGV[3])
       return 2
     end

@@ -15,7 +15,7 @@ end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local head, e = liveHead(KEYS[3], now)
-if head and grantHead(KEYS[1], KEYS[2], KEYS[3], e, t, now) then
+if head and grantHead(KEYS[1], KEYS[3], e) then
   return 1
 end
 redis.call('del', KEYS[1])
