@@ -53,7 +53,9 @@ if not redis.call('set', KEYS[1], ARGV[1] .. '|0', 'nx', 'px', ARGV[2]) then
       redis.pcall('publish', KEYS[1], '*' .. ARGV[4])
     end
     local pttl = redis.call('pttl', KEYS[1])
-    if pttl < 0 then pttl = 0 end
+    -- A lease with under a ms left reads 0: the waiter looks again in a
+    -- ms, not at its recheck (0 says nothing of when the holder goes).
+    if pttl == 0 then pttl = 1 elseif pttl < 0 then pttl = 0 end
     if ARGV[6] then
       -- Offer to take the key when it is released (bids.lua).
       local t = redis.call('time')

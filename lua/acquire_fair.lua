@@ -104,7 +104,9 @@ if wait > 0 or bids then
 end
 local pttl = 0
 if v then pttl = redis.call('pttl', KEYS[1]) end
-if pttl < 0 then pttl = 0 end
+-- A lease with under a ms left reads 0, which here says an older waiter
+-- is first: report 1, so the waiter looks again when the holder goes.
+if v and pttl == 0 then pttl = 1 elseif pttl < 0 then pttl = 0 end
 if unqueued then
   local holder = ''
   if v and string.find(v, '~', 1, true) then holder = v end

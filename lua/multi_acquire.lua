@@ -35,7 +35,9 @@ for i = 1, n do
       redis.pcall('publish', KEYS[i], '*' .. ARGV[3])
     end
     local pttl = redis.call('pttl', KEYS[i])
-    if pttl < 0 then pttl = 0 end
+    -- A lease with under a ms left reads 0: the waiter looks again in a
+    -- ms, not at its recheck (0 says nothing of when the holder goes).
+    if pttl == 0 then pttl = 1 elseif pttl < 0 then pttl = 0 end
     return {-1 - pttl, i}
   end
 end

@@ -18,7 +18,9 @@ if seq then
   return 1
 end
 local pttl = redis.call('pttl', KEYS[1])
-if pttl < 0 then pttl = 0 end
+-- A lease with under a ms left reads 0: the waiter looks again in a
+-- ms, not at its recheck (0 says nothing of when the holder goes).
+if pttl == 0 then pttl = 1 elseif pttl < 0 then pttl = 0 end
 if v and string.find(v, '~', 1, true) then
   return {-1 - pttl, v}
 end

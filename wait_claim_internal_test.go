@@ -1,0 +1,484 @@
+package padlock
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/padlockgo/padlock/internal/faultproxy"
+	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// The tests of "Nobody holds for nobody" (wait_claim.go): a waiter that
+// is not there, killed, gone, or that forgot the token Redis granted, costs
+// the next live waiter under a second, whatever the lease (30 s here), in
+// both modes; and a grant notice is never evidence of a grant.
+
+// claimBound is what a waiter that is not there may cost the next live
+// waiter, from the release: the claim window, and the round trips and
+// wake-ups around it.
+const claimBound = time.Second
+
+// longLease is the lease the waiters that are not there asked for: the
+// default TTL, which the key would sit idle for without the claim window.
+const longLease = 30 * time.Second
+
+// nextLiveWaiter waits for the lock the live waiter queued on got
+// (queueWaiters) and fails t unless it came within claimBound of released.
+func nextLiveWaiter(t *testing.T, got <-chan handed, released time.Time) *Lock {
+	t.Helper()
+	select {
+	case h := <-got:
+		if h.lk == nil {
+			t.Fatal("the live waiter got no lock")
+		}
+		d := time.Since(released)
+		t.Logf("the live waiter had the key %v after the release", d)
+		if d > claimBound {
+			t.Fatalf("the live waiter had the key %v after the release; want it within %v, not the lease of a waiter that is not there", d, claimBound)
+		}
+		return h.lk
+	case <-time.After(longLease):
+		t.Fatalf("the live waiter did not get the key within %v of the release", longLease)
+	}
+	return nil
+}
+
+// viaProxy returns a Locker that reaches srv through a proxy of its own,
+// which the test may cut or close: a process whose connections die with
+// it.
+func viaProxy(t *testing.T, srv *redistest.Server) (*Locker, *faultproxy.Proxy) {
+	t.Helper()
+	p, err := faultproxy.Start(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c := srv.Client(t, func(o *redis.Options) { o.Addr = p.Addr(); o.MaxRetries = -1 })
+	l := mustNew(t, c)
+	t.Cleanup(func() { l.Close() })
+	return l, p
+}
+
+// TestKilledWaiterCostsUnderASecond: a waiter's process is killed (an OOM
+// kill, an evicted pod) while it waits: its connections die with it, and
+// nothing of it tells Redis. The release grants the key to its standing
+// bid, or in fair mode to its entry's bid; the next live waiter has the
+// key within a second, whether it already waited or came after the
+// release. A fair waiter killed long enough before the release (its bid
+// older than bidLife) is passed over at once.
+func TestKilledWaiterCostsUnderASecond(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		for _, when := range []string{"waiting", "after", "stale"} {
+			if when == "stale" && !fair {
+				continue // a default-mode bid that old is skipped the same way (grantBid), and costs nothing to wait for
+			}
+			t.Run(mode(fair)+"/"+when, func(t *testing.T) {
+				srv := redistest.Start(t)
+				h, live := mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
+				defer h.Close()
+				defer live.Close()
+				dead, p := viaProxy(t, srv)
+				ctx := context.Background()
+				const key = "killed-waiter"
+				o := Options{TTL: longLease, Wait: longLease, Fair: fair}
+
+				holder, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: fair})
+				if err != nil {
+					t.Fatal(err)
+				}
+				go func() {
+					if lk, err := dead.Acquire(ctx, key, o); err == nil {
+						lk.Release(ctx)
+					}
+				}()
+				waitForWaiters(t, dead, key, 1)
+				waitParked(t, dead, key, 1)
+				p.Close() // killed: every connection gone, none made again
+				var got <-chan handed
+				if when != "after" {
+					got = queueWaiters(t, live, key, 1, o)
+				}
+				if when == "stale" {
+					time.Sleep(bidLife + 100*time.Millisecond)
+				}
+				released := time.Now()
+				if err := holder.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if when == "after" {
+					got = queueWaitersNow(live, key, o)
+				}
+				lk := nextLiveWaiter(t, got, released)
+				if lk.Fence() <= holder.Fence() {
+					t.Fatalf("fence %d after %d", lk.Fence(), holder.Fence())
+				}
+				lk.Release(ctx)
+			})
+		}
+	}
+}
+
+// queueWaitersNow starts one waiting Acquire of key on l without waiting
+// for it to queue (it may get the key at once).
+func queueWaitersNow(l *Locker, key string, o Options) <-chan handed {
+	got := make(chan handed, 1)
+	go func() {
+		lk, _ := l.Acquire(context.Background(), key, o)
+		got <- handed{0, lk}
+	}()
+	return got
+}
+
+// lateCopy is a go-redis hook that, once armed, answers the first call of
+// the script whose SHA1 is sha with a timeout, as if its reply was lost,
+// and keeps the command: land runs it on Redis later, through another
+// client, after commands the caller sent since (a request held up in the
+// network).
+type lateCopy struct {
+	sha   string
+	armed atomic.Bool
+	mu    sync.Mutex
+	held  []any
+	taken chan struct{}
+}
+
+func newLateCopy(sha string) *lateCopy { return &lateCopy{sha: sha, taken: make(chan struct{})} }
+
+func (h *lateCopy) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lateCopy) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) > 1 && args[0] == "evalsha" && args[1] == h.sha && h.armed.CompareAndSwap(true, false) {
+			h.mu.Lock()
+			h.held = append([]any(nil), args...)
+			h.mu.Unlock()
+			close(h.taken)
+			err := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *lateCopy) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// land runs the held command on Redis through c.
+func (h *lateCopy) land(t *testing.T, c *redis.Client) {
+	t.Helper()
+	<-h.taken
+	h.mu.Lock()
+	args := h.held
+	h.mu.Unlock()
+	if err := c.Do(context.Background(), args...).Err(); err != nil && err != redis.Nil {
+		t.Fatalf("the late copy: %v", err)
+	}
+}
+
+// TestLateCopyReplacingTheBidIsClaimed: a waiter's attempt is held up in
+// the network; the client times out, its next attempt is answered busy and
+// bids, and then the first reaches Redis and replaces that bid with its
+// own token. The release grants that token: the waiter, which keeps the
+// tokens of attempts whose replies were lost for the rest of its wait,
+// claims it, within a second.
+func TestLateCopyReplacingTheBidIsClaimed(t *testing.T) {
+	srv := redistest.Start(t)
+	h := mustNew(t, srv.Client(t))
+	defer h.Close()
+	late := newLateCopy(plainScripts.acquire.Hash())
+	wc := srv.Client(t)
+	wc.AddHook(late)
+	w := mustNew(t, wc)
+	defer w.Close()
+	ctx := context.Background()
+	const key = "late-copy-bid"
+	o := Options{TTL: longLease, Wait: longLease, Retry: LinearBackoff(time.Millisecond)}
+
+	holder, err := h.Acquire(ctx, key, Options{TTL: longLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.armed.Store(true)
+	got := queueWaiters(t, w, key, 1, o)
+	late.land(t, srv.Client(t))
+	if bid := srv.Client(t).HGet(ctx, holder.id.bidsKey(), w.id).Val(); bid == "" {
+		t.Fatal("no bid in Redis after the late copy")
+	}
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nextLiveWaiter(t, got, released).Release(ctx)
+}
+
+// TestLineBidsLeftWithTheLastWaiter: two Acquires of one Locker try at
+// once; the second to join its line passes its bid, the one Redis holds,
+// to the line. Both give up before the first takes it over: the last to
+// leave withdraws it, so the release grants nothing to it, and the live
+// waiter of another Locker has the key within a second.
+func TestLineBidsLeftWithTheLastWaiter(t *testing.T) {
+	srv := redistest.Start(t)
+	h, live := mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
+	defer h.Close()
+	defer live.Close()
+	gate := &replyGate{sha: plainScripts.acquire.Hash(), second: make(chan struct{})}
+	wc := srv.Client(t)
+	wc.AddHook(gate)
+	w := mustNew(t, wc)
+	defer w.Close()
+	w.recheck = time.Hour // the first waiter looks again only when woken
+	ctx := context.Background()
+	const key = "line-bids"
+	o := Options{TTL: longLease, Wait: longLease}
+
+	holder, err := h.Acquire(ctx, key, Options{TTL: longLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var done sync.WaitGroup
+	for range 2 {
+		done.Go(func() {
+			if lk, err := w.Acquire(wctx, key, o); err == nil {
+				lk.Release(ctx)
+			}
+		})
+	}
+	awaitWaiters(t, w, key, "the second waiter's bid passed to the line", func(kw *keyWaiters) bool { return kw != nil && len(kw.waiters) == 2 && len(kw.lineBids) == 1 })
+	waitParked(t, w, key, 2)
+	cancel()
+	done.Wait()
+	got := queueWaiters(t, live, key, 1, o)
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nextLiveWaiter(t, got, released).Release(ctx)
+}
+
+// replyGate is a go-redis hook that holds the reply of the first call of
+// the script whose SHA1 is sha until a second call of it has begun, so
+// that two attempts made at once reach Redis in the order they began and
+// their callers read their replies in that order too.
+type replyGate struct {
+	sha    string
+	calls  atomic.Int32
+	second chan struct{}
+}
+
+func (g *replyGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *replyGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) < 2 || args[1] != g.sha {
+			return next(ctx, cmd)
+		}
+		switch g.calls.Add(1) {
+		case 1:
+			err := next(ctx, cmd)
+			<-g.second
+			return err
+		case 2:
+			// Sent after the first ran in Redis; the first's caller
+			// reads its reply only now.
+			err := next(ctx, cmd)
+			close(g.second)
+			time.Sleep(20 * time.Millisecond) // the first joins its line first
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (g *replyGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestRefusedWithdrawCostsUnderASecond: a waiter gives up while Redis
+// refuses its connections, so its withdraw never arrives, and its bid (or
+// fair entry) stands. A release then grants the key to it: its Locker,
+// alive but with no waiter for the token, does not claim it, and the live
+// waiter has the key within a second.
+func TestRefusedWithdrawCostsUnderASecond(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(mode(fair), func(t *testing.T) {
+			srv := redistest.Start(t)
+			h, live := mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
+			defer h.Close()
+			defer live.Close()
+			w, p := viaProxy(t, srv)
+			ctx := context.Background()
+			const key = "refused-withdraw"
+			o := Options{TTL: longLease, Wait: longLease, Fair: fair}
+
+			holder, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: fair})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() {
+				lk, err := w.Acquire(wctx, key, o)
+				if lk != nil {
+					lk.Release(ctx)
+				}
+				done <- err
+			}()
+			waitForWaiters(t, w, key, 1)
+			waitParked(t, w, key, 1)
+			p.Refuse(true)
+			p.Reset()
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("the waiter ended with %v; want its context's end", err)
+			}
+			time.Sleep(1200 * time.Millisecond) // the withdraw, sent behind the answer, is refused
+			p.Refuse(false)
+			got := queueWaiters(t, live, key, 1, o)
+			released := time.Now()
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			nextLiveWaiter(t, got, released).Release(ctx)
+		})
+	}
+}
+
+// TestLateCopyAfterGiveUpCostsUnderASecond: a waiter's attempt is held up
+// in the network, and reaches Redis after the waiter gave up: it bids, or
+// in fair mode queues the waiter again, with a bid. The release grants
+// the key to it; nobody claims it, and the live waiter has the key within
+// a second.
+func TestLateCopyAfterGiveUpCostsUnderASecond(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(mode(fair), func(t *testing.T) {
+			srv := redistest.Start(t)
+			h, live := mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
+			defer h.Close()
+			defer live.Close()
+			sha := plainScripts.acquire.Hash()
+			if fair {
+				sha = acquireFairScript.Hash()
+			}
+			late := newLateCopy(sha)
+			wc := srv.Client(t)
+			wc.AddHook(late)
+			w := mustNew(t, wc)
+			defer w.Close()
+			ctx := context.Background()
+			const key = "late-copy-gone"
+			o := Options{TTL: longLease, Wait: longLease, Fair: fair, Retry: LinearBackoff(time.Millisecond)}
+
+			holder, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: fair})
+			if err != nil {
+				t.Fatal(err)
+			}
+			late.armed.Store(true)
+			wctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if lk, err := w.Acquire(wctx, key, o); err == nil {
+					lk.Release(ctx)
+				}
+			}()
+			waitForWaiters(t, w, key, 1)
+			waitParked(t, w, key, 1)
+			cancel()
+			<-done
+			w.Close() // its withdraw and its leave are done
+			late.land(t, srv.Client(t))
+			got := queueWaiters(t, live, key, 1, o)
+			released := time.Now()
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			nextLiveWaiter(t, got, released).Release(ctx)
+		})
+	}
+}
+
+// TestForgedGrantNoticeMakesNoHolder: a client that may read the keys and
+// publish reads a waiting bid's token (from the bids hash, or the fair
+// queue's entry) and publishes grant notices for it, in this version's
+// form and the one before's, with a fence of its choosing. The waiter
+// wakes and asks Redis, which answers busy: it holds nothing while the
+// holder does, and when the holder lets go it gets the key with a fence
+// from the counter, not the forger's.
+func TestForgedGrantNoticeMakesNoHolder(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(mode(fair), func(t *testing.T) {
+			srv, h, w := twoLockers(t)
+			ctx := context.Background()
+			const key = "forged"
+			o := Options{TTL: longLease, Wait: longLease, Fair: fair}
+			holder, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: fair})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := queueWaiters(t, w, key, 1, o)
+			rdb := srv.Client(t)
+			token := standingBid(t, rdb, holder, w, fair)
+			const huge = int64(1) << 60
+			for _, forged := range []string{
+				"g" + strconv.Itoa(int(claimWindow.Milliseconds())) + " " + token,
+				"g" + strconv.FormatInt(huge, 10) + " " + strconv.FormatInt(huge, 10) + " " + token,
+			} {
+				if err := rdb.Publish(ctx, holder.id.lockKey(), forged).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case hw := <-got:
+				t.Fatalf("a forged grant notice gave the waiter a lock (fence %d) while the holder holds the key", hw.lk.Fence())
+			case <-time.After(300 * time.Millisecond):
+			}
+			if err := holder.Err(); err != nil {
+				t.Fatalf("the holder's lock ended: %v", err)
+			}
+			released := time.Now()
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			lk := nextLiveWaiter(t, got, released)
+			defer lk.Release(ctx)
+			if lk.Fence() <= holder.Fence() || lk.Fence() >= huge {
+				t.Fatalf("the waiter's fence is %d after the holder's %d; want the counter's next, not the forger's %d", lk.Fence(), holder.Fence(), huge)
+			}
+		})
+	}
+}
+
+// standingBid returns the token of w's standing bid for holder's key, as
+// a reader of the keys finds it.
+func standingBid(t *testing.T, rdb *redis.Client, holder *Lock, w *Locker, fair bool) string {
+	t.Helper()
+	ctx := context.Background()
+	if !fair {
+		// "<ms registered> <lease ms> <token>" (lua/bids.lua)
+		parts := strings.SplitN(rdb.HGet(ctx, holder.id.bidsKey(), w.id).Val(), " ", 3)
+		if len(parts) != 3 {
+			t.Fatalf("bid %q in Redis; want the waiter's", parts)
+		}
+		return parts[2]
+	}
+	// "<deadline ms>:<place>|<ms placed>|<lease ms>|<token>" (lua/queue_head.lua)
+	q := rdb.LRange(ctx, holder.id.keys[2], 0, -1).Val()
+	if len(q) != 1 || strings.Count(q[0], "|") != 3 {
+		t.Fatalf("queue %q; want the waiter's entry, with its bid", q)
+	}
+	return q[0][strings.LastIndex(q[0], "|")+1:]
+}
