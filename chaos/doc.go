@@ -25,6 +25,18 @@
 // PADLOCK_CHAOS_RECORDS naming a directory, each run's events, every
 // worker's merged and sorted by time, are written there as JSON lines.
 //
+// TestIdle measures what a fault costs the others in time: four worker
+// processes contend for one key with the default options (TTL 30s), in
+// the default mode and Fair, while the test SIGKILLs waiters as they wait
+// (a replacement started for each), and, in a run of its own, holders as
+// they hold (TTL 3s there, PADLOCK_CHAOS_HOLDER_TTL to change it). From the
+// workers' records it takes each fault's idle time: how long the key then
+// sat free of any live holder while a live waiter waited. It fails when a
+// killed waiter leaves the key idle for over 2s (its grant holds the key
+// for a 500ms claim window, never a lease), or a killed holder for over 1s
+// after its lease ends, and prints p50, p99 and max per kind, as Markdown to
+// the file PADLOCK_CHAOS_IDLE_REPORT names. PADLOCK_CHAOS_RUNS scales it.
+//
 // TestLoadExampleApp runs the example app on loopback against a real
 // redis-server, fires concurrent pays at a few hot orders for
 // PADLOCK_LOAD_DURATION (default 3s), and fails on any double charge; it
