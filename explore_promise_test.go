@@ -291,9 +291,12 @@ func (w *world) checkProgress() {
 		}
 		busy[h.key] = append(busy[h.key], span{begin, end})
 	}
-	var everywhere []span // lost grant notices: any key
+	// Lost grant notices, any key: the grant they announced ends within
+	// the claim window, and the waiter it was for looks again within a
+	// recheck (wait_claim.go), not a lease later.
+	var everywhere []span
 	for _, at := range lost {
-		everywhere = append(everywhere, span{at - maxInFlight, at + maxInFlight + longest})
+		everywhere = append(everywhere, span{at - maxInFlight, at + maxInFlight + padlock.ClaimWindow + time.Second})
 	}
 	type waited struct {
 		op       *opSeen

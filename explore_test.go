@@ -253,6 +253,16 @@ type world struct {
 	// notices meet no fault, with four goroutines per Locker, so that
 	// Lockers with lines of their own take turns (the turns invariant).
 	fleet bool
+	// In fleet runs, the waiters that are not there (the idle invariant,
+	// explore_idle_test.go): doomed, the Locker killed (-1: none), at
+	// killShare of the run, killedAt (-1 until then), dead once it is;
+	// grantsLost: grant notices are lost now and then.
+	doomed     int
+	fleetTTL   time.Duration
+	killShare  float64
+	killedAt   time.Duration
+	dead       atomic.Bool
+	grantsLost bool
 }
 
 // extendNow reports whether a holder calls Extend before this step.
@@ -327,6 +337,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		w.plan.Align = coarseTick
 	}
 	nLockers := 2 + r.IntN(2)
+	w.doom(nLockers)
 	// A wider drift margin widens the span between a lock's trust running
 	// out and its lease in Redis.
 	drift, fixed := pick(r, 0.01, 0.1, 0.3), pick(r, 2*time.Millisecond, 20*time.Millisecond)
@@ -380,6 +391,9 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 			l = w.newClusterLocker(i, padlock.WithClockDrift(drift, fixed), padlock.WithObserver(lineObserver{w: w}))
 		} else {
 			c, h := explore.NewClient(i, fmt.Sprintf("L%d", i), w.srv, w.plan, tr, &w.late)
+			if i == w.doomed {
+				c.AddHook(killer{&w.dead})
+			}
 			w.watchTokens(h)
 			w.clients = append(w.clients, c)
 			w.hooks = append(w.hooks, h)
@@ -395,6 +409,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		w.stallExtends(l, i)
 		w.stallProclaims(l, i)
 		w.faultNotices(l, i)
+		w.noticesOf(l, i)
 		if lateWatchdog {
 			lr := w.rng(-200 - i) // used by the watchdog's goroutine alone
 			padlock.SetWatchdogLate(l, func() time.Duration {
@@ -434,6 +449,9 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	run := 4*time.Second + time.Duration(r.IntN(4000))*time.Millisecond
 	w.end = time.Now().Add(run)
 	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations, hot keys %v, commands in steps of %v, notices starved %v, fleet %v", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run, w.hot, w.plan.Align, w.noticesStarved, w.fleet)
+	if w.fleet {
+		tr.Add("fleet: leases of %v, L%d killed at %.0f%% of the run (-1: none), grant notices lost %v", w.fleetTTL, w.doomed, 100*w.killShare, w.grantsLost)
+	}
 	if w.cluster != nil {
 		tr.Add("a Cluster in memory of %d masters; keys on masters %v", len(w.srvs), w.keyMasters())
 	}
@@ -509,6 +527,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	for _, ev := range events {
 		wg.Go(ev)
 	}
+	w.kill(run)
 
 	w.actors.Store(1000) // goroutines started later (resumers) number from here
 	if fam == "fair" || fam == "semfair" || fam == "rw" {
@@ -582,6 +601,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	w.checkKeys()
 	w.checkOrder()
 	w.checkProgress()
+	w.checkIdle()
 	vs := w.chk.finish()
 	for _, h := range w.hooks {
 		h.CloseSide()
@@ -629,7 +649,7 @@ func (w *world) locker(actor, li int) {
 	if w.fam == "sem" || w.fam == "semfair" {
 		sem, _ = l.Semaphore(permits)
 	}
-	for time.Now().Before(w.end) && !w.isClosed(li) {
+	for time.Now().Before(w.end) && !w.isClosed(li) && !w.killedNow(li) {
 		key := pick(r, w.keys...)
 		o := padlock.Options{
 			TTL:  pick(r, w.ttl, w.ttl, w.ttl, 300*time.Millisecond, 2*time.Second),
@@ -644,7 +664,10 @@ func (w *world) locker(actor, li int) {
 			o.TTL, o.Wait = w.ttl, max(o.Wait, time.Second)
 		}
 		if w.fleet {
-			o.NoRenew = false
+			// Leases long beside the claim window, as users' are: a grant
+			// to a waiter that is not there that held the key for one
+			// would break the idle invariant.
+			o.NoRenew, o.TTL = false, w.fleetTTL
 		}
 		if w.maxWait != 0 {
 			o.Wait = min(o.Wait, w.maxWait)
@@ -826,7 +849,11 @@ const closeSlack = time.Millisecond
 // that must not come.
 func (w *world) work(r *rand.Rand, h *hold, ttl time.Duration, li int) {
 	edge := r.IntN(2) == 0
-	left := time.Duration(1+r.IntN(2*int(ttl/time.Millisecond))) * time.Millisecond
+	scale := ttl
+	if w.fleet {
+		scale = w.ttl // holds as long as other runs', under longer leases
+	}
+	left := time.Duration(1+r.IntN(2*int(scale/time.Millisecond))) * time.Millisecond
 	if w.hot {
 		left = time.Duration(pick(r, 1, 2, 4)) * time.Millisecond
 	}

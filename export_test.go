@@ -163,3 +163,7 @@ func ElectScripts() map[string]bool {
 // ClosedConn reports whether err says the command's connection closed
 // (or could not be made), after which padlock sends it again.
 var ClosedConn = closedConn
+
+// ClaimWindow is how long a grant at release holds the key unless its
+// waiter claims it (wait_claim.go).
+const ClaimWindow = claimWindow

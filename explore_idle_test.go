@@ -1,0 +1,238 @@
+package padlock_test
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/padlockgo/padlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// The idle invariant: nobody holds for nobody ("Nobody holds for
+// nobody", DESIGN.md; wait_claim.go). In the fleet runs (one node, one
+// key, no command faults) waiters that are not there are the faults: one
+// run in two kills a Locker (its commands fail from then on, its notices
+// are lost, as with a process killed with SIGKILL) while its waiters wait
+// and its holders hold, and one in two loses grant notices now and then;
+// waiters give up by their contexts in every run. Then no stretch longer
+// than idleBound may pass while a live waiter waits for the key and no
+// live party holds it, where a killed Locker's holder holds it until its
+// lease ends (a dead holder costs its lease) and a pause or restart of
+// the server excuses the stretch it falls in.
+const invIdle = "idle"
+
+// idleBound is what the invariant allows: the claim window (a grant
+// nobody claims), a recheck (a waiter whose grant notice was lost looks
+// again within one), and round trips.
+const idleBound = padlock.ClaimWindow + time.Second + 100*time.Millisecond
+
+// doom draws, for a fleet run of nLockers, whether its last Locker is
+// killed, and when (a share of the run); the kill takes effect through
+// the hook (killer) on its client and through its notices (noticesOf).
+func (w *world) doom(nLockers int) {
+	w.doomed, w.killedAt = -1, -1
+	w.fleetTTL = pick(w.rng(-885), 5*time.Second, 30*time.Second)
+	if dr := w.rng(-880); w.fleet && dr.IntN(2) == 0 {
+		w.doomed, w.killShare = nLockers-1, dr.Float64()
+	}
+	if lr := w.rng(-890); w.fleet && lr.IntN(2) == 0 {
+		w.grantsLost = true
+	}
+}
+
+// killer is a go-redis hook that fails every command once its Locker is
+// killed: nothing of a dead process reaches Redis.
+type killer struct{ dead *atomic.Bool }
+
+var errKilled = errors.New("explore: the process was killed")
+
+func (k killer) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (k killer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if k.dead.Load() {
+			cmd.SetErr(errKilled)
+			return errKilled
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (k killer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if k.dead.Load() {
+			for _, c := range cmds {
+				c.SetErr(errKilled)
+			}
+			return errKilled
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// noticesOf sets, for a fleet run, what becomes of Locker i's notices:
+// none once it is killed, and, in runs that lose grant notices, one
+// grant notice in four lost.
+func (w *world) noticesOf(l *padlock.Locker, i int) {
+	if !w.fleet || (w.doomed != i && !w.grantsLost) {
+		return
+	}
+	r := w.rng(-895 - i)
+	var n atomic.Int64
+	padlock.SetNoticeFault(l, func(_, payload string) (int, time.Duration) {
+		if w.doomed == i && w.dead.Load() {
+			return 0, 0
+		}
+		if w.grantsLost && strings.HasPrefix(payload, "g") && int(uint64(r.Int64()+n.Add(1))%4) == 0 {
+			w.tr.Add("L%d: grant notice %q lost", i, payload)
+			return 0, 0
+		}
+		return 1, 0
+	})
+}
+
+// kill kills the doomed Locker at its share of run, at the first moment
+// from then that it holds nothing: a dead holder costs its lease, which
+// the invariant excuses, so the kill falls where its waiters are all it
+// has (a grant in flight to one may still make it a holder).
+func (w *world) kill(run time.Duration) {
+	if w.doomed < 0 {
+		return
+	}
+	suffix := fmt.Sprintf("@L%d", w.doomed)
+	w.wg.Go(func() {
+		time.Sleep(time.Duration(w.killShare * float64(run)))
+		for time.Now().Before(w.end) && w.holding(suffix) {
+			time.Sleep(time.Millisecond)
+		}
+		w.tr.Add("L%d killed", w.doomed)
+		w.killedAt = w.chk.now()
+		w.dead.Store(true)
+	})
+}
+
+// holding reports whether a goroutine whose name ends in suffix (its
+// Locker's) holds a lock now.
+func (w *world) holding(suffix string) bool {
+	c := w.chk
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range c.holds {
+		if strings.HasSuffix(h.g, suffix) && h.released < 0 && h.releaseCalled < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// killedNow reports whether Locker li is dead.
+func (w *world) killedNow(li int) bool { return li == w.doomed && w.dead.Load() }
+
+// checkIdle checks the idle invariant on a fleet run.
+func (w *world) checkIdle() {
+	if !w.fleet {
+		return
+	}
+	type span struct{ from, to time.Duration }
+	const forever = time.Duration(1 << 60)
+	key := w.keys[0]
+	killedAt := w.killedAt
+	dead := func(li int) bool { return li == w.doomed && killedAt >= 0 }
+	o := w.order
+	o.mu.Lock()
+	ops := slices.Clone(o.ops)
+	o.mu.Unlock()
+	c := w.chk
+	c.mu.Lock()
+	holds := slices.Clone(c.holds)
+	c.mu.Unlock()
+
+	lockerOf := map[*hold]int{}
+	granted := map[*hold]time.Duration{}
+	var waiting []span // live waiters for key
+	end := c.now()
+	for _, op := range ops {
+		op.mu.Lock()
+		li, kind, k, began, ended, h := op.li, op.kind, op.key, op.began, op.ended, op.hold
+		if h != nil {
+			lockerOf[h], granted[h] = li, op.granted
+		}
+		op.mu.Unlock()
+		if kind != "mutex" || k != key {
+			continue
+		}
+		if ended < 0 {
+			ended = end
+		}
+		if dead(li) {
+			ended = min(ended, killedAt)
+		}
+		if ended > began {
+			waiting = append(waiting, span{began, ended})
+		}
+	}
+	var held []span
+	for _, h := range holds {
+		if h.key != key {
+			continue
+		}
+		c.mu.Lock()
+		released, called := h.released, h.releaseCalled
+		c.mu.Unlock()
+		from := h.began - maxInFlight
+		if g, ok := granted[h]; ok && g >= 0 {
+			from = g - progressTrip
+		}
+		to := forever
+		li, known := lockerOf[h]
+		switch {
+		case released >= 0:
+			to = released
+		case known && dead(li):
+			// A dead holder holds the key until its lease ends.
+			to = max(killedAt, h.began) + maxInFlight + c.longestLease(h, 0)
+		case called >= 0:
+			to = called + maxInFlight + c.longestLease(h, 0)
+		}
+		held = append(held, span{from, to})
+	}
+	slices.SortFunc(held, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	slices.SortFunc(waiting, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	start := w.tr.Start()
+	for _, wt := range waiting {
+		at, i := wt.from, 0
+		for at < wt.to {
+			for i < len(held) && held[i].from <= at {
+				at = max(at, held[i].to)
+				i++
+			}
+			if at >= wt.to {
+				break
+			}
+			next := wt.to
+			if i < len(held) {
+				next = min(next, held[i].from)
+			}
+			if next-at > idleBound && !w.pausedIn(start.Add(at-maxInFlight), start.Add(next)) && !c.restartIn(at-maxInFlight, next) {
+				c.fail(invIdle, next, "%s: nobody held the key from %.3fs to %.3fs (%v) while a live waiter waited for it (%.3fs to %.3fs); the bound is %v%s",
+					key, at.Seconds(), next.Seconds(), next-at, wt.from.Seconds(), wt.to.Seconds(), idleBound, w.killNote())
+				return
+			}
+			at = next
+		}
+	}
+}
+
+// killNote says which Locker was killed, and when, for a failure.
+func (w *world) killNote() string {
+	if w.doomed < 0 || w.killedAt < 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (L%d killed at %.3fs)", w.doomed, w.killedAt.Seconds())
+}
