@@ -154,7 +154,8 @@ func (w *world) setGranted(m *padlock.MultiLock) {
 
 // setFailed checks an AcquireAll of keys on Locker li that failed, begun
 // at began, whose commands op records: with no fault, pause or restart
-// on its way, its rollbacks ran, and no key holds its tokens.
+// on its way, its rollbacks ran, and no key holds its set attempts'
+// tokens.
 func (w *world) setFailed(li int, g string, keys []string, op *opSeen, began time.Duration) {
 	op.mu.Lock()
 	faulted, tokens := op.faulted, slices.Clone(op.tokens)
@@ -164,6 +165,12 @@ func (w *world) setFailed(li int, g string, keys []string, op *opSeen, began tim
 	if faulted || len(tokens) == 0 || w.pausedIn(start.Add(began), start.Add(now)) || w.chk.restartIn(began-maxInFlight, now) {
 		return
 	}
+	// The set's attempts' tokens only: while it waits for a busy key as a
+	// single-key Acquire does, that wait's bid, granted as it gives up,
+	// is let go behind its answer, as an Acquire's is (wait_bid.go).
+	w.sets.mu.Lock()
+	tokens = slices.DeleteFunc(tokens, func(t string) bool { return w.sets.keys[t] == nil })
+	w.sets.mu.Unlock()
 	for _, k := range keys {
 		rk := w.lockers[li].RedisKey(k)
 		for _, s := range w.srvs {

@@ -168,12 +168,19 @@ type multiAcquisition struct {
 	w         *waiter
 	channel   string
 	liveAtTry bool
+
+	// held is the lock on keys[heldAt] that waiting for it as a single-key
+	// Acquire took (waitFor), which the next attempt's set takes over.
+	held   *Lock
+	heldAt int
 }
 
 // slotStore takes and releases the locks of one hash slot's keys with one
 // script each; single is one.
 type slotStore interface {
-	acquireSlot(ctx context.Context, ids []*lockID, lockerID any, waiting bool) (slotGrant, error)
+	// held is the token of a lock the caller holds on one of ids' keys,
+	// which the set takes over, or "".
+	acquireSlot(ctx context.Context, ids []*lockID, lockerID any, waiting bool, held string) (slotGrant, error)
 	releaseSlot(ctx context.Context, ids []*lockID, notify []bool) (held []bool, err error)
 }
 
@@ -255,11 +262,76 @@ func (a *multiAcquisition) run(ctx context.Context) (*MultiLock, error) {
 		if m, err := a.try(ctx); m != nil || err != nil {
 			return m, err
 		}
+		if a.waitsAsOne() {
+			if err := a.waitFor(ctx, a.busy); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		a.line(ctx)
 		if err := a.waitTurn(ctx, timer); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// Where releases grant a key to the bids of waiting Acquires (wait_bid.go),
+// a key they pass among themselves is never free, so an AcquireAll that
+// waited for it to be free would never be served. It waits for a busy key
+// as a single-key Acquire does instead, in its Locker's line, bidding and
+// taking its turn among the other Lockers, and then tries the whole set
+// at once, the set taking over the lock it waited for (multi_acquire.lua):
+// so it is served within the turn bound of a single-key waiter, when the
+// other keys of the set are free then. If one is busy, it gives the key
+// it waited for back at once (its release grants it on, or hands it on in
+// its Locker, as any release does) and waits for that one: it never holds
+// keys while it waits for others.
+
+// waitsAsOne reports whether a, whose last attempt found a key busy,
+// waits for it as a single-key Acquire does (see above).
+func (a *multiAcquisition) waitsAsOne() bool {
+	return a.busy >= 0 && a.slots != nil && a.l.bids && !a.deadline.IsZero()
+}
+
+// waitFor waits, until a's deadline, for keys[i] as a waiting single-key
+// Acquire does, and keeps the lock it takes for a's next attempt. It
+// returns the error that ends a's wait.
+func (a *multiAcquisition) waitFor(ctx context.Context, i int) error {
+	wait := time.Until(a.deadline)
+	if wait <= 0 {
+		return a.failure(ctx)
+	}
+	o := a.o
+	o.Wait = wait
+	lk, err := a.l.acquire(ctx, a.keys[i], o, time.Now(), nil)
+	if err != nil {
+		return err
+	}
+	a.held, a.heldAt = lk, i
+	return nil
+}
+
+// handOver retires the lock a waited for, which the set took over in
+// Redis: it is no longer renewed nor released on its own.
+func (a *multiAcquisition) handOver() {
+	if a.held == nil {
+		return
+	}
+	a.l.watchdog.remove(a.held.lease)
+	a.held.finish(ErrReleased)
+	a.held = nil
+}
+
+// giveBack releases the lock a waited for, when the set's attempt did not
+// take it over.
+func (a *multiAcquisition) giveBack(ctx context.Context) {
+	if a.held == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	_ = a.held.Release(rctx)
+	a.held = nil
 }
 
 // try makes one attempt at the whole set. It returns the MultiLock when
@@ -288,6 +360,9 @@ func (a *multiAcquisition) try(ctx context.Context) (*MultiLock, error) {
 		if err == nil && sg.fences != nil && !answered[gi].Before(sent[0].Add(a.o.TTL-a.l.cfg.margin(a.o.TTL))) {
 			err = errLateGrant
 		}
+		if err == nil && sg.fences != nil && slices.Contains(g, a.heldAt) {
+			a.handOver() // the set holds it now, under its own token
+		}
 		switch {
 		case err != nil:
 			undo := gi
@@ -295,6 +370,7 @@ func (a *multiAcquisition) try(ctx context.Context) (*MultiLock, error) {
 				undo = gi + 1 // the failed call may have taken its keys
 			}
 			a.rollback(ctx, a.groups[:undo])
+			a.giveBack(ctx)
 			a.lastErr = err
 			if unanswered(err) {
 				if a.failed == 0 {
@@ -305,6 +381,7 @@ func (a *multiAcquisition) try(ctx context.Context) (*MultiLock, error) {
 			return nil, a.next(ctx)
 		case sg.fences == nil:
 			a.rollback(ctx, a.groups[:gi])
+			a.giveBack(ctx)
 			a.answered++
 			a.busy, a.holderTTL, a.seenAt = g[sg.busy], sg.holderTTL, time.Now()
 			a.lastErr, a.failed = nil, 0
@@ -348,7 +425,11 @@ func (a *multiAcquisition) hold(ctx context.Context, fences []int64, sent, answe
 // acquireGroup makes one call for the keys at g.
 func (a *multiAcquisition) acquireGroup(ctx context.Context, g []int, waiting bool) (slotGrant, error) {
 	if a.slots != nil {
-		return a.slots.acquireSlot(ctx, a.idsOf(g), a.l.idArg, waiting)
+		held := ""
+		if a.held != nil && slices.Contains(g, a.heldAt) {
+			held = a.held.id.token
+		}
+		return a.slots.acquireSlot(ctx, a.idsOf(g), a.l.idArg, waiting, held)
 	}
 	gr, err := a.l.store.acquire(ctx, a.ids[g[0]], nil)
 	if err != nil || gr.first == 0 {
@@ -644,8 +725,8 @@ func (s single) multiScripts() *multiScripts {
 }
 
 // acquireSlot runs multi_acquire.lua on ids, whose keys share one slot.
-func (s single) acquireSlot(ctx context.Context, ids []*lockID, lockerID any, waiting bool) (slotGrant, error) {
-	keys, args, err := slotAttempt(ids, lockerID, waiting)
+func (s single) acquireSlot(ctx context.Context, ids []*lockID, lockerID any, waiting bool, held string) (slotGrant, error) {
+	keys, args, err := slotAttempt(ids, lockerID, waiting, held)
 	if err != nil {
 		return slotGrant{}, err
 	}
@@ -653,8 +734,9 @@ func (s single) acquireSlot(ctx context.Context, ids []*lockID, lockerID any, wa
 }
 
 // slotAttempt returns the keys and arguments of multi_acquire.lua for
-// ids, claiming each (see mintID).
-func slotAttempt(ids []*lockID, lockerID any, waiting bool) ([]string, []any, error) {
+// ids, claiming each (see mintID), with held the token of a lock the set
+// takes over, if not "".
+func slotAttempt(ids []*lockID, lockerID any, waiting bool, held string) ([]string, []any, error) {
 	keys := make([]string, len(ids)+1)
 	for i, id := range ids {
 		if !id.claim() {
@@ -667,7 +749,11 @@ func slotAttempt(ids []*lockID, lockerID any, waiting bool) ([]string, []any, er
 	if waiting {
 		mark = "1"
 	}
-	return keys, []any{ids[0].token, ids[0].argv[1], lockerID, mark}, nil
+	args := []any{ids[0].token, ids[0].argv[1], lockerID, mark}
+	if held != "" {
+		args = append(args, held)
+	}
+	return keys, args, nil
 }
 
 // slotGrantOf reads multi_acquire.lua's reply for ids.

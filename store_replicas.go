@@ -252,8 +252,8 @@ func (a acked) renewOn(ctx context.Context, c redis.UniversalClient, batch []ren
 // acquireSlot takes the keys of one slot as single does, and then waits
 // for the replicas, as acquire does: a set that a failover may lose is
 // not handed out, and its keys are given back.
-func (a acked) acquireSlot(ctx context.Context, ids []*lockID, lockerID any, waiting bool) (slotGrant, error) {
-	keys, args, err := slotAttempt(ids, lockerID, waiting)
+func (a acked) acquireSlot(ctx context.Context, ids []*lockID, lockerID any, waiting bool, held string) (slotGrant, error) {
+	keys, args, err := slotAttempt(ids, lockerID, waiting, held)
 	if err != nil {
 		return slotGrant{}, err
 	}

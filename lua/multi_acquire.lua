@@ -1,7 +1,10 @@
 -- KEYS[1..n] lock keys (each also the channel of its notices), all in one
 -- hash slot; KEYS[n+1] the fence counter of that slot
 -- ARGV[1] owner token, ARGV[2] lease in milliseconds, ARGV[3] the caller's
--- Locker id, ARGV[4] '1' for an attempt of a waiting AcquireAll
+-- Locker id, ARGV[4] '1' for an attempt of a waiting AcquireAll, and
+-- optionally ARGV[5] the token of a lock the caller holds on one of the
+-- keys (a waiting AcquireAll waits for a busy key as a single-key Acquire
+-- does, multilock.go): that key is taken over by the set
 -- Returns {fence of KEYS[1], ..., fence of KEYS[n]} when every key was
 -- taken, or {-1 - (the holder's remaining lease in ms), i} when KEYS[i] is
 -- held by another owner: then no lock was taken or changed (a waiting
@@ -23,6 +26,11 @@ for i = 1, n do
     -- Ours already: a copy of this attempt ran (sent again after its
     -- connection closed), maybe marked by a waiter since.
     take[i] = grantValue(tok, seq, marked)
+  elseif ARGV[5] and grantOf(v, ARGV[5]) then
+    -- The caller's own lock on it, which the set takes over: one grant
+    -- ends, the set's begins.
+    local _, m = grantOf(v, ARGV[5])
+    take[i] = grantValue(tok, 0, m)
   elseif waiting and v == 'y:' .. ARGV[3] then
     -- Let go for this Locker's waiters (wait_handoff.go).
     take[i] = tok .. '|0*'
