@@ -15,7 +15,7 @@ import (
 )
 
 // The idle invariant: nobody holds for nobody ("Nobody holds for
-// nobody", DESIGN.md; wait_claim.go). In the fleet runs (one node, one
+// nobody", docs/locks.md; wait_claim.go). In the fleet runs (one node, one
 // key, no command faults) waiters that are not there are the faults: one
 // run in two kills a Locker (its commands fail from then on, its notices
 // are lost, as with a process killed with SIGKILL) while its waiters wait
