@@ -179,7 +179,9 @@ func (kw *keyWaiters) nextBid() *releaseBid {
 		return nil
 	}
 	kw.bidComing = true
-	return &releaseBid{id: a.mintNext(), noRenew: a.o.NoRenew}
+	// A mutex's attempts' identity (acquisition.mintNext), minted from the
+	// waiter's key and options.
+	return &releaseBid{id: mintID(a.l.keys, a.key, a.o), noRenew: a.o.NoRenew}
 }
 
 // bidPlaced records what became of the bid b that the release of a lock
@@ -205,8 +207,7 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 		return
 	}
 	n.mu.Unlock()
-	o := &acquisition{l: l, bidsSent: []bidSent{{id: b.id, sent: b.sent}}}
-	o.withdrawBids(context.Background())
+	l.withdraw(context.Background(), []*lockID{b.id})
 }
 
 // takeGrant reports, and forgets, a grant that a notice announced for
@@ -289,10 +290,8 @@ func (a *acquisition) pullBids() {
 	if a.w == nil || !a.bidsInLine() {
 		return
 	}
-	other := a.takeLineBids()
-	if len(other) > 0 {
-		o := &acquisition{l: a.l, bidsSent: other}
-		o.withdrawBids(context.Background())
+	if other := a.takeLineBids(); len(other) > 0 {
+		a.l.withdraw(context.Background(), idsOf(other))
 	}
 }
 
@@ -423,22 +422,35 @@ func (a *acquisition) granted() bool {
 // wait ends; the Locker's Close waits for it. All the releases share one
 // cleanupTimeout.
 func (a *acquisition) withdrawBids(ctx context.Context) {
-	ids := make([]*lockID, len(a.bidsSent))
-	for i, b := range a.bidsSent {
-		ids[i] = b.id
-	}
+	ids := idsOf(a.bidsSent)
 	a.bidsSent = a.bidsSent[:0]
+	a.l.withdraw(ctx, ids)
+}
+
+// withdraw takes the bids of ids out of Redis, and lets go of the key
+// where one was granted meanwhile, behind the caller (the Locker's Close
+// waits for it), with one cleanupTimeout for them all.
+func (l *Locker) withdraw(ctx context.Context, ids []*lockID) {
 	ctx = context.WithoutCancel(ctx)
 	withdraw := func() {
 		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 		defer cancel()
 		for _, id := range ids {
-			if _, err := a.l.store.release(ctx, id, giveBack{notify: true, withdraw: true}); err != nil && ctx.Err() != nil {
+			if _, err := l.store.release(ctx, id, giveBack{notify: true, withdraw: true}); err != nil && ctx.Err() != nil {
 				return
 			}
 		}
 	}
-	if !a.l.notifier.goBehind(withdraw) {
+	if !l.notifier.goBehind(withdraw) {
 		withdraw()
 	}
+}
+
+// idsOf returns the identities of bids.
+func idsOf(bids []bidSent) []*lockID {
+	ids := make([]*lockID, len(bids))
+	for i, b := range bids {
+		ids[i] = b.id
+	}
+	return ids
 }

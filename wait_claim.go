@@ -38,9 +38,7 @@ const (
 // line when the last waiter left it (notifier.leave): nobody is left to
 // claim what a release would grant them.
 func (a *acquisition) withdrawOrphans(ctx context.Context, orphans []bidSent) {
-	if len(orphans) == 0 {
-		return
+	if len(orphans) > 0 {
+		a.l.withdraw(ctx, idsOf(orphans))
 	}
-	o := &acquisition{l: a.l, bidsSent: orphans}
-	o.withdrawBids(ctx)
 }
