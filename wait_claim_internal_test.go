@@ -77,12 +77,13 @@ func viaProxy(t *testing.T, srv *redistest.Server) (*Locker, *faultproxy.Proxy) 
 // bid, or in fair mode to its entry's bid; the next live waiter has the
 // key within a second, whether it already waited or came after the
 // release. A fair waiter killed long enough before the release (its bid
-// older than bidLife) is passed over at once.
+// older than bidLife) is passed over at once; two fair waiters killed
+// together cost a claim window each, not a bid's life each.
 func TestKilledWaiterCostsUnderASecond(t *testing.T) {
 	for _, fair := range []bool{false, true} {
-		for _, when := range []string{"waiting", "after", "stale"} {
-			if when == "stale" && !fair {
-				continue // a default-mode bid that old is skipped the same way (grantBid), and costs nothing to wait for
+		for _, when := range []string{"waiting", "after", "stale", "two"} {
+			if (when == "stale" || when == "two") && !fair {
+				continue // a default-mode Locker has one bid per key, and grantBid skips an old one the same way
 			}
 			t.Run(mode(fair)+"/"+when, func(t *testing.T) {
 				srv := redistest.Start(t)
@@ -98,13 +99,19 @@ func TestKilledWaiterCostsUnderASecond(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				go func() {
-					if lk, err := dead.Acquire(ctx, key, o); err == nil {
-						lk.Release(ctx)
-					}
-				}()
-				waitForWaiters(t, dead, key, 1)
-				waitParked(t, dead, key, 1)
+				killed := 1
+				if when == "two" {
+					killed = 2
+				}
+				for i := range killed {
+					go func() {
+						if lk, err := dead.Acquire(ctx, key, o); err == nil {
+							lk.Release(ctx)
+						}
+					}()
+					waitForWaiters(t, dead, key, i+1)
+					waitParked(t, dead, key, i+1)
+				}
 				p.Close() // killed: every connection gone, none made again
 				var got <-chan handed
 				if when != "after" {

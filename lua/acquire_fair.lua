@@ -38,7 +38,14 @@ local t, now, head
 if not v then
   t = redis.call('time')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  head = serveHead(KEYS[3], now, ARGV[4])
+  local e
+  head, e = serveHead(KEYS[3], now, ARGV[4])
+  if head and head ~= ARGV[4] and bids and grantHead(KEYS[1], KEYS[3], e) then
+    -- The key is free and an older waiter is first: it is granted the
+    -- key now, as a release would have, so that a head that is gone
+    -- costs the claim window, not its bid's whole life (claim.lua).
+    v = redis.call('get', KEYS[1])
+  end
 elseif not seq and bids then
   -- A release granted the key to one of this waiter's earlier attempts,
   -- and the waiter, not told (a lost notice) or told too late, tried
