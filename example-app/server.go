@@ -96,7 +96,7 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) (*server,
 	// Its in-flight lock names the route and the caller's hash, as the
 	// lock page shows it (LOCK_KEY_SECRET keys the hash).
 	idem := ginidem.New(b.locker, b.nodes[0],
-		func(c *gin.Context) (string, error) { return callerOf(c), nil },
+		callerID,
 		idempotency.WithOptionalKey(),
 		idempotency.WithMaxBodyBytes(maxBodyBytes),
 		idempotency.WithRedactor(cfg.KeyRedactor))
@@ -116,7 +116,7 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) (*server,
 	payOpts := []httplock.Option{
 		httplock.WithNamespace("order"),
 		httplock.WithLockOptions(padlock.Options{Wait: cfg.payWait}),
-		middleware.WithCaller(callerOf),
+		middleware.WithCallerFrom(callerID),
 		httplock.WithRedactor(cfg.KeyRedactor),
 	}
 	//

@@ -334,6 +334,7 @@ var examples = []example{
 	{"lockkey", "ExampleInt", "a key part in its canonical form", ""},
 	{"idempotency", "ExampleNew", "Idempotency-Key on net/http", ""},
 	{"idempotency/ginidem", "ExampleNew", "Idempotency-Key on Gin", ""},
+	{"idempotency/ginidem", "ExampleNew_withLock", "authentication, Idempotency-Key and the lock on Gin, in their safe order", ""},
 	{"schedule", "ExampleRun", "run a job once across a fleet", ""},
 	{"schedule", "ExampleEvery", "run a job once per interval across a fleet", ""},
 	{"gocronlock", "Example", "gocron jobs, once across a fleet", ""},
