@@ -342,6 +342,7 @@ var examples = []example{
 	{"padlocktest", "ExampleEnv_Busy", "test the busy answer", ""},
 	{"padlocktest", "ExampleEnv_LoseLock", "test a lost lock", ""},
 	{"padlocktest", "ExampleEnv_Down", "test Redis down", ""},
+	{"padlocktest", "ExampleEnv_Clock", "test a scheduled job's ticks", ""},
 	{"padlockslog", "ExampleNew", "log a Locker's trouble", ""},
 	{"padlockotel", "ExampleNew", "metrics and traces of a Locker",
 		"it reports to the process's global OpenTelemetry providers, which an Example must not set; ExampleWithMeterProvider runs"},
