@@ -137,3 +137,9 @@ func callerOf(c *gin.Context) string {
 	s, _ := v.(string)
 	return s
 }
+
+// callerID is callerOf as a middleware.Caller, the shape both Gin faces
+// take: one func names the caller in the order's lock
+// (middleware.WithCallerFrom) and scopes its Idempotency-Keys
+// (ginidem.New).
+func callerID(c *gin.Context) (string, error) { return callerOf(c), nil }

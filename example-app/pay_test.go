@@ -362,19 +362,30 @@ wait:
 }
 
 // A request that does not bind is refused before the lock, as the handler
-// would refuse it: the fields at fault, or what was expected.
+// would refuse it: the fields at fault and the rule each broke, or what
+// was expected.
+// Regression: id 0 was refused as "required" although it was sent, and an
+// integer too large for an id as "type" integer.
 func TestPayNotBound(t *testing.T) {
 	_, ts := startApp(t, testConfig(t))
 	tests := []struct {
-		path, body string
-		status     int
-		field      string
+		path, body  string
+		status      int
+		field, rule string
 	}{
-		{"/orders/abc/pay", "", http.StatusBadRequest, ""},
-		{"/orders/0/pay", "", http.StatusBadRequest, "id"},
-		{"/payments", `{"order_id":-1}`, http.StatusBadRequest, "order_id"},
-		{"/payments", `{"order_id":`, http.StatusBadRequest, ""},
-		{"/payments", `{"order_id":1,"pad":"` + strings.Repeat("x", maxBodyBytes) + `"}`, http.StatusRequestEntityTooLarge, ""},
+		{"/orders/abc/pay", "", http.StatusBadRequest, "", ""},
+		{"/orders/0/pay", "", http.StatusBadRequest, "id", "gt"},
+		{"/orders/-3/pay", "", http.StatusBadRequest, "id", "gt"},
+		{"/orders/99999999999999999999/pay", "", http.StatusBadRequest, "id", "max"},
+		{"/orders/-99999999999999999999/pay", "", http.StatusBadRequest, "id", "min"},
+		{"/orders/1.5/pay", "", http.StatusBadRequest, "id", "type"},
+		{"/payments", `{}`, http.StatusBadRequest, "order_id", "required"},
+		{"/payments", `{"order_id":0}`, http.StatusBadRequest, "order_id", "gt"},
+		{"/payments", `{"order_id":-1}`, http.StatusBadRequest, "order_id", "gt"},
+		{"/payments", `{"order_id":99999999999999999999}`, http.StatusBadRequest, "order_id", "max"},
+		{"/payments", `{"order_id":1.5}`, http.StatusBadRequest, "order_id", "type"},
+		{"/payments", `{"order_id":`, http.StatusBadRequest, "", ""},
+		{"/payments", `{"order_id":1,"pad":"` + strings.Repeat("x", maxBodyBytes) + `"}`, http.StatusRequestEntityTooLarge, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path+" "+tt.body[:min(len(tt.body), 20)], func(t *testing.T) {
@@ -384,8 +395,8 @@ func TestPayNotBound(t *testing.T) {
 				return
 			}
 			errs, _ := r.body["errors"].([]any)
-			if len(errs) != 1 || errs[0].(map[string]any)["field"] != tt.field {
-				t.Fatalf("got errors %v, want one naming %s", r.body["errors"], tt.field)
+			if len(errs) != 1 || errs[0].(map[string]any)["field"] != tt.field || errs[0].(map[string]any)["rule"] != tt.rule {
+				t.Fatalf("got errors %v, want one naming %s and rule %q", r.body["errors"], tt.field, tt.rule)
 			}
 		})
 	}

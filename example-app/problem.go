@@ -25,7 +25,8 @@ type problem struct {
 
 // fieldError names one field of a request that failed validation and the
 // rule it broke: a validator v10 tag (required, gt, iso4217, ...), or one
-// of the app's own: "type" (Param names the JSON type wanted), "unknown"
+// of the app's own: "type" (Param names the JSON type wanted), "max" and
+// "min" (an integer out of the range of its type, Param the bound), "unknown"
 // (the route takes no such field), "duplicate" (the field is given twice),
 // "case" (the field is spelled with other letter case than Param, its
 // name), "notblank" and "printable" (no control or formatting
@@ -125,6 +126,11 @@ func bindProblem(err error, req any, from string) *problem {
 		}
 		p := newProblem(http.StatusBadRequest, "the request is invalid")
 		p.Errors = []fieldError{{Field: typeErr.Field, Rule: "type", Param: jsonKind(typeErr.Type)}}
+		if n, ok := strings.CutPrefix(typeErr.Value, "number "); ok {
+			if fe, ok := outOfRange(typeErr.Field, n, typeErr.Type); ok {
+				p.Errors = []fieldError{fe}
+			}
+		}
 		return p
 	case errors.As(err, &synErr):
 		return newProblem(http.StatusBadRequest, fmt.Sprintf("the request body is not valid JSON: %s (at byte %d)", synErr.Error(), synErr.Offset))
@@ -136,6 +142,9 @@ func bindProblem(err error, req any, from string) *problem {
 		p := newProblem(http.StatusBadRequest, "the request "+from+" is invalid")
 		if f, ok := onlyField(req, from); ok {
 			p.Errors = []fieldError{{Field: f.name, Rule: "type", Param: jsonKind(f.typ)}}
+			if fe, ok := outOfRange(f.name, numErr.Num, f.typ); ok && errors.Is(numErr.Err, strconv.ErrRange) {
+				p.Errors = []fieldError{fe}
+			}
 		}
 		return p
 	case from == fromBody:
@@ -151,6 +160,34 @@ func strictError(err error) error {
 		return errEmptyBody
 	}
 	return errTrailingData
+}
+
+// outOfRange returns the rule an integer literal n broke when it is too
+// large or too small for t, an integer type: "max" or "min", with the
+// type's bound as Param. An integer out of range is an integer all the
+// same, and "type" would tell the client to send what it sent.
+func outOfRange(field, n string, t reflect.Type) (fieldError, bool) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || jsonKind(t) != "integer" {
+		return fieldError{}, false
+	}
+	if _, err := strconv.ParseInt(n, 10, 64); err != nil && !errors.Is(err, strconv.ErrRange) {
+		if _, err := strconv.ParseUint(n, 10, 64); err != nil && !errors.Is(err, strconv.ErrRange) {
+			return fieldError{}, false // not an integer literal: 1.5, 1e3
+		}
+	}
+	bits := t.Bits()
+	switch {
+	case strings.HasPrefix(n, "-") && t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64:
+		return fieldError{Field: field, Rule: "min", Param: "0"}, true
+	case strings.HasPrefix(n, "-"):
+		return fieldError{Field: field, Rule: "min", Param: strconv.FormatInt(-1<<(bits-1), 10)}, true
+	case t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64:
+		return fieldError{Field: field, Rule: "max", Param: strconv.FormatUint(1<<bits-1, 10)}, true
+	}
+	return fieldError{Field: field, Rule: "max", Param: strconv.FormatInt(1<<(bits-1)-1, 10)}, true
 }
 
 // jsonKind names t as JSON does: integer, number, string, boolean,

@@ -96,7 +96,7 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) (*server,
 	// Its in-flight lock names the route and the caller's hash, as the
 	// lock page shows it (LOCK_KEY_SECRET keys the hash).
 	idem := ginidem.New(b.locker, b.nodes[0],
-		func(c *gin.Context) (string, error) { return callerOf(c), nil },
+		callerID,
 		idempotency.WithOptionalKey(),
 		idempotency.WithMaxBodyBytes(maxBodyBytes),
 		idempotency.WithRedactor(cfg.KeyRedactor))
@@ -116,7 +116,7 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) (*server,
 	payOpts := []httplock.Option{
 		httplock.WithNamespace("order"),
 		httplock.WithLockOptions(padlock.Options{Wait: cfg.payWait}),
-		middleware.WithCaller(callerOf),
+		middleware.WithCallerFrom(callerID),
 		httplock.WithRedactor(cfg.KeyRedactor),
 	}
 	//
@@ -129,8 +129,8 @@ func newServer(cfg config, logger *slog.Logger, st *store, b *backend) (*server,
 	api.POST("/orders/:id/pay", middleware.Lock(b.locker, payByPath,
 		append(payOpts, httplock.WithResponder(s.lockRefused(&orderURI{}, fromPath, "the order id must be a positive integer")))...), s.pay)
 	payByBody := ownedOrder(s, keyfunc.Bind(bindJSON, func(p *paymentRequest) []string {
-		return []string{strconv.FormatInt(p.OrderID, 10)}
-	}), func(p *paymentRequest) int64 { return p.OrderID })
+		return []string{strconv.FormatInt(*p.OrderID, 10)}
+	}), func(p *paymentRequest) int64 { return *p.OrderID })
 	api.POST("/payments", middleware.Lock(b.locker, payByBody,
 		append(payOpts, httplock.WithResponder(s.lockRefused(&paymentRequest{}, fromBody, "the body must be a JSON object whose order_id is a positive integer")))...), s.payment)
 
@@ -342,9 +342,10 @@ func (s *server) createOrder(c *gin.Context) {
 	c.JSON(http.StatusCreated, o)
 }
 
-// orderURI is the :id of the order routes.
+// orderURI is the :id of the order routes. The route always has one, so
+// its only rule is "gt": "required" would refuse id 0 as missing.
 type orderURI struct {
-	ID int64 `uri:"id" binding:"required,gt=0"`
+	ID int64 `uri:"id" binding:"gt=0"`
 }
 
 func (s *server) getOrder(c *gin.Context) {
@@ -376,9 +377,11 @@ type payResponse struct {
 	Fence       int64   `json:"fence"`
 }
 
-// paymentRequest is the body of POST /payments.
+// paymentRequest is the body of POST /payments. The id is a pointer so
+// that a missing one breaks "required" and a zero one "gt", the rule it
+// broke; once bound, it is set.
 type paymentRequest struct {
-	OrderID int64 `json:"order_id" binding:"required,gt=0"`
+	OrderID *int64 `json:"order_id" binding:"required,gt=0"`
 }
 
 // pay pays the order of the path, bound by the lock's key func: the handler
@@ -399,7 +402,7 @@ func (s *server) payment(c *gin.Context) {
 		s.fail(c, "paying order", errors.New("the route has no key func binding the body"))
 		return
 	}
-	s.payOrder(c, p.OrderID)
+	s.payOrder(c, *p.OrderID)
 }
 
 // payOrder runs holding the order's lock (see the routes). Its fence goes to

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/uuid"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -170,40 +171,18 @@ func UUID() Canon {
 	return Canon{kind: &kind{name: "a UUID", text: parseUUID}}
 }
 
+// parseUUID reads raw with uuid.Parse, whose forms UUID documents, and
+// returns the lower-case 8-4-4-4-12 form. uuid.Parse takes any first and
+// last character for the braces: "(…)" is no UUID here.
 func parseUUID(raw string) (string, error) {
-	s := raw
-	switch len(s) {
-	case 36 + 9:
-		if !strings.EqualFold(s[:9], "urn:uuid:") {
-			return "", errNotKind
-		}
-		s = s[9:]
-	case 36 + 2:
-		if s[0] != '{' || s[37] != '}' {
-			return "", errNotKind
-		}
-		s = s[1:37]
-	case 32:
-		s = s[:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:]
-	}
-	if len(s) != 36 {
+	if len(raw) == 36+2 && (raw[0] != '{' || raw[37] != '}') {
 		return "", errNotKind
 	}
-	b := []byte(s)
-	for i, c := range b {
-		switch {
-		case i == 8 || i == 13 || i == 18 || i == 23:
-			if c != '-' {
-				return "", errNotKind
-			}
-		case '0' <= c && c <= '9', 'a' <= c && c <= 'f':
-		case 'A' <= c && c <= 'F':
-			b[i] = c + 'a' - 'A'
-		default:
-			return "", errNotKind
-		}
+	u, err := uuid.Parse(raw)
+	if err != nil {
+		return "", errNotKind
 	}
-	return string(b), nil
+	return u.String(), nil
 }
 
 // Func is the Canon of a kind of the app's own: fn returns the canonical

@@ -31,6 +31,13 @@ func TestLockNamesCaller(t *testing.T) {
 		s, _ := v.(string)
 		return s
 	})
+	// The Caller that ginidem.New takes too.
+	var id middleware.Caller = func(c *gin.Context) (string, error) {
+		v, _ := c.Get(callerKey{})
+		s, _ := v.(string)
+		return s, nil
+	}
+	failing := middleware.WithCallerFrom(func(*gin.Context) (string, error) { return "", errors.New("no session store") })
 	key := keyfunc.Param("id", lockkey.Int(64))
 	route := handlertest.Owner + " route=/orders/$id/pay"
 	for _, tc := range []struct {
@@ -43,6 +50,11 @@ func TestLockNamesCaller(t *testing.T) {
 		{"Lock", middleware.Lock(l, key, caller, httplock.WithRedactor(redactor)), l.Acquire, route + " caller=#" + redactor.Hash(secret)},
 		{"Limit", middleware.Limit(sem, key, http.StatusTooManyRequests, caller, httplock.WithRedactor(redactor)), sem.Acquire,
 			route + " caller=#" + redactor.Hash(secret)},
+		{"Lock, WithCallerFrom", middleware.Lock(l, key, middleware.WithCallerFrom(id), httplock.WithRedactor(redactor)), l.Acquire,
+			route + " caller=#" + redactor.Hash(secret)},
+		{"Limit, WithCallerFrom", middleware.Limit(sem, key, http.StatusTooManyRequests, middleware.WithCallerFrom(id), httplock.WithRedactor(redactor)), sem.Acquire,
+			route + " caller=#" + redactor.Hash(secret)},
+		{"Lock, a Caller that fails", middleware.Lock(l, key, failing, httplock.WithRedactor(redactor)), l.Acquire, route},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var held, refused string
@@ -82,4 +94,14 @@ func TestWithCallerNil(t *testing.T) {
 		}
 	}()
 	middleware.Lock(l, keyfunc.Param("id", lockkey.Int(64)), middleware.WithCaller(nil))
+}
+
+// WithCallerFrom(nil) panics, naming the option.
+func TestWithCallerFromNil(t *testing.T) {
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(v.(string), "WithCallerFrom") {
+			t.Errorf("got panic %v, want one naming WithCallerFrom", v)
+		}
+	}()
+	middleware.WithCallerFrom(nil)
 }

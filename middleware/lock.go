@@ -117,6 +117,9 @@ func abort(g *httplock.Guard, c *gin.Context, p *httplock.Problem) {
 // the route template (see httplock.WithRedactor), never as it is. fn must
 // be safe for concurrent use, and cheap. A nil fn panics at construction.
 // Default: none, and the lock names the route only.
+//
+// Deprecated: use WithCallerFrom, whose Caller ginidem.New takes too, so
+// one func of the authentication's identity serves both faces.
 func WithCaller(fn func(c *gin.Context) string) httplock.Option {
 	if fn == nil {
 		return httplock.WithCaller(nil)

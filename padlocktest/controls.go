@@ -147,8 +147,10 @@ func (e *Env) LoseLock(ctx context.Context, lk *padlock.Lock) error {
 // first. Keys keep their data and their leases keep running meanwhile.
 // Down on a Redis that is down does nothing.
 //
-// go-redis logs every dial that fails meanwhile, through its one global
-// logger; a test binary that wants quiet calls redis.SetLogger in TestMain.
+// The Env's client dials no Redis while it is down, so go-redis logs no
+// failed dial meanwhile (clients of the test's own, on Addr, still do,
+// through go-redis's one global logger: redis.SetLogger in TestMain
+// quiets them).
 func (e *Env) Down() {
 	e.mu.Lock()
 	defer e.mu.Unlock()

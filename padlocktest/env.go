@@ -1,8 +1,10 @@
 package padlocktest
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +41,9 @@ type Env struct {
 	locker *padlock.Locker
 	opts   []padlock.LockerOption // the Locker's, for the other Locker
 	clock  *miniclock.Clock       // nil with WithManualClock
+
+	clockOnce sync.Once
+	manual    *Clock // the test's clock (Clock), made on first use
 
 	mu     sync.Mutex
 	down   bool            // Down ran and Up did not
@@ -99,8 +104,10 @@ func Start(opts ...Option) (*Env, error) {
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("padlocktest: starting miniredis: %w", err)
 	}
+	e := &Env{m: m, opts: cfg.lockerOpts}
 	client := redis.NewClient(&redis.Options{
 		Addr:                  m.Addr(),
+		Dialer:                e.dial,
 		DialTimeout:           clientIOTimeout,
 		DialerRetries:         1,
 		ReadTimeout:           clientIOTimeout,
@@ -109,7 +116,7 @@ func Start(opts ...Option) (*Env, error) {
 		MaxRetries:            -1,
 		ContextTimeoutEnabled: true,
 	})
-	e := &Env{m: m, client: client, opts: cfg.lockerOpts}
+	e.client = client
 	locker, err := newLocker(client, cfg.lockerOpts)
 	if err == nil {
 		e.locker = locker
@@ -128,6 +135,22 @@ func Start(opts ...Option) (*Env, error) {
 		e.clock = miniclock.Start(m)
 	}
 	return e, nil
+}
+
+// dial is the Env's client's dialer. While Redis is down (Down) it hands
+// out a connection whose every read and write fails at once, instead of
+// failing the dial: go-redis logs each failed dial through its one
+// process-wide logger, and a test that takes Redis away would print a
+// line for every redial of every pool. The commands fail as they would on
+// a refused dial, and padlock reports them as padlock.ErrUnavailable.
+func (e *Env) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if e.isDown() {
+		conn, peer := net.Pipe()
+		_ = peer.Close()
+		return conn, nil
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
 }
 
 // newLocker is padlock.New, with its panic on an invalid option turned

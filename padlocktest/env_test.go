@@ -430,3 +430,30 @@ func TestLoseLockAfterAWaiterAsked(t *testing.T) {
 		t.Fatalf("LoseLock: got %v, want nil", err)
 	}
 }
+
+// TestDownIsQuiet: while Redis is down, the Env's Locker meets failed
+// commands, its pub/sub connection among them, with nothing logged by
+// go-redis, whose failed dials used to print a line each unless the test
+// silenced its logger.
+func TestDownIsQuiet(t *testing.T) {
+	env := padlocktest.New(t)
+	ctx := ctxFor(t)
+	acquire(t, ctx, env.Locker(), "held", padlock.Options{}) // the notifier's connection is up
+	before := redisLog.len()
+	env.Down()
+	for i := range 3 {
+		if _, err := env.Locker().Acquire(ctx, "k", padlock.Options{}); !errors.Is(err, padlock.ErrUnavailable) {
+			t.Fatalf("Acquire %d while down: got %v, want ErrUnavailable", i+1, err)
+		}
+	}
+	if _, err := env.Busy(ctx, "k", time.Minute); !errors.Is(err, padlock.ErrUnavailable) {
+		t.Fatalf("Busy while down: got %v, want ErrUnavailable", err)
+	}
+	if lines := redisLog.since(before); len(lines) > 0 {
+		t.Errorf("go-redis logged %d lines while Redis was down, want none: %q", len(lines), lines)
+	}
+	if err := env.Up(); err != nil {
+		t.Fatal(err)
+	}
+	acquire(t, ctx, env.Locker(), "k", padlock.Options{})
+}

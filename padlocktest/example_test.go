@@ -13,6 +13,7 @@ import (
 	"github.com/padlockgo/padlock/httplock"
 	"github.com/padlockgo/padlock/lockkey"
 	"github.com/padlockgo/padlock/padlocktest"
+	"github.com/padlockgo/padlock/schedule"
 )
 
 // payHandler is the code under test: it locks the order it pays for and
@@ -225,4 +226,39 @@ func ExampleEnv_LoseFor() {
 	// key: POST /orders/<id>/pay:42
 	// lost: true <nil>
 	// handler: padlock: lock lost
+}
+
+// A job that runs every hour across a fleet, tested over a day of ticks
+// in no time: the Env's Clock is the job's clock, and each Advance is the
+// next hour, for the job and for Redis.
+func ExampleEnv_Clock() {
+	env, err := padlocktest.Start(padlocktest.WithManualClock())
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	clock := env.Clock()
+
+	runs := make(chan time.Time, 24)
+	report := func(ctx context.Context) error {
+		tick, _ := schedule.Tick(ctx)
+		runs <- tick
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- schedule.Every(ctx, env.Locker(), "report:hourly", time.Hour, schedule.Options{Clock: clock}, report)
+	}()
+	for range 24 {
+		_ = clock.AwaitWaiters(context.Background(), 1) // the job waits for its next tick
+		clock.Advance(time.Hour)
+		<-runs
+	}
+	cancel()
+	fmt.Println(<-done)
+	fmt.Println("the day's last report is for", clock.Now().Format("2006-01-02 15:04")[11:])
+	// Output:
+	// context canceled
+	// the day's last report is for 00:00
 }

@@ -20,7 +20,8 @@ import (
 // Ticks fall on the multiples of interval on the wall clock (time.Time's
 // Truncate: every hour on the hour for time.Hour, every 5 minutes at :00,
 // :05, ...), so instances started at different times fire together;
-// the first tick is the next multiple after the call.
+// the first tick is the next multiple after the call. o.Clock, when set,
+// is the clock they fall on instead (a test's, see Clock).
 //
 // The job's lock follows Run's rules (see Options), with one more for the
 // loop. AtLeastFor, which keeps the lock after a short run so that
@@ -68,17 +69,14 @@ func Every(ctx context.Context, l *padlock.Locker, name string, interval time.Du
 	if report == nil {
 		report = func(err error) { slog.Default().Error("schedule: job tick failed", "job", name, "err", err) }
 	}
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
+	clock := o.clock()
 	for {
-		tick := time.Now().Truncate(interval).Add(interval)
-		for now := time.Now(); now.Before(tick); now = time.Now() {
-			timer.Reset(tick.Sub(now))
+		tick := clock.Now().Truncate(interval).Add(interval)
+		for now := clock.Now(); now.Before(tick); now = clock.Now() {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-timer.C:
+			case <-clock.After(tick.Sub(now)):
 			}
 		}
 		jerr, lerr := runTick(ctx, l, name, interval, o, tick, fn)

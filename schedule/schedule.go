@@ -44,6 +44,11 @@ type Options struct {
 	// (lockview.Config.Redactor). Default: nil, the process's Redactor,
 	// every name hashed.
 	Redactor *lockkey.Redactor
+
+	// Clock is the time Every's ticks fall on, and AtLeastFor is counted
+	// on (see Clock): a test's clock moved by hand (padlocktest.Env.Clock)
+	// runs many ticks in no time. Default: nil, the wall clock.
+	Clock Clock
 }
 
 // Validate reports the first invalid field: an error matching
@@ -64,8 +69,9 @@ func (o Options) Validate() error {
 // returns.
 type Hold struct {
 	lock  *padlock.Lock
-	taken time.Time // after the acquire's reply: the minimum runs from here
+	taken time.Time // after the acquire's reply, on clock: the minimum runs from here
 	least time.Duration
+	clock Clock
 }
 
 // Lock takes the lock of the job called name (the padlock key name) for
@@ -85,7 +91,8 @@ func lock(ctx context.Context, l *padlock.Locker, name string, o Options, every 
 	if err != nil {
 		return nil, err
 	}
-	return &Hold{lock: lk, taken: time.Now(), least: o.AtLeastFor}, nil
+	clock := o.clock()
+	return &Hold{lock: lk, taken: clock.Now(), least: o.AtLeastFor, clock: clock}, nil
 }
 
 // jobCaller returns the Options.Caller of the lock of the job name, run
@@ -105,7 +112,7 @@ func (h *Hold) Lock() *padlock.Lock { return h.lock }
 // (AtLeastFor) has not passed yet, leaves it to expire when it has. It
 // returns padlock.ErrNotHeld when the lock was lost during the run.
 func (h *Hold) Unlock(ctx context.Context) error {
-	return h.lock.ReleaseAfter(ctx, h.least-time.Since(h.taken))
+	return h.lock.ReleaseAfter(ctx, h.least-h.clock.Now().Sub(h.taken))
 }
 
 // unlockTimeout bounds Run's Unlock, which runs even when ctx has ended.

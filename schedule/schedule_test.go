@@ -10,6 +10,7 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/padlockgo/padlock/padlocktest"
 	"github.com/padlockgo/padlock/schedule"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -39,13 +40,32 @@ func instances(t *testing.T, n int) ([]*padlock.Locker, *redis.Client) {
 	return ls, srv.Client(t)
 }
 
+// clocked returns n Lockers (n instances of a service) on one in-process
+// Redis whose clock is the test's, and that clock: a job's AtLeastFor, in
+// Redis and in Options.Clock, ends when the test moves it, not when a
+// loaded machine gets round to it.
+func clocked(t *testing.T, n int) ([]*padlock.Locker, *redis.Client, *padlocktest.Clock) {
+	env := padlocktest.New(t, padlocktest.WithManualClock())
+	ls := []*padlock.Locker{env.Locker()}
+	for len(ls) < n {
+		l, err := padlock.New(env.Client())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		ls = append(ls, l)
+	}
+	return ls, env.Client(), env.Clock()
+}
+
 // A job that returns at once keeps its lock until AtLeastFor has passed:
 // meanwhile another instance skips the job; after it, the job runs again.
+// Regression: the test slept to half of AtLeastFor in real time, and a
+// loaded machine that woke late found the minimum over.
 func TestAtLeastForKeepsTheLockAfterTheJob(t *testing.T) {
-	ls, rdb := instances(t, 2)
+	ls, rdb, clock := clocked(t, 2)
 	ctx := ctxFor(t)
-	o := schedule.Options{AtMostFor: 10 * time.Second, AtLeastFor: 1500 * time.Millisecond}
-	start := time.Now()
+	o := schedule.Options{AtMostFor: 10 * time.Second, AtLeastFor: 1500 * time.Millisecond, Clock: clock}
 	ran, err := schedule.Run(ctx, ls[0], "report", o, func(context.Context) error { return nil })
 	if !ran || err != nil {
 		t.Fatalf("first Run = %v, %v; want ran", ran, err)
@@ -53,7 +73,7 @@ func TestAtLeastForKeepsTheLockAfterTheJob(t *testing.T) {
 	if d := rdb.PTTL(ctx, ls[0].RedisKey("report")).Val(); d <= 0 || d > o.AtLeastFor {
 		t.Errorf("lease left after the job = %v, want the rest of AtLeastFor (0, %v]", d, o.AtLeastFor)
 	}
-	time.Sleep(time.Until(start.Add(o.AtLeastFor / 2)))
+	clock.Advance(o.AtLeastFor / 2)
 	ran, err = schedule.Run(ctx, ls[1], "report", o, func(context.Context) error {
 		t.Error("the second instance ran the job within AtLeastFor")
 		return nil
@@ -61,7 +81,7 @@ func TestAtLeastForKeepsTheLockAfterTheJob(t *testing.T) {
 	if ran || err != nil {
 		t.Errorf("Run within AtLeastFor = %v, %v; want skipped", ran, err)
 	}
-	time.Sleep(time.Until(start.Add(o.AtLeastFor + 200*time.Millisecond)))
+	clock.Advance(o.AtLeastFor/2 + time.Millisecond)
 	ran, err = schedule.Run(ctx, ls[1], "report", o, func(context.Context) error { return nil })
 	if !ran || err != nil {
 		t.Errorf("Run after AtLeastFor = %v, %v; want ran", ran, err)
@@ -101,37 +121,40 @@ func TestRunSkipsWhileTheJobRuns(t *testing.T) {
 }
 
 // A fleet of instances, each firing the schedule with its own clock skew,
-// runs a short job exactly once per interval.
+// runs a short job exactly once per interval. The skews are moments on the
+// test's clock, so a loaded machine cannot stretch them past AtLeastFor.
+// Regression: the instances slept to their moments in real time, and one
+// that woke over half an interval late ran the interval's job again.
 func TestFleetRunsTheJobOncePerInterval(t *testing.T) {
 	const (
 		interval  = time.Second
 		intervals = 5
 	)
-	ls, _ := instances(t, 4)
+	ls, _, clock := clocked(t, 4)
 	ctx := ctxFor(t)
-	o := schedule.Options{AtMostFor: 10 * time.Second, AtLeastFor: interval / 2}
+	o := schedule.Options{AtMostFor: 10 * time.Second, AtLeastFor: interval / 2, Clock: clock}
 	skews := []time.Duration{0, 60 * time.Millisecond, 110 * time.Millisecond, 150 * time.Millisecond}
-	t0 := time.Now().Add(200 * time.Millisecond)
-	var (
-		runs [intervals]atomic.Int32
-		wg   sync.WaitGroup
-	)
-	for i, l := range ls {
-		for g := range 2 { // two goroutines per instance, too
-			wg.Go(func() {
-				for k := range intervals {
-					time.Sleep(time.Until(t0.Add(time.Duration(k)*interval + skews[i] + time.Duration(g)*7*time.Millisecond)))
+	var runs [intervals]atomic.Int32
+	for k := range intervals {
+		at := time.Duration(0)
+		for i, l := range ls { // the skews in order: instance i fires skews[i] into the interval
+			clock.Advance(skews[i] - at)
+			at = skews[i]
+			var wg sync.WaitGroup
+			for range 2 { // two goroutines per instance, too
+				wg.Go(func() {
 					if _, err := schedule.Run(ctx, l, "nightly", o, func(context.Context) error {
 						runs[k].Add(1)
 						return nil
 					}); err != nil {
 						t.Errorf("Run: %v", err)
 					}
-				}
-			})
+				})
+			}
+			wg.Wait()
 		}
+		clock.Advance(interval - at)
 	}
-	wg.Wait()
 	for k := range runs {
 		if n := runs[k].Load(); n != 1 {
 			t.Errorf("interval %d: the job ran %d times, want exactly once", k, n)

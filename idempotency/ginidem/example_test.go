@@ -13,6 +13,9 @@ import (
 
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/idempotency/ginidem"
+	"github.com/padlockgo/padlock/keyfunc"
+	"github.com/padlockgo/padlock/lockkey"
+	"github.com/padlockgo/padlock/middleware"
 )
 
 // A retried create gets the first answer back instead of a second order;
@@ -77,4 +80,73 @@ func ExampleNew() {
 	// 201  {"id":2,"item":"book"}
 	// 400  {"type":"about:blank","title":"Bad Request","status":400,"detail":"this operation requires an Idempotency-Key header","instance":"/orders"}
 	// orders created: 2
+}
+
+// The Gin stack in its safe order: authentication, then idempotency, then
+// the order's lock, then the handler. A retry replays the first answer
+// without taking the lock or running the handler; two payments of one
+// order never run at once; a request with no caller never reaches either
+// (ginidem refuses it with 401: idempotency needs an authenticated
+// caller). One middleware.Caller serves both faces.
+func ExampleNew_withLock() {
+	mr := miniredis.NewMiniRedis() // stands in for a real Redis here
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	locker, err := padlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	// The authentication step: it sets the caller when the credentials
+	// check out, and lets the request on either way (say the route is
+	// public with a session, private without), so the rest must refuse
+	// an anonymous request itself.
+	auth := func(c *gin.Context) {
+		if who, pass, ok := c.Request.BasicAuth(); ok && pass == who+"-secret" {
+			c.Set(gin.AuthUserKey, who)
+		}
+	}
+	// The caller authentication found, "" for none: one func for both faces.
+	var user middleware.Caller = func(c *gin.Context) (string, error) {
+		return c.GetString(gin.AuthUserKey), nil
+	}
+
+	payments := 0
+	pay := func(c *gin.Context) {
+		payments++
+		c.JSON(http.StatusOK, gin.H{"payment": payments, "lock": middleware.LockFrom(c).Key()})
+	}
+
+	r := gin.New()
+	r.POST("/orders/:id/pay",
+		auth,                           // 1. who calls
+		ginidem.New(locker, rdb, user), // 2. a retry gets the first answer back; no caller, 401
+		middleware.Lock(locker, keyfunc.Param("id", lockkey.Int(64)),
+			middleware.WithCallerFrom(user)), // 3. one payment of an order at a time
+		pay) // 4. the handler, holding the lock
+
+	post := func(who, key string) {
+		req := httptest.NewRequest("POST", "/orders/42/pay", nil)
+		if who != "" {
+			req.SetBasicAuth(who, who+"-secret")
+		}
+		req.Header.Set("Idempotency-Key", key)
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, req)
+		fmt.Println(w.Code, w.Header().Get("Idempotent-Replayed"), w.Body)
+	}
+	post("alice", `"k1"`) // pays
+	post("alice", `"k1"`) // a retry: the stored answer, no second payment
+	post("", `"k2"`)      // no caller: refused before the lock
+	fmt.Println("payments:", payments)
+	// Output:
+	// 200  {"lock":"/orders/$id/pay:42","payment":1}
+	// 200 true {"lock":"/orders/$id/pay:42","payment":1}
+	// 401  {"type":"about:blank","title":"Unauthorized","status":401,"detail":"this operation requires an authenticated caller","instance":"/orders/42/pay"}
+	// payments: 1
 }

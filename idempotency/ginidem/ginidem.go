@@ -28,7 +28,16 @@ import (
 // authenticated never shares a scope with anyone. Never take the caller
 // from what a client sends unauthenticated (a header such as X-Client-ID):
 // whoever copies it gets the other caller's responses, and can squat its
-// keys.
+// keys. caller has the shape of middleware.Caller (package
+// padlock/middleware): pass one Caller here and to
+// middleware.WithCallerFrom, and the lock behind this middleware names the
+// same caller (see ExampleNew_withLock for the whole stack).
+//
+// rdb is where the responses are kept, beside l rather than taken from
+// it: a Locker does not hand out its client, and a Redlock Locker has one
+// per node, none of which alone may keep a record. Pass the client l was
+// made with (padlock.New), or, for a Redlock Locker, the one Redis the
+// app chooses to keep them.
 //
 // Keys are scoped by the route template, c.FullPath(), unless
 // idempotency.WithNamespace says otherwise.

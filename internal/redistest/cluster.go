@@ -77,7 +77,7 @@ func (c *Cluster) form(ctx context.Context) error {
 		clients[i] = redis.NewClient(n.Options())
 		defer clients[i].Close()
 	}
-	if cli, err := exec.LookPath("redis-cli"); err == nil && len(c.nodes) >= 3 {
+	if cli, err := findRedisCLI(); err == nil && len(c.nodes) >= 3 {
 		args := append([]string{"--cluster", "create"}, c.Addrs()...)
 		args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 		out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()

@@ -25,6 +25,13 @@
 // ContextTimeoutEnabled, which padlock.New requires, so a context's
 // deadline reaches the socket. Pass option functions to change them. On the fallback, Miniredis gives the miniredis itself.
 //
+// PADLOCK_REDIS_SERVER names the server binary to run instead of
+// redis-server (a path, or a name on PATH), and PADLOCK_REDIS_CLI the
+// client StartCluster forms a cluster with instead of redis-cli, so the
+// suite runs against any server build:
+//
+//	PADLOCK_REDIS_SERVER=valkey-server PADLOCK_REDIS_CLI=valkey-cli go test ./...
+//
 // StartCluster and StartSentinel build a Redis Cluster and a Sentinel
 // deployment from real servers; they skip the test without redis-server (or
 // fail it under PADLOCK_REQUIRE_REDIS=1), as does Require.

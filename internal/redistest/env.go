@@ -15,8 +15,18 @@ import (
 // downgrade to a fake that cannot hang or crash.
 const requireEnv = "PADLOCK_REQUIRE_REDIS"
 
+// serverEnv and cliEnv name the environment variables that choose the
+// server binary and its command-line client: a path, or a name looked up
+// on PATH. They run the suite against another server build, Valkey's say
+// (PADLOCK_REDIS_SERVER=valkey-server PADLOCK_REDIS_CLI=valkey-cli).
+// Default: redis-server and redis-cli.
+const (
+	serverEnv = "PADLOCK_REDIS_SERVER"
+	cliEnv    = "PADLOCK_REDIS_CLI"
+)
+
 // installHint ends every message about a missing redis-server.
-const installHint = "install it with: apt-get install -y redis-server"
+const installHint = "install it with: apt-get install -y redis-server, or name a server binary in " + serverEnv
 
 // redisRequired reports whether the environment forbids the fallback.
 // Any value strconv.ParseBool reads as true counts, "1" included.
@@ -25,21 +35,39 @@ func redisRequired() bool {
 	return v
 }
 
-// findRedisServer returns the path of the redis-server binary, or an error
-// saying why a real server cannot be run. It is looked up on every call, not
-// cached, so t.Setenv("PATH", ...) in a test takes effect.
+// findRedisServer returns the path of the server binary (PADLOCK_REDIS_SERVER,
+// default redis-server), or an error saying why a real server cannot be
+// run. It is looked up on every call, not cached, so t.Setenv("PATH", ...)
+// in a test takes effect.
 func findRedisServer() (string, error) {
 	if !canRunRedis {
 		return "", fmt.Errorf("redistest: real redis-server is not supported on %s", runtime.GOOS)
 	}
-	path, err := exec.LookPath("redis-server")
+	name, from := binary(serverEnv, "redis-server")
+	path, err := exec.LookPath(name)
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
-			return "", errors.New("redistest: redis-server not found on PATH")
+			return "", fmt.Errorf("redistest: %s not found%s", name, from)
 		}
-		return "", fmt.Errorf("redistest: redis-server unusable: %w", err)
+		return "", fmt.Errorf("redistest: %s%s unusable: %w", name, from, err)
 	}
 	return path, nil
+}
+
+// findRedisCLI returns the path of the command-line client
+// (PADLOCK_REDIS_CLI, default redis-cli), or an error when there is none.
+func findRedisCLI() (string, error) {
+	name, _ := binary(cliEnv, "redis-cli")
+	return exec.LookPath(name)
+}
+
+// binary returns the binary env names, or def, and where the name came
+// from for messages: " (PADLOCK_REDIS_SERVER)" when env set it.
+func binary(env, def string) (name, from string) {
+	if v := os.Getenv(env); v != "" {
+		return v, " (" + env + ")"
+	}
+	return def, " on PATH"
 }
 
 // Require skips t unless a real redis-server can be run, for tests that

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -11,11 +13,13 @@ import (
 	"time"
 )
 
-// withoutRedisServer hides redis-server from t by emptying PATH, so the
-// fallback paths run even where redis-server is installed.
+// withoutRedisServer hides redis-server from t by emptying PATH (and
+// PADLOCK_REDIS_SERVER), so the fallback paths run even where
+// redis-server is installed.
 func withoutRedisServer(t *testing.T, require bool) {
 	t.Helper()
 	t.Setenv("PATH", t.TempDir())
+	t.Setenv(serverEnv, "")
 	if require {
 		t.Setenv(requireEnv, "1")
 	} else {
@@ -152,4 +156,49 @@ func TestRequireEnvFailsWithoutRedis(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestServerFromEnv: PADLOCK_REDIS_SERVER chooses the server binary, by
+// path or by name on PATH, so the suite runs against any build (Valkey's
+// valkey-server, a server built from source); one it cannot find is named
+// in the failure.
+func TestServerFromEnv(t *testing.T) {
+	real, err := findRedisServer()
+	if err != nil {
+		Require(t) // skips, or fails under PADLOCK_REQUIRE_REDIS
+	}
+	// A directory of its own on PATH, holding the server under another
+	// name, as valkey-server would be.
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other-server")
+	if err := os.Symlink(real, other); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, value string }{
+		{"by path", other},
+		{"by name", "other-server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("PATH", dir)
+			t.Setenv(serverEnv, tc.value)
+			got, err := findRedisServer()
+			if err != nil || got != other {
+				t.Fatalf("findRedisServer() = %q, %v; want %q", got, err, other)
+			}
+			srv := Start(t)
+			if !srv.Real() {
+				t.Fatal("Start ran the fallback, want the server PADLOCK_REDIS_SERVER names")
+			}
+			if err := srv.Client(t).Ping(context.Background()).Err(); err != nil {
+				t.Fatalf("PING: %v", err)
+			}
+		})
+	}
+	t.Run("missing", func(t *testing.T) {
+		t.Setenv(serverEnv, filepath.Join(dir, "no-such-server"))
+		_, err := findRedisServer()
+		if err == nil || !strings.Contains(err.Error(), "no-such-server") || !strings.Contains(err.Error(), serverEnv) {
+			t.Fatalf("findRedisServer() with a missing binary: got %v, want an error naming it and %s", err, serverEnv)
+		}
+	})
 }

@@ -2,9 +2,31 @@ package redistest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
+
+// awaitAck waits until n replicas have acknowledged the last write on
+// conn, or fails after sentinelTimeout. Each WAIT is short, well under
+// the client's read timeout (clientIOTimeout): one WAIT as long as the
+// whole wait would be cut off by the client on a loaded machine, where
+// the ack comes late, as "i/o timeout". WAIT counts the acks of its own
+// connection's writes, hence one conn for the write and the WAITs.
+func awaitAck(ctx context.Context, conn *redis.Conn, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, sentinelTimeout)
+	defer cancel()
+	var got int64
+	var last error
+	return poll(ctx, func() bool {
+		got, last = conn.Do(ctx, "WAIT", n, 100).Int64()
+		return last == nil && got >= int64(n)
+	}, func() string {
+		return fmt.Sprintf("%d of %d replicas acknowledged the write within %v (last WAIT: %v)", got, n, sentinelTimeout, last)
+	})
+}
 
 func TestSentinelFailoverPromotesReplica(t *testing.T) {
 	t.Parallel() // most of it is waiting on sentinel timers
@@ -14,13 +36,15 @@ func TestSentinelFailoverPromotesReplica(t *testing.T) {
 	}
 	c := s.Client(t)
 	ctx := context.Background()
-	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
-		t.Fatalf("SET through the failover client: %v", err)
-	}
 	// Replication is asynchronous: make sure k reached the replica before
 	// the master dies, or the promoted replica may rightly not have it.
-	if n, err := c.Do(ctx, "WAIT", 1, 2000).Int(); err != nil || n != 1 {
-		t.Fatalf("WAIT 1 = %d, %v; want 1 replica acknowledged", n, err)
+	conn := c.Conn()
+	defer conn.Close()
+	if err := conn.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET through the failover client: %v", err)
+	}
+	if err := awaitAck(ctx, conn, 1); err != nil {
+		t.Fatalf("SET k: %v", err)
 	}
 
 	start := time.Now()
@@ -31,7 +55,7 @@ func TestSentinelFailoverPromotesReplica(t *testing.T) {
 	// The failover client follows the switch; its first command may still
 	// meet the connection to the dead master.
 	var err error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(sentinelTimeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if err = c.Set(ctx, "k2", "v2", 0).Err(); err == nil {
 			break
 		}
