@@ -1,8 +1,11 @@
 package padlock_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/padlockgo/padlock"
@@ -197,4 +200,120 @@ func (w *world) checkObserved() {
 			p.h.g, p.value, fence, p.return_.Seconds(), last.Seconds())
 		return
 	}
+}
+
+// candidate campaigns in the run's election, leads for a while,
+// proclaims new values (sometimes while resigning) and resigns
+// (sometimes twice at once).
+func (w *world) candidate(actor, li int) {
+	r := w.rng(actor)
+	g := fmt.Sprintf("c%d@L%d", actor, li)
+	l := w.lockers[li]
+	ttl := pick(r, w.ttl, w.ttl, w.ttl, 2*time.Second)
+	e := l.Election("el", padlock.Options{TTL: ttl})
+	for n := 0; time.Now().Before(w.end) && !w.isClosed(li); n++ {
+		value := fmt.Sprintf("%s.%d", g, n)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(100+r.IntN(6000))*time.Millisecond)
+		began := w.chk.now()
+		// The value is published inside Campaign: the checker learns whose
+		// it is from the term.
+		pending := &hold{fence: -1, kind: "term", key: "el", g: g, released: -1, resigned: -1, ended: -1}
+		w.chk.publish(value, pending)
+		ctx, op := withOp(ctx)
+		tm, err := e.Campaign(ctx, value)
+		if err == nil {
+			w.recorded(g, "Campaign", op)
+		}
+		w.checkCancelled(li, g, "Campaign", ctx, err)
+		cancel()
+		w.checkClosed(li, g, "Campaign")
+		if err != nil {
+			w.tr.Add("%s campaign: %v", g, err)
+			time.Sleep(time.Duration(r.IntN(50)) * time.Millisecond)
+			continue
+		}
+		h := w.chk.grant(g, "term", "el", tm.Fence(), nil, tm, 1, began, nil)
+		w.chk.publish(value, h)
+		w.publishing(h, value)
+		var side sync.WaitGroup
+		steps := 1 + r.IntN(4)
+		for i := range steps {
+			time.Sleep(time.Duration(1+r.IntN(int(ttl/time.Millisecond)/2)) * time.Millisecond)
+			if !w.chk.claim(h) {
+				break
+			}
+			if r.IntN(2) == 0 {
+				v := fmt.Sprintf("%s.%d.%d", g, n, i)
+				w.chk.publish(v, h)
+				w.publishing(h, v)
+				side.Go(func() {
+					ctx, op := withOp(context.Background())
+					called := w.chk.now()
+					err := tm.Proclaim(ctx, v)
+					w.tr.Add("%s proclaimed %q: %v", g, v, err)
+					if err == nil {
+						w.recorded(g, "Proclaim", op)
+						w.proclaimed(h, v, called)
+					}
+				})
+			}
+		}
+		resign := func(ctx context.Context, cancel context.CancelFunc) {
+			defer cancel()
+			err := tm.Resign(ctx)
+			w.tr.Add("%s resigned term#%d: %v", g, h.id, err)
+			w.chk.resigned(h, err)
+		}
+		if r.IntN(4) == 0 {
+			ctx, cancel := opCtx(r)
+			side.Go(func() { resign(ctx, cancel) })
+		}
+		resign(opCtx(r))
+		side.Wait()
+	}
+}
+
+// observer reads the election's leader, and watches Observe, until the
+// run ends.
+func (w *world) observer(actor, li int) {
+	g := fmt.Sprintf("o%d@L%d", actor, li)
+	l := w.lockers[li]
+	e := l.Election("el", padlock.Options{})
+	ctx, cancel := context.WithDeadline(context.Background(), w.end)
+	defer cancel()
+	// Observe reads through a client without faults: while its reader
+	// sleeps in a faulted Leader, notices fill its PubSub's channel, and
+	// miniredis blocks in PUBLISH holding its lock, which on the bubble's
+	// clock never lets the sleep end (real Redis buffers its output).
+	var late sync.WaitGroup
+	oc, closeOC := w.quietClient(100, "obs", &late)
+	ol := padlock.NewUnchecked(oc) // without ContextTimeoutEnabled, as quietClient makes it
+	defer func() { _ = ol.Close(); closeOC() }()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var last padlock.Leader
+		for ld := range ol.Election("el", padlock.Options{}).Observe(ctx) {
+			w.reported(ld)
+			w.tr.Add("%s observed %q fence %d", g, ld.Value, ld.Fence)
+			if ld.Fence < last.Fence {
+				w.chk.fail(invLeaderFence, w.chk.now(), "%s: Observe sent %q fence %d after %q fence %d", g, ld.Value, ld.Fence, last.Value, last.Fence)
+			}
+			last = ld
+		}
+	})
+	for time.Now().Before(w.end) && !w.isClosed(li) {
+		from := w.chk.now()
+		ld, err := e.Leader(ctx)
+		s := leaderSeen{g: g, from: from, to: w.chk.now(), ld: ld}
+		switch {
+		case errors.Is(err, padlock.ErrNoLeader):
+			s.none = true
+			w.chk.leader(s)
+		case err == nil:
+			w.tr.Add("%s leader %q fence %d", g, ld.Value, ld.Fence)
+			w.chk.leader(s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
 }

@@ -344,3 +344,31 @@ func (w *world) checkProgress() {
 		}
 	}
 }
+
+// resumer resumes own, which h's holder detached, on Locker li after
+// wait, then holds it and lets it go as any holder does.
+func (w *world) resumer(actor, li int, own padlock.Ownership, h *hold, wait time.Duration) {
+	r := w.rng(actor)
+	g := fmt.Sprintf("r%d@L%d", actor, li)
+	time.Sleep(wait)
+	if w.isClosed(li) || !time.Now().Before(w.end) {
+		return
+	}
+	o := padlock.Options{TTL: pick(r, w.ttl, w.ttl, 300*time.Millisecond, 2*time.Second), NoRenew: r.IntN(8) == 0}
+	ctx, cancel := opCtx(r)
+	began := w.chk.now()
+	lk, err := w.lockers[li].Resume(ctx, own, o)
+	w.checkCancelled(li, g, "Resume of "+h.String(), ctx, err)
+	cancel()
+	w.checkClosed(li, g, "Resume of "+h.String())
+	w.tr.Add("%s resumed %s: %v", g, h, err)
+	w.refused(g, err)
+	if err != nil {
+		return
+	}
+	rh := w.chk.grant(g, "mutex", h.key, lk.Fence(), lk, nil, 1, began, h)
+	w.chk.asked(rh, o.TTL)
+	w.resumed(h, rh, began)
+	w.work(r, rh, o.TTL, li)
+	w.letGo(r, rh, li, o)
+}
