@@ -217,6 +217,18 @@ func newToken() string {
 // directly; padlock's own calls need no such key.
 func (l *Locker) RedisKey(key string) string { return l.keys.lock(key) }
 
+// Client returns the client New was given, for the parts of an app that
+// keep their own records beside the locks on the same Redis (the
+// Idempotency-Key middleware: ginidem.NewFromLocker). It returns nil for
+// a Locker from NewRedlock, whose clients are independent nodes none of
+// which holds such records alone. The Locker does not own the client.
+func (l *Locker) Client() redis.UniversalClient {
+	if l.cfg.redlock {
+		return nil
+	}
+	return l.notifier.client
+}
+
 // String names the Locker by its key prefix, for logs:
 // padlock.Locker(prefix "padlock:").
 func (l *Locker) String() string { return fmt.Sprintf("padlock.Locker(prefix %q)", l.keys.prefix) }

@@ -33,11 +33,10 @@ import (
 // middleware.WithCallerFrom, and the lock behind this middleware names the
 // same caller (see ExampleNew_withLock for the whole stack).
 //
-// rdb is where the responses are kept, beside l rather than taken from
-// it: a Locker does not hand out its client, and a Redlock Locker has one
-// per node, none of which alone may keep a record. Pass the client l was
-// made with (padlock.New), or, for a Redlock Locker, the one Redis the
-// app chooses to keep them.
+// rdb is where the responses are kept: the client l was made with
+// (NewFromLocker takes it from l, Locker.Client), or, for a Redlock
+// Locker, whose clients are independent nodes none of which alone may
+// keep a record, the one Redis the app chooses to keep them.
 //
 // Keys are scoped by the route template, c.FullPath(), unless
 // idempotency.WithNamespace says otherwise.
@@ -74,6 +73,22 @@ func New(l *padlock.Locker, rdb redis.UniversalClient, caller func(c *gin.Contex
 			c.Abort()
 		}
 	}
+}
+
+// NewFromLocker is New with the records kept through the client l was
+// made with (Locker.Client), so that a Gin app passes its Redis once.
+// It panics, as New does, on a nil l or caller or an invalid option, and
+// on a Locker from padlock.NewRedlock, which has no one client to keep
+// the records: pass one to New instead.
+func NewFromLocker(l *padlock.Locker, caller func(c *gin.Context) (string, error), opts ...idempotency.Option) gin.HandlerFunc {
+	if l == nil {
+		panic("ginidem: NewFromLocker: nil Locker")
+	}
+	rdb := l.Client()
+	if rdb == nil {
+		panic("ginidem: NewFromLocker: a Redlock Locker has no one client to keep the records: use New with one")
+	}
+	return New(l, rdb, caller, opts...)
 }
 
 // newCore is idempotency.NewCore; its construction panics name New, the
