@@ -519,3 +519,30 @@ type timeoutError struct{}
 func (timeoutError) Error() string   { return "i/o timeout" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
+
+// grantNotices makes l's notifier drop (or deliver copies of) the grant
+// notices it receives, as keep says, and counts them.
+func grantNotices(l *Locker, keep func(n int64) int) *atomic.Int64 {
+	var seen atomic.Int64
+	l.notifier.fault = func(_, payload string) (int, time.Duration) {
+		if _, _, ok := parseGrant(payload); ok {
+			return keep(seen.Add(1)), 0
+		}
+		return 1, 0
+	}
+	return &seen
+}
+
+// handedOnRelease releases holder and returns what the waiter queued on
+// got (queueWaiters) then receives, failing t if that is no lock.
+func handedOnRelease(t *testing.T, ctx context.Context, holder *Lock, got <-chan handed) handed {
+	t.Helper()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := <-got
+	if h.lk == nil {
+		t.Fatal("the waiter got no lock")
+	}
+	return h
+}

@@ -3,6 +3,7 @@ package padlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -491,4 +492,107 @@ func standingBid(t *testing.T, rdb *redis.Client, holder *Lock, w *Locker, fair 
 		t.Fatalf("queue %q; want the waiter's entry, with its bid", q)
 	}
 	return q[0][strings.LastIndex(q[0], "|")+1:]
+}
+
+// TestFairExpiredGrantQueuesAgain: a fair waiter's grant notice is lost
+// and its next attempt is held up past the claim window (a stalled
+// process), so the grant runs out unclaimed, its entry gone from the
+// queue. The next live waiter, in another Locker, told of the grant, has
+// the key within a second of the release; Redis answers the stalled
+// waiter's attempt that it is not queued, and it asks to join again,
+// last, instead of waiting outside the queue, where no release would ever
+// grant it the key.
+func TestFairExpiredGrantQueuesAgain(t *testing.T) {
+	srv := redistest.Start(t)
+	a := mustNew(t, srv.Client(t))
+	defer a.Close()
+	stall := &stallScript{sha: acquireFairScript.Hash(), d: 1500 * time.Millisecond}
+	bc := srv.Client(t)
+	bc.AddHook(stall)
+	b := mustNew(t, bc)
+	defer b.Close()
+	c := mustNew(t, srv.Client(t))
+	defer c.Close()
+	c.recheck = time.Hour
+	grantNotices(b, func(int64) int { return 0 })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const key = "fair-expired-grant"
+	rdb := srv.Client(t)
+
+	holder, err := a.Acquire(ctx, key, Options{TTL: 30 * time.Second, Fair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{}, 1)
+	go func() {
+		if lk, err := b.Acquire(ctx, key, Options{TTL: 30 * time.Second, Wait: 20 * time.Second, Fair: true}); err == nil {
+			lk.Release(context.Background())
+		}
+		done <- struct{}{}
+	}()
+	waitForWaiters(t, b, key, 1)
+	waitParked(t, b, key, 1)
+	next := queueWaiters(t, c, key, 1, Options{TTL: 30 * time.Second, Wait: 20 * time.Second, Fair: true})
+	queue := holder.id.keys[2]
+	if n := rdb.LLen(ctx, queue).Val(); n != 2 {
+		t.Fatalf("queue of %d before the release, want both waiters", n)
+	}
+	stall.armed.Store(true) // the older waiter's next attempt is held up 1.5s
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := <-next
+	if h.lk == nil {
+		t.Fatal("the next live waiter got no lock")
+	}
+	defer h.lk.Release(ctx)
+	if d := time.Since(released); d > time.Second {
+		t.Fatalf("the next live waiter had the key %v after the release; want it within a second: the unclaimed grant holds it for %v", d, claimWindow)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.LLen(ctx, queue).Val() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the queue holds %q 5s after the release: the waiter whose grant ran out unclaimed did not queue again", rdb.LRange(ctx, queue, 0, -1).Val())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+}
+
+// stallScript is a go-redis hook that holds up, once armed, the first
+// call of the script whose SHA1 is sha (EVALSHA or EVAL, alone or in a
+// pipeline) by d before sending it.
+type stallScript struct {
+	sha   string
+	d     time.Duration
+	armed atomic.Bool
+}
+
+func (h *stallScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *stallScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.hold([]redis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+
+func (h *stallScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.hold(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+func (h *stallScript) hold(cmds []redis.Cmder) {
+	for _, c := range cmds {
+		args := c.Args()
+		if len(args) > 1 && fmt.Sprint(args[1]) == h.sha && h.armed.CompareAndSwap(true, false) {
+			time.Sleep(h.d)
+			return
+		}
+	}
 }

@@ -257,3 +257,62 @@ func TestSubscribeRefusedFollowsStrategy(t *testing.T) {
 		t.Fatalf("got %d attempts in %v, want %d to %d (one each 10-20ms)", n, wait, least, most)
 	}
 }
+
+// TestFairGrantLostWithTheConnectionKeepsTheTurn: the older fair
+// waiter's grant notice is lost because its subscription's connection
+// drops (the way pub/sub loses a notice), and the younger waiter, in
+// another Locker, hears of the grant and looks again when it would end.
+// The older waiter, woken as its subscription is made again, claims the
+// grant within the claim window, so it keeps its turn.
+func TestFairGrantLostWithTheConnectionKeepsTheTurn(t *testing.T) {
+	srv, a, b := twoLockers(t)
+	c := mustNew(t, srv.Client(t))
+	defer c.Close()
+	b.recheck, c.recheck = time.Hour, time.Hour // only a notice, or the grant's end, wakes them
+	lost := grantNotices(b, func(int64) int { return 0 })
+	ctx := context.Background()
+	const key = "fair-lost-grant"
+
+	holder, err := a.Acquire(ctx, key, Options{TTL: 10 * time.Second, Fair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := queueWaiters(t, b, key, 1, Options{TTL: 10 * time.Second, Wait: 8 * time.Second, Fair: true})
+	younger := queueWaiters(t, c, key, 1, Options{TTL: 10 * time.Second, Wait: 8 * time.Second, Fair: true})
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for lost.Load() == 0 {
+		if time.Since(released) > 5*time.Second {
+			t.Fatal("no grant notice was sent: the release did not grant the key")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The connection that lost it drops, and go-redis subscribes again.
+	if err := srv.Client(t).ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h := <-older:
+		if h.lk == nil {
+			t.Fatal("the older waiter got no lock")
+		}
+		t.Logf("the older waiter claimed the grant %v after the release", time.Since(released))
+		if h.lk.Fence() <= holder.Fence() {
+			t.Fatalf("fence %d after %d", h.lk.Fence(), holder.Fence())
+		}
+		if err := h.lk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case h := <-younger:
+		t.Fatalf("the waiter queued later got the lock first (fence %d): the older one's grant ran out unclaimed", h.lk.Fence())
+	case <-time.After(5 * time.Second):
+		t.Fatal("neither waiter got the lock within 5s of the release")
+	}
+	if h := <-younger; h.lk == nil {
+		t.Fatal("the younger waiter got no lock")
+	} else {
+		h.lk.Release(ctx)
+	}
+}
