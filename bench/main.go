@@ -23,6 +23,9 @@ func main() {
 	if len(os.Args) == 3 && os.Args[1] == probeFlag {
 		os.Exit(runProbe(os.Args[2]))
 	}
+	if len(os.Args) == 4 && os.Args[1] == delayProxyFlag {
+		os.Exit(runDelayProxy(os.Args[2], os.Args[3]))
+	}
 	if len(os.Args) == 5 && os.Args[1] == etcdMemberFlag {
 		os.Exit(runEtcdMember(os.Args[2], os.Args[3], os.Args[4]))
 	}
@@ -37,8 +40,13 @@ func run() int {
 		bin       string
 		timeout   time.Duration
 		quiet     bool
+		rtts      string
+		pingAddr  string
 	)
-	flag.StringVar(&scenarios, "scenarios", "uncontended,contended,hotkeys,renewal,redlock,multikey", "comma-separated scenarios to run (also: semaphore, rwlock)")
+	flag.StringVar(&scenarios, "scenarios", "network,uncontended,contended,hotkeys,renewal,redlock,multikey", "comma-separated scenarios to run (also: semaphore, rwlock)")
+	flag.StringVar(&rtts, "rtt", "1ms,200us,0", "network, uncontended, contended and hotkeys: comma-separated round-trip times to measure every row at, through a delay proxy between the clients and Redis (0: loopback, no proxy)")
+	flag.StringVar(&cfg.rttHotKeys, "rtt-hotkeys", "64x4", "hotkeys at a round-trip time above 0: comma-separated KEYSxWORKERS (loopback uses -hotkeys)")
+	flag.StringVar(&pingAddr, "ping", "", "only measure PING round trips and a pushed message's delay to the Redis at this address (e.g. one behind tc netem), and exit")
 	flag.DurationVar(&cfg.window, "duration", 2*time.Second, "measured window of each uncontended, contended and Redlock run")
 	flag.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each window (contended: at least 1s)")
 	flag.IntVar(&cfg.parallel, "parallel", 8, "uncontended: also measure this many goroutines, each cycling its own key (0: one goroutine only)")
@@ -75,7 +83,7 @@ func run() int {
 	want := map[string]bool{}
 	for s := range strings.SplitSeq(scenarios, ",") {
 		s = strings.TrimSpace(s)
-		if !slices.Contains([]string{scUncontended, scContended, scHotKeys, scRenewal, scRedlock, scMultiKey, scSemaphore, scRWLock}, s) {
+		if !slices.Contains([]string{scNetwork, scUncontended, scContended, scHotKeys, scRenewal, scRedlock, scMultiKey, scSemaphore, scRWLock}, s) {
 			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q\n", s)
 			return 2
 		}
@@ -83,6 +91,11 @@ func run() int {
 	}
 	if cfg.workers < 1 || cfg.procs < 1 || cfg.locks < 1 || cfg.nodes < 1 || cfg.poll <= 0 || cfg.window <= 0 {
 		fmt.Fprintln(os.Stderr, "bench: -workers, -procs, -locks, -nodes, -poll and -duration must be positive")
+		return 2
+	}
+	var err error
+	if cfg.rtts, err = parseRTTs(rtts); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	if *libs != "" {
@@ -121,6 +134,16 @@ func run() int {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
+	if pingAddr != "" {
+		rs, err := runPing(ctx, pingAddr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		writeMarkdown(os.Stdout, rs, nil, nil)
+		return 0
+	}
+
 	l, err := newLauncher(bin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -141,6 +164,7 @@ func run() int {
 			name string
 			run  func(context.Context, *config) ([]result, error)
 		}{
+			{scNetwork, runNetwork},
 			{scUncontended, runUncontended},
 			{scContended, runContended},
 			{scHotKeys, runHotKeys},

@@ -13,16 +13,17 @@ import (
 
 // result is one row of the table: one library in one scenario.
 type result struct {
-	Scenario string `json:"scenario"`
-	Library  string `json:"library"`
-	Setup    string `json:"setup"`
-	Peer     bool   `json:"peer"`              // counts as "the best peer" of its scenario
-	Variant  string `json:"variant,omitempty"` // rows compare within a variant: goroutines (uncontended), simulated RTT (Redlock)
-	Rounds   int    `json:"rounds,omitempty"`  // rounds measured; the row is the median one
-	Nodes    int    `json:"nodes,omitempty"`   // Redlock scenario: nodes the lock lives on
-	Masters  int    `json:"masters,omitempty"` // renewal on a Cluster: its masters
-	Keys     int    `json:"keys,omitempty"`    // hotkeys scenario: keys the workers are spread over
-	Procs    int    `json:"procs,omitempty"`   // clients ("processes": Lockers, pools) the workers are spread over
+	Scenario string        `json:"scenario"`
+	Library  string        `json:"library"`
+	Setup    string        `json:"setup"`
+	Peer     bool          `json:"peer"`              // counts as "the best peer" of its scenario
+	Variant  string        `json:"variant,omitempty"` // rows compare within a variant: goroutines (uncontended), keys (hotkeys), round-trip time
+	RTT      time.Duration `json:"rtt_ns,omitempty"`  // round-trip time the delay proxy added (0: loopback)
+	Rounds   int           `json:"rounds,omitempty"`  // rounds measured; the row is the median one
+	Nodes    int           `json:"nodes,omitempty"`   // Redlock scenario: nodes the lock lives on
+	Masters  int           `json:"masters,omitempty"` // renewal on a Cluster: its masters
+	Keys     int           `json:"keys,omitempty"`    // hotkeys scenario: keys the workers are spread over
+	Procs    int           `json:"procs,omitempty"`   // clients ("processes": Lockers, pools) the workers are spread over
 
 	// Reference rows are measured beside the peers on a store that is not
 	// Redis (etcd): never a peer, no Redis commands.
@@ -40,6 +41,7 @@ type result struct {
 	P99            time.Duration      `json:"p99_ns"`
 	Mean           time.Duration      `json:"mean_ns"`
 	ClientCPUOp    time.Duration      `json:"client_cpu_per_op_ns"`
+	ProxyCPUOp     time.Duration      `json:"proxy_cpu_per_op_ns,omitempty"` // the delay proxy's process, not in the client's figure
 	ServerCPUOp    time.Duration      `json:"server_cpu_per_op_ns"`
 
 	// etcd only.
@@ -108,6 +110,12 @@ const stopGrace = 15 * time.Second
 // work with smp, and returns the row (Scenario, Library and Setup are the
 // caller's to fill in).
 func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler, wl workload) (result, error) {
+	return measureVia(ctx, lib, hook, smp, nil, wl)
+}
+
+// measureVia is measure on clients that reach Redis through px, whose CPU
+// is counted apart from the clients' and the servers'.
+func measureVia(ctx context.Context, lib contender, hook *roundTrips, smp *sampler, px proxies, wl workload) (result, error) {
 	// perKey watches one key: who is inside, who held it last.
 	type perKey struct {
 		inside     atomic.Int32
@@ -221,11 +229,13 @@ func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler,
 		_ = stop()
 		return result{}, err
 	}
+	x0 := px.cpu()
 	h0, m0, t0 := hook.load(), markCPU(), time.Now()
 	phase.Store(phaseMeasure)
 	ok := sleepCtx(ctx, wl.window)
 	phase.Store(phaseDone)
 	h1, m1, t1 := hook.load(), markCPU(), time.Now()
+	x1 := px.cpu()
 	after, serr := smp.sample(context.WithoutCancel(ctx))
 	if err := stop(); err != nil {
 		return result{}, err
@@ -255,7 +265,10 @@ func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler,
 	}
 	d := diff(before, after)
 	fillCounts(&r, h1.sub(h0), d, m1.self-m0.self)
-	r.OtherLoad, _ = otherLoad(m0, m1, d.cpu)
+	r.OtherLoad, _ = otherLoad(m0, m1, d.cpu+x1-x0)
+	if r.Ops > 0 && len(px) > 0 {
+		r.ProxyCPUOp = (x1 - x0) / time.Duration(r.Ops)
+	}
 	r.P50, r.P99, r.Mean = percentiles(lat)
 	if len(perProc) > 1 && r.Ops > 0 {
 		lo, hi := slices.Min(perProc), slices.Max(perProc)

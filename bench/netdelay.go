@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// delayProxyFlag is the hidden flag that runs this program as a delaying
+// proxy (see delayProxy).
+const delayProxyFlag = "-delay-proxy"
+
+// delayProxy stands a network of a given round-trip time between the
+// clients of a row and its Redis. It is a TCP proxy in a process of its
+// own (this program, run again with delayProxyFlag): every connection a
+// client opens to it gets one of its own to Redis, and every chunk of
+// bytes it reads, in either direction, is written on half a round trip
+// after it was read. So a reply is not read before a round trip has passed
+// since its request was written, and what Redis sends unasked (a pub/sub
+// message, a RESP3 push, a keyspace invalidation) reaches the client half
+// a round trip after Redis sent it, as on a real link. The chunks of all
+// connections wait in one line in arrival order (the delay is the same for
+// all), so a slow chunk never holds up a later one beyond its own time
+// and throughput is not serialised by the delay. Its CPU is its own: it
+// is not counted as the clients'. What it does not model: bandwidth, loss,
+// and the TCP handshake (a new connection is usable at once).
+type delayProxy struct {
+	addr string
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Scanner
+}
+
+func startDelayProxy(upstream string, rtt time.Duration) (*delayProxy, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, delayProxyFlag, upstream, rtt.String())
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = procAttr()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &delayProxy{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	if !p.out.Scan() {
+		p.close()
+		return nil, fmt.Errorf("bench: delay proxy did not start (%v)", p.out.Err())
+	}
+	p.addr = strings.TrimSpace(p.out.Text())
+	return p, nil
+}
+
+// cpu returns the CPU time the proxy's process has used so far.
+func (p *delayProxy) cpu() (time.Duration, error) {
+	if _, err := io.WriteString(p.in, "\n"); err != nil {
+		return 0, fmt.Errorf("delay proxy: %w", err)
+	}
+	if !p.out.Scan() {
+		return 0, fmt.Errorf("delay proxy: no answer (%v)", p.out.Err())
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(p.out.Text()), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("delay proxy: %w", err)
+	}
+	return time.Duration(ns), nil
+}
+
+func (p *delayProxy) close() {
+	p.in.Close() // the proxy exits at the end of its input
+	_ = p.cmd.Wait()
+}
+
+// proxies is the set of delay proxies of one row, or none on loopback.
+type proxies []*delayProxy
+
+// cpu sums the CPU time the proxies have used so far.
+func (ps proxies) cpu() time.Duration {
+	var sum time.Duration
+	for _, p := range ps {
+		if d, err := p.cpu(); err == nil {
+			sum += d
+		}
+	}
+	return sum
+}
+
+func (ps proxies) close() {
+	for _, p := range ps {
+		p.close()
+	}
+}
+
+// runDelayProxy is the proxy's process: it listens on a free loopback
+// port, prints the address, forwards every connection to upstream with
+// rtt/2 of delay each way, and for each line it reads prints the CPU time
+// it has used, in ns. It ends at the end of its input.
+func runDelayProxy(upstream, rttText string) int {
+	rtt, err := time.ParseDuration(rttText)
+	if err != nil || rtt < 0 {
+		fmt.Fprintln(os.Stderr, "bench delay proxy: bad round-trip time", rttText)
+		return 2
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench delay proxy:", err)
+		return 1
+	}
+	defer ln.Close()
+	line := newDelayLine(rtt / 2)
+	go line.run()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go line.join(c, upstream)
+		}
+	}()
+	fmt.Println(ln.Addr().String())
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		fmt.Println(int64(processCPU()))
+	}
+	return 0
+}
+
+// delayLine delivers chunks of bytes a fixed delay after they were read.
+// One goroutine, locked to its thread, sleeps until the oldest chunk is
+// due and writes it (see preciseSleep: the Go runtime's timers round a
+// sleep under a millisecond up to about one, which would turn 0.2 ms into
+// 1.1). Since every chunk waits the same delay, arrival order is due
+// order, and a FIFO is all the line needs.
+type delayLine struct {
+	delay time.Duration
+
+	mu   sync.Mutex
+	q    []chunk
+	wake chan struct{}
+}
+
+// chunk is bytes read from one side of a connection, to be written to
+// the other at due; no bytes and a nil error means the side it was read
+// from has ended, so the other is to be closed for writing.
+type chunk struct {
+	due  time.Time
+	b    []byte
+	dst  net.Conn
+	last bool
+}
+
+func newDelayLine(delay time.Duration) *delayLine {
+	return &delayLine{delay: delay, wake: make(chan struct{}, 1)}
+}
+
+func (l *delayLine) push(c chunk) {
+	l.mu.Lock()
+	c.due = time.Now().Add(l.delay) // taken under the lock: the queue stays in due order
+	l.q = append(l.q, c)
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (l *delayLine) run() {
+	runtime.LockOSThread() // never unlocked: the thread's timer slack stays with it
+	preciseThread()
+	var spare []chunk
+	for {
+		l.mu.Lock()
+		for len(l.q) == 0 {
+			l.mu.Unlock()
+			<-l.wake
+			l.mu.Lock()
+		}
+		batch := l.q
+		l.q = spare[:0]
+		l.mu.Unlock()
+		for i := range batch {
+			c := &batch[i]
+			if d := time.Until(c.due); d > 0 {
+				preciseSleep(d)
+			}
+			if c.last {
+				if tc, ok := c.dst.(*net.TCPConn); ok {
+					_ = tc.CloseWrite()
+				} else {
+					_ = c.dst.Close()
+				}
+			} else if _, err := c.dst.Write(c.b); err != nil {
+				_ = c.dst.Close()
+			}
+			*c = chunk{}
+		}
+		spare = batch
+	}
+}
+
+// join connects client to upstream through the line, both ways, until
+// both sides have ended.
+func (l *delayLine) join(client net.Conn, upstream string) {
+	up, err := net.Dial("tcp", upstream)
+	if err != nil {
+		client.Close()
+		return
+	}
+	for _, c := range []net.Conn{client, up} {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { l.pump(client, up) })
+	wg.Go(func() { l.pump(up, client) })
+	wg.Wait()
+	// Both directions have been read to their end; give the line time to
+	// write what it still holds before the sockets go.
+	time.Sleep(l.delay + 10*time.Millisecond)
+	client.Close()
+	up.Close()
+}
+
+// pump reads src until it ends and puts what it read on the line for dst.
+func (l *delayLine) pump(src, dst net.Conn) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			l.push(chunk{b: append([]byte(nil), buf[:n]...), dst: dst})
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				_ = src.Close()
+			}
+			l.push(chunk{dst: dst, last: true})
+			return
+		}
+	}
+}
