@@ -122,7 +122,7 @@ func runHotKeysAt(ctx context.Context, cfg *config, specs []hotSpec, rtt time.Du
 			r.FIFOBound = time.Duration(h.perKey) * cycle
 			limit := float64(h.keys) / r.MeanHeld.Seconds()
 			r.Extra = append(r.Extra,
-				fmt.Sprintf("mean cycle per key %v = held %v + handoff gap %v", us(cycle), us(r.MeanHeld), us(cycle-r.MeanHeld)),
+				cycleNote("mean cycle per key", cycle, r),
 				fmt.Sprintf("%.0f%% of the limit keys/held = %.0f/s", 100*r.OpsPerSec/limit, limit))
 			if cpu := r.ClientCPUOp + r.ServerCPUOp; cpu > 0 {
 				// What the machine's CPUs could do at this cost per

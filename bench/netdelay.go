@@ -102,6 +102,14 @@ func (ps proxies) cpu() time.Duration {
 	return sum
 }
 
+// first is the proxies of the first n nodes (none on loopback).
+func (ps proxies) first(n int) proxies {
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps[:n:n]
+}
+
 func (ps proxies) close() {
 	for _, p := range ps {
 		p.close()

@@ -55,12 +55,13 @@ type result struct {
 	FirstError string `json:"first_error,omitempty"`
 
 	// Contended only.
-	Retaken     int64         `json:"retaken,omitempty"`       // acquisitions by the previous holder again
-	MeanHeld    time.Duration `json:"mean_held_ns,omitempty"`  // from holding to Release returned
-	Utilization float64       `json:"utilization,omitempty"`   // share of the window the key was held
-	FIFOBound   time.Duration `json:"fifo_bound_ns,omitempty"` // workers × mean cycle
-	VsBestPeer  float64       `json:"ops_vs_best_peer"`        // ops/s ÷ the best peer's
-	OtherLoad   float64       `json:"other_load"`              // share of the machine's CPU other processes used in the window
+	Retaken     int64         `json:"retaken,omitempty"`         // acquisitions by the previous holder again
+	MeanHeld    time.Duration `json:"mean_held_ns,omitempty"`    // from holding to Release returned
+	MeanRelease time.Duration `json:"mean_release_ns,omitempty"` // of which Release: from calling it to its return
+	Utilization float64       `json:"utilization,omitempty"`     // share of the window the key was held
+	FIFOBound   time.Duration `json:"fifo_bound_ns,omitempty"`   // workers × mean cycle
+	VsBestPeer  float64       `json:"ops_vs_best_peer"`          // ops/s ÷ the best peer's
+	OtherLoad   float64       `json:"other_load"`                // share of the machine's CPU other processes used in the window
 
 	// Renewal only.
 	PipelinesPerTick float64       `json:"pipelines_per_tick,omitempty"`
@@ -92,6 +93,7 @@ type workerStats struct {
 	lat      []time.Duration
 	ops      int64
 	held     time.Duration
+	release  time.Duration // in Release
 	gaveUp   int64
 	errs     int64
 	firstErr error
@@ -182,6 +184,7 @@ func measureVia(ctx context.Context, lib contender, hook *roundTrips, smp *sampl
 				}
 				k.inside.Add(-1)
 				rctx, rcancel := context.WithTimeout(context.WithoutCancel(runCtx), 5*time.Second)
+				released := time.Now()
 				err := release(rctx)
 				rcancel()
 				end := time.Now()
@@ -197,6 +200,7 @@ func measureVia(ctx context.Context, lib contender, hook *roundTrips, smp *sampl
 				if counted {
 					st.ops++
 					st.held += end.Sub(got)
+					st.release += end.Sub(released)
 					if wl.wait {
 						st.lat = append(st.lat, got.Sub(start))
 					} else {
@@ -249,7 +253,7 @@ func measureVia(ctx context.Context, lib contender, hook *roundTrips, smp *sampl
 
 	r := result{Workers: wl.workers, Seconds: t1.Sub(t0).Seconds(), Violations: violations.Load(), Retaken: retaken.Load()}
 	var lat []time.Duration
-	var held time.Duration
+	var held, release time.Duration
 	perProc := make([]int64, max(wl.procs, 1))
 	for i := range stats {
 		st := &stats[i]
@@ -258,6 +262,7 @@ func measureVia(ctx context.Context, lib contender, hook *roundTrips, smp *sampl
 		r.GaveUp += st.gaveUp
 		r.Errors += st.errs
 		held += st.held
+		release += st.release
 		lat = append(lat, st.lat...)
 		if st.firstErr != nil && r.FirstError == "" {
 			r.FirstError = st.firstErr.Error()
@@ -276,6 +281,7 @@ func measureVia(ctx context.Context, lib contender, hook *roundTrips, smp *sampl
 	}
 	if r.Ops > 0 {
 		r.MeanHeld = held / time.Duration(r.Ops)
+		r.MeanRelease = release / time.Duration(r.Ops)
 		r.Utilization = held.Seconds() / r.Seconds
 	}
 	return r, nil

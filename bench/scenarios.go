@@ -351,7 +351,7 @@ func runContendedAt(ctx context.Context, cfg *config, rtt time.Duration) ([]resu
 		if r.Ops > 0 {
 			cycle := time.Duration(r.Seconds / float64(r.Ops) * float64(time.Second))
 			r.FIFOBound = time.Duration(cfg.workers) * cycle
-			r.Extra = append(r.Extra, fmt.Sprintf("mean cycle %v = held %v + handoff gap %v", us(cycle), us(r.MeanHeld), us(cycle-r.MeanHeld)))
+			r.Extra = append(r.Extra, cycleNote("mean cycle", cycle, r))
 		}
 		return r, nil
 	})
