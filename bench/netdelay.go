@@ -118,7 +118,8 @@ func (ps proxies) close() {
 
 // runDelayProxy is the proxy's process: it listens on a free loopback
 // port, prints the address, forwards every connection to upstream with
-// rtt/2 of delay each way, and for each line it reads prints the CPU time
+// rtt/2 of delay each way (the event loop where the kernel has one, the
+// delay line elsewhere), and for each line it reads prints the CPU time
 // it has used, in ns. It ends at the end of its input.
 func runDelayProxy(upstream, rttText string) int {
 	rtt, err := time.ParseDuration(rttText)
@@ -126,13 +127,31 @@ func runDelayProxy(upstream, rttText string) int {
 		fmt.Fprintln(os.Stderr, "bench delay proxy: bad round-trip time", rttText)
 		return 2
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := startEventLoop(rtt/2, upstream)
+	if errors.Is(err, errNoEventLoop) {
+		addr, err = startDelayLine(rtt/2, upstream)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench delay proxy:", err)
 		return 1
 	}
-	defer ln.Close()
-	line := newDelayLine(rtt / 2)
+	fmt.Println(addr)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		fmt.Println(int64(processCPU()))
+	}
+	return 0
+}
+
+// startDelayLine is the proxy on the Go runtime's sockets, where the
+// event loop is not available: a goroutine reads each side, and the delay
+// line writes.
+func startDelayLine(delay time.Duration, upstream string) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	line := newDelayLine(delay)
 	go line.run()
 	go func() {
 		for {
@@ -143,12 +162,7 @@ func runDelayProxy(upstream, rttText string) int {
 			go line.join(c, upstream)
 		}
 	}()
-	fmt.Println(ln.Addr().String())
-	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
-		fmt.Println(int64(processCPU()))
-	}
-	return 0
+	return ln.Addr().String(), nil
 }
 
 // delayLine delivers chunks of bytes a fixed delay after they were read.
