@@ -130,6 +130,9 @@ func annotate(rs []result) {
 				r.Extra = append(r.Extra, "mean "+us(r.Mean))
 			}
 		}
+		if r.ProxyCPUOp > 0 {
+			r.Extra = append(r.Extra, fmt.Sprintf("delay proxy CPU %v/op (not in the client's)", us(r.ProxyCPUOp)))
+		}
 		if r.Reference && r.Ops > 0 {
 			r.Extra = append(r.Extra, fmt.Sprintf("reference, not a Redis peer: in no best-peer ratio; per acquisition %.2f Raft entries, %.2f WAL fsyncs; "+
 				"round trips are gRPC requests; CPU: clients + the etcd member's process", r.RaftEntriesOp, r.FsyncsOp))
