@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -68,19 +69,28 @@ func startDelayProxy(upstream string, rtt time.Duration) (*delayProxy, error) {
 	return p, nil
 }
 
-// cpu returns the CPU time the proxy's process has used so far.
-func (p *delayProxy) cpu() (time.Duration, error) {
+// proxyMark is what a proxy reports: the CPU time its process has used
+// so far, and how late it wrote the chunks since its previous report.
+type proxyMark struct {
+	cpu              time.Duration
+	chunks           int64
+	lateP50, lateP99 time.Duration
+}
+
+func (p *delayProxy) mark() (proxyMark, error) {
 	if _, err := io.WriteString(p.in, "\n"); err != nil {
-		return 0, fmt.Errorf("delay proxy: %w", err)
+		return proxyMark{}, fmt.Errorf("delay proxy: %w", err)
 	}
 	if !p.out.Scan() {
-		return 0, fmt.Errorf("delay proxy: no answer (%v)", p.out.Err())
+		return proxyMark{}, fmt.Errorf("delay proxy: no answer (%v)", p.out.Err())
 	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(p.out.Text()), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("delay proxy: %w", err)
+	var f [4]int64
+	for i, field := range strings.Fields(p.out.Text()) {
+		if i < len(f) {
+			f[i], _ = strconv.ParseInt(field, 10, 64)
+		}
 	}
-	return time.Duration(ns), nil
+	return proxyMark{cpu: time.Duration(f[0]), chunks: f[1], lateP50: time.Duration(f[2]), lateP99: time.Duration(f[3])}, nil
 }
 
 func (p *delayProxy) close() {
@@ -91,12 +101,19 @@ func (p *delayProxy) close() {
 // proxies is the set of delay proxies of one row, or none on loopback.
 type proxies []*delayProxy
 
-// cpu sums the CPU time the proxies have used so far.
-func (ps proxies) cpu() time.Duration {
-	var sum time.Duration
-	for _, p := range ps {
-		if d, err := p.cpu(); err == nil {
-			sum += d
+// mark sums the proxies' CPU time so far, and says how late the first
+// wrote its chunks since the previous mark.
+func (ps proxies) mark() proxyMark {
+	var sum proxyMark
+	for i, p := range ps {
+		m, err := p.mark()
+		if err != nil {
+			continue
+		}
+		if i == 0 {
+			sum = m
+		} else {
+			sum.cpu += m.cpu
 		}
 	}
 	return sum
@@ -120,7 +137,9 @@ func (ps proxies) close() {
 // port, prints the address, forwards every connection to upstream with
 // rtt/2 of delay each way (the event loop where the kernel has one, the
 // delay line elsewhere), and for each line it reads prints the CPU time
-// it has used, in ns. It ends at the end of its input.
+// it has used, the chunks it wrote since the line before and the median
+// and p99 of how late it wrote them, in ns. It ends at the end of its
+// input.
 func runDelayProxy(upstream, rttText string) int {
 	rtt, err := time.ParseDuration(rttText)
 	if err != nil || rtt < 0 {
@@ -138,9 +157,44 @@ func runDelayProxy(upstream, rttText string) int {
 	fmt.Println(addr)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
-		fmt.Println(int64(processCPU()))
+		n, p50, p99 := lateness.take()
+		fmt.Println(int64(processCPU()), n, int64(p50), int64(p99))
 	}
 	return 0
+}
+
+// lateness counts how late the proxy writes each chunk, in µs buckets.
+var lateness lateHistogram
+
+type lateHistogram struct {
+	buckets [10001]atomic.Int64 // µs late; the last one is 10 ms or more
+}
+
+func (h *lateHistogram) add(late time.Duration) {
+	h.buckets[min(max(late/time.Microsecond, 0), time.Duration(len(h.buckets)-1))].Add(1)
+}
+
+// take returns the count, median and p99 since the previous take, and
+// starts again.
+func (h *lateHistogram) take() (n int64, p50, p99 time.Duration) {
+	var counts [len(h.buckets)]int64
+	for i := range h.buckets {
+		counts[i] = h.buckets[i].Swap(0)
+		n += counts[i]
+	}
+	if n == 0 {
+		return 0, 0, 0
+	}
+	at := func(q float64) time.Duration {
+		want, seen := int64(q*float64(n)+0.5), int64(0)
+		for i, c := range counts {
+			if seen += c; seen >= max(want, 1) {
+				return time.Duration(i) * time.Microsecond
+			}
+		}
+		return time.Duration(len(counts)-1) * time.Microsecond
+	}
+	return n, at(0.50), at(0.99)
 }
 
 // startDelayLine is the proxy on the Go runtime's sockets, where the
@@ -223,6 +277,7 @@ func (l *delayLine) run() {
 			if d := time.Until(c.due); d > 0 {
 				preciseSleep(d)
 			}
+			lateness.add(time.Since(c.due))
 			if c.last {
 				if tc, ok := c.dst.(*net.TCPConn); ok {
 					_ = tc.CloseWrite()

@@ -86,28 +86,39 @@ func measureNetwork(ctx context.Context, cfg *config, rtt time.Duration) ([]resu
 	}
 	defer cfg.launcher.stop(servers[0])
 	addr, direct := servers[0].addr, servers[0].addr
+	var p *delayProxy
 	if rtt > 0 {
-		p, err := startDelayProxy(addr, rtt)
-		if err != nil {
+		if p, err = startDelayProxy(addr, rtt); err != nil {
 			return nil, err
 		}
 		defer p.close()
 		addr = p.addr
 	}
-	return pingRows(ctx, addr, direct, rtt, rttVariant("", rtt))
+	return pingRows(ctx, addr, direct, rtt, rttVariant("", rtt), p)
 }
 
 // pingRows measures PING round trips to addr from go-redis and rueidis,
-// and how long a message published on direct (undelayed) takes to reach a
-// subscriber on addr. setting is the round-trip time asked for (0: none
-// known, as for -ping).
-func pingRows(ctx context.Context, addr, direct string, setting time.Duration, variant string) ([]result, error) {
+// and how long a message published on direct (undelayed, unless it is
+// addr) takes to reach a subscriber on addr. setting is the round-trip
+// time asked for (0: none known, as for -ping); p, if not nil, the proxy
+// at addr, which says how late it wrote its chunks.
+func pingRows(ctx context.Context, addr, direct string, setting time.Duration, variant string, p *delayProxy) ([]result, error) {
+	proxyNote := func(r *result) {
+		if p == nil {
+			return
+		}
+		if m, err := p.mark(); err == nil && m.chunks > 0 {
+			r.Extra = append(r.Extra, fmt.Sprintf("the proxy wrote its %d chunks late by p50 %v, p99 %v (the rest is the hosts' wake-ups and the extra hop)",
+				m.chunks, us(m.lateP50), us(m.lateP99)))
+		}
+	}
 	gr := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
 	defer gr.Close()
 	goRedis := result{Scenario: scNetwork, Library: "go-redis", Setup: "PING, one connection, one at a time", Variant: variant, Workers: 1}
-	if err := pingLoop(ctx, &goRedis, func(ctx context.Context) error { return gr.Ping(ctx).Err() }); err != nil {
+	if err := pingLoop(ctx, &goRedis, func(ctx context.Context) error { return gr.Ping(ctx).Err() }, p); err != nil {
 		return nil, err
 	}
+	proxyNote(&goRedis)
 	push, err := pushLatency(ctx, gr, direct)
 	if err != nil {
 		return nil, err
@@ -126,9 +137,10 @@ func pingRows(ctx context.Context, addr, direct string, setting time.Duration, v
 	}
 	defer rc.Close()
 	rue := result{Scenario: scNetwork, Library: "rueidis", Setup: "PING, one at a time", Variant: variant, Workers: 1}
-	if err := pingLoop(ctx, &rue, func(ctx context.Context) error { return rc.Do(ctx, rc.B().Ping().Build()).Error() }); err != nil {
+	if err := pingLoop(ctx, &rue, func(ctx context.Context) error { return rc.Do(ctx, rc.B().Ping().Build()).Error() }, p); err != nil {
 		return nil, err
 	}
+	proxyNote(&rue)
 	out := []result{goRedis, rue}
 	for i := range out {
 		r := &out[i]
@@ -144,11 +156,17 @@ func pingRows(ctx context.Context, addr, direct string, setting time.Duration, v
 	return out, nil
 }
 
-// pingLoop times pingsPerClient calls of ping, one after another, into r.
-func pingLoop(ctx context.Context, r *result, ping func(context.Context) error) error {
+// pingLoop times pingsPerClient calls of ping, one after another, into r,
+// after marking p (if not nil) so its next mark covers them.
+func pingLoop(ctx context.Context, r *result, ping func(context.Context) error, p *delayProxy) error {
 	for range 20 { // connect and warm up
 		if err := ping(ctx); err != nil {
 			return fmt.Errorf("bench: PING: %w", err)
+		}
+	}
+	if p != nil {
+		if _, err := p.mark(); err != nil {
+			return err
 		}
 	}
 	lat := make([]time.Duration, 0, pingsPerClient)
@@ -206,5 +224,5 @@ func median(lat []time.Duration) time.Duration {
 // runPing is -ping: the network rows against a server someone else runs
 // (on a link with tc netem, say), with no delay of the harness's own.
 func runPing(ctx context.Context, addr string) ([]result, error) {
-	return pingRows(ctx, addr, addr, 0, "at "+addr)
+	return pingRows(ctx, addr, addr, 0, "at "+addr, nil)
 }

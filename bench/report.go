@@ -131,7 +131,8 @@ func annotate(rs []result) {
 			}
 		}
 		if r.ProxyCPUOp > 0 {
-			r.Extra = append(r.Extra, fmt.Sprintf("delay proxy CPU %v/op (not in the client's)", us(r.ProxyCPUOp)))
+			r.Extra = append(r.Extra, fmt.Sprintf("delay proxy CPU %v/op (not in the client's), its chunks written late by p50 %v, p99 %v",
+				us(r.ProxyCPUOp), us(r.ProxyLateP50), us(r.ProxyLateP99)))
 		}
 		if r.Reference && r.Ops > 0 {
 			r.Extra = append(r.Extra, fmt.Sprintf("reference, not a Redis peer: in no best-peer ratio; per acquisition %.2f Raft entries, %.2f WAL fsyncs; "+

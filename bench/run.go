@@ -42,6 +42,8 @@ type result struct {
 	Mean           time.Duration      `json:"mean_ns"`
 	ClientCPUOp    time.Duration      `json:"client_cpu_per_op_ns"`
 	ProxyCPUOp     time.Duration      `json:"proxy_cpu_per_op_ns,omitempty"` // the delay proxy's process, not in the client's figure
+	ProxyLateP50   time.Duration      `json:"proxy_late_p50_ns,omitempty"`   // how late the (first) proxy wrote the window's chunks
+	ProxyLateP99   time.Duration      `json:"proxy_late_p99_ns,omitempty"`
 	ServerCPUOp    time.Duration      `json:"server_cpu_per_op_ns"`
 
 	// etcd only.
@@ -233,13 +235,13 @@ func measureVia(ctx context.Context, lib contender, hook *roundTrips, smp *sampl
 		_ = stop()
 		return result{}, err
 	}
-	x0 := px.cpu()
+	x0 := px.mark()
 	h0, m0, t0 := hook.load(), markCPU(), time.Now()
 	phase.Store(phaseMeasure)
 	ok := sleepCtx(ctx, wl.window)
 	phase.Store(phaseDone)
 	h1, m1, t1 := hook.load(), markCPU(), time.Now()
-	x1 := px.cpu()
+	x1 := px.mark()
 	after, serr := smp.sample(context.WithoutCancel(ctx))
 	if err := stop(); err != nil {
 		return result{}, err
@@ -270,9 +272,10 @@ func measureVia(ctx context.Context, lib contender, hook *roundTrips, smp *sampl
 	}
 	d := diff(before, after)
 	fillCounts(&r, h1.sub(h0), d, m1.self-m0.self)
-	r.OtherLoad, _ = otherLoad(m0, m1, d.cpu+x1-x0)
+	r.OtherLoad, _ = otherLoad(m0, m1, d.cpu+x1.cpu-x0.cpu)
 	if r.Ops > 0 && len(px) > 0 {
-		r.ProxyCPUOp = (x1 - x0) / time.Duration(r.Ops)
+		r.ProxyCPUOp = (x1.cpu - x0.cpu) / time.Duration(r.Ops)
+		r.ProxyLateP50, r.ProxyLateP99 = x1.lateP50, x1.lateP99
 	}
 	r.P50, r.P99, r.Mean = percentiles(lat)
 	if len(perProc) > 1 && r.Ops > 0 {
