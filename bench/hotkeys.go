@@ -76,18 +76,34 @@ func hotKeyCases(cfg *config) []rowSpec {
 func hotVariant(h hotSpec) string { return fmt.Sprintf("%d keys x%d", h.keys, h.perKey) }
 
 func runHotKeys(ctx context.Context, cfg *config) ([]result, error) {
-	specs, err := parseHotKeys(cfg.hotKeys)
-	if err != nil {
-		return nil, err
+	var out []result
+	for _, rtt := range cfg.rtts {
+		flagSpecs := cfg.hotKeys
+		if rtt > 0 {
+			flagSpecs = cfg.rttHotKeys
+		}
+		specs, err := parseHotKeys(flagSpecs)
+		if err != nil {
+			return out, err
+		}
+		rs, err := runHotKeysAt(ctx, cfg, specs, rtt)
+		out = append(out, rs...)
+		if err != nil {
+			return out, err
+		}
 	}
+	return out, nil
+}
+
+func runHotKeysAt(ctx context.Context, cfg *config, specs []hotSpec, rtt time.Duration) ([]result, error) {
 	cases := hotKeyCases(cfg)
 	var out []result
 	for _, h := range specs {
-		variant := hotVariant(h)
+		variant := rttVariant(hotVariant(h), rtt)
 		rs, err := inRounds(cfg.rounds, len(cases), func(i int) (result, error) {
 			c := cases[i]
 			cfg.progress("hotkeys %s: %s (%s)", variant, c.library, c.setup)
-			r, err := onFreshServer(ctx, cfg, scHotKeys, c, workload{
+			r, err := onFreshServerAt(ctx, cfg, scHotKeys, c, workload{
 				procs:   c.procs,
 				workers: h.keys * h.perKey,
 				key:     func(w int) string { return "bench:hot:" + strconv.Itoa(w%h.keys) },
@@ -95,7 +111,7 @@ func runHotKeys(ctx context.Context, cfg *config) ([]result, error) {
 				wait:    true,
 				warmup:  max(cfg.warmup, time.Second),
 				window:  cfg.window,
-			})
+			}, rtt)
 			r.Variant, r.Keys = variant, h.keys
 			if err != nil || r.Ops == 0 {
 				return r, err
@@ -106,7 +122,7 @@ func runHotKeys(ctx context.Context, cfg *config) ([]result, error) {
 			r.FIFOBound = time.Duration(h.perKey) * cycle
 			limit := float64(h.keys) / r.MeanHeld.Seconds()
 			r.Extra = append(r.Extra,
-				fmt.Sprintf("mean cycle per key %v = held %v + handoff gap %v", us(cycle), us(r.MeanHeld), us(cycle-r.MeanHeld)),
+				cycleNote("mean cycle per key", cycle, r),
 				fmt.Sprintf("%.0f%% of the limit keys/held = %.0f/s", 100*r.OpsPerSec/limit, limit))
 			if cpu := r.ClientCPUOp + r.ServerCPUOp; cpu > 0 {
 				// What the machine's CPUs could do at this cost per

@@ -23,6 +23,9 @@ func main() {
 	if len(os.Args) == 3 && os.Args[1] == probeFlag {
 		os.Exit(runProbe(os.Args[2]))
 	}
+	if len(os.Args) == 4 && os.Args[1] == delayProxyFlag {
+		os.Exit(runDelayProxy(os.Args[2], os.Args[3]))
+	}
 	if len(os.Args) == 5 && os.Args[1] == etcdMemberFlag {
 		os.Exit(runEtcdMember(os.Args[2], os.Args[3], os.Args[4]))
 	}
@@ -37,8 +40,13 @@ func run() int {
 		bin       string
 		timeout   time.Duration
 		quiet     bool
+		rtts      string
+		pingAddr  string
 	)
-	flag.StringVar(&scenarios, "scenarios", "uncontended,contended,hotkeys,renewal,redlock,multikey", "comma-separated scenarios to run (also: semaphore, rwlock)")
+	flag.StringVar(&scenarios, "scenarios", "network,uncontended,contended,hotkeys,renewal,redlock,multikey", "comma-separated scenarios to run (also: semaphore, rwlock)")
+	flag.StringVar(&rtts, "rtt", "1ms,200us,0", "network, uncontended, contended and hotkeys: comma-separated round-trip times to measure every row at, through a delay proxy between the clients and Redis (0: loopback, no proxy)")
+	flag.StringVar(&cfg.rttHotKeys, "rtt-hotkeys", "64x4", "hotkeys at a round-trip time above 0: comma-separated KEYSxWORKERS (loopback uses -hotkeys)")
+	flag.StringVar(&pingAddr, "ping", "", "only measure PING round trips and a pushed message's delay to the Redis at this address (e.g. one behind tc netem), and exit")
 	flag.DurationVar(&cfg.window, "duration", 2*time.Second, "measured window of each uncontended, contended and Redlock run")
 	flag.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each window (contended: at least 1s)")
 	flag.IntVar(&cfg.parallel, "parallel", 8, "uncontended: also measure this many goroutines, each cycling its own key (0: one goroutine only)")
@@ -58,7 +66,7 @@ func run() int {
 	flag.IntVar(&cfg.renewCluster, "renew-cluster", 0, "renewal: also hold the -renew-scale locks (or -locks ones) with padlock on a Redis Cluster of this many masters (e.g. 3; 0: no)")
 	flag.IntVar(&cfg.nodes, "nodes", 5, "redlock: independent redis-servers")
 	flag.DurationVar(&cfg.redlockTTL, "redlock-ttl", 5*time.Second, "redlock: lock TTL, and padlock's WithMaxLease")
-	flag.DurationVar(&cfg.redlockRTT, "redlock-rtt", time.Millisecond, "redlock: also measure with this round-trip time added to every node (simulated in the client; 0: loopback only)")
+	flag.DurationVar(&cfg.redlockRTT, "redlock-rtt", time.Millisecond, "redlock: also measure with this round-trip time added to every node (a delay proxy in front of each; 0: loopback only)")
 	flag.IntVar(&cfg.rounds, "rounds", 1, "uncontended, contended and Redlock: measure each row this many times, interleaved, and show the median")
 	flag.DurationVar(&cfg.settle, "settle", 0, "before each row, wait up to this long for the machine to be nearly idle (for shared machines; 0: don't wait)")
 	noPeers := flag.Bool("no-peers", false, "measure padlock (and the floor) only: no peers, no etcd")
@@ -67,7 +75,7 @@ func run() int {
 	flag.StringVar(&cfg.memProfile, "memprofile", "", "renewal: write a heap profile of this process to this file once each row's locks are taken (the last row's stays)")
 	flag.StringVar(&jsonPath, "json", "", "also write the results as JSON to this file")
 	flag.StringVar(&bin, "redis-server", "redis-server", "redis-server binary")
-	flag.DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.DurationVar(&timeout, "timeout", 25*time.Minute, "give up after this long")
 	flag.BoolVar(&quiet, "q", false, "no progress on stderr")
 	flag.Parse()
 	cfg.skipPeers = *noPeers
@@ -75,7 +83,7 @@ func run() int {
 	want := map[string]bool{}
 	for s := range strings.SplitSeq(scenarios, ",") {
 		s = strings.TrimSpace(s)
-		if !slices.Contains([]string{scUncontended, scContended, scHotKeys, scRenewal, scRedlock, scMultiKey, scSemaphore, scRWLock}, s) {
+		if !slices.Contains([]string{scNetwork, scUncontended, scContended, scHotKeys, scRenewal, scRedlock, scMultiKey, scSemaphore, scRWLock}, s) {
 			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q\n", s)
 			return 2
 		}
@@ -83,6 +91,11 @@ func run() int {
 	}
 	if cfg.workers < 1 || cfg.procs < 1 || cfg.locks < 1 || cfg.nodes < 1 || cfg.poll <= 0 || cfg.window <= 0 {
 		fmt.Fprintln(os.Stderr, "bench: -workers, -procs, -locks, -nodes, -poll and -duration must be positive")
+		return 2
+	}
+	var err error
+	if cfg.rtts, err = parseRTTs(rtts); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	if *libs != "" {
@@ -121,6 +134,16 @@ func run() int {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
+	if pingAddr != "" {
+		rs, err := runPing(ctx, pingAddr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		writeMarkdown(os.Stdout, rs, nil, nil)
+		return 0
+	}
+
 	l, err := newLauncher(bin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -141,6 +164,7 @@ func run() int {
 			name string
 			run  func(context.Context, *config) ([]result, error)
 		}{
+			{scNetwork, runNetwork},
 			{scUncontended, runUncontended},
 			{scContended, runContended},
 			{scHotKeys, runHotKeys},
@@ -201,9 +225,15 @@ func describe(cfg *config, took time.Duration, loadBefore, loadAfter string) []s
 			"peers: one goroutine per lock, started when it was taken, calling redsync Mutex.ExtendContext or redislock "+
 			"Lock.Refresh every TTL/3. One go-redis client, PoolSize 64. CPU: getrusage of this process and INFO used_cpu of the server, "+
 			"per second of the window.", cfg.locks, cfg.renewTTL),
+		fmt.Sprintf("Round-trip time (rows named RTT 1ms, RTT 0.2ms, ...; -rtt %s): every client of the row, whichever library, reaches Redis "+
+			"through a delay proxy, a process of its own on 127.0.0.1 (one epoll_pwait2 event loop on Linux) that writes each chunk it reads, "+
+			"either way, half the RTT after it read it: a reply comes a round trip after its request, a pushed message (pub/sub, RESP3 push, "+
+			"invalidation) half a round trip after Redis sent it. The network rows measure what it gives: PING one at a time from go-redis "+
+			"and rueidis, and a message published on an undelayed connection until it reaches a subscriber behind the proxy. The proxy's "+
+			"CPU is not in the client's figure (the notes give it per op); the servers still share this machine's CPUs. Rows without RTT are loopback.",
+			rttList(cfg.rtts)),
 		fmt.Sprintf("Redlock: one goroutine, Acquire+Release on one key; %d independent servers on this machine; clients with "+
-			"ContextTimeoutEnabled. Simulated RTT rows: the client does not read a reply before the RTT has passed since "+
-			"the request was written (the servers still share this machine's CPUs). The fleet rows (\"one key, ... processes\"): "+
+			"ContextTimeoutEnabled. RTT rows: a delay proxy in front of each node. The fleet rows (\"one key, ... processes\"): "+
 			"the contended load on the same nodes, over %d processes, each with clients of its own; a Redlock Locker makes no "+
 			"grants at release, so a release's notice wakes one waiter per Locker to try.", cfg.nodes, cfg.procs),
 		fmt.Sprintf("etcd (reference rows, contended): concurrency.Mutex (%s), a fresh Mutex per acquisition, on one etcd member "+
@@ -228,4 +258,12 @@ func writeJSON(path string, rs []result, ts []target, settings []string) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func rttList(rtts []time.Duration) string {
+	parts := make([]string, len(rtts))
+	for i, d := range rtts {
+		parts[i] = d.String()
+	}
+	return strings.Join(parts, ",")
 }

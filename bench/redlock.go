@@ -80,8 +80,22 @@ func runRedlock(ctx context.Context, cfg *config) ([]result, error) {
 	var out []result
 	for _, rtt := range nets {
 		network := ""
+		addrs := make([]string, len(servers))
+		for i, s := range servers {
+			addrs[i] = s.addr
+		}
+		var px proxies
 		if rtt > 0 {
-			network = fmt.Sprintf("+%v RTT (simulated)", rtt)
+			network = fmt.Sprintf("+%v RTT (delay proxy)", rtt)
+			for i := range addrs {
+				p, err := startDelayProxy(addrs[i], rtt)
+				if err != nil {
+					px.close()
+					return out, err
+				}
+				px = append(px, p)
+				addrs[i] = p.addr
+			}
 		}
 		rs, err := inRounds(cfg.rounds, len(cases), func(i int) (result, error) {
 			c := cases[i]
@@ -94,11 +108,7 @@ func runRedlock(ctx context.Context, cfg *config) ([]result, error) {
 			clients := make([]redis.UniversalClient, c.nodes)
 			for i := range clients {
 				// NewRedlock needs context deadlines to reach the socket.
-				o := &redis.Options{Addr: servers[i].addr, ContextTimeoutEnabled: true}
-				if rtt > 0 {
-					o.Dialer = slowDialer(rtt)
-				}
-				cl := redis.NewClient(o)
+				cl := redis.NewClient(&redis.Options{Addr: addrs[i], ContextTimeoutEnabled: true})
 				cl.AddHook(hook)
 				clients[i] = cl
 			}
@@ -111,7 +121,7 @@ func runRedlock(ctx context.Context, cfg *config) ([]result, error) {
 			if err != nil {
 				return result{}, fmt.Errorf("redlock %s: %w", c.library, err)
 			}
-			r, err := measure(ctx, lib, hook, smp, workload{
+			r, err := measureVia(ctx, lib, hook, smp, px.first(c.nodes), workload{
 				workers: 1,
 				key:     func(int) string { return "bench:redlock" },
 				warmup:  cfg.warmup,
@@ -121,9 +131,10 @@ func runRedlock(ctx context.Context, cfg *config) ([]result, error) {
 			if err != nil {
 				return result{}, fmt.Errorf("redlock %s: %w", c.library, err)
 			}
-			r.Scenario, r.Library, r.Setup, r.Peer, r.Variant, r.Nodes = scRedlock, c.library, c.setup, c.peer, network, c.nodes
+			r.Scenario, r.Library, r.Setup, r.Peer, r.Variant, r.Nodes, r.RTT = scRedlock, c.library, c.setup, c.peer, network, c.nodes, rtt
 			return r, nil
 		})
+		px.close()
 		out = append(out, rs...)
 		if err != nil {
 			return out, err
@@ -221,7 +232,7 @@ func runRedlockFleet(ctx context.Context, cfg *config, smp *sampler) ([]result, 
 		if r.Ops > 0 {
 			cycle := time.Duration(r.Seconds / float64(r.Ops) * float64(time.Second))
 			r.FIFOBound = time.Duration(cfg.workers) * cycle
-			r.Extra = append(r.Extra, fmt.Sprintf("mean cycle %v = held %v + handoff gap %v", us(cycle), us(r.MeanHeld), us(cycle-r.MeanHeld)))
+			r.Extra = append(r.Extra, cycleNote("mean cycle", cycle, r))
 		}
 		return r, nil
 	})

@@ -130,6 +130,10 @@ func annotate(rs []result) {
 				r.Extra = append(r.Extra, "mean "+us(r.Mean))
 			}
 		}
+		if r.ProxyCPUOp > 0 {
+			r.Extra = append(r.Extra, fmt.Sprintf("delay proxy CPU %v/op (not in the client's), its chunks written late by p50 %v, p99 %v",
+				us(r.ProxyCPUOp), us(r.ProxyLateP50), us(r.ProxyLateP99)))
+		}
 		if r.Reference && r.Ops > 0 {
 			r.Extra = append(r.Extra, fmt.Sprintf("reference, not a Redis peer: in no best-peer ratio; per acquisition %.2f Raft entries, %.2f WAL fsyncs; "+
 				"round trips are gRPC requests; CPU: clients + the etcd member's process", r.RaftEntriesOp, r.FsyncsOp))
@@ -149,8 +153,11 @@ func checkTargets(rs []result, workers int) []target {
 	add := func(goal string, pass bool, format string, args ...any) {
 		ts = append(ts, target{Goal: goal, Measured: fmt.Sprintf(format, args...), Pass: pass})
 	}
+	ts = append(ts, rttTargets(rs)...)
+	// The checks below are loopback's; rttTargets has those of the rows
+	// at a round-trip time.
 	for _, p := range rs {
-		if p.Scenario != scUncontended || p.Library != libPadlock || !strings.HasPrefix(p.Setup, "New, zero") {
+		if p.Scenario != scUncontended || p.Library != libPadlock || !strings.HasPrefix(p.Setup, "New, zero") || p.RTT != 0 {
 			continue
 		}
 		name := p.name()
@@ -168,17 +175,14 @@ func checkTargets(rs []result, workers int) []target {
 		u, ok := find(rs, scUncontended, libPadlock, prefix)
 		return u.CommandsOp, ok
 	}
-	best, haveBest := bestClassicPeer(rs, "", scContended)
+	// One key against the peers is checked at 1 ms only (rttTargets): on
+	// loopback every library is at the bound the 1 ms sleep sets.
 	for _, r := range rs {
-		if r.Scenario != scContended || r.Library != libPadlock {
+		if r.Scenario != scContended || r.Library != libPadlock || r.RTT != 0 {
 			continue
 		}
 		fair := strings.HasPrefix(r.Setup, "Fair")
 		name := "contended (" + r.Setup + ")"
-		if !fair && haveBest {
-			add(name+": acquisitions/s >= 1.1x best of redsync, redislock", r.OpsPerSec >= 1.1*best.OpsPerSec,
-				"%.0f vs %s %.0f (%.2fx)%s", r.OpsPerSec, best.Library, best.OpsPerSec, r.OpsPerSec/best.OpsPerSec, besideRueidis(rs, r))
-		}
 		add(name+": <= 4 round trips per acquisition", r.RoundTripsOp <= 4, "%.2f", r.RoundTripsOp)
 		if u, ok := uncontendedCmds(fair); ok {
 			extra := r.CommandsOp - u
@@ -279,9 +283,9 @@ func writeMarkdown(w io.Writer, rs []result, ts []target, settings []string) {
 		fmt.Fprintln(w, "| target | measured | result |")
 		fmt.Fprintln(w, "|---|---|---|")
 		for _, t := range ts {
-			res := "FAIL"
+			res := "MISSED"
 			if t.Pass {
-				res = "pass"
+				res = "met"
 			}
 			fmt.Fprintf(w, "| %s | %s | %s |\n", t.Goal, t.Measured, res)
 		}
@@ -317,8 +321,9 @@ func (r result) name() string {
 	return r.Scenario
 }
 
-// hotKeyTargets checks the many-hot-keys rows: on 64 keys padlock's default
-// mode does at least 1.3x the best peer (rueidislock included); on every
+// hotKeyTargets checks the many-hot-keys rows on loopback: on 64 keys
+// padlock's default mode on one Locker does at least 1.3x the best peer
+// (rueidislock included); on every
 // key count its p99 wait stays within 2x the FIFO bound; and fair mode
 // does at least 0.8x the default.
 func hotKeyTargets(rs []result) []target {
@@ -327,17 +332,15 @@ func hotKeyTargets(rs []result) []target {
 		ts = append(ts, target{Goal: goal, Measured: fmt.Sprintf(format, args...), Pass: pass})
 	}
 	for _, r := range rs {
-		if r.Scenario != scHotKeys || r.Library != libPadlock || r.Ops == 0 {
+		if r.Scenario != scHotKeys || r.Library != libPadlock || r.Ops == 0 || r.RTT != 0 {
 			continue
 		}
 		fair := strings.HasPrefix(r.Setup, "Fair")
 		name := r.name() + " (" + r.Setup + ")"
-		if !fair && r.Keys == 64 && r.Procs > 1 {
-			if best, ok := bestPeerWith(rs, r.Variant, scHotKeys, r.Procs); ok {
-				add(name+fmt.Sprintf(": acquisitions/s >= 1.5x best peer on %d clients", r.Procs), r.OpsPerSec >= 1.5*best.OpsPerSec,
-					"%.0f vs %s %.0f (%.2fx)", r.OpsPerSec, best.Library, best.OpsPerSec, r.OpsPerSec/best.OpsPerSec)
-			}
-		} else if !fair && r.Keys == 64 {
+		// 64 keys over several Lockers against the peers is checked at
+		// 1 ms only (rttTargets): on loopback every key is at the bound
+		// the 1 ms sleep sets.
+		if !fair && r.Keys == 64 && r.Procs == 1 {
 			if best, ok := bestPeerOn(rs, r.Variant, scHotKeys); ok {
 				add(name+": acquisitions/s >= 1.3x best peer", r.OpsPerSec >= 1.3*best.OpsPerSec,
 					"%.0f vs %s %.0f (%.2fx)", r.OpsPerSec, best.Library, best.OpsPerSec, r.OpsPerSec/best.OpsPerSec)
@@ -404,4 +407,75 @@ func fleetTargets(rs []result, r result, name string) []target {
 			"p99 %v vs bound %v (%.2fx)", ms(r.P99), ms(r.FIFOBound), float64(r.P99)/float64(r.FIFOBound))
 	}
 	return ts
+}
+
+// cycleNote splits a contended row's mean cycle into the time a holder
+// had the lock (its critical section, then its Release call) and the gap
+// before the next holder had it.
+func cycleNote(what string, cycle time.Duration, r result) string {
+	return fmt.Sprintf("%s %v = held %v (of which Release %v) + handoff gap %v", what, us(cycle), us(r.MeanHeld), us(r.MeanRelease), us(cycle-r.MeanHeld))
+}
+
+// targetRTT is the round-trip time the peer targets are set at: what a
+// service sees of its Redis across a cloud region.
+const targetRTT = time.Millisecond
+
+// rttTargets checks the rows at targetRTT: padlock's default mode on one
+// key at least 2x the best peer on as many clients, 1 Locker and
+// -procs Lockers, with a p99 wait within 1.5x the FIFO bound; on 64 hot
+// keys over -procs Lockers at least 1.3x the best peer on as many
+// clients; uncontended at least 0.95x the best peer; fair mode over
+// -procs Lockers on one key at least 0.8x the default mode.
+func rttTargets(rs []result) []target {
+	var ts []target
+	add := func(goal string, pass bool, format string, args ...any) {
+		ts = append(ts, target{Goal: goal, Measured: fmt.Sprintf(format, args...), Pass: pass})
+	}
+	vsPeer := func(r result, best result) string {
+		return fmt.Sprintf("%.0f vs %s %.0f (%.2fx)", r.OpsPerSec, best.Library, best.OpsPerSec, r.OpsPerSec/best.OpsPerSec)
+	}
+	for _, r := range rs {
+		if r.RTT != targetRTT || r.Library != libPadlock || r.Ops == 0 {
+			continue
+		}
+		fair := strings.HasPrefix(r.Setup, "Fair")
+		name := r.name() + " (" + r.Setup + ")"
+		switch {
+		case r.Scenario == scUncontended && strings.HasPrefix(r.Setup, "New, zero"):
+			if best, ok := bestPeerOn(rs, r.Variant, r.Scenario); ok {
+				// The medians beside it: on a loaded machine a few stalled
+				// cycles move the rate more than the libraries differ.
+				add(name+": cycles/s >= 0.95x best peer", r.OpsPerSec >= 0.95*best.OpsPerSec, "%s; p50 cycle %v vs %v",
+					vsPeer(r, best), ms(r.P50), ms(best.P50))
+			}
+		case r.Scenario == scContended && !fair:
+			if best, ok := bestPeerWith(rs, r.Variant, r.Scenario, r.Procs); ok {
+				add(name+fmt.Sprintf(": acquisitions/s >= 2x best peer on %d client(s)", r.Procs), r.OpsPerSec >= 2*best.OpsPerSec,
+					"%s; %s", vsPeer(r, best), cycleNote("padlock's mean cycle", cycleOf(r), r))
+			}
+			if r.FIFOBound > 0 {
+				add(name+": p99 wait <= 1.5x FIFO bound", r.P99*2 <= 3*r.FIFOBound,
+					"p99 %v vs bound %v (%.2fx)", ms(r.P99), ms(r.FIFOBound), float64(r.P99)/float64(r.FIFOBound))
+			}
+		case r.Scenario == scContended && fair && r.Procs > 1:
+			if d, ok := findPadlock(rs, r.Variant, r.Scenario, "Wait", r.Procs); ok && d.OpsPerSec > 0 {
+				add(name+": acquisitions/s >= 0.8x the default mode on as many Lockers", r.OpsPerSec >= 0.8*d.OpsPerSec,
+					"%.0f vs %.0f (%.2fx)", r.OpsPerSec, d.OpsPerSec, r.OpsPerSec/d.OpsPerSec)
+			}
+		case r.Scenario == scHotKeys && !fair && r.Keys == 64 && r.Procs > 1:
+			if best, ok := bestPeerWith(rs, r.Variant, r.Scenario, r.Procs); ok {
+				add(name+fmt.Sprintf(": acquisitions/s >= 1.3x best peer on %d clients", r.Procs), r.OpsPerSec >= 1.3*best.OpsPerSec,
+					"%s", vsPeer(r, best))
+			}
+		}
+	}
+	return ts
+}
+
+// cycleOf is a one-key row's mean cycle: the window over its acquisitions.
+func cycleOf(r result) time.Duration {
+	if r.Ops == 0 {
+		return 0
+	}
+	return time.Duration(r.Seconds / float64(r.Ops) * float64(time.Second))
 }

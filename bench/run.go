@@ -13,16 +13,17 @@ import (
 
 // result is one row of the table: one library in one scenario.
 type result struct {
-	Scenario string `json:"scenario"`
-	Library  string `json:"library"`
-	Setup    string `json:"setup"`
-	Peer     bool   `json:"peer"`              // counts as "the best peer" of its scenario
-	Variant  string `json:"variant,omitempty"` // rows compare within a variant: goroutines (uncontended), simulated RTT (Redlock)
-	Rounds   int    `json:"rounds,omitempty"`  // rounds measured; the row is the median one
-	Nodes    int    `json:"nodes,omitempty"`   // Redlock scenario: nodes the lock lives on
-	Masters  int    `json:"masters,omitempty"` // renewal on a Cluster: its masters
-	Keys     int    `json:"keys,omitempty"`    // hotkeys scenario: keys the workers are spread over
-	Procs    int    `json:"procs,omitempty"`   // clients ("processes": Lockers, pools) the workers are spread over
+	Scenario string        `json:"scenario"`
+	Library  string        `json:"library"`
+	Setup    string        `json:"setup"`
+	Peer     bool          `json:"peer"`              // counts as "the best peer" of its scenario
+	Variant  string        `json:"variant,omitempty"` // rows compare within a variant: goroutines (uncontended), keys (hotkeys), round-trip time
+	RTT      time.Duration `json:"rtt_ns,omitempty"`  // round-trip time the delay proxy added (0: loopback)
+	Rounds   int           `json:"rounds,omitempty"`  // rounds measured; the row is the median one
+	Nodes    int           `json:"nodes,omitempty"`   // Redlock scenario: nodes the lock lives on
+	Masters  int           `json:"masters,omitempty"` // renewal on a Cluster: its masters
+	Keys     int           `json:"keys,omitempty"`    // hotkeys scenario: keys the workers are spread over
+	Procs    int           `json:"procs,omitempty"`   // clients ("processes": Lockers, pools) the workers are spread over
 
 	// Reference rows are measured beside the peers on a store that is not
 	// Redis (etcd): never a peer, no Redis commands.
@@ -40,6 +41,9 @@ type result struct {
 	P99            time.Duration      `json:"p99_ns"`
 	Mean           time.Duration      `json:"mean_ns"`
 	ClientCPUOp    time.Duration      `json:"client_cpu_per_op_ns"`
+	ProxyCPUOp     time.Duration      `json:"proxy_cpu_per_op_ns,omitempty"` // the delay proxy's process, not in the client's figure
+	ProxyLateP50   time.Duration      `json:"proxy_late_p50_ns,omitempty"`   // how late the (first) proxy wrote the window's chunks
+	ProxyLateP99   time.Duration      `json:"proxy_late_p99_ns,omitempty"`
 	ServerCPUOp    time.Duration      `json:"server_cpu_per_op_ns"`
 
 	// etcd only.
@@ -53,12 +57,13 @@ type result struct {
 	FirstError string `json:"first_error,omitempty"`
 
 	// Contended only.
-	Retaken     int64         `json:"retaken,omitempty"`       // acquisitions by the previous holder again
-	MeanHeld    time.Duration `json:"mean_held_ns,omitempty"`  // from holding to Release returned
-	Utilization float64       `json:"utilization,omitempty"`   // share of the window the key was held
-	FIFOBound   time.Duration `json:"fifo_bound_ns,omitempty"` // workers × mean cycle
-	VsBestPeer  float64       `json:"ops_vs_best_peer"`        // ops/s ÷ the best peer's
-	OtherLoad   float64       `json:"other_load"`              // share of the machine's CPU other processes used in the window
+	Retaken     int64         `json:"retaken,omitempty"`         // acquisitions by the previous holder again
+	MeanHeld    time.Duration `json:"mean_held_ns,omitempty"`    // from holding to Release returned
+	MeanRelease time.Duration `json:"mean_release_ns,omitempty"` // of which Release: from calling it to its return
+	Utilization float64       `json:"utilization,omitempty"`     // share of the window the key was held
+	FIFOBound   time.Duration `json:"fifo_bound_ns,omitempty"`   // workers × mean cycle
+	VsBestPeer  float64       `json:"ops_vs_best_peer"`          // ops/s ÷ the best peer's
+	OtherLoad   float64       `json:"other_load"`                // share of the machine's CPU other processes used in the window
 
 	// Renewal only.
 	PipelinesPerTick float64       `json:"pipelines_per_tick,omitempty"`
@@ -90,6 +95,7 @@ type workerStats struct {
 	lat      []time.Duration
 	ops      int64
 	held     time.Duration
+	release  time.Duration // in Release
 	gaveUp   int64
 	errs     int64
 	firstErr error
@@ -108,6 +114,12 @@ const stopGrace = 15 * time.Second
 // work with smp, and returns the row (Scenario, Library and Setup are the
 // caller's to fill in).
 func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler, wl workload) (result, error) {
+	return measureVia(ctx, lib, hook, smp, nil, wl)
+}
+
+// measureVia is measure on clients that reach Redis through px, whose CPU
+// is counted apart from the clients' and the servers'.
+func measureVia(ctx context.Context, lib contender, hook *roundTrips, smp *sampler, px proxies, wl workload) (result, error) {
 	// perKey watches one key: who is inside, who held it last.
 	type perKey struct {
 		inside     atomic.Int32
@@ -174,6 +186,7 @@ func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler,
 				}
 				k.inside.Add(-1)
 				rctx, rcancel := context.WithTimeout(context.WithoutCancel(runCtx), 5*time.Second)
+				released := time.Now()
 				err := release(rctx)
 				rcancel()
 				end := time.Now()
@@ -189,6 +202,7 @@ func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler,
 				if counted {
 					st.ops++
 					st.held += end.Sub(got)
+					st.release += end.Sub(released)
 					if wl.wait {
 						st.lat = append(st.lat, got.Sub(start))
 					} else {
@@ -221,11 +235,13 @@ func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler,
 		_ = stop()
 		return result{}, err
 	}
+	x0 := px.mark()
 	h0, m0, t0 := hook.load(), markCPU(), time.Now()
 	phase.Store(phaseMeasure)
 	ok := sleepCtx(ctx, wl.window)
 	phase.Store(phaseDone)
 	h1, m1, t1 := hook.load(), markCPU(), time.Now()
+	x1 := px.mark()
 	after, serr := smp.sample(context.WithoutCancel(ctx))
 	if err := stop(); err != nil {
 		return result{}, err
@@ -239,7 +255,7 @@ func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler,
 
 	r := result{Workers: wl.workers, Seconds: t1.Sub(t0).Seconds(), Violations: violations.Load(), Retaken: retaken.Load()}
 	var lat []time.Duration
-	var held time.Duration
+	var held, release time.Duration
 	perProc := make([]int64, max(wl.procs, 1))
 	for i := range stats {
 		st := &stats[i]
@@ -248,6 +264,7 @@ func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler,
 		r.GaveUp += st.gaveUp
 		r.Errors += st.errs
 		held += st.held
+		release += st.release
 		lat = append(lat, st.lat...)
 		if st.firstErr != nil && r.FirstError == "" {
 			r.FirstError = st.firstErr.Error()
@@ -255,7 +272,11 @@ func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler,
 	}
 	d := diff(before, after)
 	fillCounts(&r, h1.sub(h0), d, m1.self-m0.self)
-	r.OtherLoad, _ = otherLoad(m0, m1, d.cpu)
+	r.OtherLoad, _ = otherLoad(m0, m1, d.cpu+x1.cpu-x0.cpu)
+	if r.Ops > 0 && len(px) > 0 {
+		r.ProxyCPUOp = (x1.cpu - x0.cpu) / time.Duration(r.Ops)
+		r.ProxyLateP50, r.ProxyLateP99 = x1.lateP50, x1.lateP99
+	}
 	r.P50, r.P99, r.Mean = percentiles(lat)
 	if len(perProc) > 1 && r.Ops > 0 {
 		lo, hi := slices.Min(perProc), slices.Max(perProc)
@@ -263,6 +284,7 @@ func measure(ctx context.Context, lib contender, hook *roundTrips, smp *sampler,
 	}
 	if r.Ops > 0 {
 		r.MeanHeld = held / time.Duration(r.Ops)
+		r.MeanRelease = release / time.Duration(r.Ops)
 		r.Utilization = held.Seconds() / r.Seconds
 	}
 	return r, nil

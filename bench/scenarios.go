@@ -19,10 +19,12 @@ type config struct {
 	hold, wait     time.Duration
 	poll           time.Duration // the tuned peers' retry delay
 	rounds         int
-	parallel       int           // uncontended: goroutines of the second block
-	think          time.Duration // contended: pause between Release and the next Acquire
-	settle         time.Duration // before each row, wait up to this long for an idle machine
-	redlockRTT     time.Duration // simulated network for the second Redlock block; 0: none
+	parallel       int             // uncontended: goroutines of the second block
+	think          time.Duration   // contended: pause between Release and the next Acquire
+	settle         time.Duration   // before each row, wait up to this long for an idle machine
+	redlockRTT     time.Duration   // simulated network for the second Redlock block; 0: none
+	rtts           []time.Duration // uncontended, contended, hotkeys: round-trip times to measure at (0: loopback)
+	rttHotKeys     string          // hotkeys at a round-trip time above 0: KEYSxWORKERS,...
 
 	hotKeys string // KEYSxWORKERS,...
 
@@ -63,6 +65,12 @@ type rowSpec struct {
 // onFreshServer starts a server, builds c's library on procs clients that
 // count round trips, measures wl, and stops the server.
 func onFreshServer(ctx context.Context, cfg *config, scenario string, c rowSpec, wl workload) (result, error) {
+	return onFreshServerAt(ctx, cfg, scenario, c, wl, 0)
+}
+
+// onFreshServerAt is onFreshServer with every client's connections
+// through a delay proxy of round-trip time rtt (none if 0).
+func onFreshServerAt(ctx context.Context, cfg *config, scenario string, c rowSpec, wl workload, rtt time.Duration) (result, error) {
 	settleBeforeRow(ctx, cfg)
 	servers, err := cfg.launcher.start(ctx, 1)
 	if err != nil {
@@ -71,10 +79,21 @@ func onFreshServer(ctx context.Context, cfg *config, scenario string, c rowSpec,
 	defer cfg.launcher.stop(servers[0])
 	smp := newSampler(servers)
 	defer smp.close()
+	addr := servers[0].addr
+	var px proxies
+	if rtt > 0 {
+		p, err := startDelayProxy(addr, rtt)
+		if err != nil {
+			return result{}, err
+		}
+		px = proxies{p}
+		defer px.close()
+		addr = p.addr
+	}
 	hook := &roundTrips{}
 	clients := make([]*redis.Client, max(c.procs, 1))
 	for i := range clients {
-		clients[i] = newClient(servers[0].addr, hook, wl.workers+2)
+		clients[i] = newClient(addr, hook, wl.workers+2)
 	}
 	defer func() {
 		for _, cl := range clients {
@@ -82,12 +101,12 @@ func onFreshServer(ctx context.Context, cfg *config, scenario string, c rowSpec,
 		}
 	}()
 	lib := c.build(clients)
-	r, err := measure(ctx, lib, hook, smp, wl)
+	r, err := measureVia(ctx, lib, hook, smp, px, wl)
 	lib.close()
 	if err != nil {
 		return result{}, fmt.Errorf("%s %s %s: %w", scenario, c.library, c.setup, err)
 	}
-	r.Scenario, r.Library, r.Setup, r.Peer, r.Procs = scenario, c.library, c.setup, c.peer, max(c.procs, 1)
+	r.Scenario, r.Library, r.Setup, r.Peer, r.Procs, r.RTT = scenario, c.library, c.setup, c.peer, max(c.procs, 1), rtt
 	return r, nil
 }
 
@@ -245,26 +264,42 @@ func fleetPeers(cfg *config) []rowSpec {
 func runUncontended(ctx context.Context, cfg *config) ([]result, error) {
 	cases := uncontendedCases(cfg)
 	var out []result
-	for _, workers := range []int{1, cfg.parallel} {
-		if workers < 1 || (workers == 1 && len(out) > 0) {
-			continue
+	for _, rtt := range cfg.rtts {
+		goroutines := []int{1}
+		if cfg.parallel > 1 {
+			goroutines = append(goroutines, cfg.parallel)
 		}
-		variant := ""
-		if workers > 1 {
-			variant = fmt.Sprintf("x%d goroutines", workers)
-		}
-		rs, err := inRounds(cfg.rounds, len(cases), func(i int) (result, error) {
-			c := cases[i]
-			cfg.progress("uncontended %s: %s (%s)", variant, c.library, c.setup)
-			r, err := onFreshServer(ctx, cfg, scUncontended, c, workload{
-				workers: workers,
-				key:     func(w int) string { return "bench:uncontended:" + strconv.Itoa(w) },
-				warmup:  cfg.warmup,
-				window:  cfg.window,
+		for _, workers := range goroutines {
+			variant := ""
+			if workers > 1 {
+				variant = fmt.Sprintf("x%d goroutines", workers)
+			}
+			variant = rttVariant(variant, rtt)
+			rs, err := inRounds(cfg.rounds, len(cases), func(i int) (result, error) {
+				c := cases[i]
+				cfg.progress("uncontended %s: %s (%s)", variant, c.library, c.setup)
+				r, err := onFreshServerAt(ctx, cfg, scUncontended, c, workload{
+					workers: workers,
+					key:     func(w int) string { return "bench:uncontended:" + strconv.Itoa(w) },
+					warmup:  cfg.warmup,
+					window:  cfg.window,
+				}, rtt)
+				r.Variant = variant
+				return r, err
 			})
-			r.Variant = variant
-			return r, err
-		})
+			out = append(out, rs...)
+			if err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
+}
+
+func runContended(ctx context.Context, cfg *config) ([]result, error) {
+	var out []result
+	for _, rtt := range cfg.rtts {
+		rs, err := runContendedAt(ctx, cfg, rtt)
 		out = append(out, rs...)
 		if err != nil {
 			return out, err
@@ -273,9 +308,16 @@ func runUncontended(ctx context.Context, cfg *config) ([]result, error) {
 	return out, nil
 }
 
-func runContended(ctx context.Context, cfg *config) ([]result, error) {
+// runContendedAt measures the contended rows at one round-trip time; the
+// etcd rows only on loopback (their clients are not Redis clients, so the
+// delay proxy is not in their way).
+func runContendedAt(ctx context.Context, cfg *config, rtt time.Duration) ([]result, error) {
 	cases := contendedCases(cfg)
-	etcd := etcdCases(cfg) // beside the peers, on the fleet rows' load
+	var etcd []etcdSpec
+	if rtt == 0 {
+		etcd = etcdCases(cfg) // beside the peers, on the fleet rows' load
+	}
+	variant := rttVariant("", rtt)
 	return inRounds(cfg.rounds, len(cases)+len(etcd), func(i int) (result, error) {
 		wl := workload{
 			procs:   1,
@@ -293,9 +335,10 @@ func runContended(ctx context.Context, cfg *config) ([]result, error) {
 		)
 		if i < len(cases) {
 			c := cases[i]
-			cfg.progress("contended: %s (%s)", c.library, c.setup)
+			cfg.progress("contended %s: %s (%s)", variant, c.library, c.setup)
 			wl.procs = c.procs
-			r, err = onFreshServer(ctx, cfg, scContended, c, wl)
+			r, err = onFreshServerAt(ctx, cfg, scContended, c, wl, rtt)
+			r.Variant = variant
 		} else {
 			c := etcd[i-len(cases)]
 			cfg.progress("contended: %s (%s)", libEtcd, c.setup)
@@ -308,7 +351,7 @@ func runContended(ctx context.Context, cfg *config) ([]result, error) {
 		if r.Ops > 0 {
 			cycle := time.Duration(r.Seconds / float64(r.Ops) * float64(time.Second))
 			r.FIFOBound = time.Duration(cfg.workers) * cycle
-			r.Extra = append(r.Extra, fmt.Sprintf("mean cycle %v = held %v + handoff gap %v", us(cycle), us(r.MeanHeld), us(cycle-r.MeanHeld)))
+			r.Extra = append(r.Extra, cycleNote("mean cycle", cycle, r))
 		}
 		return r, nil
 	})
