@@ -546,3 +546,33 @@ func handedOnRelease(t *testing.T, ctx context.Context, holder *Lock, got <-chan
 	}
 	return h
 }
+
+// holderWithWaiter takes key on l as a waiting holder with fences reserved
+// for waiters behind it, and queues one waiter with options o behind it.
+func holderWithWaiter(t *testing.T, l *Locker, key string, o Options) (*Lock, <-chan handed) {
+	t.Helper()
+	holder, err := l.Acquire(context.Background(), key, Options{Wait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.fenceEnd = holder.fence + 5 // as if waiters had queued behind it
+	return holder, queueWaiters(t, l, key, 1, o)
+}
+
+// reserving returns the attempt of a waiting Acquire of l at id that
+// reserves n fences.
+func reserving(id *lockID, l *Locker, n int64) *attempt {
+	return &attempt{argv: [5]any{id.argv[0], id.argv[1], n, l.idArg, "1"}}
+}
+
+// countAttempts counts the attempts that did not take a lock.
+type countAttempts struct {
+	NopObserver
+	n atomic.Int64
+}
+
+func (c *countAttempts) AcquireAttempt(context.Context, AcquireAttemptEvent) { c.n.Add(1) }
+
+// handedOn reports whether lk was handed over by a holder of its Locker:
+// it goes on with the lease of the lock it was handed by.
+func handedOn(lk *Lock) bool { return lk.lease != &lk.own }

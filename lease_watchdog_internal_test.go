@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -280,5 +281,92 @@ func TestFullBatchOfEarlyRenewalsPacesTheNext(t *testing.T) {
 	w.tick(now.Add((paceUntil.Sub(now)) / 2))
 	if _, sent := putOffTimes(l, locks); sent != maxRenewBatch {
 		t.Fatalf("%d renewals sent within the pace, want still %d: the next batch went at once", sent, maxRenewBatch)
+	}
+}
+
+// TestHandOffKeepsRenewing hands a short-lease lock round and round among
+// goroutines of one Locker for several leases: the watchdog must go on
+// renewing it through every hand-off, including those that happen while a
+// renewal is on its way, and nobody may ever find it lost or shared. It
+// runs in a bubble.
+func TestHandOffKeepsRenewing(t *testing.T) {
+	inBubble(t, func(t *testing.T, b *bubble) {
+		l := b.locker(b.client())
+		ctx := context.Background()
+		const key, workers = "round", 4
+		// Short leases so that hand-offs span renewals, long enough that a
+		// loaded machine renews in time.
+		o := Options{TTL: 800 * time.Millisecond, Wait: 10 * time.Second}
+		var (
+			inside atomic.Int32
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			runs   = map[*lease]int{} // acquisitions per Redis lock (a hand-off moves its lease on)
+		)
+		stop := time.Now().Add(8 * o.TTL) // eight leases
+		for range workers {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					lk, err := l.Acquire(ctx, key, o)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					runs[lk.lease]++
+					mu.Unlock()
+					if inside.Add(1) != 1 {
+						t.Error("two holders at once")
+					}
+					time.Sleep(20 * time.Millisecond) // hand-offs span renewals
+					inside.Add(-1)
+					if err := lk.Err(); err != nil {
+						t.Errorf("lock ended while held: %v", err)
+					}
+					if err := lk.Release(ctx); err != nil {
+						t.Errorf("release: %v", err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		longest := 0
+		for _, n := range runs {
+			longest = max(longest, n)
+		}
+		// 20ms holds, renewed every 50ms: a lock held by 4 or more holders in
+		// a row was renewed while being handed on.
+		if longest < 4 {
+			t.Fatalf("the most holders one Redis lock was handed to was %d; want a run long enough to span renewals", longest)
+		}
+	})
+}
+
+// TestExtendFollowsHandOff has an Extend of the releasing handle land after
+// the lock was handed on: the new holder must trust the lease that Extend
+// may have set in Redis, not the one it inherited.
+func TestExtendFollowsHandOff(t *testing.T) {
+	l, _, _ := startLocker(t)
+	ctx := context.Background()
+	holder, got := holderWithWaiter(t, l, "late-extend", Options{Wait: 30 * time.Second})
+	// What Extend does before it sends its PEXPIRE of the shared token,
+	// with the lease the waiter asked for, so the lock may be handed on.
+	seq, _, _ := l.watchdog.begin(holder.lease, holder, DefaultTTL, true)
+	sent := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := <-got
+	if h.lk == nil || h.lk.lease != holder.lease {
+		t.Fatal("the lock was not handed on")
+	}
+	defer h.lk.Release(ctx)
+	// Its reply is lost after the hand-off: it may run at any time.
+	l.watchdog.settle(holder.lease, seq, false)
+	l.watchdog.mu.Lock()
+	until := h.lk.lease.validUntil
+	l.watchdog.mu.Unlock()
+	if until.After(sent.Add(DefaultTTL)) {
+		t.Fatalf("new holder trusts its lease until %v after the Extend was sent; want at most %v", until.Sub(sent), DefaultTTL)
 	}
 }

@@ -1,9 +1,14 @@
 package padlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -292,4 +297,205 @@ func TestClusterRenewSettlesEachMaster(t *testing.T) {
 			}
 		})
 	}
+}
+
+// resetHandover makes the first hand-off command run and then fail as a
+// closed connection does, so that padlock sends it again.
+type resetHandover struct{ n atomic.Int32 }
+
+func (h *resetHandover) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *resetHandover) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *resetHandover) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if cmd.Name() != "evalsha" || len(args) < 2 || args[1] != handoverScript.Hash() || h.n.Add(1) != 1 {
+			return next(ctx, cmd)
+		}
+		if err := next(ctx, cmd); err != nil {
+			return err
+		}
+		cmd.SetErr(io.EOF) // the connection closed after the server ran it
+		return io.EOF
+	}
+}
+
+// TestHandOffSentAgainIsNoLoss: a Release hands the lock to a waiter of its
+// Locker; Redis runs the hand-off, the connection closes before its reply,
+// and padlock sends it again. The copy finds the lock under the waiter's
+// token: the hand-off happened, and neither the releaser nor the waiter is
+// told the lock was lost.
+// Regression: the copy said ErrNotHeld; the lock stayed under a lost token.
+func TestHandOffSentAgainIsNoLoss(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	if err := handoverScript.Load(ctx, rdb).Err(); err != nil { // one EVALSHA per hand-off
+		t.Fatal(err)
+	}
+	hook := &resetHandover{}
+	rdb.AddHook(hook)
+	l := mustNew(t, rdb)
+	defer l.Close()
+	key := testKey(t)
+	holder, got := holderWithWaiter(t, l, key, Options{Wait: 10 * time.Second})
+	err := holder.Release(ctx)
+	if hook.n.Load() < 2 {
+		t.Fatalf("scenario not staged: %d hand-off command(s) sent, want the hand-off and its copy", hook.n.Load())
+	}
+	if errors.Is(err, ErrNotHeld) {
+		t.Errorf("Release whose hand-off ran, its copy sent again = %v, want nil", err)
+	}
+	var next *Lock
+	select {
+	case h := <-got:
+		next = h.lk
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not handed the lock")
+	}
+	if next == nil {
+		t.Fatal("the waiter's Acquire failed")
+	}
+	defer next.Release(ctx)
+	if err := next.Err(); err != nil {
+		t.Errorf("the waiter's lock: Err = %v, want nil", err)
+	}
+	if v, _ := rdb.Get(ctx, l.RedisKey(key)).Result(); tokenOf(v) != next.Token() {
+		t.Errorf("Redis holds the lock under %q, the waiter's token is %q", tokenOf(v), next.Token())
+	}
+}
+
+// TestFairAcquisitionCommands counts the server commands of a contended
+// fair acquisition within one Locker, as Redis counts them (INFO
+// commandstats: the EVALSHA and every command its script runs): the
+// waiter's attempt that finds the key held and joins the queue, and the
+// holder's release that hands the lock to it. Each costs at most 6: the
+// join does not read the head of the queue while the key is held, nor move
+// the queue's expiry when an entry's deadline already covers its own
+// second; the hand-off serves the head in one pop.
+func TestFairAcquisitionCommands(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	l := mustNew(t, rdb)
+	defer l.Close()
+	l.recheck = time.Minute // wake-ups come from hand-offs alone
+	ctx := ctxFor(t)
+	key := testKey(t)
+	o := Options{Fair: true, Wait: 30 * time.Second}
+	if err := plainScripts.handoverFair.Load(ctx, rdb).Err(); err != nil { // one EVALSHA per hand-off
+		t.Fatal(err)
+	}
+
+	holder := mustAcquire(t, l, ctx, key, o)
+	// The first waiter subscribes to the key's notices; the second finds
+	// them flowing, as every waiter does while the key stays contended.
+	// The first waits longer, so its deadline covers the second's and the
+	// queue's expiry stays (on a busy key, most joins find one that does).
+	first := queueWaiters(t, l, key, 1, Options{Fair: true, Wait: time.Minute})
+	stats := srv.Client(t)
+	resetStats(t, stats)
+	second := make(chan *Lock, 1)
+	go func() {
+		lk, err := l.Acquire(context.Background(), key, o)
+		if err != nil {
+			t.Errorf("second waiter: %v", err)
+		}
+		second <- lk
+	}()
+	waitForWaiters(t, l, key, 2)
+	waitParked(t, l, key, 2)
+	join := commandsRun(t, stats)
+
+	resetStats(t, stats)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := <-first
+	if h.lk == nil || !handedOn(h.lk) {
+		t.Fatalf("first waiter: got %v, want the lock handed on", h.lk)
+	}
+	handOff := commandsRun(t, stats)
+	t.Logf("join: %v; hand-off: %v", join, handOff)
+	if n := join.total(); n > 6 {
+		t.Errorf("the attempt that joins the queue ran %d commands, want at most 6: %v", n, join)
+	}
+	if n := handOff.total(); n > 6 {
+		t.Errorf("the hand-off ran %d commands, want at most 6: %v", n, handOff)
+	}
+
+	if err := h.lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if lk := <-second; lk == nil {
+		t.Fatal("second waiter: no lock")
+	} else if err := lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// commandCounts are calls per command name, from INFO commandstats.
+type commandCounts map[string]int
+
+func (c commandCounts) total() int {
+	n := 0
+	for _, v := range c {
+		n += v
+	}
+	return n
+}
+
+func (c commandCounts) String() string {
+	names := make([]string, 0, len(c))
+	for name := range c {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for i, name := range names {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%s=%d", name, c[name])
+	}
+	return b.String()
+}
+
+func resetStats(t *testing.T, c *redis.Client) {
+	t.Helper()
+	if err := c.ConfigResetStat(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// commandsRun returns the commands the server ran since its stats were
+// reset, leaving out those of connections (HELLO, CLIENT), of pub/sub,
+// and of the test itself (CONFIG, INFO).
+func commandsRun(t *testing.T, c *redis.Client) commandCounts {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := commandCounts{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		name = strings.TrimPrefix(name, "cmdstat_")
+		switch strings.SplitN(name, "|", 2)[0] {
+		case "hello", "client", "subscribe", "unsubscribe", "ping", "config", "info":
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.Atoi(calls)
+		if err != nil {
+			t.Fatalf("commandstats line %q: %v", line, err)
+		}
+		got[name] = n
+	}
+	return got
 }

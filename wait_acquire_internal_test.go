@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/padlockgo/padlock/internal/redistest"
 )
 
 // TestHandedLockLostBeforeWakeUp: a lock handed to a waiter that is lost
@@ -112,4 +114,119 @@ func quorumOfOutcomes(need int, outcomes ...NodeOutcome) *QuorumError {
 		q.Nodes = append(q.Nodes, NodeResult{Index: i, Outcome: o})
 	}
 	return q
+}
+
+// TestHandOffBlockOutlastsShortLine has two workers take turns on a key
+// in one Locker, each queueing again behind the other after its release,
+// as workers cycling on a hot key do. The waiter that takes the lock from
+// Redis, alone in line then, must still reserve a block of fences: every
+// turn after it is a hand-off with the next fence, none goes back to Redis
+// while the block lasts.
+func TestHandOffBlockOutlastsShortLine(t *testing.T) {
+	srv := redistest.Start(t)
+	tried := &countAttempts{}
+	l := mustNew(t, srv.Client(t), WithObserver(tried))
+	defer l.Close()
+	other := mustNew(t, srv.Client(t))
+	defer other.Close()
+	ctx := context.Background()
+	const key, turns = "short-line", 2 * handoffBlock / 3
+	// Waiters that sleep until handed the lock: one awake for a retry
+	// when its turn comes is not handed it (handOff).
+	o := Options{Wait: 30 * time.Second, Retry: LinearBackoff(time.Hour)}
+	l.recheck = time.Hour
+
+	// A waiter alone in line subscribes to the key's notices after its
+	// first attempt, and tries once more when the subscription is
+	// confirmed (a release in between would go unnoticed): a release
+	// while it is awake for that attempt goes back to Redis, as it
+	// should. Wait for that second attempt and the sleep after it, however
+	// slow the subscription on a loaded machine.
+	asleepAfterSecondTry := func() <-chan handed {
+		t.Helper()
+		before := tried.n.Load()
+		got := queueWaiters(t, l, key, 1, o)
+		awaitWaiters(t, l, key, "the waiter asleep after trying again with notices live", func(kw *keyWaiters) bool {
+			return kw != nil && kw.live && tried.n.Load() >= before+2 && asleep(kw) == 1
+		})
+		return got
+	}
+
+	holder, err := other.Acquire(ctx, key, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := asleepAfterSecondTry() // alone in line
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	prev := <-got
+	if prev.lk == nil {
+		t.Fatal("the waiter did not get the lock")
+	}
+	for i := 1; i <= turns; i++ {
+		got = asleepAfterSecondTry() // the other worker, back in line
+		if err := prev.lk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h := <-got
+		if h.lk == nil {
+			t.Fatalf("turn %d: the waiter did not get the lock", i)
+		}
+		if h.lk.lease != prev.lk.lease || h.lk.Fence() != prev.lk.Fence()+1 {
+			t.Fatalf("turn %d: fence %d after %d, lease handed on: %v; want every turn handed on with the next fence while the block lasts",
+				i, h.lk.Fence(), prev.lk.Fence(), h.lk.lease == prev.lk.lease)
+		}
+		prev = h
+	}
+	if err := prev.lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFenceCounterAheadOfClock sets the fence counter far ahead of the
+// server clock, as a clock stepped back would: fences must go on from the
+// counter, and no block may be reserved that would carry it further ahead.
+func TestFenceCounterAheadOfClock(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	l := mustNew(t, rdb)
+	defer l.Close()
+	ctx := context.Background()
+	_, fenceKey, _ := l.keys.lockKeys("ahead")
+	const high = 8_000_000_000_000_000 // about 2223 in µs, and exact in a float64
+	if err := rdb.Set(ctx, fenceKey, high, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := l.Acquire(ctx, "ahead", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lk.Fence() != high+1 {
+		t.Fatalf("fence %d, want %d: one above the counter", lk.Fence(), int64(high+1))
+	}
+	lk.Release(ctx)
+
+	// A block of 5 reserved from there leaves the counter at its end.
+	id := newLockID(l.keys, "ahead2", newToken(), Options{TTL: time.Minute})
+	g, err := l.store.acquire(ctx, id, reserving(id, l, 5))
+	if err != nil || g.first != high+2 || g.last != high+2 {
+		t.Fatalf("got fences %d-%d (%v), want %d alone: a counter ahead of the clock reserves no block", g.first, g.last, err, int64(high+2))
+	}
+	if v, _ := rdb.Get(ctx, fenceKey).Int64(); v != high+2 {
+		t.Fatalf("counter %d, want %d", v, int64(high+2))
+	}
+
+	// With the counter behind the clock, the block is reserved.
+	if err := rdb.Set(ctx, fenceKey, 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	id = newLockID(l.keys, "ahead3", newToken(), Options{TTL: time.Minute})
+	g, err = l.store.acquire(ctx, id, reserving(id, l, 5))
+	if err != nil || g.last != g.first+4 {
+		t.Fatalf("got fences %d-%d (%v), want a block of 5", g.first, g.last, err)
+	}
+	if v, _ := rdb.Get(ctx, fenceKey).Int64(); v != g.last {
+		t.Fatalf("counter %d after a block ending at %d", v, g.last)
+	}
 }
