@@ -16,7 +16,7 @@ import (
 // loop of its own at each tick, under the run's faults. Every call of the
 // job's fn is a grant the checker follows as any holder (exclusion,
 // err-late, dead-grant), and the tick it ran for: no tick runs twice
-// (tick-once, explore_check_test.go).
+// (tick-once, explore_verdict_test.go).
 
 // jobs is the schedule run's job: its interval and lock options.
 type jobs struct {
