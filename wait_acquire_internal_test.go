@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestHandedLockLostBeforeWakeUp: a lock handed to a waiter that is lost
@@ -229,4 +232,104 @@ func TestFenceCounterAheadOfClock(t *testing.T) {
 	if v, _ := rdb.Get(ctx, fenceKey).Int64(); v != g.last {
 		t.Fatalf("counter %d after a block ending at %d", v, g.last)
 	}
+}
+
+// TestGiveUpLeavesNoBid: a waiter whose wait runs out withdraws its bid
+// (or, fair, leaves the queue) behind its answer: nothing of it is left
+// in Redis for a release to grant.
+func TestGiveUpLeavesNoBid(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(mode(fair), func(t *testing.T) {
+			srv, a, b := twoLockers(t)
+			ctx := context.Background()
+			const key = "gave-up-no-bid"
+			holder, err := a.Acquire(ctx, key, Options{TTL: longLease, Fair: fair})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Release(ctx)
+			if _, err := b.Acquire(ctx, key, Options{TTL: longLease, Wait: 300 * time.Millisecond, Fair: fair}); !errors.Is(err, ErrNotAcquired) {
+				t.Fatalf("waiter: %v", err)
+			}
+			rdb := srv.Client(t)
+			if !fair {
+				bidsGone(t, rdb, holder.id.bidsKey(), b.id)
+				return
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for rdb.LLen(ctx, holder.id.keys[2]).Val() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the queue holds %q 5s after its only waiter gave up", rdb.LRange(ctx, holder.id.keys[2], 0, -1).Val())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestStaleBidNotGranted: a waiter killed bidLife before the release
+// left its bid (or fair entry) standing; the release grants the key to
+// nobody: it is free the moment the release returns.
+func TestStaleBidNotGranted(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(mode(fair), func(t *testing.T) {
+			srv := redistest.Start(t)
+			h := mustNew(t, srv.Client(t))
+			defer h.Close()
+			dead, p := viaProxy(t, srv)
+			ctx := context.Background()
+			const key = "stale-bid"
+			holder, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: fair})
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				if lk, err := dead.Acquire(ctx, key, Options{TTL: longLease, Wait: longLease, Fair: fair}); err == nil {
+					lk.Release(ctx)
+				}
+			}()
+			waitForWaiters(t, dead, key, 1)
+			waitParked(t, dead, key, 1)
+			p.Close()
+			time.Sleep(bidLife + 100*time.Millisecond)
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := srv.Client(t).Get(ctx, holder.id.lockKey()).Result(); err != redis.Nil {
+				t.Fatalf("the key holds %q (%v) after the release: a bid placed over %v before was granted", v, err, bidLife)
+			}
+		})
+	}
+}
+
+// TestBidKeptFresh: a waiter that bids places its bid again every
+// bidRefresh while it waits, even when nothing else would wake it (a
+// holder with a long lease, no recheck): its bid is never bidLife old.
+func TestBidKeptFresh(t *testing.T) {
+	srv, a, b := twoLockers(t)
+	b.recheck = time.Hour
+	ctx := context.Background()
+	const key = "fresh-bid"
+	holder, err := a.Acquire(ctx, key, Options{TTL: longLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := queueWaiters(t, b, key, 1, Options{TTL: longLease, Wait: longLease})
+	rdb := srv.Client(t)
+	for end := time.Now().Add(bidLife + time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		// "<ms registered> <lease ms> <token>" (lua/bids.lua)
+		at, _, _ := strings.Cut(rdb.HGet(ctx, holder.id.bidsKey(), b.id).Val(), " ")
+		placed, err := strconv.ParseInt(at, 10, 64)
+		if err != nil {
+			t.Fatalf("no bid of the waiter in Redis: %q", at)
+		}
+		if age := time.Duration(rdb.Time(ctx).Val().UnixMilli()-placed) * time.Millisecond; age >= bidLife {
+			t.Fatalf("the waiter's bid is %v old: not placed again every %v", age, bidRefresh)
+		}
+	}
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nextLiveWaiter(t, got, released).Release(ctx)
 }

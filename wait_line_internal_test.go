@@ -3,10 +3,13 @@ package padlock
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/padlockgo/padlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestHoldNoticeBeforeJoiningIsKept: a notice that names a queued waiter
@@ -124,5 +127,130 @@ func TestTurnServesOnlyTheWaitersQueuedAsItBegan(t *testing.T) {
 	}
 	if lk := <-third; lk != nil {
 		lk.Release(ctx)
+	}
+}
+
+// TestLineBidsLeftWithTheLastWaiter: two Acquires of one Locker try at
+// once; the second to join its line passes its bid, the one Redis holds,
+// to the line. Both give up before the first takes it over: the last to
+// leave withdraws it, so the release grants nothing to it, and the live
+// waiter of another Locker has the key within a second.
+func TestLineBidsLeftWithTheLastWaiter(t *testing.T) {
+	srv := redistest.Start(t)
+	h, live := mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
+	defer h.Close()
+	defer live.Close()
+	gate := &replyGate{sha: plainScripts.acquire.Hash(), second: make(chan struct{})}
+	wc := srv.Client(t)
+	wc.AddHook(gate)
+	w := mustNew(t, wc)
+	defer w.Close()
+	w.recheck = time.Hour // the first waiter looks again only when woken
+	ctx := context.Background()
+	const key = "line-bids"
+	o := Options{TTL: longLease, Wait: longLease}
+
+	holder, err := h.Acquire(ctx, key, Options{TTL: longLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var done sync.WaitGroup
+	for range 2 {
+		done.Go(func() {
+			if lk, err := w.Acquire(wctx, key, o); err == nil {
+				lk.Release(ctx)
+			}
+		})
+	}
+	awaitWaiters(t, w, key, "the second waiter's bid passed to the line", func(kw *keyWaiters) bool { return kw != nil && len(kw.waiters) == 2 && len(kw.lineBids) == 1 })
+	waitParked(t, w, key, 2)
+	cancel()
+	done.Wait()
+	bidsGone(t, srv.Client(t), holder.id.bidsKey(), w.id)
+	got := queueWaiters(t, live, key, 1, o)
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nextLiveWaiter(t, got, released).Release(ctx)
+}
+
+// replyGate is a go-redis hook that holds the reply of the first call of
+// the script whose SHA1 is sha until a second call of it has begun, so
+// that two attempts made at once reach Redis in the order they began and
+// their callers read their replies in that order too.
+type replyGate struct {
+	sha    string
+	calls  atomic.Int32
+	second chan struct{}
+}
+
+func (g *replyGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *replyGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) < 2 || args[1] != g.sha {
+			return next(ctx, cmd)
+		}
+		switch g.calls.Add(1) {
+		case 1:
+			err := next(ctx, cmd)
+			<-g.second
+			return err
+		case 2:
+			// Sent after the first ran in Redis; the first's caller
+			// reads its reply only now.
+			err := next(ctx, cmd)
+			close(g.second)
+			time.Sleep(20 * time.Millisecond) // the first joins its line first
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (g *replyGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// bidsGone waits, 5 s at most, until the bids hash bids holds no bid of
+// the Locker whose id is locker: a waiter's withdrawal goes on behind its
+// answer.
+func bidsGone(t *testing.T, rdb *redis.Client, bids, locker string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.HExists(context.Background(), bids, locker).Val() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the bid %q of a Locker with no waiter left stands 5s on: nobody withdrew it", rdb.HGet(context.Background(), bids, locker).Val())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestLastToLeaveGetsTheLineBids: the bids waiters passed to a line go
+// back to whoever leaves it last, to withdraw them; nobody before.
+func TestLastToLeaveGetsTheLineBids(t *testing.T) {
+	srv := redistest.Start(t)
+	n := newNotifier(srv.Client(t), "self")
+	defer n.close()
+	ctx := context.Background()
+	const channel = "padlock:{k}"
+	l := mustNew(t, srv.Client(t))
+	defer l.Close()
+	a := &acquisition{l: l, key: "k", o: Options{Wait: time.Second}}
+	first := n.join(ctx, channel, a)
+	second := n.join(ctx, channel, a)
+	passed := bidSent{id: mintID(l.keys, "k", Options{}), busy: true}
+	n.mu.Lock()
+	first.kw.lineBids = append(first.kw.lineBids, passed)
+	n.mu.Unlock()
+	if orphans := n.leave(channel, first, false); len(orphans) != 0 {
+		t.Fatalf("the first to leave got %d line bids, with a waiter still in line", len(orphans))
+	}
+	orphans := n.leave(channel, second, false)
+	if len(orphans) != 1 || orphans[0].id != passed.id {
+		t.Fatalf("the last to leave got %v; want the bid passed to the line", orphans)
 	}
 }
