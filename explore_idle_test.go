@@ -78,21 +78,24 @@ func (k killer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 
 // noticesOf sets, for a fleet run, what becomes of Locker i's notices:
 // none once it is killed, and, in runs that lose grant notices, one
-// grant notice in four lost.
+// grant notice in four lost; and it tells the claimed invariant of each.
 func (w *world) noticesOf(l *padlock.Locker, i int) {
-	if !w.fleet || (w.doomed != i && !w.grantsLost) {
+	if !w.fleet {
 		return
 	}
 	r := w.rng(-895 - i)
 	var n atomic.Int64
 	padlock.SetNoticeFault(l, func(_, payload string) (int, time.Duration) {
 		if w.doomed == i && w.dead.Load() {
+			w.sawNotice(i, payload, true)
 			return 0, 0
 		}
 		if w.grantsLost && strings.HasPrefix(payload, "g") && int(uint64(r.Int64()+n.Add(1))%4) == 0 {
 			w.tr.Add("L%d: grant notice %q lost", i, payload)
+			w.sawNotice(i, payload, true)
 			return 0, 0
 		}
+		w.sawNotice(i, payload, false)
 		return 1, 0
 	})
 }
@@ -224,9 +227,50 @@ func (w *world) checkIdle() {
 					key, at.Seconds(), next.Seconds(), next-at, wt.from.Seconds(), wt.to.Seconds(), idleBound, w.killNote())
 				return
 			}
+			if next-at > quietIdleBound && !w.excusedIdle(at, next) {
+				c.fail(invIdle, next, "%s: nobody held the key from %.3fs to %.3fs (%v) while a live waiter waited for it (%.3fs to %.3fs), with no waiter missing, notice lost or server stopped since %.3fs; the bound is then %v%s",
+					key, at.Seconds(), next.Seconds(), next-at, wt.from.Seconds(), wt.to.Seconds(), (at - quietLookBack).Seconds(), quietIdleBound, w.killNote())
+				return
+			}
 			at = next
 		}
 	}
+}
+
+// quietIdleBound is what the idle invariant allows a stretch that no
+// fault explains (excusedIdle): a release's notice or grant wakes a live
+// waiter at once, which takes the key or claims the grant in a round trip
+// or two (each at most 1 ms here, on the virtual clock).
+const quietIdleBound = 100 * time.Millisecond
+
+// quietLookBack is how far before a stretch a fault may explain it: a
+// bid stands for bidLife, a grant for the claim window, and a waiter
+// whose notice was lost looks again within a second.
+const quietLookBack = padlock.BidLife + padlock.ClaimWindow + time.Second
+
+// excusedIdle reports whether a fault explains a free stretch from at
+// to next: a Locker killed, a grant notice lost since quietLookBack
+// before it, or a server paused or restarted since a lease before that.
+func (w *world) excusedIdle(at, next time.Duration) bool {
+	from := at - quietLookBack
+	if w.killedAt >= 0 && w.killedAt <= next {
+		return true
+	}
+	// A command a pause held up may have run late, and a release whose
+	// reply the pause lost may not have: the key then waits for a lease.
+	start, stopped := w.tr.Start(), from-w.fleetTTL
+	if w.pausedIn(start.Add(stopped), start.Add(next)) || w.chk.restartIn(stopped, next) {
+		return true
+	}
+	g := &w.grants
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, t := range g.lostAt {
+		if t >= from && t <= next {
+			return true
+		}
+	}
+	return false
 }
 
 // killNote says which Locker was killed, and when, for a failure.

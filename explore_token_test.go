@@ -32,8 +32,9 @@ type tokenSends struct {
 	scripts map[string]padlock.GrantScript // by SHA1 and by source
 	elect   map[string]bool                // the leader record's script, by SHA1 and by source
 
-	mu   sync.Mutex
-	last map[string]tokenSend
+	mu     sync.Mutex
+	last   map[string]tokenSend
+	client map[string]int // the client that sent each token (claimed: its Locker's)
 }
 
 type tokenSend struct {
@@ -44,7 +45,7 @@ type tokenSend struct {
 }
 
 func newTokenSends() *tokenSends {
-	return &tokenSends{scripts: padlock.GrantScripts(), elect: padlock.ElectScripts(), last: map[string]tokenSend{}}
+	return &tokenSends{scripts: padlock.GrantScripts(), elect: padlock.ElectScripts(), last: map[string]tokenSend{}, client: map[string]int{}}
 }
 
 // watchTokens makes the world check every command h's client sends.
@@ -112,6 +113,7 @@ func (w *world) tokenSent(id int, srv string, c redis.Cmder, cerr error) (string
 	prev, again := t.last[k]
 	sent := fmt.Sprint(args[2:])
 	t.last[k] = tokenSend{script: gs.Name, client: id, args: sent, err: cerr}
+	t.client[token] = id
 	t.mu.Unlock()
 	// A copy of the same attempt goes again on the same client, with the
 	// same keys and arguments, after a closed connection or NOSCRIPT.

@@ -93,6 +93,9 @@ type world struct {
 	killedAt   time.Duration
 	dead       atomic.Bool
 	grantsLost bool
+	// grants: the grant notices heard in a fleet run (the claimed
+	// invariant, explore_claim_test.go).
+	grants grantsSeen
 }
 
 // extendNow reports whether a holder calls Extend before this step.

@@ -167,3 +167,6 @@ var ClosedConn = closedConn
 // ClaimWindow is how long a grant at release holds the key unless its
 // waiter claims it (wait_claim.go).
 const ClaimWindow = claimWindow
+
+// BidLife is the age at which a bid is no longer granted (wait_claim.go).
+const BidLife = bidLife
