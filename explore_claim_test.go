@@ -41,7 +41,7 @@ type grantsSeen struct {
 
 // sawNotice is told every notice Locker li's notifier received in a fleet
 // run, and whether the fault layer lost it for li.
-func (w *world) sawNotice(li int, payload string, lost bool) {
+func (w *world) sawNotice(li int, channel, payload string, lost bool) {
 	token, ok := grantToken(payload)
 	if !ok {
 		return
@@ -74,12 +74,12 @@ func (w *world) sawNotice(li int, payload string, lost bool) {
 	if owner == w.doomed && w.killedAt >= 0 && at > w.killedAt+padlock.BidLife+claimSlack &&
 		!w.pausedIn(start.Add(w.killedAt-maxInFlight), start.Add(at)) && !w.chk.restartIn(w.killedAt-maxInFlight, at) {
 		w.chk.fail(invClaimed, at, "%s: a release granted the key to %s, the bid of L%d, which was killed at %.3fs: a bid placed %v ago or more was granted",
-			w.keys[0], token, owner, w.killedAt.Seconds(), padlock.BidLife)
+			channel, token, owner, w.killedAt.Seconds(), padlock.BidLife)
 		return
 	}
 	w.late.Go(func() {
 		time.Sleep(claimSlack)
-		w.checkClaimed(token, owner, at)
+		w.checkClaimed(channel, token, owner, at)
 	})
 }
 
@@ -105,10 +105,10 @@ func (w *world) ownerOf(token string) int {
 }
 
 // checkClaimed checks, claimSlack after a grant to token was first heard
-// of at heard, that the key no longer holds that grant.
-func (w *world) checkClaimed(token string, owner int, heard time.Duration) {
-	key := w.keys[0]
-	v, err := w.srv.M.Get(w.lockers[0].RedisKey(key))
+// of at heard, that key (its Redis name, the notice's channel) no longer
+// holds that grant.
+func (w *world) checkClaimed(key, token string, owner int, heard time.Duration) {
+	v, err := w.srv.M.Get(key)
 	if err != nil || padlock.StoredToken(v) != token {
 		return
 	}

@@ -85,17 +85,17 @@ func (w *world) noticesOf(l *padlock.Locker, i int) {
 	}
 	r := w.rng(-895 - i)
 	var n atomic.Int64
-	padlock.SetNoticeFault(l, func(_, payload string) (int, time.Duration) {
+	padlock.SetNoticeFault(l, func(channel, payload string) (int, time.Duration) {
 		if w.doomed == i && w.dead.Load() {
-			w.sawNotice(i, payload, true)
+			w.sawNotice(i, channel, payload, true)
 			return 0, 0
 		}
 		if w.grantsLost && strings.HasPrefix(payload, "g") && int(uint64(r.Int64()+n.Add(1))%4) == 0 {
 			w.tr.Add("L%d: grant notice %q lost", i, payload)
-			w.sawNotice(i, payload, true)
+			w.sawNotice(i, channel, payload, true)
 			return 0, 0
 		}
-		w.sawNotice(i, payload, false)
+		w.sawNotice(i, channel, payload, false)
 		return 1, 0
 	})
 }

@@ -57,6 +57,10 @@ type orderSeen struct {
 	// ops are the waiting Acquires of the locker goroutines, as they
 	// began.
 	ops []*opSeen
+	// setsWaited are the AcquireAlls of the fleet runs, by Locker: one
+	// that waits for a busy key takes it and, when its other keys are
+	// busy, gives it back, a turn the checks cannot see.
+	setsWaited map[int][][2]time.Duration
 	// queues are the last snapshot of each queue, by server and name.
 	queues map[string]*queueSnapshot
 	// queuedAt is when a snapshot first showed each place queued;
@@ -517,7 +521,7 @@ func (w *world) checkTurns() {
 		if began < 0 || h.wait <= began+orderSlack {
 			continue // h may have been in line as the turn began
 		}
-		if w.pausedIn(start.Add(began), start.Add(h.ended)) || w.chk.restartIn(began, h.ended) {
+		if w.pausedIn(start.Add(began), start.Add(h.ended)) || w.chk.restartIn(began, h.ended) || w.setWaitedIn(h.li, began, h.ended) {
 			continue
 		}
 		// An ask heard before the hand-off, and fresh then (a want counts
@@ -570,4 +574,29 @@ func (w *world) checkWriterFirst() {
 			return
 		}
 	}
+}
+
+// setWaited records an AcquireAll of Locker li, from began until now.
+func (w *world) setWaited(li int, began time.Duration) {
+	o := w.order
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.setsWaited == nil {
+		o.setsWaited = map[int][][2]time.Duration{}
+	}
+	o.setsWaited[li] = append(o.setsWaited[li], [2]time.Duration{began, w.chk.now()})
+}
+
+// setWaitedIn reports whether an AcquireAll of Locker li ran at some time
+// in (from, to): it may have begun a turn of li's then.
+func (w *world) setWaitedIn(li int, from, to time.Duration) bool {
+	o := w.order
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, s := range o.setsWaited[li] {
+		if s[0] < to && s[1] > from {
+			return true
+		}
+	}
+	return false
 }

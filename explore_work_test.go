@@ -51,6 +51,7 @@ func (w *world) locker(actor, li int) {
 	if w.fam == "sem" || w.fam == "semfair" {
 		sem, _ = l.Semaphore(permits)
 	}
+	sets := w.rng(-600000 - actor) // drawn apart: AcquireAlls in fleet runs
 	for time.Now().Before(w.end) && !w.isClosed(li) && !w.killedNow(li) {
 		key := pick(r, w.keys...)
 		o := padlock.Options{
@@ -75,7 +76,14 @@ func (w *world) locker(actor, li int) {
 			o.Wait = min(o.Wait, w.maxWait)
 		}
 		if w.fam == "multi" && r.IntN(3) != 0 || w.fam == "cluster" && r.IntN(2) == 0 {
-			w.multi(r, g, li, o)
+			w.multi(r, g, li, o, w.keys)
+			continue
+		}
+		if w.fleet && sets.IntN(5) == 0 {
+			// An AcquireAll among the fleet's waiters: it waits for the
+			// busy key as they do, bids, and takes its turn (the idle and
+			// claimed invariants; its other key is its own).
+			w.multi(r, g, li, o, []string{w.keys[0], "k1"})
 			continue
 		}
 		kind, capacity := "mutex", 1
@@ -142,8 +150,8 @@ func (w *world) locker(actor, li int) {
 // multi takes a set of keys with AcquireAll (every key of it held at
 // once, each with its own fence), holds it for a while, checking it
 // before each small step, sometimes extends it, and releases it.
-func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
-	keys := slices.Clone(w.keys)
+func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options, of []string) {
+	keys := slices.Clone(of)
 	r.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 	n := len(keys)
 	if w.maxSet != 0 {
@@ -161,6 +169,9 @@ func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options) {
 	ctx, op := withOp(ctx)
 	began := w.chk.now()
 	m, err := l.AcquireAll(ctx, keys, o)
+	if w.fleet {
+		w.setWaited(li, began)
+	}
 	w.checkCancelled(li, g, fmt.Sprintf("AcquireAll %v", keys), ctx, err)
 	w.checkBudget(li, g, fmt.Sprintf("AcquireAll %v", keys), began, o.Wait, err)
 	cancel()
