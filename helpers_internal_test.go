@@ -429,6 +429,13 @@ func (s *script) is(args []any) bool {
 	return len(args) > 1 && (args[0] == "evalsha" && args[1] == s.Hash() || args[0] == "eval" && args[1] == s.src)
 }
 
+// scriptArgv returns the ARGV of a script call's arguments (EVAL or
+// EVALSHA, the script, the number of keys, the keys, then ARGV).
+func scriptArgv(args []any) []any {
+	n, _ := args[2].(int)
+	return args[3+n:]
+}
+
 // redlockHooked starts three Redis servers and a Redlock Locker on them
 // with the Redlock tests' timings, whose client of node i carries
 // hooks[i], once the nodes may vote.

@@ -3,9 +3,12 @@ package padlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -332,4 +335,154 @@ func TestBidKeptFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	nextLiveWaiter(t, got, released).Release(ctx)
+}
+
+// TestFairLateCopyQueuesNobody: a fair waiter's attempt sent after Redis
+// confirmed it queued (the attempt after its first, answered busy) is
+// copied on its way, as a proxy that sends a request again may, and the
+// copy reaches Redis after the waiter was served, or gave up, while the
+// key is held. Only attempts sent before that confirmation ask to join,
+// so the copy queues nobody: no entry or bid of the waiter is left in the
+// queue, and the next release grants the key to the next live waiter, not
+// to the copy's token. (Every fair attempt asking to join queued the copy
+// for a release to grant, holding the key for nobody for a claim window:
+// mutant 45.)
+func TestFairLateCopyQueuesNobody(t *testing.T) {
+	for _, left := range []struct{ name, what string }{
+		{"served", "was served"},
+		{"gave-up", "gave up"},
+	} {
+		t.Run(left.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			rdb := srv.Client(t)
+			h, live := mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
+			defer h.Close()
+			defer live.Close()
+			sent := &sentScript{s: acquireFairScript}
+			wc := srv.Client(t)
+			wc.AddHook(sent)
+			w := mustNew(t, wc)
+			defer w.Close()
+			ctx := context.Background()
+			const key = "fair-late-copy"
+			o := Options{TTL: longLease, Wait: longLease, Fair: true}
+
+			holder, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			served := make(chan *Lock, 1)
+			go func() {
+				lk, _ := w.Acquire(wctx, key, o)
+				served <- lk
+			}()
+			waitForWaiters(t, w, key, 1)
+			waitParked(t, w, key, 1)
+			copied := afterQueued(t, sent)
+			token := fmt.Sprint(scriptArgv(copied)[0])
+
+			next := holder // who lets the key go to the live waiter
+			if left.name == "served" {
+				if err := holder.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if next = <-served; next == nil {
+					t.Fatal("the waiter was not served")
+				}
+			} else {
+				cancel()
+				if lk := <-served; lk != nil {
+					t.Fatal("the waiter that gave up holds the key")
+				}
+				w.Close() // its leave and its withdraw are done
+			}
+			sent.replay(t, rdb, copied)
+			queue := holder.id.keys[2]
+			if q := rdb.LRange(ctx, queue, 0, -1).Val(); len(q) != 0 {
+				t.Errorf("the queue holds %q after a late copy of an attempt of a waiter that %s; want it empty", q, left.what)
+			}
+
+			got := queueWaiters(t, live, key, 1, o)
+			released := time.Now()
+			if err := next.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if v := rdb.Get(ctx, holder.id.lockKey()).Val(); strings.HasPrefix(v, token+"|") {
+				t.Errorf("the release granted the key to the late copy's token (%q), which nobody waits on; want the live waiter's", v)
+			}
+			nextLiveWaiter(t, got, released).Release(ctx)
+		})
+	}
+}
+
+// afterQueued returns the first attempt the waiter sent after Redis
+// answered one busy, confirming it queued: a retry once its notices
+// flowed, or its bid placed again within bidRefresh.
+func afterQueued(t *testing.T, sent *sentScript) []any {
+	t.Helper()
+	for deadline := time.Now().Add(3 * bidRefresh); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if calls := sent.calls(); len(calls) >= 2 {
+			return calls[1]
+		}
+	}
+	t.Fatal("the waiter sent no attempt after its first was answered")
+	return nil
+}
+
+// sentScript is a go-redis hook that keeps, in order, the arguments of
+// every call of one script that Redis ran and answered, alone or in a
+// pipeline.
+type sentScript struct {
+	s    *script
+	mu   sync.Mutex
+	kept [][]any
+}
+
+func (h *sentScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *sentScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.keep(cmd)
+		return err
+	}
+}
+
+func (h *sentScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			h.keep(c)
+		}
+		return err
+	}
+}
+
+func (h *sentScript) keep(cmd redis.Cmder) {
+	if !h.s.is(cmd.Args()) || cmd.Err() != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.kept = append(h.kept, slices.Clone(cmd.Args()))
+}
+
+// calls returns the calls kept so far.
+func (h *sentScript) calls() [][]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.kept)
+}
+
+// replay runs args, a call kept, on Redis again through c, as EVAL (the
+// copy of a request that reaches Redis late).
+func (h *sentScript) replay(t *testing.T, c *redis.Client, args []any) {
+	t.Helper()
+	args = slices.Clone(args)
+	args[0], args[1] = "eval", h.s.src
+	if err := c.Do(context.Background(), args...).Err(); err != nil && err != redis.Nil {
+		t.Fatalf("the late copy: %v", err)
+	}
 }
