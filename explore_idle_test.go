@@ -262,6 +262,12 @@ func (w *world) excusedIdle(at, next time.Duration) bool {
 	if w.pausedIn(start.Add(stopped), start.Add(next)) || w.chk.restartIn(stopped, next) {
 		return true
 	}
+	// A run that mixes the modes (an AcquireAll is never fair): a fair
+	// waiter gets a key a default-mode holder let go only when it finds
+	// it free, and the other way round (docs/locks.md, "agree on Fair").
+	if w.fam == "fair" && w.anySetWaitedIn(from, next) {
+		return true
+	}
 	g := &w.grants
 	g.mu.Lock()
 	defer g.mu.Unlock()

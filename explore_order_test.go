@@ -57,9 +57,10 @@ type orderSeen struct {
 	// ops are the waiting Acquires of the locker goroutines, as they
 	// began.
 	ops []*opSeen
-	// setsWaited are the AcquireAlls of the fleet runs, by Locker: one
-	// that waits for a busy key takes it and, when its other keys are
-	// busy, gives it back, a turn the checks cannot see.
+	// setsWaited are the AcquireAlls of the fleet runs, by Locker, from
+	// the call to the release: one that waits for a busy key takes it
+	// and, when its other keys are busy, gives it back, a turn the checks
+	// cannot see; and it is never fair.
 	setsWaited map[int][][2]time.Duration
 	// queues are the last snapshot of each queue, by server and name.
 	queues map[string]*queueSnapshot
@@ -595,6 +596,17 @@ func (w *world) setWaitedIn(li int, from, to time.Duration) bool {
 	defer o.mu.Unlock()
 	for _, s := range o.setsWaited[li] {
 		if s[0] < to && s[1] > from {
+			return true
+		}
+	}
+	return false
+}
+
+// anySetWaitedIn reports whether an AcquireAll of any Locker ran at some
+// time in (from, to).
+func (w *world) anySetWaitedIn(from, to time.Duration) bool {
+	for li := range w.lockers {
+		if w.setWaitedIn(li, from, to) {
 			return true
 		}
 	}

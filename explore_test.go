@@ -235,9 +235,13 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	if sr := w.rng(-820); fam == "mutex" && sr.IntN(3) == 0 {
 		w.plan.Rate, w.plan.ConnRate, w.noticesStarved = 0, 0, true
 	}
-	// Drawn apart: half the other mutex runs on one node are a fleet.
-	if fr := w.rng(-840); fam == "mutex" && !w.redlock && w.cluster == nil && !w.noticesStarved && fr.IntN(2) == 0 {
+	// Drawn apart: half the other mutex runs on one node are a fleet,
+	// and a fair run in three.
+	if fr := w.rng(-840); (fam == "mutex" && fr.IntN(2) == 0 || fam == "fair" && fr.IntN(3) == 0) && !w.redlock && w.cluster == nil && !w.noticesStarved {
 		w.plan.Rate, w.plan.ConnRate, w.fleet = 0, 0, true
+		// AcquireAlls among its waiters: in every mutex fleet, and in
+		// one fair fleet in two, which then mixes the modes.
+		w.fleetSets = fam == "mutex" || w.rng(-845).IntN(2) == 0
 	}
 	// Commands that reach the server in steps: TIME repeats its reading
 	// for every command of a step, and fences must still rise (drawn
@@ -365,7 +369,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	w.end = time.Now().Add(run)
 	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations, hot keys %v, commands in steps of %v, notices starved %v, fleet %v", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run, w.hot, w.plan.Align, w.noticesStarved, w.fleet)
 	if w.fleet {
-		tr.Add("fleet: leases of %v, L%d killed at %.0f%% of the run (-1: none), grant notices lost %v", w.fleetTTL, w.doomed, 100*w.killShare, w.grantsLost)
+		tr.Add("fleet: leases of %v, L%d killed at %.0f%% of the run (-1: none), grant notices lost %v, AcquireAlls among the waiters %v", w.fleetTTL, w.doomed, 100*w.killShare, w.grantsLost, w.fleetSets)
 	}
 	if w.cluster != nil {
 		tr.Add("a Cluster in memory of %d masters; keys on masters %v", len(w.srvs), w.keyMasters())

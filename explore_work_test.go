@@ -79,7 +79,7 @@ func (w *world) locker(actor, li int) {
 			w.multi(r, g, li, o, w.keys)
 			continue
 		}
-		if w.fleet && sets.IntN(5) == 0 {
+		if w.fleetSets && sets.IntN(5) == 0 {
 			// An AcquireAll among the fleet's waiters: it waits for the
 			// busy key as they do, bids, and takes its turn (the idle and
 			// claimed invariants; its other key is its own).
@@ -168,10 +168,10 @@ func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options, of []st
 	ctx, cancel := opCtx(r)
 	ctx, op := withOp(ctx)
 	began := w.chk.now()
-	m, err := l.AcquireAll(ctx, keys, o)
 	if w.fleet {
-		w.setWaited(li, began)
+		defer w.setWaited(li, began) // its wait, hold and release
 	}
+	m, err := l.AcquireAll(ctx, keys, o)
 	w.checkCancelled(li, g, fmt.Sprintf("AcquireAll %v", keys), ctx, err)
 	w.checkBudget(li, g, fmt.Sprintf("AcquireAll %v", keys), began, o.Wait, err)
 	cancel()

@@ -83,6 +83,8 @@ type world struct {
 	// notices meet no fault, with four goroutines per Locker, so that
 	// Lockers with lines of their own take turns (the turns invariant).
 	fleet bool
+	// fleetSets: a fleet run whose waiters include AcquireAlls.
+	fleetSets bool
 	// In fleet runs, the waiters that are not there (the idle invariant,
 	// explore_idle_test.go): doomed, the Locker killed (-1: none), at
 	// killShare of the run, killedAt (-1 until then), dead once it is;
