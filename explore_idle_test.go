@@ -24,7 +24,8 @@ import (
 // than idleBound may pass while a live waiter waits for the key and no
 // live party holds it, where a killed Locker's holder holds it until its
 // lease ends (a dead holder costs its lease) and a pause or restart of
-// the server excuses the stretch it falls in.
+// the server excuses the stretch it falls in; and none longer than
+// quietIdleBound that no fault explains (excusedIdle).
 const invIdle = "idle"
 
 // idleBound is what the invariant allows: the claim window (a grant
