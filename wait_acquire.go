@@ -115,8 +115,7 @@ type acquisition struct {
 	liveAtTry bool    // notices for the key arrived when the last attempt was sent
 	polling   bool    // when observed: NoticesUnavailable was told (beside liveAtTry: no padding)
 	queued    bool    // Fair: Redis confirmed this waiter is queued
-	// bidsSent are the attempts that may have left a bid (wait_bid.go).
-	bidsSent []bidSent
+	bids      bids    // the attempts that may have left a bid (wait_bid.go)
 	// mint makes a hold's identities (a mutex's: nil, mintID); see begin.
 	mint func() *lockID
 }
@@ -144,7 +143,7 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 	case err == nil && g.first > 0:
 		// The attempt named every bid a held: Redis took them over or
 		// dropped them (acquire.lua).
-		a.bidsSent = a.bidsSent[:0]
+		a.bids.reset()
 		lk := newLock(a.l, a.key, a.id, g.first, a.o, sent, replied)
 		lk.fenceEnd = g.last
 		a.startTurn(lk)
@@ -249,10 +248,7 @@ func (a *acquisition) prepare(at *attempt) {
 	if at.bids {
 		a.pullBids()
 	}
-	at.prev = at.prev[:0]
-	for _, b := range a.bidsSent {
-		at.prev = append(at.prev, b.id.token)
-	}
+	at.prev = a.bids.appendTokens(at.prev[:0])
 }
 
 // errLateGrant is the attempt error of a grant that arrived too late to use.
@@ -312,8 +308,8 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 	}
 	if lk == nil && err == nil {
 		a.w = n.join(ctx, channel, a)
-		if len(a.bidsSent) > 0 {
-			n.setBids(a.w, a.bidTokens(), a.standing())
+		if len(a.bids.sent) > 0 {
+			n.setBids(a.w, a.bids.tokens(), a.bids.standing())
 			a.passBids()
 		}
 		if obs := a.l.cfg.observer; obs != nil {
@@ -334,7 +330,7 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 	if a.o.Fair && lk == nil {
 		a.l.leaveQueue(ctx, a.id, a.at.place) // any attempt may have queued it
 	}
-	if lk == nil && len(a.bidsSent) > 0 {
+	if lk == nil && len(a.bids.sent) > 0 {
 		a.withdrawBids(ctx)
 	}
 	return lk, err
@@ -400,7 +396,7 @@ func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, e
 		if lk != nil {
 			// Handed on within the Locker: the hand-off took the Locker's
 			// bid out of Redis (handover.lua), so none of a's stands.
-			a.bidsSent = a.bidsSent[:0]
+			a.bids.reset()
 			if lk, err := a.receive(ctx, lk); lk != nil || err != nil {
 				return lk, err
 			}

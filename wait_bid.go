@@ -80,6 +80,94 @@ type bidSent struct {
 	byRelease bool
 }
 
+// bids are the attempts of one waiting Acquire that may have left a bid,
+// oldest first: a grant to any of them is the waiter's to claim. Only the
+// waiter's goroutine changes them, the line's too (under notifier.mu) as
+// they pass to it and from it.
+type bids struct {
+	sent []bidSent
+}
+
+// reset forgets every bid: Redis took them over or dropped them, or they
+// passed to the line.
+func (b *bids) reset() { b.sent = b.sent[:0] }
+
+// note records, after an attempt of id, sent at sent, that did not get
+// the lock, whether it may have left a bid: it did if Redis answered busy
+// (which also replaced the bid Redis had confirmed before), it may have
+// if its reply was lost. It reports whether b changed. An attempt whose
+// reply was lost stays named for the rest of the wait, busy answers or
+// not: a copy of it may still reach Redis and place its bid after a
+// later one, and the release would grant that.
+func (b *bids) note(id *lockID, sent time.Time, noRenew, busy, maybe bool) bool {
+	switch {
+	case busy:
+		b.sent = slices.DeleteFunc(b.sent, func(s bidSent) bool { return s.busy })
+		b.add(bidSent{id: id, sent: sent, busy: true, noRenew: noRenew, answered: time.Now()})
+	case maybe:
+		// It may have replaced the standing bid: none is confirmed now.
+		for i := range b.sent {
+			b.sent[i].busy = false
+		}
+		b.add(bidSent{id: id, sent: sent, noRenew: noRenew})
+	default:
+		return false
+	}
+	return true
+}
+
+// add adds s to b, the oldest bid dropped at maxBidTokens.
+func (b *bids) add(s bidSent) {
+	if len(b.sent) == maxBidTokens {
+		b.sent = append(b.sent[:0], b.sent[1:]...)
+	}
+	b.sent = append(b.sent, s)
+}
+
+// takeOver adds to b the bids of line that asked for the lease ttl and
+// renewal noRenew, and returns the others, whose grant would give the
+// waiter a lease it did not ask for.
+func (b *bids) takeOver(line []bidSent, ttl time.Duration, noRenew bool) (other []bidSent) {
+	for _, s := range line {
+		if s.byRelease && s.busy {
+			// It replaced the bids Redis had answered before its release
+			// was sent: those can never be granted now.
+			b.sent = slices.DeleteFunc(b.sent, func(o bidSent) bool {
+				return o.busy && !o.answered.IsZero() && o.answered.Before(s.sent)
+			})
+		}
+		if s.id.ttl == ttl && s.noRenew == noRenew {
+			b.sent = append(b.sent, s)
+		} else {
+			other = append(other, s)
+		}
+	}
+	return other
+}
+
+// tokens returns the tokens of b: a grant notice that names one wakes the
+// waiter, whose next attempt names them all and so claims it.
+func (b *bids) tokens() []string {
+	t := make([]string, len(b.sent))
+	for i, s := range b.sent {
+		t[i] = s.id.token
+	}
+	return t
+}
+
+// appendTokens appends the tokens of b to t: those an attempt names.
+func (b *bids) appendTokens(t []string) []string {
+	for _, s := range b.sent {
+		t = append(t, s.id.token)
+	}
+	return t
+}
+
+// standing reports whether Redis confirmed that one of b stands.
+func (b *bids) standing() bool {
+	return slices.ContainsFunc(b.sent, func(s bidSent) bool { return s.busy })
+}
+
 // maxGrants bounds keyWaiters.grants: a grant is for the first waiter of
 // one Locker, which looks for it as soon as its attempt returns.
 const maxGrants = 8
@@ -250,8 +338,8 @@ func (a *acquisition) passBids() {
 	if !a.bidsInLine() || len(w.kw.waiters) == 0 || w.kw.waiters[0] == w {
 		return
 	}
-	w.kw.lineBids = append(w.kw.lineBids, a.bidsSent...)
-	a.bidsSent = a.bidsSent[:0]
+	w.kw.lineBids = append(w.kw.lineBids, a.bids.sent...)
+	a.bids.reset()
 	w.bids, w.standing = w.bids[:0], false
 }
 
@@ -259,7 +347,7 @@ func (a *acquisition) passBids() {
 // leaves it with the lock: the next first waiter takes them over. With
 // nobody else in line, or for a fair waiter, a withdraws them instead.
 func (a *acquisition) returnBids(ctx context.Context) {
-	if a.w == nil || len(a.bidsSent) == 0 {
+	if a.w == nil || len(a.bids.sent) == 0 {
 		return
 	}
 	if !a.bidsInLine() || !a.passToLine() {
@@ -276,8 +364,8 @@ func (a *acquisition) passToLine() bool {
 	if len(kw.waiters) < 2 || !slices.Contains(kw.waiters, a.w) {
 		return false
 	}
-	kw.lineBids = append(kw.lineBids, a.bidsSent...)
-	a.bidsSent = a.bidsSent[:0]
+	kw.lineBids = append(kw.lineBids, a.bids.sent...)
+	a.bids.reset()
 	a.w.bids, a.w.standing = a.w.bids[:0], false
 	return true
 }
@@ -305,22 +393,9 @@ func (a *acquisition) takeLineBids() (other []bidSent) {
 	if len(kw.lineBids) == 0 || len(kw.waiters) == 0 || kw.waiters[0] != a.w {
 		return nil
 	}
-	for _, b := range kw.lineBids {
-		if b.byRelease && b.busy {
-			// It replaced the bids Redis had answered before its release
-			// was sent: those can never be granted now.
-			a.bidsSent = slices.DeleteFunc(a.bidsSent, func(o bidSent) bool {
-				return o.busy && !o.answered.IsZero() && o.answered.Before(b.sent)
-			})
-		}
-		if b.id.ttl == a.id.ttl && b.noRenew == a.o.NoRenew {
-			a.bidsSent = append(a.bidsSent, b)
-		} else {
-			other = append(other, b)
-		}
-	}
+	other = a.bids.takeOver(kw.lineBids, a.id.ttl, a.o.NoRenew)
 	kw.lineBids = kw.lineBids[:0]
-	a.w.bids, a.w.standing = append(a.w.bids[:0], a.bidTokens()...), a.standing()
+	a.w.bids, a.w.standing = append(a.w.bids[:0], a.bids.tokens()...), a.bids.standing()
 	return other
 }
 
@@ -337,7 +412,7 @@ func (a *acquisition) hasBids() bool {
 		return true
 	}
 	a.pullBids()
-	return len(a.bidsSent) > 0
+	return len(a.bids.sent) > 0
 }
 
 // bidding reports whether the attempts of a waits in Redis leave bids.
@@ -351,53 +426,13 @@ func (a *acquisition) bidding() bool { return a.l.bids && !a.pacing.deadline.IsZ
 // waiter keeps its own.
 func (a *acquisition) bidsInLine() bool { return a.bidding() && !a.o.Fair }
 
-// bidTokens returns the tokens of a's bids: a grant notice that names
-// one wakes a, whose next attempt names them all and so claims it.
-func (a *acquisition) bidTokens() []string {
-	t := make([]string, len(a.bidsSent))
-	for i, b := range a.bidsSent {
-		t[i] = b.id.token
-	}
-	return t
-}
-
-// standing reports whether Redis confirmed that one of a's bids stands.
-func (a *acquisition) standing() bool {
-	return slices.ContainsFunc(a.bidsSent, func(b bidSent) bool { return b.busy })
-}
-
 // noteBid records, after an attempt sent at sent that did not get the
-// lock, whether it may have left a bid: it did if Redis answered busy
-// (which also replaced the bid Redis had confirmed before), it may have
-// if its reply was lost. An attempt whose reply was lost stays named for
-// the rest of the wait, busy answers or not: a copy of it may still reach
-// Redis and place its bid after a later one, and the release would grant
-// that.
+// lock, whether it may have left a bid (bids.note), and tells a's line
+// which tokens a grant to a may name.
 func (a *acquisition) noteBid(sent time.Time, busy, maybe bool) {
-	switch {
-	case busy:
-		a.bidsSent = slices.DeleteFunc(a.bidsSent, func(b bidSent) bool { return b.busy })
-		a.addBid(bidSent{id: a.id, sent: sent, busy: true, noRenew: a.o.NoRenew, answered: time.Now()})
-	case maybe:
-		// It may have replaced the standing bid: none is confirmed now.
-		for i := range a.bidsSent {
-			a.bidsSent[i].busy = false
-		}
-		a.addBid(bidSent{id: a.id, sent: sent, noRenew: a.o.NoRenew})
-	default:
-		return
+	if a.bids.note(a.id, sent, a.o.NoRenew, busy, maybe) && a.w != nil {
+		a.l.notifier.setBids(a.w, a.bids.tokens(), a.bids.standing())
 	}
-	if a.w != nil {
-		a.l.notifier.setBids(a.w, a.bidTokens(), a.standing())
-	}
-}
-
-// addBid adds b to a's bids, the oldest of them dropped at maxBidTokens.
-func (a *acquisition) addBid(b bidSent) {
-	if len(a.bidsSent) == maxBidTokens {
-		a.bidsSent = append(a.bidsSent[:0], a.bidsSent[1:]...)
-	}
-	a.bidsSent = append(a.bidsSent, b)
 }
 
 // granted reports, and forgets, a grant at release that a notice
@@ -411,7 +446,7 @@ func (a *acquisition) granted() bool {
 		return false
 	}
 	a.pullBids()
-	return len(a.bidsSent) > 0 && a.l.notifier.takeGrant(a.id.lockKey(), a.bidsSent)
+	return len(a.bids.sent) > 0 && a.l.notifier.takeGrant(a.id.lockKey(), a.bids.sent)
 }
 
 // withdrawBids, as a waiting Acquire ends without the lock, takes its
@@ -422,8 +457,8 @@ func (a *acquisition) granted() bool {
 // wait ends; the Locker's Close waits for it. All the releases share one
 // cleanupTimeout.
 func (a *acquisition) withdrawBids(ctx context.Context) {
-	ids := idsOf(a.bidsSent)
-	a.bidsSent = a.bidsSent[:0]
+	ids := idsOf(a.bids.sent)
+	a.bids.reset()
 	a.l.withdraw(ctx, ids)
 }
 

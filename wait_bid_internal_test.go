@@ -410,7 +410,7 @@ func TestReleaseBidReplacesOnlyEarlierBids(t *testing.T) {
 	kw := &keyWaiters{waiters: []*waiter{w}}
 	w.kw, a.w = kw, w
 	before, after, lost, byRelease := mint(), mint(), mint(), mint()
-	a.bidsSent = []bidSent{
+	a.bids.sent = []bidSent{
 		{id: lost, sent: t0},
 		{id: before, sent: t0, busy: true, answered: t0.Add(time.Millisecond)},
 		{id: after, sent: t0.Add(2 * time.Millisecond), busy: true, answered: t0.Add(4 * time.Millisecond)},
@@ -420,7 +420,7 @@ func TestReleaseBidReplacesOnlyEarlierBids(t *testing.T) {
 		t.Fatalf("withdrawn %v, want none: the same lease", other)
 	}
 	var got []*lockID
-	for _, b := range a.bidsSent {
+	for _, b := range a.bids.sent {
 		got = append(got, b.id)
 	}
 	if want := []*lockID{lost, after, byRelease}; !slices.Equal(got, want) {
