@@ -307,7 +307,7 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 		lk, err = a.try(ctx, &a.at)
 	}
 	if lk == nil && err == nil {
-		a.w = n.join(ctx, channel, a)
+		a.w = n.join(ctx, channel, a, a.bidsInLine())
 		if len(a.bids.sent) > 0 {
 			n.setBids(a.w, a.bids.tokens(), a.bids.standing())
 			a.passBids()

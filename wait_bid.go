@@ -168,10 +168,6 @@ func (b *bids) standing() bool {
 	return slices.ContainsFunc(b.sent, func(s bidSent) bool { return s.busy })
 }
 
-// maxGrants bounds keyWaiters.grants: a grant is for the first waiter of
-// one Locker, which looks for it as soon as its attempt returns.
-const maxGrants = 8
-
 // parseGrant reads a grant notice, "g<ms> <token>": the token granted,
 // and for how long the grant holds the key unless its waiter claims it.
 func parseGrant(msg string) (token string, hold time.Duration, ok bool) {
@@ -185,54 +181,6 @@ func parseGrant(msg string) (token string, hold time.Duration, ok bool) {
 		return "", 0, false
 	}
 	return token, time.Duration(n) * time.Millisecond, true
-}
-
-// granted records a grant notice for the waiters of kw: it wakes the
-// waiter whose bid it names, if it is in line, to claim it. A grant to
-// another Locker's waiter holds the key until that waiter claims it, or
-// for hold at most: the waiter here that tries looks again then, in case
-// nobody claims it (a waiter that died, or forgot the token). n.mu is
-// held.
-func (kw *keyWaiters) granted(token string, hold time.Duration) {
-	if len(kw.grants) == maxGrants {
-		kw.grants = append(kw.grants[:0], kw.grants[1:]...)
-	}
-	kw.grants = append(kw.grants, token)
-	for _, w := range kw.waiters {
-		if w.a != nil && slices.Contains(w.bids, token) {
-			w.signal()
-			return
-		}
-	}
-	if slices.ContainsFunc(kw.lineBids, func(b bidSent) bool { return b.id.token == token }) {
-		// Passed to the line: the first waiter claims it.
-		for _, w := range kw.waiters {
-			if w.a != nil && !w.a.o.Fair {
-				w.signal()
-				return
-			}
-		}
-	}
-	kw.grantEnds = time.Now().Add(hold)
-	for _, w := range kw.waiters {
-		switch {
-		case w.a == nil:
-		case w.a.o.Fair:
-			// Each fair waiter tries for itself.
-			w.resleep = true
-			w.signal()
-			continue
-		case !w.standing && !kw.bidComing && !slices.ContainsFunc(kw.lineBids, func(b bidSent) bool { return b.busy }):
-			// The first waiter here has no bid in Redis: it asks now,
-			// so that the key comes back to this Locker in its turn,
-			// unless the release that made the grant bids for it.
-			w.signal()
-		default:
-			w.resleep = true
-			w.signal()
-		}
-		return
-	}
 }
 
 // A Locker that releases a key to another Locker's waiter (they take
@@ -253,23 +201,6 @@ type releaseBid struct {
 	sent    time.Time // as the release was sent
 	placed  bool      // the release said it placed it
 	maybe   bool      // the release's reply was lost: it may have
-}
-
-// nextBid returns the bid for kw's first waiter that a release granting
-// the key to another Locker's waiter places, or nil when that waiter does
-// not bid. n.mu is held.
-func (kw *keyWaiters) nextBid() *releaseBid {
-	if len(kw.waiters) == 0 {
-		return nil
-	}
-	a := kw.waiters[0].a
-	if a == nil || !a.bidsInLine() {
-		return nil
-	}
-	kw.bidComing = true
-	// A mutex's attempts' identity (acquisition.mintNext), minted from the
-	// waiter's key and options.
-	return &releaseBid{id: mintID(a.l.keys, a.key, a.o), noRenew: a.o.NoRenew}
 }
 
 // bidPlaced records what became of the bid b that the release of a lock
@@ -298,49 +229,14 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 	l.withdraw(context.Background(), []*lockID{b.id})
 }
 
-// takeGrant reports, and forgets, a grant that a notice announced for
-// one of bids.
-func (n *notifier) takeGrant(channel string, bids []bidSent) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	kw := n.keys[channel]
-	if kw == nil {
-		return false
-	}
-	took := false
-	kw.grants = slices.DeleteFunc(kw.grants, func(g string) bool {
-		named := slices.ContainsFunc(bids, func(b bidSent) bool { return b.id.token == g })
-		took = took || named
-		return named
-	})
-	return took
-}
-
-// setBids tells the notifier which tokens w's bids may name, so that a
-// grant notice for one of them wakes it, and whether Redis confirmed that
-// one of them stands.
-func (n *notifier) setBids(w *waiter, tokens []string, standing bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	w.bids = append(w.bids[:0], tokens...)
-	w.standing = standing
-}
-
 // passBids hands the bids of a, which has just joined its Locker's line
 // behind another waiter, to the line, whose first waiter takes them over:
 // only the first of a line tries Redis again, so only it can take over a
 // grant whose notice was lost.
 func (a *acquisition) passBids() {
-	n := a.l.notifier
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	w := a.w
-	if !a.bidsInLine() || len(w.kw.waiters) == 0 || w.kw.waiters[0] == w {
-		return
+	if a.bidsInLine() {
+		a.l.notifier.passBids(a.w, &a.bids)
 	}
-	w.kw.lineBids = append(w.kw.lineBids, a.bids.sent...)
-	a.bids.reset()
-	w.bids, w.standing = w.bids[:0], false
 }
 
 // returnBids passes the bids a still holds to its Locker's line as a
@@ -350,24 +246,9 @@ func (a *acquisition) returnBids(ctx context.Context) {
 	if a.w == nil || len(a.bids.sent) == 0 {
 		return
 	}
-	if !a.bidsInLine() || !a.passToLine() {
+	if !a.bidsInLine() || !a.l.notifier.leaveBids(a.w, &a.bids) {
 		a.withdrawBids(ctx)
 	}
-}
-
-// passToLine hands a's bids to its line, unless a is alone in it.
-func (a *acquisition) passToLine() bool {
-	n := a.l.notifier
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	kw := a.w.kw
-	if len(kw.waiters) < 2 || !slices.Contains(kw.waiters, a.w) {
-		return false
-	}
-	kw.lineBids = append(kw.lineBids, a.bids.sent...)
-	a.bids.reset()
-	a.w.bids, a.w.standing = a.w.bids[:0], false
-	return true
 }
 
 // pullBids takes over, when a is first in its Locker's line, the bids
@@ -378,25 +259,9 @@ func (a *acquisition) pullBids() {
 	if a.w == nil || !a.bidsInLine() {
 		return
 	}
-	if other := a.takeLineBids(); len(other) > 0 {
+	if other := a.l.notifier.takeLineBids(a.w, &a.bids, a.id.ttl, a.o.NoRenew); len(other) > 0 {
 		a.l.withdraw(context.Background(), idsOf(other))
 	}
-}
-
-// takeLineBids moves the line's bids that asked for a's lease into a's,
-// and returns the others, taken out of the line.
-func (a *acquisition) takeLineBids() (other []bidSent) {
-	n := a.l.notifier
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	kw := a.w.kw
-	if len(kw.lineBids) == 0 || len(kw.waiters) == 0 || kw.waiters[0] != a.w {
-		return nil
-	}
-	other = a.bids.takeOver(kw.lineBids, a.id.ttl, a.o.NoRenew)
-	kw.lineBids = kw.lineBids[:0]
-	a.w.bids, a.w.standing = append(a.w.bids[:0], a.bids.tokens()...), a.bids.standing()
-	return other
 }
 
 // hasBids reports whether a has bids, once it took over those passed to
@@ -404,11 +269,7 @@ func (a *acquisition) takeLineBids() (other []bidSent) {
 // release is looked for first: once it has told what it placed
 // (bidPlaced), its bid is in the line.
 func (a *acquisition) hasBids() bool {
-	n := a.l.notifier
-	n.mu.Lock()
-	coming := a.w != nil && a.w.kw.bidComing
-	n.mu.Unlock()
-	if coming {
+	if a.w != nil && a.l.notifier.bidComing(a.w) {
 		return true
 	}
 	a.pullBids()

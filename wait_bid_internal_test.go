@@ -416,7 +416,7 @@ func TestReleaseBidReplacesOnlyEarlierBids(t *testing.T) {
 		{id: after, sent: t0.Add(2 * time.Millisecond), busy: true, answered: t0.Add(4 * time.Millisecond)},
 	}
 	kw.lineBids = []bidSent{{id: byRelease, sent: t0.Add(3 * time.Millisecond), busy: true, byRelease: true}}
-	if other := a.takeLineBids(); len(other) != 0 {
+	if other := l.notifier.takeLineBids(w, &a.bids, a.id.ttl, a.o.NoRenew); len(other) != 0 {
 		t.Fatalf("withdrawn %v, want none: the same lease", other)
 	}
 	var got []*lockID
