@@ -82,8 +82,9 @@ type bidSent struct {
 
 // bids are the attempts of one waiting Acquire that may have left a bid,
 // oldest first: a grant to any of them is the waiter's to claim. Only the
-// waiter's goroutine changes them, the line's too (under notifier.mu) as
-// they pass to it and from it.
+// waiter's own goroutine touches them: its acquisition, and the calls to
+// the line it makes (under notifier.mu) as they pass to the line and from
+// it.
 type bids struct {
 	sent []bidSent
 }
@@ -229,100 +230,6 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 	l.withdraw(context.Background(), []*lockID{b.id})
 }
 
-// passBids hands the bids of a, which has just joined its Locker's line
-// behind another waiter, to the line, whose first waiter takes them over:
-// only the first of a line tries Redis again, so only it can take over a
-// grant whose notice was lost.
-func (a *acquisition) passBids() {
-	if a.bidsInLine() {
-		a.l.notifier.passBids(a.w, &a.bids)
-	}
-}
-
-// returnBids passes the bids a still holds to its Locker's line as a
-// leaves it with the lock: the next first waiter takes them over. With
-// nobody else in line, or for a fair waiter, a withdraws them instead.
-func (a *acquisition) returnBids(ctx context.Context) {
-	if a.w == nil || len(a.bids.sent) == 0 {
-		return
-	}
-	if !a.bidsInLine() || !a.l.notifier.leaveBids(a.w, &a.bids) {
-		a.withdrawBids(ctx)
-	}
-}
-
-// pullBids takes over, when a is first in its Locker's line, the bids
-// that waiters behind it passed to the line and that asked for the lease
-// a asks for; it withdraws the others (withdrawBids), whose grant would
-// give a a lease it did not ask for.
-func (a *acquisition) pullBids() {
-	if a.w == nil || !a.bidsInLine() {
-		return
-	}
-	if other := a.l.notifier.takeLineBids(a.w, &a.bids, a.id.ttl, a.o.NoRenew); len(other) > 0 {
-		a.l.withdraw(context.Background(), idsOf(other))
-	}
-}
-
-// hasBids reports whether a has bids, once it took over those passed to
-// its line, or a release on its way may place one for it (nextBid). The
-// release is looked for first: once it has told what it placed
-// (bidPlaced), its bid is in the line.
-func (a *acquisition) hasBids() bool {
-	if a.w != nil && a.l.notifier.bidComing(a.w) {
-		return true
-	}
-	a.pullBids()
-	return len(a.bids.sent) > 0
-}
-
-// bidding reports whether the attempts of a waits in Redis leave bids.
-func (a *acquisition) bidding() bool { return a.l.bids && !a.pacing.deadline.IsZero() }
-
-// bidsInLine reports whether a's bids go through its Locker's line: the
-// bids hash holds one bid per Locker, so the line's first waiter takes
-// over those of the waiters behind it, and a release bids for it. A fair
-// waiter's bid is carried by its own entry in the queue
-// (lua/queue_head.lua), and the queue decides whose turn it is: each fair
-// waiter keeps its own.
-func (a *acquisition) bidsInLine() bool { return a.bidding() && !a.o.Fair }
-
-// noteBid records, after an attempt sent at sent that did not get the
-// lock, whether it may have left a bid (bids.note), and tells a's line
-// which tokens a grant to a may name.
-func (a *acquisition) noteBid(sent time.Time, busy, maybe bool) {
-	if a.bids.note(a.id, sent, a.o.NoRenew, busy, maybe) && a.w != nil {
-		a.l.notifier.setBids(a.w, a.bids.tokens(), a.bids.standing())
-	}
-}
-
-// granted reports, and forgets, a grant at release that a notice
-// announced for one of a's bids, between attempts: a's next attempt,
-// which names every bid of a, claims it in Redis (lua/acquire.lua), and
-// its reply, not the notice, is the evidence that a holds the lock.
-func (a *acquisition) granted() bool {
-	if !a.l.notifier.heardGrant.Load() {
-		// None heard: a notice that comes later wakes the waiter, which
-		// looks again before it sleeps (waitTurn).
-		return false
-	}
-	a.pullBids()
-	return len(a.bids.sent) > 0 && a.l.notifier.takeGrant(a.id.lockKey(), a.bids.sent)
-}
-
-// withdrawBids, as a waiting Acquire ends without the lock, takes its
-// bids out of Redis, and lets go of the key if one was granted meanwhile
-// (release.lua withdraws the releasing Locker's bid for the token first).
-// As a wait ends, the withdrawal goes on behind the Acquire's answer, so
-// that an Acquire whose wait ends while Redis hangs still answers when its
-// wait ends; the Locker's Close waits for it. All the releases share one
-// cleanupTimeout.
-func (a *acquisition) withdrawBids(ctx context.Context) {
-	ids := idsOf(a.bids.sent)
-	a.bids.reset()
-	a.l.withdraw(ctx, ids)
-}
-
 // withdraw takes the bids of ids out of Redis, and lets go of the key
 // where one was granted meanwhile, behind the caller (the Locker's Close
 // waits for it), with one cleanupTimeout for them all.
@@ -342,10 +249,10 @@ func (l *Locker) withdraw(ctx context.Context, ids []*lockID) {
 	}
 }
 
-// idsOf returns the identities of bids.
-func idsOf(bids []bidSent) []*lockID {
-	ids := make([]*lockID, len(bids))
-	for i, b := range bids {
+// idsOf returns the identities of the bids sent.
+func idsOf(sent []bidSent) []*lockID {
+	ids := make([]*lockID, len(sent))
+	for i, b := range sent {
 		ids[i] = b.id
 	}
 	return ids
