@@ -361,9 +361,10 @@ func (a *multiAcquisition) line(ctx context.Context) {
 		n.leave(a.channel, a.w, false)
 	}
 	// The notifier wakes waiters through what it knows of their Acquire;
-	// a MultiLock waiter never parks, so no lock is handed to it.
+	// a MultiLock waiter never parks, so no lock is handed to it, and no
+	// release bids for it.
 	stub := &acquisition{l: a.l, key: a.keys[a.busy], o: a.o, id: a.ids[a.busy], began: a.began}
-	a.w, a.channel = n.join(ctx, channel, stub), channel
+	a.w, a.channel = n.join(ctx, channel, stub, false), channel
 	a.liveAtTry = false
 }
 

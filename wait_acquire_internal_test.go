@@ -58,7 +58,7 @@ func TestCalledOffWaiterPassesHandedLockOn(t *testing.T) {
 	// The waiter it is handed to, first in line, and one behind it.
 	a := &acquisition{l: l, key: key, o: o.withDefaults(l.defaults), pacing: pacing{deadline: time.Now().Add(o.Wait)}}
 	a.id = newLockID(l.keys, key, newToken(), a.o)
-	a.w = l.notifier.join(ctx, a.id.lockKey(), a)
+	a.w = l.notifier.join(ctx, a.id.lockKey(), a, a.bidsInLine())
 	next := make(chan *Lock, 1)
 	go func() {
 		lk, err := l.Acquire(ctx, key, o)

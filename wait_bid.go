@@ -80,9 +80,94 @@ type bidSent struct {
 	byRelease bool
 }
 
-// maxGrants bounds keyWaiters.grants: a grant is for the first waiter of
-// one Locker, which looks for it as soon as its attempt returns.
-const maxGrants = 8
+// bids are the attempts of one waiting Acquire that may have left a bid,
+// oldest first: a grant to any of them is the waiter's to claim. Only the
+// waiter's own goroutine touches them: its acquisition, and the calls to
+// the line it makes (under notifier.mu) as they pass to the line and from
+// it.
+type bids struct {
+	sent []bidSent
+}
+
+// reset forgets every bid: Redis took them over or dropped them, or they
+// passed to the line.
+func (b *bids) reset() { b.sent = b.sent[:0] }
+
+// note records, after an attempt of id, sent at sent, that did not get
+// the lock, whether it may have left a bid: it did if Redis answered busy
+// (which also replaced the bid Redis had confirmed before), it may have
+// if its reply was lost. It reports whether b changed. An attempt whose
+// reply was lost stays named for the rest of the wait, busy answers or
+// not: a copy of it may still reach Redis and place its bid after a
+// later one, and the release would grant that.
+func (b *bids) note(id *lockID, sent time.Time, noRenew, busy, maybe bool) bool {
+	switch {
+	case busy:
+		b.sent = slices.DeleteFunc(b.sent, func(s bidSent) bool { return s.busy })
+		b.add(bidSent{id: id, sent: sent, busy: true, noRenew: noRenew, answered: time.Now()})
+	case maybe:
+		// It may have replaced the standing bid: none is confirmed now.
+		for i := range b.sent {
+			b.sent[i].busy = false
+		}
+		b.add(bidSent{id: id, sent: sent, noRenew: noRenew})
+	default:
+		return false
+	}
+	return true
+}
+
+// add adds s to b, the oldest bid dropped at maxBidTokens.
+func (b *bids) add(s bidSent) {
+	if len(b.sent) == maxBidTokens {
+		b.sent = append(b.sent[:0], b.sent[1:]...)
+	}
+	b.sent = append(b.sent, s)
+}
+
+// takeOver adds to b the bids of line that asked for the lease ttl and
+// renewal noRenew, and returns the others, whose grant would give the
+// waiter a lease it did not ask for.
+func (b *bids) takeOver(line []bidSent, ttl time.Duration, noRenew bool) (other []bidSent) {
+	for _, s := range line {
+		if s.byRelease && s.busy {
+			// It replaced the bids Redis had answered before its release
+			// was sent: those can never be granted now.
+			b.sent = slices.DeleteFunc(b.sent, func(o bidSent) bool {
+				return o.busy && !o.answered.IsZero() && o.answered.Before(s.sent)
+			})
+		}
+		if s.id.ttl == ttl && s.noRenew == noRenew {
+			b.sent = append(b.sent, s)
+		} else {
+			other = append(other, s)
+		}
+	}
+	return other
+}
+
+// tokens returns the tokens of b: a grant notice that names one wakes the
+// waiter, whose next attempt names them all and so claims it.
+func (b *bids) tokens() []string {
+	t := make([]string, len(b.sent))
+	for i, s := range b.sent {
+		t[i] = s.id.token
+	}
+	return t
+}
+
+// appendTokens appends the tokens of b to t: those an attempt names.
+func (b *bids) appendTokens(t []string) []string {
+	for _, s := range b.sent {
+		t = append(t, s.id.token)
+	}
+	return t
+}
+
+// standing reports whether Redis confirmed that one of b stands.
+func (b *bids) standing() bool {
+	return slices.ContainsFunc(b.sent, func(s bidSent) bool { return s.busy })
+}
 
 // parseGrant reads a grant notice, "g<ms> <token>": the token granted,
 // and for how long the grant holds the key unless its waiter claims it.
@@ -97,54 +182,6 @@ func parseGrant(msg string) (token string, hold time.Duration, ok bool) {
 		return "", 0, false
 	}
 	return token, time.Duration(n) * time.Millisecond, true
-}
-
-// granted records a grant notice for the waiters of kw: it wakes the
-// waiter whose bid it names, if it is in line, to claim it. A grant to
-// another Locker's waiter holds the key until that waiter claims it, or
-// for hold at most: the waiter here that tries looks again then, in case
-// nobody claims it (a waiter that died, or forgot the token). n.mu is
-// held.
-func (kw *keyWaiters) granted(token string, hold time.Duration) {
-	if len(kw.grants) == maxGrants {
-		kw.grants = append(kw.grants[:0], kw.grants[1:]...)
-	}
-	kw.grants = append(kw.grants, token)
-	for _, w := range kw.waiters {
-		if w.a != nil && slices.Contains(w.bids, token) {
-			w.signal()
-			return
-		}
-	}
-	if slices.ContainsFunc(kw.lineBids, func(b bidSent) bool { return b.id.token == token }) {
-		// Passed to the line: the first waiter claims it.
-		for _, w := range kw.waiters {
-			if w.a != nil && !w.a.o.Fair {
-				w.signal()
-				return
-			}
-		}
-	}
-	kw.grantEnds = time.Now().Add(hold)
-	for _, w := range kw.waiters {
-		switch {
-		case w.a == nil:
-		case w.a.o.Fair:
-			// Each fair waiter tries for itself.
-			w.resleep = true
-			w.signal()
-			continue
-		case !w.standing && !kw.bidComing && !slices.ContainsFunc(kw.lineBids, func(b bidSent) bool { return b.busy }):
-			// The first waiter here has no bid in Redis: it asks now,
-			// so that the key comes back to this Locker in its turn,
-			// unless the release that made the grant bids for it.
-			w.signal()
-		default:
-			w.resleep = true
-			w.signal()
-		}
-		return
-	}
 }
 
 // A Locker that releases a key to another Locker's waiter (they take
@@ -165,23 +202,6 @@ type releaseBid struct {
 	sent    time.Time // as the release was sent
 	placed  bool      // the release said it placed it
 	maybe   bool      // the release's reply was lost: it may have
-}
-
-// nextBid returns the bid for kw's first waiter that a release granting
-// the key to another Locker's waiter places, or nil when that waiter does
-// not bid. n.mu is held.
-func (kw *keyWaiters) nextBid() *releaseBid {
-	if len(kw.waiters) == 0 {
-		return nil
-	}
-	a := kw.waiters[0].a
-	if a == nil || !a.bidsInLine() {
-		return nil
-	}
-	kw.bidComing = true
-	// A mutex's attempts' identity (acquisition.mintNext), minted from the
-	// waiter's key and options.
-	return &releaseBid{id: mintID(a.l.keys, a.key, a.o), noRenew: a.o.NoRenew}
 }
 
 // bidPlaced records what became of the bid b that the release of a lock
@@ -210,223 +230,6 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 	l.withdraw(context.Background(), []*lockID{b.id})
 }
 
-// takeGrant reports, and forgets, a grant that a notice announced for
-// one of bids.
-func (n *notifier) takeGrant(channel string, bids []bidSent) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	kw := n.keys[channel]
-	if kw == nil {
-		return false
-	}
-	took := false
-	kw.grants = slices.DeleteFunc(kw.grants, func(g string) bool {
-		named := slices.ContainsFunc(bids, func(b bidSent) bool { return b.id.token == g })
-		took = took || named
-		return named
-	})
-	return took
-}
-
-// setBids tells the notifier which tokens w's bids may name, so that a
-// grant notice for one of them wakes it, and whether Redis confirmed that
-// one of them stands.
-func (n *notifier) setBids(w *waiter, tokens []string, standing bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	w.bids = append(w.bids[:0], tokens...)
-	w.standing = standing
-}
-
-// passBids hands the bids of a, which has just joined its Locker's line
-// behind another waiter, to the line, whose first waiter takes them over:
-// only the first of a line tries Redis again, so only it can take over a
-// grant whose notice was lost.
-func (a *acquisition) passBids() {
-	n := a.l.notifier
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	w := a.w
-	if !a.bidsInLine() || len(w.kw.waiters) == 0 || w.kw.waiters[0] == w {
-		return
-	}
-	w.kw.lineBids = append(w.kw.lineBids, a.bidsSent...)
-	a.bidsSent = a.bidsSent[:0]
-	w.bids, w.standing = w.bids[:0], false
-}
-
-// returnBids passes the bids a still holds to its Locker's line as a
-// leaves it with the lock: the next first waiter takes them over. With
-// nobody else in line, or for a fair waiter, a withdraws them instead.
-func (a *acquisition) returnBids(ctx context.Context) {
-	if a.w == nil || len(a.bidsSent) == 0 {
-		return
-	}
-	if !a.bidsInLine() || !a.passToLine() {
-		a.withdrawBids(ctx)
-	}
-}
-
-// passToLine hands a's bids to its line, unless a is alone in it.
-func (a *acquisition) passToLine() bool {
-	n := a.l.notifier
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	kw := a.w.kw
-	if len(kw.waiters) < 2 || !slices.Contains(kw.waiters, a.w) {
-		return false
-	}
-	kw.lineBids = append(kw.lineBids, a.bidsSent...)
-	a.bidsSent = a.bidsSent[:0]
-	a.w.bids, a.w.standing = a.w.bids[:0], false
-	return true
-}
-
-// pullBids takes over, when a is first in its Locker's line, the bids
-// that waiters behind it passed to the line and that asked for the lease
-// a asks for; it withdraws the others (withdrawBids), whose grant would
-// give a a lease it did not ask for.
-func (a *acquisition) pullBids() {
-	if a.w == nil || !a.bidsInLine() {
-		return
-	}
-	if other := a.takeLineBids(); len(other) > 0 {
-		a.l.withdraw(context.Background(), idsOf(other))
-	}
-}
-
-// takeLineBids moves the line's bids that asked for a's lease into a's,
-// and returns the others, taken out of the line.
-func (a *acquisition) takeLineBids() (other []bidSent) {
-	n := a.l.notifier
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	kw := a.w.kw
-	if len(kw.lineBids) == 0 || len(kw.waiters) == 0 || kw.waiters[0] != a.w {
-		return nil
-	}
-	for _, b := range kw.lineBids {
-		if b.byRelease && b.busy {
-			// It replaced the bids Redis had answered before its release
-			// was sent: those can never be granted now.
-			a.bidsSent = slices.DeleteFunc(a.bidsSent, func(o bidSent) bool {
-				return o.busy && !o.answered.IsZero() && o.answered.Before(b.sent)
-			})
-		}
-		if b.id.ttl == a.id.ttl && b.noRenew == a.o.NoRenew {
-			a.bidsSent = append(a.bidsSent, b)
-		} else {
-			other = append(other, b)
-		}
-	}
-	kw.lineBids = kw.lineBids[:0]
-	a.w.bids, a.w.standing = append(a.w.bids[:0], a.bidTokens()...), a.standing()
-	return other
-}
-
-// hasBids reports whether a has bids, once it took over those passed to
-// its line, or a release on its way may place one for it (nextBid). The
-// release is looked for first: once it has told what it placed
-// (bidPlaced), its bid is in the line.
-func (a *acquisition) hasBids() bool {
-	n := a.l.notifier
-	n.mu.Lock()
-	coming := a.w != nil && a.w.kw.bidComing
-	n.mu.Unlock()
-	if coming {
-		return true
-	}
-	a.pullBids()
-	return len(a.bidsSent) > 0
-}
-
-// bidding reports whether the attempts of a waits in Redis leave bids.
-func (a *acquisition) bidding() bool { return a.l.bids && !a.pacing.deadline.IsZero() }
-
-// bidsInLine reports whether a's bids go through its Locker's line: the
-// bids hash holds one bid per Locker, so the line's first waiter takes
-// over those of the waiters behind it, and a release bids for it. A fair
-// waiter's bid is carried by its own entry in the queue
-// (lua/queue_head.lua), and the queue decides whose turn it is: each fair
-// waiter keeps its own.
-func (a *acquisition) bidsInLine() bool { return a.bidding() && !a.o.Fair }
-
-// bidTokens returns the tokens of a's bids: a grant notice that names
-// one wakes a, whose next attempt names them all and so claims it.
-func (a *acquisition) bidTokens() []string {
-	t := make([]string, len(a.bidsSent))
-	for i, b := range a.bidsSent {
-		t[i] = b.id.token
-	}
-	return t
-}
-
-// standing reports whether Redis confirmed that one of a's bids stands.
-func (a *acquisition) standing() bool {
-	return slices.ContainsFunc(a.bidsSent, func(b bidSent) bool { return b.busy })
-}
-
-// noteBid records, after an attempt sent at sent that did not get the
-// lock, whether it may have left a bid: it did if Redis answered busy
-// (which also replaced the bid Redis had confirmed before), it may have
-// if its reply was lost. An attempt whose reply was lost stays named for
-// the rest of the wait, busy answers or not: a copy of it may still reach
-// Redis and place its bid after a later one, and the release would grant
-// that.
-func (a *acquisition) noteBid(sent time.Time, busy, maybe bool) {
-	switch {
-	case busy:
-		a.bidsSent = slices.DeleteFunc(a.bidsSent, func(b bidSent) bool { return b.busy })
-		a.addBid(bidSent{id: a.id, sent: sent, busy: true, noRenew: a.o.NoRenew, answered: time.Now()})
-	case maybe:
-		// It may have replaced the standing bid: none is confirmed now.
-		for i := range a.bidsSent {
-			a.bidsSent[i].busy = false
-		}
-		a.addBid(bidSent{id: a.id, sent: sent, noRenew: a.o.NoRenew})
-	default:
-		return
-	}
-	if a.w != nil {
-		a.l.notifier.setBids(a.w, a.bidTokens(), a.standing())
-	}
-}
-
-// addBid adds b to a's bids, the oldest of them dropped at maxBidTokens.
-func (a *acquisition) addBid(b bidSent) {
-	if len(a.bidsSent) == maxBidTokens {
-		a.bidsSent = append(a.bidsSent[:0], a.bidsSent[1:]...)
-	}
-	a.bidsSent = append(a.bidsSent, b)
-}
-
-// granted reports, and forgets, a grant at release that a notice
-// announced for one of a's bids, between attempts: a's next attempt,
-// which names every bid of a, claims it in Redis (lua/acquire.lua), and
-// its reply, not the notice, is the evidence that a holds the lock.
-func (a *acquisition) granted() bool {
-	if !a.l.notifier.heardGrant.Load() {
-		// None heard: a notice that comes later wakes the waiter, which
-		// looks again before it sleeps (waitTurn).
-		return false
-	}
-	a.pullBids()
-	return len(a.bidsSent) > 0 && a.l.notifier.takeGrant(a.id.lockKey(), a.bidsSent)
-}
-
-// withdrawBids, as a waiting Acquire ends without the lock, takes its
-// bids out of Redis, and lets go of the key if one was granted meanwhile
-// (release.lua withdraws the releasing Locker's bid for the token first).
-// As a wait ends, the withdrawal goes on behind the Acquire's answer, so
-// that an Acquire whose wait ends while Redis hangs still answers when its
-// wait ends; the Locker's Close waits for it. All the releases share one
-// cleanupTimeout.
-func (a *acquisition) withdrawBids(ctx context.Context) {
-	ids := idsOf(a.bidsSent)
-	a.bidsSent = a.bidsSent[:0]
-	a.l.withdraw(ctx, ids)
-}
-
 // withdraw takes the bids of ids out of Redis, and lets go of the key
 // where one was granted meanwhile, behind the caller (the Locker's Close
 // waits for it), with one cleanupTimeout for them all.
@@ -446,10 +249,10 @@ func (l *Locker) withdraw(ctx context.Context, ids []*lockID) {
 	}
 }
 
-// idsOf returns the identities of bids.
-func idsOf(bids []bidSent) []*lockID {
-	ids := make([]*lockID, len(bids))
-	for i, b := range bids {
+// idsOf returns the identities of the bids sent.
+func idsOf(sent []bidSent) []*lockID {
+	ids := make([]*lockID, len(sent))
+	for i, b := range sent {
 		ids[i] = b.id
 	}
 	return ids

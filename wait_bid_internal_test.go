@@ -410,17 +410,17 @@ func TestReleaseBidReplacesOnlyEarlierBids(t *testing.T) {
 	kw := &keyWaiters{waiters: []*waiter{w}}
 	w.kw, a.w = kw, w
 	before, after, lost, byRelease := mint(), mint(), mint(), mint()
-	a.bidsSent = []bidSent{
+	a.bids.sent = []bidSent{
 		{id: lost, sent: t0},
 		{id: before, sent: t0, busy: true, answered: t0.Add(time.Millisecond)},
 		{id: after, sent: t0.Add(2 * time.Millisecond), busy: true, answered: t0.Add(4 * time.Millisecond)},
 	}
 	kw.lineBids = []bidSent{{id: byRelease, sent: t0.Add(3 * time.Millisecond), busy: true, byRelease: true}}
-	if other := a.takeLineBids(); len(other) != 0 {
+	if other := l.notifier.takeLineBids(w, &a.bids, a.id.ttl, a.o.NoRenew); len(other) != 0 {
 		t.Fatalf("withdrawn %v, want none: the same lease", other)
 	}
 	var got []*lockID
-	for _, b := range a.bidsSent {
+	for _, b := range a.bids.sent {
 		got = append(got, b.id)
 	}
 	if want := []*lockID{lost, after, byRelease}; !slices.Equal(got, want) {

@@ -1,9 +1,6 @@
 package padlock
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // A grant at release is an offer, not a lock (lua/claim.lua has the
 // server's half). The release that grants a key to a waiter's bid sets it
@@ -33,12 +30,3 @@ const (
 	bidLife     = 2 * time.Second
 	bidRefresh  = bidLife / 2
 )
-
-// withdrawOrphans withdraws the bids that waiters passed to a Locker's
-// line when the last waiter left it (notifier.leave): nobody is left to
-// claim what a release would grant them.
-func (a *acquisition) withdrawOrphans(ctx context.Context, orphans []bidSent) {
-	if len(orphans) > 0 {
-		a.l.withdraw(ctx, idsOf(orphans))
-	}
-}

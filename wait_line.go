@@ -2,6 +2,7 @@ package padlock
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -55,6 +56,9 @@ type waiter struct {
 	a    *acquisition  // its token, options and key
 	wake chan struct{} // capacity 1: a wake-up is never lost, never doubled
 	kw   *keyWaiters
+	// bidsInLine: a's bids go through the line (acquisition.bidsInLine),
+	// so a release may bid for it (nextBid).
+	bidsInLine bool
 
 	h *holdAcquisition // instead of a: a hold's waiter (wait_hold.go)
 
@@ -146,11 +150,11 @@ func (n *notifier) live(w *waiter) (live bool, pending <-chan struct{}) {
 }
 
 // join queues a waiter for channel, subscribing to it first if nobody local
-// waits for it yet. A failed SUBSCRIBE is not an error: the waiter polls
-// instead. After close, the waiter is alone in a line of its own, and park
-// refuses it.
-func (n *notifier) join(ctx context.Context, channel string, a *acquisition) *waiter {
-	return n.enter(ctx, channel, &waiter{a: a, wake: make(chan struct{}, 1)}, wakeMutex)
+// waits for it yet; bidsInLine is a's (acquisition.bidsInLine). A failed
+// SUBSCRIBE is not an error: the waiter polls instead. After close, the
+// waiter is alone in a line of its own, and park refuses it.
+func (n *notifier) join(ctx context.Context, channel string, a *acquisition, bidsInLine bool) *waiter {
+	return n.enter(ctx, channel, &waiter{a: a, bidsInLine: bidsInLine, wake: make(chan struct{}, 1)}, wakeMutex)
 }
 
 // enter queues w for channel, whose notices wake as policy says, as join
@@ -306,6 +310,163 @@ func (n *notifier) leave(channel string, w *waiter, acquired bool) (orphans []bi
 		_ = n.send(ctx, conn, false, channel)
 	})
 	return orphans
+}
+
+// The line's share of the bids (wait_bid.go): the tokens each waiter's
+// bids may name, the bids passed to the line, and the grants that notices
+// announced, which wake the waiter they are for. When a waiter passes,
+// takes over or claims them is its acquisition's to decide
+// (wait_acquire.go); the line keeps them, first the calls a waiter makes,
+// then those of a release and of a notice.
+
+// setBids tells the notifier which tokens w's bids may name, so that a
+// grant notice for one of them wakes it, and whether Redis confirmed that
+// one of them stands.
+func (n *notifier) setBids(w *waiter, tokens []string, standing bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w.bids = append(w.bids[:0], tokens...)
+	w.standing = standing
+}
+
+// passBids moves b, the bids of w, which has just joined its line behind
+// another waiter, to the line, whose first waiter takes them over.
+func (n *notifier) passBids(w *waiter, b *bids) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(w.kw.waiters) == 0 || w.kw.waiters[0] == w {
+		return
+	}
+	w.kw.lineBids = append(w.kw.lineBids, b.sent...)
+	b.reset()
+	w.bids, w.standing = w.bids[:0], false
+}
+
+// takeLineBids moves into b, the bids of w when w is first in its line,
+// the bids passed to the line that asked for the lease ttl and renewal
+// noRenew (bids.takeOver), and returns the others, taken out of the line.
+func (n *notifier) takeLineBids(w *waiter, b *bids, ttl time.Duration, noRenew bool) (other []bidSent) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw := w.kw
+	if len(kw.lineBids) == 0 || len(kw.waiters) == 0 || kw.waiters[0] != w {
+		return nil
+	}
+	other = b.takeOver(kw.lineBids, ttl, noRenew)
+	kw.lineBids = kw.lineBids[:0]
+	w.bids, w.standing = append(w.bids[:0], b.tokens()...), b.standing()
+	return other
+}
+
+// bidComing reports whether a release on its way may place a bid for
+// w's line (keyWaiters.bidComing, nextBid).
+func (n *notifier) bidComing(w *waiter) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return w.kw.bidComing
+}
+
+// takeGrant reports, and forgets, a grant that a notice announced for
+// one of the bids sent.
+func (n *notifier) takeGrant(channel string, sent []bidSent) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw := n.keys[channel]
+	if kw == nil {
+		return false
+	}
+	took := false
+	kw.grants = slices.DeleteFunc(kw.grants, func(g string) bool {
+		named := slices.ContainsFunc(sent, func(b bidSent) bool { return b.id.token == g })
+		took = took || named
+		return named
+	})
+	return took
+}
+
+// leaveBids moves b, the bids of w, which leaves its line with the lock,
+// to the line, whose next first waiter takes them over, and reports
+// whether it did: not when w is alone in it.
+func (n *notifier) leaveBids(w *waiter, b *bids) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kw := w.kw
+	if len(kw.waiters) < 2 || !slices.Contains(kw.waiters, w) {
+		return false
+	}
+	kw.lineBids = append(kw.lineBids, b.sent...)
+	b.reset()
+	w.bids, w.standing = w.bids[:0], false
+	return true
+}
+
+// nextBid returns the bid for kw's first waiter that a release granting
+// the key to another Locker's waiter places, or nil when that waiter does
+// not bid. n.mu is held.
+func (kw *keyWaiters) nextBid() *releaseBid {
+	if len(kw.waiters) == 0 {
+		return nil
+	}
+	w := kw.waiters[0]
+	if !w.bidsInLine {
+		return nil
+	}
+	kw.bidComing = true
+	// A mutex's attempts' identity (acquisition.mintNext), minted from the
+	// waiter's key and options.
+	return &releaseBid{id: mintID(w.a.l.keys, w.a.key, w.a.o), noRenew: w.a.o.NoRenew}
+}
+
+// maxGrants bounds keyWaiters.grants: a grant is for the first waiter of
+// one Locker, which looks for it as soon as its attempt returns.
+const maxGrants = 8
+
+// granted records a grant notice for the waiters of kw: it wakes the
+// waiter whose bid it names, if it is in line, to claim it. A grant to
+// another Locker's waiter holds the key until that waiter claims it, or
+// for hold at most: the waiter here that tries looks again then, in case
+// nobody claims it (a waiter that died, or forgot the token). n.mu is
+// held.
+func (kw *keyWaiters) granted(token string, hold time.Duration) {
+	if len(kw.grants) == maxGrants {
+		kw.grants = append(kw.grants[:0], kw.grants[1:]...)
+	}
+	kw.grants = append(kw.grants, token)
+	for _, w := range kw.waiters {
+		if w.a != nil && slices.Contains(w.bids, token) {
+			w.signal()
+			return
+		}
+	}
+	if slices.ContainsFunc(kw.lineBids, func(b bidSent) bool { return b.id.token == token }) {
+		// Passed to the line: the first waiter claims it.
+		for _, w := range kw.waiters {
+			if w.a != nil && !w.a.o.Fair {
+				w.signal()
+				return
+			}
+		}
+	}
+	kw.grantEnds = time.Now().Add(hold)
+	for _, w := range kw.waiters {
+		switch {
+		case w.a == nil:
+		case w.a.o.Fair:
+			// Each fair waiter tries for itself.
+			w.resleep = true
+			w.signal()
+			continue
+		case !w.standing && !kw.bidComing && !slices.ContainsFunc(kw.lineBids, func(b bidSent) bool { return b.busy }):
+			// The first waiter here has no bid in Redis: it asks now,
+			// so that the key comes back to this Locker in its turn,
+			// unless the release that made the grant bids for it.
+			w.signal()
+		default:
+			w.resleep = true
+			w.signal()
+		}
+		return
+	}
 }
 
 // parkHold marks w asleep, unless a notice woke it since it last slept

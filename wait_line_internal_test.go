@@ -240,8 +240,8 @@ func TestLastToLeaveGetsTheLineBids(t *testing.T) {
 	l := mustNew(t, srv.Client(t))
 	defer l.Close()
 	a := &acquisition{l: l, key: "k", o: Options{Wait: time.Second}}
-	first := n.join(ctx, channel, a)
-	second := n.join(ctx, channel, a)
+	first := n.join(ctx, channel, a, false)
+	second := n.join(ctx, channel, a, false)
 	passed := bidSent{id: mintID(l.keys, "k", Options{}), busy: true}
 	n.mu.Lock()
 	first.kw.lineBids = append(first.kw.lineBids, passed)
