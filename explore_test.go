@@ -361,8 +361,8 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	w.spreadKeys()
 	run := 4*time.Second + time.Duration(r.IntN(4000))*time.Millisecond
 	if w.fleet {
-		// Fleet runs are few (one mutex run in six) and cheap on the
-		// virtual clock: longer ones meet more give-ups, kills and
+		// Fleet runs are few (one mutex run in six, one fair run in
+		// three) and cheap on the virtual clock: longer ones meet more give-ups, kills and
 		// grants at release (the idle and claimed invariants).
 		run *= 4
 	}
