@@ -185,9 +185,21 @@ func (l *Locker) Close() error {
 const cleanupTimeout = time.Second
 
 func (l *Locker) cleanup(ctx context.Context, id *lockID) {
+	l.cleanupAs(ctx, id, giveBack{notify: true, withdraw: true})
+}
+
+// cleanupLost is cleanup for an attempt of a waiting Acquire whose reply
+// was lost: it also buries the attempt's token, so that a copy of it that
+// reaches Redis after this clean-up (held up in the network) takes
+// nothing, whenever the wait ends (lua/claim.lua).
+func (l *Locker) cleanupLost(ctx context.Context, id *lockID) {
+	l.cleanupAs(ctx, id, giveBack{notify: true, withdraw: true, bury: true})
+}
+
+func (l *Locker) cleanupAs(ctx context.Context, id *lockID, g giveBack) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_, _ = l.store.release(ctx, id, giveBack{notify: true, withdraw: true})
+	_, _ = l.store.release(ctx, id, g)
 }
 
 // maybeSent reports whether a failed command may have reached Redis: not

@@ -152,3 +152,11 @@ func (id *lockID) bidsKey() string { return id.keys[0] + ":bids" }
 // bidKeys returns the keys of a script that may grant at release: the
 // lock key, its slot's fence counter and its bids.
 func (id *lockID) bidKeys() []string { return []string{id.keys[0], id.keys[1], id.bidsKey()} }
+
+// fairBidKeys returns the keys of a fair attempt that takes part in
+// grants at release, and of the release that cleans up after a lost one:
+// the lock key, its slot's counter, its queue and its bids hash, which in
+// fair mode holds only the tombstones of lost attempts (lua/claim.lua).
+func (id *lockID) fairBidKeys() []string {
+	return []string{id.keys[0], id.keys[1], id.keys[2], id.bidsKey()}
+}

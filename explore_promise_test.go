@@ -236,8 +236,10 @@ func (w *world) gaveUp(op *opSeen, ctx context.Context, err error, o padlock.Opt
 // grant could have: none recorded (from its Acquire's call to its
 // Release's nil, or, without that nil, to the end of its longest lease
 // after its Release was called), none that an operation which met a
-// fault may have left in Redis (a late copy of its attempt, up to its
-// lease after it), none whose notice was lost may have left with a
+// fault may have left in Redis (a late copy of its attempt: a waiting
+// Acquire's until a command's longest delay after it, which its buried
+// token bounds; an Acquire without a wait's, up to its lease after it),
+// none whose notice was lost may have left with a
 // waiter that had gone (up to the longest lease after), and no pause or
 // restart of a server. On one node and on the Cluster, in the mutex
 // family, whose keys only its Acquires take.
@@ -306,11 +308,18 @@ func (w *world) checkProgress() {
 	var check []waited
 	for _, op := range ops {
 		op.mu.Lock()
-		faulted, key, began, ended, isBusy, kind, ttl := op.faulted, op.key, op.began, op.ended, op.busy, op.kind, op.ttl
+		faulted, key, began, ended, isBusy, kind, ttl, wait := op.faulted, op.key, op.began, op.ended, op.busy, op.kind, op.ttl, op.wait
 		op.mu.Unlock()
 		switch {
 		case ended < 0:
 			busy[key] = append(busy[key], span{began - maxInFlight, forever})
+		case faulted && kind == "mutex" && wait > 0:
+			// A waiting Acquire cleans up after an attempt whose reply
+			// was lost before it sends the next, and the clean-up
+			// buries the attempt (lua/claim.lua): a copy of it that
+			// runs late holds the key until that clean-up runs, or
+			// takes nothing, never a lease.
+			busy[key] = append(busy[key], span{began - maxInFlight, ended + maxInFlight})
 		case faulted:
 			busy[key] = append(busy[key], span{began - maxInFlight, ended + maxInFlight + max(ttl, w.ttl)})
 		case isBusy && kind == "mutex" && ended-began >= progressFree:

@@ -52,7 +52,7 @@ func (s single) acquire(ctx context.Context, id *lockID, at *attempt) (grant, er
 	}
 	if id.fair {
 		if s.self != nil && at != nil && at.bids {
-			return grantOf(s.fairAttempts.run(ctx, s.client, s.retries, id.keys[:], fairBidArgs(id, at)...).Result())
+			return grantOf(s.fairAttempts.run(ctx, s.client, s.retries, id.fairBidKeys(), fairBidArgs(id, at)...).Result())
 		}
 		return grantOf(s.fairAttempts.run(ctx, s.client, s.retries, id.keys[:], id.token, id.argv[1], at.queueTime(), at.placeOf(id)).Result())
 	}
@@ -73,6 +73,9 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 	}
 	if g.withdraw {
 		withdraw = "1"
+	}
+	if g.bury {
+		withdraw = "x" + strconv.FormatInt(id.ttl.Milliseconds(), 10)
 	}
 	switch {
 	case id.kind != holdMutex:
@@ -95,6 +98,8 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 			return false, errReleaseUnsure
 		}
 		return n >= 1, err
+	case id.fair && g.bury && s.self != nil:
+		cmd, again = s.scripts.releaseFair.runCounted(ctx, s.client, s.retries, id.fairBidKeys(), id.argv[0], id.ttl.Milliseconds())
 	case id.fair:
 		cmd, again = s.scripts.releaseFair.runCounted(ctx, s.client, s.retries, id.keys[:], id.argv[:1]...)
 	case s.self != nil && g.window >= time.Millisecond:

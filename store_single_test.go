@@ -311,12 +311,24 @@ func (h *fairJoins) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 
 func (h *fairJoins) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		// acquire_fair.lua: EVALSHA or EVAL, script, 3 keys, then the
-		// grant token, the lease, how long to stay queued (0: not
-		// queued), the place and the tokens of earlier attempts.
+		// acquire_fair.lua: EVALSHA or EVAL, script, its keys (3, or 4
+		// with the bids hash), then the grant token, the lease, how
+		// long to stay queued (0: not queued), the place and the
+		// tokens of earlier attempts.
 		args := cmd.Args()
-		if len(args) < 10 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") ||
-			fmt.Sprint(args[2]) != "3" || fmt.Sprint(args[8]) == "0" {
+		if len(args) < 10 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
+			return next(ctx, cmd)
+		}
+		nkeys := fmt.Sprint(args[2])
+		if nkeys != "3" && nkeys != "4" {
+			return next(ctx, cmd)
+		}
+		argv := args[3:]
+		if nkeys == "4" {
+			argv = args[4:]
+		}
+		argv = argv[3:]
+		if len(argv) < 4 || fmt.Sprint(argv[2]) == "0" {
 			return next(ctx, cmd)
 		}
 		h.mu.Lock()
@@ -333,9 +345,9 @@ func (h *fairJoins) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.joins++
-		h.place = fmt.Sprint(args[9])
+		h.place = fmt.Sprint(argv[3])
 		if h.joins == 1 {
-			h.lostToken = fmt.Sprint(args[6])
+			h.lostToken = fmt.Sprint(argv[0])
 		}
 		if !first {
 			return nil

@@ -342,9 +342,13 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 		if maybeSent(err) {
 			// The attempt may have taken the lock before its reply was
 			// lost: don't leave it blocking others for a whole lease.
-			a.l.cleanup(ctx, a.id)
+			// Nor a copy of it that comes after the clean-up: a waiting
+			// attempt's is buried.
 			if at != nil && at.bids {
+				a.l.cleanupLost(ctx, a.id)
 				a.noteBid(sent, false, true)
+			} else {
+				a.l.cleanup(ctx, a.id)
 			}
 			// It, or that clean-up, may yet run late, after a later
 			// attempt took the lock: the next attempt's token is its own

@@ -156,12 +156,15 @@ func queueWaitersNow(l *Locker, key string, o Options) <-chan handed {
 // client, after commands the caller sent since (a request held up in the
 // network). It keeps the last call Redis answered since, too.
 type lateCopy struct {
-	sha   string
-	armed atomic.Bool
-	mu    sync.Mutex
-	held  []any
-	after []any
-	taken chan struct{}
+	sha string
+	// cleanupSha, when set, is the script of the clean-up of the held
+	// attempt (release.lua), which is lost too and never runs.
+	cleanupSha string
+	armed      atomic.Bool
+	mu         sync.Mutex
+	held       []any
+	after      []any
+	taken      chan struct{}
 }
 
 func newLateCopy(sha string) *lateCopy { return &lateCopy{sha: sha, taken: make(chan struct{})} }
@@ -171,6 +174,11 @@ func (h *lateCopy) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *lateCopy) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		args := cmd.Args()
+		if h.lostCleanup(args) {
+			err := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+			cmd.SetErr(err)
+			return err
+		}
 		if len(args) < 2 || args[0] != "evalsha" || args[1] != h.sha {
 			return next(ctx, cmd)
 		}
@@ -191,6 +199,17 @@ func (h *lateCopy) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		h.mu.Unlock()
 		return err
 	}
+}
+
+// lostCleanup reports whether args are the clean-up of the held attempt,
+// when that is lost too.
+func (h *lateCopy) lostCleanup(args []any) bool {
+	if h.cleanupSha == "" || len(args) < 4 || args[0] != "evalsha" || args[1] != h.cleanupSha {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held != nil && fmt.Sprint(scriptArgv(args)[0]) == fmt.Sprint(scriptArgv(h.held)[0])
 }
 
 func (h *lateCopy) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -225,9 +244,10 @@ func (h *lateCopy) last() []any {
 }
 
 // TestLateCopyReplacingTheBidIsClaimed: a waiter's attempt is held up in
-// the network; the client times out, its next attempt is answered busy and
-// bids, and then the first reaches Redis and replaces that bid with its
-// own token. The release grants that token. The waiter keeps the tokens
+// the network; the client times out, and its clean-up is lost (so the
+// token is not buried, lua/claim.lua); its next attempt is answered busy
+// and bids, and then the first reaches Redis and replaces that bid with
+// its own token. The release grants that token. The waiter keeps the tokens
 // of attempts whose replies were lost for the rest of its wait, busy
 // answers or not, so it claims the grant itself: the attempt that takes
 // the key names the lost attempt's token, and takes the key from the
@@ -241,6 +261,7 @@ func TestLateCopyReplacingTheBidIsClaimed(t *testing.T) {
 	h := mustNew(t, srv.Client(t))
 	defer h.Close()
 	late := newLateCopy(plainScripts.acquire.Hash())
+	late.cleanupSha = plainScripts.release.Hash()
 	wc := srv.Client(t)
 	wc.AddHook(late)
 	w := mustNew(t, wc)
@@ -415,6 +436,97 @@ func TestLateCopyAfterGiveUpCostsUnderASecond(t *testing.T) {
 			}
 			nextLiveWaiter(t, got, released).Release(ctx)
 		})
+	}
+}
+
+// TestLateCopyOnAFreeKeyTakesNothing: a waiter's attempt is held up in
+// the network, the client times out and cleans up, and the copy reaches
+// Redis only after the waiter gave up, or was served and let go, when the
+// key is free. The clean-up buried the attempt's token (lua/claim.lua):
+// the copy takes no key, leaves no bid and queues nobody, and the next
+// Acquire, with no wait, has the key. (Before, the copy held the key, for
+// nobody, its whole lease.)
+func TestLateCopyOnAFreeKeyTakesNothing(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		for _, served := range []bool{false, true} {
+			name := mode(fair) + "/gave-up"
+			if served {
+				name = mode(fair) + "/served"
+			}
+			t.Run(name, func(t *testing.T) {
+				srv := redistest.Start(t)
+				rdb := srv.Client(t)
+				h, live := mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
+				defer h.Close()
+				defer live.Close()
+				sha := plainScripts.acquire.Hash()
+				if fair {
+					sha = acquireFairScript.Hash()
+				}
+				late := newLateCopy(sha)
+				wc := srv.Client(t)
+				wc.AddHook(late)
+				w := mustNew(t, wc)
+				defer w.Close()
+				ctx := context.Background()
+				const key = "late-copy-free"
+				o := Options{TTL: longLease, Wait: longLease, Fair: fair, Retry: LinearBackoff(time.Millisecond)}
+
+				holder, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: fair})
+				if err != nil {
+					t.Fatal(err)
+				}
+				late.armed.Store(true)
+				wctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				done := make(chan *Lock, 1)
+				go func() {
+					lk, _ := w.Acquire(wctx, key, o)
+					done <- lk
+				}()
+				lost := late.token()
+				waitForWaiters(t, w, key, 1)
+				waitParked(t, w, key, 1)
+				if served {
+					if err := holder.Release(ctx); err != nil {
+						t.Fatal(err)
+					}
+					lk := <-done
+					if lk == nil {
+						t.Fatal("the waiter was not served")
+					}
+					if err := lk.Release(ctx); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					cancel()
+					if lk := <-done; lk != nil {
+						t.Fatal("the waiter that gave up holds the key")
+					}
+					if err := holder.Release(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				w.Close() // its withdraws and its leave are done
+				late.land(t, rdb)
+				if v, err := rdb.Get(ctx, holder.id.lockKey()).Result(); err != redis.Nil {
+					t.Fatalf("the key holds %q (%v) after the late copy of the lost attempt %s; want it free", v, err, lost)
+				}
+				for id, b := range rdb.HGetAll(ctx, holder.id.bidsKey()).Val() {
+					if strings.Contains(b, lost) && !strings.HasPrefix(id, "x:") {
+						t.Errorf("the late copy left a bid %s=%q", id, b)
+					}
+				}
+				if q := rdb.LRange(ctx, holder.id.keys[2], 0, -1).Val(); len(q) != 0 {
+					t.Errorf("the queue holds %q after the late copy; want it empty", q)
+				}
+				lk, err := live.Acquire(ctx, key, Options{TTL: longLease, Fair: fair})
+				if err != nil {
+					t.Fatalf("an Acquire with no wait after the late copy: %v; want the free key", err)
+				}
+				lk.Release(ctx)
+			})
+		}
 	}
 }
 

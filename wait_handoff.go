@@ -80,6 +80,10 @@ type giveBack struct {
 	// withdraw: the token released is an attempt's, whose bid, if it left
 	// one, is withdrawn (wait_bid.go).
 	withdraw bool
+	// bury: the token released is a waiting attempt's whose reply was
+	// lost: its bid is withdrawn, and a copy of it that comes later still
+	// is refused (lua/claim.lua).
+	bury bool
 	// bid: the Locker's next bid, for its first waiter, placed by the
 	// release if it grants the key to another Locker's (wait_bid.go).
 	bid *releaseBid

@@ -6,7 +6,8 @@
 -- wait_handoff.go), ARGV[4] the caller's Locker id, ARGV[5] '1'; and when
 -- the Locker takes part in grants at release (bids.lua), KEYS[3] the key's
 -- bids and ARGV[6] and on the tokens of the waiter's earlier attempts that
--- may have left a bid, or '' for none
+-- may have left a bid, or '' for none; such an attempt whose token a
+-- clean-up buried (claim.lua) changes nothing
 -- Returns the fence when the lock was taken with one, {first, last}
 -- reserved fence when with more, or
 -- -1 - (the holder's remaining lease in ms) when someone else holds it,
@@ -22,6 +23,11 @@ local function bidOf(v)
     if ARGV[i] ~= '' and grantOf(v, ARGV[i]) == 0 then return true end
   end
   return false
+end
+if ARGV[6] and buried(KEYS[3], ARGV[1]) then
+  -- A copy of an attempt that its waiter gave up for lost, come after
+  -- the clean-up (claim.lua): nobody reads this reply.
+  return -1
 end
 if not redis.call('set', KEYS[1], ARGV[1] .. '|0', 'nx', 'px', ARGV[2]) then
   local v = redis.call('get', KEYS[1])

@@ -1,5 +1,6 @@
 -- KEYS[1] lock key, KEYS[2] fence counter of the lock's hash slot,
--- KEYS[3] fair-mode waiter queue
+-- KEYS[3] fair-mode waiter queue, and with grants at release KEYS[4] the
+-- key's bids hash, which holds only tombstones in fair mode (claim.lua)
 -- ARGV[1] the attempt's grant token, ARGV[2] lease in ms, ARGV[3] how long
 -- the caller will wait in ms: when > 0 and the lock is not taken, the
 -- caller joins the queue unless it is queued already (the client sends it
@@ -9,7 +10,8 @@
 -- attempts never makes a token reused); and when the caller's Locker
 -- takes part in grants at release (wait_bid.go), ARGV[5] and on the
 -- tokens of the waiter's earlier attempts that may have been granted the
--- lock, or '' for none
+-- lock, or '' for none; such an attempt whose token a clean-up buried
+-- (claim.lua) changes nothing
 -- Returns the new fence (> 0) when the lock was taken, or -1 - (the holder's
 -- remaining lease in ms; 0 when the key is free but an older waiter is first),
 -- as {-1 - lease, the holder's value} when that names an owner ('~'); with
@@ -31,9 +33,9 @@
 -- attempt or, while its next attempt is on its way, to an earlier one,
 -- which that next attempt then takes over: a late or repeated notice names
 -- a token nobody waits on (bids.lua says the same of the default mode).
+local bids = ARGV[5] ~= nil
 local v = redis.call('get', KEYS[1])
 local seq, marked = grantOf(v, ARGV[1])
-local bids = ARGV[5] ~= nil
 local t, now, head
 if not v then
   t = redis.call('time')
@@ -59,6 +61,14 @@ elseif not seq and bids then
   end
 end
 if seq ~= nil or (not v and (not head or head == ARGV[4])) then
+  if bids and buried(KEYS[4], ARGV[1]) then
+    -- A copy of an attempt that its waiter gave up for lost, come after
+    -- the clean-up (claim.lua): it takes nothing, and nobody reads this
+    -- reply. (One that finds the key held may queue its waiter, whose
+    -- entry's bid, never placed again, leaves within bidLife: the join,
+    -- the common case, asks nothing more.)
+    return -1
+  end
   -- A copy that ran already took this waiter out of the queue, as did the
   -- grant taken over: so does this one, in case something put it back
   -- since.

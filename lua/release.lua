@@ -6,8 +6,10 @@
 -- even when no waiter marked the lock (the releasing Locker has waiters of
 -- its own), then ARGV[3] the releasing Locker's id when it takes part in
 -- grants at release, else '', ARGV[4] '1' when ARGV[1] is an attempt's
--- whose bid, if it left one, is withdrawn, then ARGV[5] a yield window in
--- ms and ARGV[6] the id of the Locker to yield to (or both ''), then
+-- whose bid, if it left one, is withdrawn, or 'x<ms>' when that
+-- attempt's reply was lost: withdrawn, and buried for that many ms
+-- (claim.lua), then ARGV[5] a yield window in ms and ARGV[6] the id of
+-- the Locker to yield to (or both ''), then
 -- optionally ARGV[7..8] the releasing Locker's next bid: the token of its
 -- first waiter's next attempt and the lease in ms
 -- Returns 1 when the token held the lock and it is now gone, 2 when it
@@ -30,7 +32,12 @@
 -- happened into an error, so PUBLISH runs in pcall and waiters fall back
 -- to their timers.
 local bids = ARGV[3] and ARGV[3] ~= ''
-if bids and ARGV[4] == '1' then dropBid(KEYS[3], ARGV[3], ARGV[1]) end
+local lost = bids and string.sub(ARGV[4] or '', 1, 1) == 'x'
+if bids and (ARGV[4] == '1' or lost) then dropBid(KEYS[3], ARGV[3], ARGV[1]) end
+if lost then
+  local t = redis.call('time')
+  bury(KEYS[3], ARGV[1], tonumber(string.sub(ARGV[4], 2)), tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+end
 local v = redis.call('get', KEYS[1])
 local seq, marked = grantOf(v, ARGV[1])
 if not seq then
