@@ -21,7 +21,8 @@ import (
 // bid stands until bidLife has passed (a grant to it later is itself the
 // failure: a stale bid granted); a grant whose notice the grantee's
 // Locker lost (it looks again within a recheck); a Locker closed; a
-// server paused or restarted in between.
+// fault on the grantee's commands in reach (explore_fleetfault_test.go);
+// a server paused or restarted in between.
 const invClaimed = "claimed"
 
 // claimSlack is how long the grantee's Locker may take, on the virtual
@@ -71,7 +72,11 @@ func (w *world) sawNotice(li int, channel, payload string, lost bool) {
 	// A command the killed Locker sent before it died may still run late,
 	// after a pause, and place a bid then.
 	start := w.tr.Start()
-	if owner == w.doomed && w.killedAt >= 0 && at > w.killedAt+padlock.BidLife+claimSlack &&
+	late := time.Duration(0)
+	if w.fleetFaults {
+		late = maxInFlight // a command delayed before the kill runs after it
+	}
+	if owner == w.doomed && w.killedAt >= 0 && at > w.killedAt+late+padlock.BidLife+claimSlack &&
 		!w.pausedIn(start.Add(w.killedAt-maxInFlight), start.Add(at)) && !w.chk.restartIn(w.killedAt-maxInFlight, at) {
 		w.chk.fail(invClaimed, at, "%s: a release granted the key to %s, the bid of L%d, which was killed at %.3fs: a bid placed %v ago or more was granted",
 			channel, token, owner, w.killedAt.Seconds(), padlock.BidLife)
@@ -123,6 +128,9 @@ func (w *world) checkClaimed(key, token string, owner int, heard time.Duration) 
 	case owner == w.doomed && w.killedAt >= 0:
 	case w.closedAt[owner].Load() != 0 || w.isClosed(owner):
 	case w.pausedIn(start.Add(heard-maxInFlight), start.Add(now)) || w.chk.restartIn(heard-maxInFlight, now):
+	case w.faultedIn(owner, heard-maxInFlight, now):
+		// A fault on the grantee's commands: its claim may be the one
+		// faulted, or its waiter may not know its bid stands.
 	default:
 		w.chk.fail(invClaimed, now, "%s: the grant to %s (L%d's bid), heard of at %.3fs, still holds the key %v later, unclaimed: its waiter neither claimed it nor let it go%s",
 			key, token, owner, heard.Seconds(), now-heard, w.killNote())

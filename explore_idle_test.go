@@ -206,6 +206,19 @@ func (w *world) checkIdle() {
 		}
 		held = append(held, span{from, to})
 	}
+	// A command's fault may keep the key, for someone, as long as the
+	// fault lasts (faultReach).
+	for li := range w.lockers {
+		for _, f := range w.faultWindows(li) {
+			if dead(li) && f.to >= killedAt {
+				// A command the killed Locker sent may run after its
+				// death, take the key and hold it, for nobody alive,
+				// its lease: a dead holder's.
+				f.to += 2 * w.fleetTTL
+			}
+			held = append(held, span{f.from, f.to})
+		}
+	}
 	slices.SortFunc(held, func(a, b span) int { return cmp.Compare(a.from, b.from) })
 	slices.SortFunc(waiting, func(a, b span) int { return cmp.Compare(a.from, b.from) })
 	start := w.tr.Start()
@@ -250,8 +263,9 @@ const quietIdleBound = 100 * time.Millisecond
 const quietLookBack = padlock.BidLife + padlock.ClaimWindow + time.Second
 
 // excusedIdle reports whether a fault explains a free stretch from at
-// to next: a Locker killed, a grant notice lost since quietLookBack
-// before it, or a server paused or restarted since a lease before that.
+// to next: a Locker killed, a grant notice lost or a command faulted
+// since quietLookBack before it, or a server paused or restarted since a
+// lease before that.
 func (w *world) excusedIdle(at, next time.Duration) bool {
 	from := at - quietLookBack
 	if w.killedAt >= 0 && w.killedAt <= next {
@@ -267,6 +281,11 @@ func (w *world) excusedIdle(at, next time.Duration) bool {
 	// waiter gets a key a default-mode holder let go only when it finds
 	// it free, and the other way round (docs/locks.md, "agree on Fair").
 	if w.fam == "fair" && w.anySetWaitedIn(from, next) {
+		return true
+	}
+	// A command's fault: its waiter learns what became of its attempt,
+	// or of its bid, within a recheck, as after a lost notice.
+	if w.faultedIn(-1, from, next) {
 		return true
 	}
 	g := &w.grants

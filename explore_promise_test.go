@@ -308,12 +308,15 @@ func (w *world) checkProgress() {
 	var check []waited
 	for _, op := range ops {
 		op.mu.Lock()
-		faulted, key, began, ended, isBusy, kind, ttl, wait := op.faulted, op.key, op.began, op.ended, op.busy, op.kind, op.ttl, op.wait
+		faulted, key, began, ended, isBusy, kind, ttl, wait, li := op.faulted, op.key, op.began, op.ended, op.busy, op.kind, op.ttl, op.wait, op.li
 		op.mu.Unlock()
+		// A Locker killed (a fleet run) cleans nothing up: what it
+		// sent before may still run after, for a lease.
+		killed := li == w.doomed && w.killedAt >= 0 && ended >= w.killedAt-maxInFlight
 		switch {
 		case ended < 0:
 			busy[key] = append(busy[key], span{began - maxInFlight, forever})
-		case faulted && kind == "mutex" && wait > 0:
+		case faulted && kind == "mutex" && wait > 0 && !killed:
 			// A waiting Acquire cleans up after an attempt whose reply
 			// was lost before it sends the next, and the clean-up
 			// buries the attempt (lua/claim.lua): a copy of it that

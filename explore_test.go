@@ -242,6 +242,11 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		// AcquireAlls among its waiters: in every mutex fleet, and in
 		// one fair fleet in two, which then mixes the modes.
 		w.fleetSets = fam == "mutex" || w.rng(-845).IntN(2) == 0
+		// Command faults in one fleet in two: a fault stalls the key
+		// only as long as it lasts (explore_fleetfault_test.go).
+		if w.rng(-850).IntN(2) == 0 {
+			w.plan.Rate, w.fleetFaults = fleetFaultRate, true
+		}
 	}
 	// Commands that reach the server in steps: TIME repeats its reading
 	// for every command of a step, and fences must still rise (drawn
@@ -308,6 +313,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 				c.AddHook(killer{&w.dead})
 			}
 			w.watchTokens(h)
+			w.watchFaults(h, i)
 			w.clients = append(w.clients, c)
 			w.hooks = append(w.hooks, h)
 			w.lhooks = append(w.lhooks, []*explore.Hook{h})
@@ -369,7 +375,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	w.end = time.Now().Add(run)
 	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations, hot keys %v, commands in steps of %v, notices starved %v, fleet %v", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run, w.hot, w.plan.Align, w.noticesStarved, w.fleet)
 	if w.fleet {
-		tr.Add("fleet: leases of %v, L%d killed at %.0f%% of the run (-1: none), grant notices lost %v, AcquireAlls among the waiters %v", w.fleetTTL, w.doomed, 100*w.killShare, w.grantsLost, w.fleetSets)
+		tr.Add("fleet: leases of %v, L%d killed at %.0f%% of the run (-1: none), grant notices lost %v, AcquireAlls among the waiters %v, command faults %v", w.fleetTTL, w.doomed, 100*w.killShare, w.grantsLost, w.fleetSets, w.fleetFaults)
 	}
 	if w.cluster != nil {
 		tr.Add("a Cluster in memory of %d masters; keys on masters %v", len(w.srvs), w.keyMasters())

@@ -79,8 +79,9 @@ type world struct {
 	// noticesFaulted: the notices to the Lockers' waiters are lost,
 	// repeated or late now and then (faultNotices).
 	noticesFaulted bool
-	// fleet: a mutex run on one node and one key whose commands and
-	// notices meet no fault, with four goroutines per Locker, so that
+	// fleet: a mutex or fair run on one node and one key whose notices
+	// meet no fault (and its commands none, unless fleetFaults), with
+	// lines of waiters in each Locker, so that
 	// Lockers with lines of their own take turns (the turns invariant).
 	fleet bool
 	// fleetSets: a fleet run whose waiters include AcquireAlls.
@@ -98,6 +99,10 @@ type world struct {
 	// grants: the grant notices heard in a fleet run (the claimed
 	// invariant, explore_claim_test.go).
 	grants grantsSeen
+	// fleetFaults: a fleet run whose commands meet faults, and faults,
+	// when (explore_fleetfault_test.go).
+	fleetFaults bool
+	faults      faultsSeen
 }
 
 // extendNow reports whether a holder calls Extend before this step.

@@ -1,0 +1,94 @@
+package padlock_test
+
+import (
+	"sync"
+	"time"
+
+	"github.com/padlockgo/padlock/internal/explore"
+	"github.com/redis/go-redis/v9"
+)
+
+// Command faults in the fleet runs. One fleet run in two lets its
+// commands meet faults (stalls, lost replies, resets, delays, slow
+// replies) at fleetFaultRate: a fault may stall the key, but only as
+// long as the fault itself lasts, never a lease. An attempt whose reply
+// was lost may hold the key until its waiter's clean-up lets it go, and
+// that clean-up buries it, so a copy of it that runs later still takes
+// nothing (lua/claim.lua). So each fault is given its reach (faultReach):
+// while it lasts, the idle invariant takes the key as held by someone,
+// and the claimed one excuses the faulted Locker's grants; after it, both
+// bounds hold again, the quiet one once quietLookBack has passed, as
+// after a lost notice.
+
+// fleetFaultRate is the share of a faulted fleet's commands that meet a
+// fault (more follow one, in bursts: explore.Plan).
+const fleetFaultRate = 0.03
+
+// faultsSeen is when each Locker's commands met a fault, and until when
+// that fault may still keep the key (faultReach).
+type faultsSeen struct {
+	mu      sync.Mutex
+	windows map[int][]faultWindow
+}
+
+type faultWindow struct{ from, to time.Duration }
+
+// faultReach is how long after it begins a fault may keep its effect on
+// the key: a stall or a delay for its length, a slow reply until the
+// caller gives up on it (its context's deadline or the read timeout),
+// and then, for every kind, the clean-up or the send again that follows,
+// which may meet a fault of its own (a window of its own).
+func faultReach(f explore.Fault) time.Duration {
+	const after = 100 * time.Millisecond
+	switch f.Kind {
+	case explore.Stall, explore.Delay:
+		return f.D + after
+	case explore.Slow:
+		return min(f.D, 3*time.Second) + after
+	}
+	return after
+}
+
+// watchFaults makes the world record the faults Locker li's commands meet
+// through h, in a faulted fleet run.
+func (w *world) watchFaults(h *explore.Hook, li int) {
+	if !w.fleetFaults {
+		return
+	}
+	h.Faulted = func(cmds []redis.Cmder, f explore.Fault) {
+		now := w.chk.now()
+		fs := &w.faults
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		if fs.windows == nil {
+			fs.windows = map[int][]faultWindow{}
+		}
+		fs.windows[li] = append(fs.windows[li], faultWindow{now, now + faultReach(f)})
+	}
+}
+
+// faultWindows returns the fault windows of Locker li, or of every
+// Locker when li < 0.
+func (w *world) faultWindows(li int) []faultWindow {
+	fs := &w.faults
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var out []faultWindow
+	for l, ws := range fs.windows {
+		if li < 0 || l == li {
+			out = append(out, ws...)
+		}
+	}
+	return out
+}
+
+// faultedIn reports whether a fault of Locker li (any Locker when li < 0)
+// was in reach at some time in [from, to].
+func (w *world) faultedIn(li int, from, to time.Duration) bool {
+	for _, f := range w.faultWindows(li) {
+		if f.from <= to && f.to >= from {
+			return true
+		}
+	}
+	return false
+}
