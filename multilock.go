@@ -240,7 +240,7 @@ func (m *MultiLock) Release(ctx context.Context) error {
 		for j, i := range g {
 			ids[j] = m.members[i].id
 		}
-		held, err := l.releaseGroup(ctx, slots, ids)
+		held, err := l.releaseGroup(ctx, slots, ids, false)
 		if err != nil {
 			if failed == nil {
 				failed = unavailable("release", err)

@@ -41,7 +41,9 @@ type slotStore interface {
 	// held is the token of a lock the caller holds on one of ids' keys,
 	// which the set takes over, or "".
 	acquireSlot(ctx context.Context, ids []*lockID, lockerID any, waiting bool, held string) (slotGrant, error)
-	releaseSlot(ctx context.Context, ids []*lockID, notify []bool) (held []bool, err error)
+	// bury: the rollback of a waiting attempt whose reply was lost, whose
+	// token it buries (lua/claim.lua).
+	releaseSlot(ctx context.Context, ids []*lockID, notify []bool, bury bool) (held []bool, err error)
 }
 
 // slotGrant is what an attempt at one slot's keys got: a fence per key, or
@@ -225,11 +227,13 @@ func (a *multiAcquisition) try(ctx context.Context) (*MultiLock, error) {
 		}
 		switch {
 		case err != nil:
-			undo := gi
+			a.rollback(ctx, a.groups[:gi])
 			if err == errLateGrant || maybeSent(err) {
-				undo = gi + 1 // the failed call may have taken its keys
+				// The failed call may have taken its keys; a copy of
+				// it may come later still, which a waiting attempt's
+				// rollback buries.
+				a.rollbackLost(ctx, a.groups[gi], waiting && a.slots != nil)
 			}
-			a.rollback(ctx, a.groups[:undo])
 			a.giveBack(ctx)
 			a.lastErr = err
 			if unanswered(err) {
@@ -307,21 +311,29 @@ func (a *multiAcquisition) rollback(ctx context.Context, groups [][]int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	for _, g := range groups {
-		_, _ = a.l.releaseGroup(ctx, a.slots, a.idsOf(g))
+		_, _ = a.l.releaseGroup(ctx, a.slots, a.idsOf(g), false)
 	}
+}
+
+// rollbackLost gives back the keys of g, whose call failed after it may
+// have reached Redis, and with bury buries the attempt there.
+func (a *multiAcquisition) rollbackLost(ctx context.Context, g []int, bury bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	_, _ = a.l.releaseGroup(ctx, a.slots, a.idsOf(g), bury)
 }
 
 // releaseGroup releases the locks of ids, one slot's keys with one call
 // (or one key, through the Locker's store), and reports which were held.
 // A notice goes out for every key that a waiter marked or that a waiter
 // of this Locker waits for.
-func (l *Locker) releaseGroup(ctx context.Context, slots slotStore, ids []*lockID) ([]bool, error) {
+func (l *Locker) releaseGroup(ctx context.Context, slots slotStore, ids []*lockID, bury bool) ([]bool, error) {
 	notify := make([]bool, len(ids))
 	for i, id := range ids {
 		notify[i], _ = l.notifier.state(id.lockKey())
 	}
 	if slots != nil {
-		return slots.releaseSlot(ctx, ids, notify)
+		return slots.releaseSlot(ctx, ids, notify, bury)
 	}
 	ok, err := l.store.release(ctx, ids[0], giveBack{notify: notify[0]})
 	return []bool{ok}, err

@@ -33,7 +33,7 @@ func newMultiScripts(sharded bool) *multiScripts {
 		if sharded {
 			src = strings.ReplaceAll(src, "redis.pcall('publish'", "redis.pcall('spublish'")
 		}
-		return newScript(grantLua + src)
+		return newScript(grantLua + claimLua + src)
 	}
 	return &multiScripts{acquire: flavour(multiAcquireLua), release: flavour(multiReleaseLua)}
 }
@@ -58,7 +58,7 @@ func (s single) acquireSlot(ctx context.Context, ids []*lockID, lockerID any, wa
 // ids, claiming each (see mintID), with held the token of a lock the set
 // takes over, if not "".
 func slotAttempt(ids []*lockID, lockerID any, waiting bool, held string) ([]string, []any, error) {
-	keys := make([]string, len(ids)+1)
+	keys := make([]string, len(ids)+1, len(ids)+2)
 	for i, id := range ids {
 		if !id.claim() {
 			return nil, nil, errTokenReused
@@ -68,7 +68,9 @@ func slotAttempt(ids []*lockID, lockerID any, waiting bool, held string) ([]stri
 	keys[len(ids)] = ids[0].keys[1] // the slot's fence counter
 	mark := "0"
 	if waiting {
-		mark = "1"
+		// Refused if a rollback buried it (lua/claim.lua).
+		mark = "2"
+		keys = append(keys, ids[0].bidsKey())
 	}
 	args := []any{ids[0].token, ids[0].argv[1], lockerID, mark}
 	if held != "" {
@@ -100,9 +102,11 @@ func slotGrantOf(ids []*lockID, cmd *redis.Cmd) (slotGrant, error) {
 	return slotGrant{}, fmt.Errorf("padlock: unexpected multi-key acquire reply %v", reply)
 }
 
-// releaseSlot runs multi_release.lua on ids, whose keys share one slot.
-func (s single) releaseSlot(ctx context.Context, ids []*lockID, notify []bool) ([]bool, error) {
-	keys := make([]string, len(ids))
+// releaseSlot runs multi_release.lua on ids, whose keys share one slot;
+// with bury, the rollback of a waiting attempt whose reply was lost, it
+// also buries the attempt's token (lua/claim.lua).
+func (s single) releaseSlot(ctx context.Context, ids []*lockID, notify []bool, bury bool) ([]bool, error) {
+	keys := make([]string, len(ids), len(ids)+1)
 	flags := make([]byte, len(ids))
 	for i, id := range ids {
 		keys[i] = id.lockKey()
@@ -111,7 +115,12 @@ func (s single) releaseSlot(ctx context.Context, ids []*lockID, notify []bool) (
 			flags[i] = '1'
 		}
 	}
-	reply, err := s.multiScripts().release.run(ctx, s.client, s.retries, keys, ids[0].token, string(flags)).Int64Slice()
+	args := []any{ids[0].token, string(flags)}
+	if bury {
+		keys = append(keys, ids[0].bidsKey())
+		args = append(args, ids[0].ttl.Milliseconds())
+	}
+	reply, err := s.multiScripts().release.run(ctx, s.client, s.retries, keys, args...).Int64Slice()
 	if err != nil {
 		return nil, err
 	}

@@ -269,7 +269,7 @@ func (a acked) acquireSlot(ctx context.Context, ids []*lockID, lockerID any, wai
 	if err := a.confirmed(wait); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		_, _ = a.single.releaseSlot(rctx, ids, make([]bool, len(ids)))
+		_, _ = a.single.releaseSlot(rctx, ids, make([]bool, len(ids)), false)
 		return slotGrant{}, err
 	}
 	return g, nil

@@ -530,6 +530,58 @@ func TestLateCopyOnAFreeKeyTakesNothing(t *testing.T) {
 	}
 }
 
+// TestLateSetCopyOnFreeKeysTakesNothing is TestLateCopyOnAFreeKeyTakesNothing
+// for AcquireAll: the rollback of a waiting attempt whose reply was lost
+// buries it, so its copy, come once the AcquireAll gave up and the keys
+// are free, takes none of them.
+func TestLateSetCopyOnFreeKeysTakesNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	h, live := mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
+	defer h.Close()
+	defer live.Close()
+	late := newLateCopy(multiPlain.acquire.Hash())
+	wc := srv.Client(t)
+	wc.AddHook(late)
+	w := mustNew(t, wc)
+	defer w.Close()
+	ctx := context.Background()
+	keys := []string{"late-set-a", "late-set-b"}
+
+	holder, err := h.Acquire(ctx, keys[0], Options{TTL: longLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.armed.Store(true)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan *MultiLock, 1)
+	go func() {
+		m, _ := w.AcquireAll(wctx, keys, Options{TTL: longLease, Wait: longLease, Retry: LinearBackoff(time.Millisecond)})
+		done <- m
+	}()
+	lost := late.token()
+	waitForWaiters(t, w, keys[0], 1)
+	cancel()
+	if m := <-done; m != nil {
+		t.Fatal("the AcquireAll that gave up holds the keys")
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	late.land(t, rdb)
+	for _, k := range keys {
+		if v, err := rdb.Get(ctx, h.RedisKey(k)).Result(); err != redis.Nil {
+			t.Errorf("%s holds %q (%v) after the late copy of the lost attempt %s; want it free", k, v, err, lost)
+		}
+	}
+	m, err := live.AcquireAll(ctx, keys, Options{TTL: longLease})
+	if err != nil {
+		t.Fatalf("an AcquireAll with no wait after the late copy: %v; want the free keys", err)
+	}
+	m.Release(ctx)
+}
+
 // TestForgedGrantNoticeMakesNoHolder: a client that may read the keys and
 // publish reads a waiting bid's token (from the bids hash, or the fair
 // queue's entry) and publishes grant notices for it, in this version's

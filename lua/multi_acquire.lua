@@ -1,7 +1,9 @@
 -- KEYS[1..n] lock keys (each also the channel of its notices), all in one
 -- hash slot; KEYS[n+1] the fence counter of that slot
 -- ARGV[1] owner token, ARGV[2] lease in milliseconds, ARGV[3] the caller's
--- Locker id, ARGV[4] '1' for an attempt of a waiting AcquireAll, and
+-- Locker id, ARGV[4] '1' for an attempt of a waiting AcquireAll, '2' for
+-- one that also names, as KEYS[n+2], the bids hash of KEYS[1], where a
+-- clean-up may have buried it (claim.lua: then it takes nothing), and
 -- optionally ARGV[5] the token of a lock the caller holds on one of the
 -- keys (a waiting AcquireAll waits for a busy key as a single-key Acquire
 -- does, multilock.go): that key is taken over by the set
@@ -15,7 +17,15 @@
 -- alone, so nobody sees part of the set taken.
 local n = #KEYS - 1
 local tok = ARGV[1]
-local waiting = ARGV[4] == '1'
+local waiting = ARGV[4] == '1' or ARGV[4] == '2'
+if ARGV[4] == '2' then
+  n = #KEYS - 2
+  if buried(KEYS[#KEYS], tok) then
+    -- A copy of an attempt that its waiter gave up for lost, come after
+    -- the rollback: nobody reads this reply.
+    return {-1, 1}
+  end
+end
 local take = {}
 for i = 1, n do
   local v = redis.call('get', KEYS[i])
