@@ -12,7 +12,7 @@ import (
 // there ("Nobody holds for nobody", docs/locks.md; wait_claim.go). The
 // idle invariant bounds what a grant to nobody costs (a claim window);
 // this one says when there may be such a grant at all. In the fleet runs
-// (no command faults) every grant notice (g<ms> <token>) is checked
+// every grant notice (g<ms> <token>) is checked
 // claimSlack after the first Locker heard it: the key must no longer hold
 // the grant, for its waiter has claimed it (its next attempt names the
 // token) or let it go (a waiter that gives up withdraws its bids, and the
@@ -98,12 +98,16 @@ func grantToken(payload string) (string, bool) {
 }
 
 // ownerOf returns the Locker whose client sent token as an attempt's
-// (fleet runs: client i is Locker i's), or -1.
+// (fleet runs: client i is Locker i's, on the Cluster its node clients
+// 8i+j), or -1.
 func (w *world) ownerOf(token string) int {
 	t := w.tokens
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if id, ok := t.client[token]; ok {
+		if w.cluster != nil {
+			return id / 8 // Locker i's node clients are 8i+j (newClusterLocker)
+		}
 		return id
 	}
 	return -1
@@ -113,7 +117,7 @@ func (w *world) ownerOf(token string) int {
 // of at heard, that key (its Redis name, the notice's channel) no longer
 // holds that grant.
 func (w *world) checkClaimed(key, token string, owner int, heard time.Duration) {
-	v, err := w.srv.M.Get(key)
+	v, err := w.serversOf(key)[0].M.Get(key)
 	if err != nil || padlock.StoredToken(v) != token {
 		return
 	}

@@ -51,9 +51,16 @@ func redlockOps(seed uint64) string {
 // client with one fault hook per master, and records both. The client has
 // ContextTimeoutEnabled only when the plan says so.
 func (w *world) newClusterLocker(i int, opts ...padlock.LockerOption) *padlock.Locker {
-	c, hs := w.cluster.NewClient(8*i, fmt.Sprintf("L%d", i), w.plan, w.tr, &w.late)
+	var below []redis.Hook
+	if i == w.doomed {
+		// Below every node's fault hook, as on one node: nothing of a
+		// dead process goes out, and the fault hook sees it fail.
+		below = append(below, killer{&w.dead})
+	}
+	c, hs := w.cluster.NewClient(8*i, fmt.Sprintf("L%d", i), w.plan, w.tr, &w.late, below...)
 	for _, h := range hs {
 		w.watchTokens(h)
+		w.watchFaults(h, i)
 	}
 	w.clients = append(w.clients, c)
 	w.hooks = append(w.hooks, hs...)

@@ -235,9 +235,9 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	if sr := w.rng(-820); fam == "mutex" && sr.IntN(3) == 0 {
 		w.plan.Rate, w.plan.ConnRate, w.noticesStarved = 0, 0, true
 	}
-	// Drawn apart: half the other mutex runs on one node are a fleet,
-	// and a fair run in three.
-	if fr := w.rng(-840); (fam == "mutex" && fr.IntN(2) == 0 || fam == "fair" && fr.IntN(3) == 0) && !w.redlock && w.cluster == nil && !w.noticesStarved {
+	// Drawn apart: half the other mutex runs on one node or the Cluster
+	// are a fleet, and a fair run in three.
+	if fr := w.rng(-840); (fam == "mutex" && fr.IntN(2) == 0 || fam == "fair" && fr.IntN(3) == 0) && !w.redlock && !w.noticesStarved {
 		w.plan.Rate, w.plan.ConnRate, w.fleet = 0, 0, true
 		// AcquireAlls among its waiters: in every mutex fleet, and in
 		// one fair fleet in two, which then mixes the modes.

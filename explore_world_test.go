@@ -79,7 +79,7 @@ type world struct {
 	// noticesFaulted: the notices to the Lockers' waiters are lost,
 	// repeated or late now and then (faultNotices).
 	noticesFaulted bool
-	// fleet: a mutex or fair run on one node and one key whose notices
+	// fleet: a mutex or fair run on one node or the Cluster, on one key, whose notices
 	// meet no fault (and its commands none, unless fleetFaults), with
 	// lines of waiters in each Locker, so that
 	// Lockers with lines of their own take turns (the turns invariant).

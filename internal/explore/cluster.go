@@ -64,7 +64,10 @@ func (c *Cluster) server(addr string) (int, *Server) {
 // hooks sit below the Cluster client, which sends again what met a
 // network error (but a command go-redis sends once), as it does on a real
 // Cluster. late is as for NewClient.
-func (c *Cluster) NewClient(id int, name string, plan *Plan, tr *Trace, late *sync.WaitGroup) (*redis.ClusterClient, []*Hook) {
+//
+// Each node's client also carries below, after its fault hook, the hooks
+// of below (a process killed: explore_idle_test.go's killer).
+func (c *Cluster) NewClient(id int, name string, plan *Plan, tr *Trace, late *sync.WaitGroup, below ...redis.Hook) (*redis.ClusterClient, []*Hook) {
 	hooks := make([]*Hook, len(c.Servers))
 	for j, s := range c.Servers {
 		side := redis.NewClient(&redis.Options{Addr: s.Addr, Dialer: s.Dial, DisableIdentity: true, Protocol: 2, PoolSize: 256})
@@ -85,6 +88,9 @@ func (c *Cluster) NewClient(id int, name string, plan *Plan, tr *Trace, late *sy
 			o.Dialer = h.dial
 			cl := redis.NewClient(o)
 			cl.AddHook(h)
+			for _, b := range below {
+				cl.AddHook(b)
+			}
 			return cl
 		},
 	})
