@@ -153,10 +153,20 @@ func (id *lockID) bidsKey() string { return id.keys[0] + ":bids" }
 // lock key, its slot's fence counter and its bids.
 func (id *lockID) bidKeys() []string { return []string{id.keys[0], id.keys[1], id.bidsKey()} }
 
+// lostKey returns the key of the lost set of id's lock key, where the
+// clean-up of an attempt whose reply was lost buries its token
+// (lua/claim.lua): in the lock key's slot, and no lock key.
+func (id *lockID) lostKey() string { return id.keys[0] + ":lost" }
+
+// bidLostKeys returns bidKeys and the lost set: the keys of an attempt
+// that bids, and of the clean-up that buries a lost one.
+func (id *lockID) bidLostKeys() []string {
+	return []string{id.keys[0], id.keys[1], id.bidsKey(), id.lostKey()}
+}
+
 // fairBidKeys returns the keys of a fair attempt that takes part in
 // grants at release, and of the release that cleans up after a lost one:
-// the lock key, its slot's counter, its queue and its bids hash, which in
-// fair mode holds only the tombstones of lost attempts (lua/claim.lua).
+// the lock key, its slot's counter, its queue and its lost set.
 func (id *lockID) fairBidKeys() []string {
-	return []string{id.keys[0], id.keys[1], id.keys[2], id.bidsKey()}
+	return []string{id.keys[0], id.keys[1], id.keys[2], id.lostKey()}
 }

@@ -104,11 +104,11 @@ func (h *strandHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 // attemptKeys reports whether n, the number of keys of an EVALSHA, is an
-// attempt's: the lock key and its fence counter, and the key's bids when
-// the attempt leaves one (wait_bid.go).
+// attempt's: the lock key and its fence counter, and the key's bids and
+// lost set when the attempt leaves a bid (wait_bid.go, lua/claim.lua).
 func attemptKeys(n any) bool {
 	switch n {
-	case 2, 3, int64(2), int64(3):
+	case 2, 3, 4, int64(2), int64(3), int64(4):
 		return true
 	}
 	return false

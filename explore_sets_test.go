@@ -139,8 +139,8 @@ func (w *world) setSent(token string, keys []any) {
 	if w.sets.keys[token] != nil {
 		return
 	}
-	if last, _ := keys[len(keys)-1].(string); strings.HasSuffix(last, ":bids") {
-		keys = keys[:len(keys)-1] // a waiting attempt's bids hash (lua/multi_acquire.lua)
+	if last, _ := keys[len(keys)-1].(string); strings.HasSuffix(last, ":lost") {
+		keys = keys[:len(keys)-1] // a waiting attempt's lost set (lua/multi_acquire.lua)
 	}
 	for _, k := range keys[:len(keys)-1] {
 		w.sets.keys[token] = append(w.sets.keys[token], k.(string))

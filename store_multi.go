@@ -70,7 +70,7 @@ func slotAttempt(ids []*lockID, lockerID any, waiting bool, held string) ([]stri
 	if waiting {
 		// Refused if a rollback buried it (lua/claim.lua).
 		mark = "2"
-		keys = append(keys, ids[0].bidsKey())
+		keys = append(keys, ids[0].lostKey())
 	}
 	args := []any{ids[0].token, ids[0].argv[1], lockerID, mark}
 	if held != "" {
@@ -117,7 +117,7 @@ func (s single) releaseSlot(ctx context.Context, ids []*lockID, notify []bool, b
 	}
 	args := []any{ids[0].token, string(flags)}
 	if bury {
-		keys = append(keys, ids[0].bidsKey())
+		keys = append(keys, ids[0].lostKey())
 		args = append(args, ids[0].ttl.Milliseconds())
 	}
 	reply, err := s.multiScripts().release.run(ctx, s.client, s.retries, keys, args...).Int64Slice()

@@ -57,7 +57,7 @@ func (s single) acquire(ctx context.Context, id *lockID, at *attempt) (grant, er
 		return grantOf(s.fairAttempts.run(ctx, s.client, s.retries, id.keys[:], id.token, id.argv[1], at.queueTime(), at.placeOf(id)).Result())
 	}
 	if s.self != nil && at != nil && at.bids {
-		return grantOf(s.scripts.acquire.run(ctx, s.client, s.retries, id.bidKeys(), bidArgs(at)...).Result())
+		return grantOf(s.scripts.acquire.run(ctx, s.client, s.retries, id.bidLostKeys(), bidArgs(at)...).Result())
 	}
 	return grantOf(s.scripts.acquire.run(ctx, s.client, s.retries, id.keys[:2], acquireArgs(id, at)...).Result())
 }
@@ -104,6 +104,8 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 		cmd, again = s.scripts.releaseFair.runCounted(ctx, s.client, s.retries, id.keys[:], id.argv[:1]...)
 	case s.self != nil && g.window >= time.Millisecond:
 		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.bidKeys(), id.argv[0], notify, s.self, withdraw, g.window.Milliseconds(), g.yieldTo)
+	case s.self != nil && g.bury:
+		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.bidLostKeys(), id.argv[0], notify, s.self, withdraw)
 	case s.self != nil:
 		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.bidKeys(), id.argv[0], notify, s.self, withdraw)
 	case g.window >= time.Millisecond:

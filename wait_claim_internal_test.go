@@ -513,7 +513,7 @@ func TestLateCopyOnAFreeKeyTakesNothing(t *testing.T) {
 					t.Fatalf("the key holds %q (%v) after the late copy of the lost attempt %s; want it free", v, err, lost)
 				}
 				for id, b := range rdb.HGetAll(ctx, holder.id.bidsKey()).Val() {
-					if strings.Contains(b, lost) && !strings.HasPrefix(id, "x:") {
+					if strings.Contains(b, lost) {
 						t.Errorf("the late copy left a bid %s=%q", id, b)
 					}
 				}
@@ -528,6 +528,67 @@ func TestLateCopyOnAFreeKeyTakesNothing(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestFairLateCopyOnAHeldKeyQueuesNobody: in fair mode, a waiter's
+// joining attempt is held up in the network, the waiter gives up and its
+// Locker closes, and the copy reaches Redis while the key is still held.
+// The clean-up buried the attempt, so the copy queues nobody and leaves no
+// bid: the release grants the key to the live waiter queued behind, not
+// to the copy's token. (Before, the copy's entry was granted the key, and
+// the live waiter waited out the claim window.)
+func TestFairLateCopyOnAHeldKeyQueuesNobody(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	h, live := mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
+	defer h.Close()
+	defer live.Close()
+	late := newLateCopy(acquireFairScript.Hash())
+	wc := srv.Client(t)
+	wc.AddHook(late)
+	w := mustNew(t, wc)
+	defer w.Close()
+	ctx := context.Background()
+	const key = "fair-late-copy-held"
+	o := Options{TTL: longLease, Wait: longLease, Fair: true, Retry: LinearBackoff(time.Millisecond)}
+
+	holder, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.armed.Store(true)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan *Lock, 1)
+	go func() {
+		lk, _ := w.Acquire(wctx, key, o)
+		done <- lk
+	}()
+	lost := late.token()
+	waitForWaiters(t, w, key, 1)
+	waitParked(t, w, key, 1)
+	cancel()
+	if lk := <-done; lk != nil {
+		t.Fatal("the waiter that gave up holds the key")
+	}
+	w.Close()
+	if err := rdb.ZScore(ctx, holder.id.lostKey(), lost).Err(); err != nil {
+		t.Fatalf("the lost attempt %s is not buried: %v", lost, err)
+	}
+	late.land(t, rdb) // the key is held
+	for _, e := range rdb.LRange(ctx, holder.id.keys[2], 0, -1).Val() {
+		if strings.Contains(e, lost) {
+			t.Errorf("the late copy of the buried attempt %s is queued: %q", lost, e)
+		}
+	}
+	got := queueWaiters(t, live, key, 1, o)
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := rdb.Get(ctx, holder.id.lockKey()).Val(); strings.HasPrefix(v, lost+"|") {
+		t.Errorf("the release granted the key to the buried token %s (%q); want the live waiter's", lost, v)
+	}
+	nextLiveWaiter(t, got, released).Release(ctx)
 }
 
 // TestLateSetCopyOnFreeKeysTakesNothing is TestLateCopyOnAFreeKeyTakesNothing

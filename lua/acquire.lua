@@ -5,7 +5,7 @@
 -- Locker may hand the lock on to that many holders in turn, see
 -- wait_handoff.go), ARGV[4] the caller's Locker id, ARGV[5] '1'; and when
 -- the Locker takes part in grants at release (bids.lua), KEYS[3] the key's
--- bids and ARGV[6] and on the tokens of the waiter's earlier attempts that
+-- bids, KEYS[4] its lost set (claim.lua) and ARGV[6] and on the tokens of the waiter's earlier attempts that
 -- may have left a bid, or '' for none; such an attempt whose token a
 -- clean-up buried (claim.lua) changes nothing
 -- Returns the fence when the lock was taken with one, {first, last}
@@ -24,7 +24,7 @@ local function bidOf(v)
   end
   return false
 end
-if ARGV[6] and buried(KEYS[3], ARGV[1]) then
+if ARGV[6] and buried(KEYS[4], ARGV[1]) then
   -- A copy of an attempt that its waiter gave up for lost, come after
   -- the clean-up (claim.lua): nobody reads this reply.
   return -1

@@ -1,6 +1,6 @@
 -- KEYS[1] lock key, KEYS[2] fence counter of the lock's hash slot,
 -- KEYS[3] fair-mode waiter queue, and with grants at release KEYS[4] the
--- key's bids hash, which holds only tombstones in fair mode (claim.lua)
+-- key's lost set (claim.lua)
 -- ARGV[1] the attempt's grant token, ARGV[2] lease in ms, ARGV[3] how long
 -- the caller will wait in ms: when > 0 and the lock is not taken, the
 -- caller joins the queue unless it is queued already (the client sends it
@@ -34,6 +34,12 @@
 -- which that next attempt then takes over: a late or repeated notice names
 -- a token nobody waits on (bids.lua says the same of the default mode).
 local bids = ARGV[5] ~= nil
+if bids and buried(KEYS[4], ARGV[1]) then
+  -- A copy of an attempt that its waiter gave up for lost, come after
+  -- the clean-up (claim.lua): it takes nothing and queues nobody, and
+  -- nobody reads this reply.
+  return -1
+end
 local v = redis.call('get', KEYS[1])
 local seq, marked = grantOf(v, ARGV[1])
 local t, now, head
@@ -61,14 +67,6 @@ elseif not seq and bids then
   end
 end
 if seq ~= nil or (not v and (not head or head == ARGV[4])) then
-  if bids and buried(KEYS[4], ARGV[1]) then
-    -- A copy of an attempt that its waiter gave up for lost, come after
-    -- the clean-up (claim.lua): it takes nothing, and nobody reads this
-    -- reply. (One that finds the key held may queue its waiter, whose
-    -- entry's bid, never placed again, leaves within bidLife: the join,
-    -- the common case, asks nothing more.)
-    return -1
-  end
   -- A copy that ran already took this waiter out of the queue, as did the
   -- grant taken over: so does this one, in case something put it back
   -- since.

@@ -82,12 +82,8 @@ local function grantBid(lock, bids, self)
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local pick, ttl, token
   for _, id in ipairs(ids) do
-    local b = redis.call('hget', bids, id) or ''
-    local at, bttl, btoken = parseBid(b)
-    if tombstone(id) then
-      -- A lost attempt's (claim.lua): kept until it runs out.
-      if (tonumber(b) or 0) <= now then redis.call('hdel', bids, id) end
-    elseif not at or now - at >= bidLife then
+    local at, bttl, btoken = parseBid(redis.call('hget', bids, id) or '')
+    if not at or now - at >= bidLife then
       redis.call('hdel', bids, id)
     elseif not pick or ((id > self) ~= (pick > self) and id > self) or ((id > self) == (pick > self) and id < pick) then
       pick, ttl, token = id, bttl, btoken

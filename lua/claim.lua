@@ -19,44 +19,30 @@
 local claimWindow = 500
 local bidLife = 2000
 
--- The clean-up of an attempt whose reply was lost (Locker.cleanup) lets go
--- of the key if that attempt took it, and buries the attempt's token: a
--- field "x:<token>" in the key's bids hash, holding the server ms until
--- which it lasts (one lease of the attempt). A copy of the attempt that
--- reaches Redis later still (held up in the network) finds it and takes
--- no key (acquire.lua, acquire_fair.lua; in the default mode it leaves no
--- bid either, and a fair one that finds the key held queues an entry
--- whose bid is never placed again, so it leaves within bidLife). Its
--- waiter gave the attempt up before the clean-up, and never sends that
--- token again, so refusing it loses nobody anything; without it, a copy
--- that lands after its waiter gave up or was served would hold the key,
--- for nobody, a whole lease. grantBid skips tombstones, and it and bury
--- delete those that ran out.
+-- The clean-up of an attempt whose reply was lost (Locker.cleanupLost)
+-- lets go of the key if that attempt took it, and buries the attempt's
+-- token: a member of the key's lost set (P{K}:lost, beside the lock key),
+-- scored by the server ms until which it lasts (one lease of the
+-- attempt). A copy of the attempt that reaches Redis later still (held
+-- up in the network) finds it and changes nothing: it takes no key,
+-- leaves no bid and queues nobody (acquire.lua, acquire_fair.lua,
+-- multi_acquire.lua). Its waiter gave the attempt up before the clean-up,
+-- and never sends that token again, so refusing it loses nobody anything;
+-- without it, a copy that lands after its waiter gave up or was served
+-- would hold the key, for nobody, a whole lease. Checking is one ZSCORE,
+-- burying one ZADD after dropping those that ran out: cheap however many
+-- replies a stall lost.
 
--- buried reports whether token's attempt was buried in bids.
-local function buried(bids, token)
-  return redis.call('hget', bids, 'x:' .. token) ~= false
+-- buried reports whether token's attempt was buried in lost.
+local function buried(lost, token)
+  return redis.call('zscore', lost, token) ~= false
 end
 
--- tombstone reports whether the field id of a bids hash is a tombstone.
-local function tombstone(id)
-  return string.sub(id, 1, 2) == 'x:'
-end
-
--- bury buries token's attempt in bids for life ms from now (server ms).
--- Past a few fields it deletes the tombstones that ran out, so that lost
--- replies coming faster than a lease apart never grow the hash without
--- bound (in fair mode, nothing else reads it).
-local function bury(bids, token, life, now)
-  if redis.call('hlen', bids) >= 16 then
-    for _, id in ipairs(redis.call('hkeys', bids)) do
-      if tombstone(id) and (tonumber(redis.call('hget', bids, id)) or 0) <= now then
-        redis.call('hdel', bids, id)
-      end
-    end
-  end
-  redis.call('hset', bids, 'x:' .. token, string.format('%d', now + life))
-  if redis.call('pttl', bids) < life then
-    redis.call('pexpire', bids, life)
+-- bury buries token's attempt in lost for life ms from now (server ms).
+local function bury(lost, token, life, now)
+  redis.call('zremrangebyscore', lost, '-inf', now)
+  redis.call('zadd', lost, now + life, token)
+  if redis.call('pttl', lost) < life then
+    redis.call('pexpire', lost, life)
   end
 end

@@ -2,8 +2,8 @@
 -- hash slot; KEYS[n+1] the fence counter of that slot
 -- ARGV[1] owner token, ARGV[2] lease in milliseconds, ARGV[3] the caller's
 -- Locker id, ARGV[4] '1' for an attempt of a waiting AcquireAll, '2' for
--- one that also names, as KEYS[n+2], the bids hash of KEYS[1], where a
--- clean-up may have buried it (claim.lua: then it takes nothing), and
+-- one that also names, as KEYS[n+2], the lost set of KEYS[1], where a
+-- rollback may have buried it (claim.lua: then it takes nothing), and
 -- optionally ARGV[5] the token of a lock the caller holds on one of the
 -- keys (a waiting AcquireAll waits for a busy key as a single-key Acquire
 -- does, multilock.go): that key is taken over by the set

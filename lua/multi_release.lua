@@ -4,7 +4,7 @@
 -- notice for KEYS[i] even when no waiter marked it (the releasing Locker
 -- has waiters of its own for it); and for the rollback of an attempt
 -- whose reply was lost, ARGV[3] how long to bury its token (claim.lua),
--- in ms, in KEYS[n+1], the bids hash of KEYS[1]
+-- in ms, in KEYS[n+1], the lost set of KEYS[1]
 -- Returns {r1, ..., rn}: ri is 1 when the token held KEYS[i], which is now
 -- deleted, and 0 when it did not (that key was lost), untouched.
 -- Notices are best-effort (pcall), as in release.lua.

@@ -7,8 +7,8 @@
 -- its own), then ARGV[3] the releasing Locker's id when it takes part in
 -- grants at release, else '', ARGV[4] '1' when ARGV[1] is an attempt's
 -- whose bid, if it left one, is withdrawn, or 'x<ms>' when that
--- attempt's reply was lost: withdrawn, and buried for that many ms
--- (claim.lua), then ARGV[5] a yield window in ms and ARGV[6] the id of
+-- attempt's reply was lost: withdrawn, and buried for that many ms in
+-- KEYS[4], the key's lost set (claim.lua), then ARGV[5] a yield window in ms and ARGV[6] the id of
 -- the Locker to yield to (or both ''), then
 -- optionally ARGV[7..8] the releasing Locker's next bid: the token of its
 -- first waiter's next attempt and the lease in ms
@@ -36,7 +36,7 @@ local lost = bids and string.sub(ARGV[4] or '', 1, 1) == 'x'
 if bids and (ARGV[4] == '1' or lost) then dropBid(KEYS[3], ARGV[3], ARGV[1]) end
 if lost then
   local t = redis.call('time')
-  bury(KEYS[3], ARGV[1], tonumber(string.sub(ARGV[4], 2)), tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  bury(KEYS[4], ARGV[1], tonumber(string.sub(ARGV[4], 2)), tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 end
 local v = redis.call('get', KEYS[1])
 local seq, marked = grantOf(v, ARGV[1])

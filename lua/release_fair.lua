@@ -1,7 +1,7 @@
 -- KEYS[1] lock key (also the channel of its release notices),
 -- KEYS[2] fence counter of the lock's hash slot,
 -- KEYS[3] fair-mode waiter queue; and for the clean-up of an attempt
--- whose reply was lost, KEYS[4] the key's bids hash, where it buries the
+-- whose reply was lost, KEYS[4] the key's lost set, where it buries the
 -- attempt's token (claim.lua) for ARGV[2] ms
 -- ARGV[1] owner token
 -- Returns 1 when the token held the lock and it is now released, 0
