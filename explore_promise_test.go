@@ -216,6 +216,10 @@ func (w *world) checkTTLs() {
 const (
 	progressFree = 1200 * time.Millisecond
 	progressTrip = 100 * time.Millisecond
+	// faultBefore bounds how long before its caller heard of a fault the
+	// command may have run: a slow reply comes up to the read timeout
+	// after the command ran, and a stall delays the send.
+	faultBefore = 3*time.Second + maxInFlight
 )
 
 // gaveUp records, for op (an Acquire with options o), whether it returned
@@ -309,6 +313,7 @@ func (w *world) checkProgress() {
 	for _, op := range ops {
 		op.mu.Lock()
 		faulted, key, began, ended, isBusy, kind, ttl, wait, li := op.faulted, op.key, op.began, op.ended, op.busy, op.kind, op.ttl, op.wait, op.li
+		faultsAt := slices.Clone(op.faultsAt)
 		op.mu.Unlock()
 		// A Locker killed (a fleet run) cleans nothing up: what it
 		// sent before may still run after, for a lease.
@@ -321,8 +326,17 @@ func (w *world) checkProgress() {
 			// was lost before it sends the next, and the clean-up
 			// buries the attempt (lua/claim.lua): a copy of it that
 			// runs late holds the key until that clean-up runs, or
-			// takes nothing, never a lease.
-			busy[key] = append(busy[key], span{began - maxInFlight, ended + maxInFlight})
+			// takes nothing, never a lease. So each fault may keep the
+			// key from its command's send (a slow reply comes up to a
+			// read timeout after it) until its clean-up, sent at once,
+			// has surely run; and the waiter itself, once its faults
+			// are over, must win a free key as any waiter does.
+			for _, f := range faultsAt {
+				busy[key] = append(busy[key], span{f - faultBefore, f + maxInFlight + time.Second})
+			}
+			if isBusy && ended-began >= progressFree {
+				check = append(check, waited{op, key, began, ended})
+			}
 		case faulted:
 			busy[key] = append(busy[key], span{began - maxInFlight, ended + maxInFlight + max(ttl, w.ttl)})
 		case isBusy && kind == "mutex" && ended-began >= progressFree:

@@ -34,6 +34,8 @@ type opSeen struct {
 	tokens  []string   // the tokens of its grant-making commands
 	queued  []queuedAt // the queues its fair attempts named it in
 	faulted bool       // a command met a fault, or an error (a lost reply, a closed connection)
+	// faultsAt: when each command that did returned to its caller.
+	faultsAt []time.Duration
 
 	// What the order invariants read (explore_order_test.go), for the
 	// locker goroutines' Acquires: which Locker, kind and key; when it
@@ -95,7 +97,7 @@ func (s *sets) opOf(ctx context.Context, q queuedAt) *opSeen {
 // batched records a command sent in a batch, which went under another
 // caller's context: by its place, for the operation that owns it, or
 // for whichever does when it met a fault.
-func (s *sets) batched(q queuedAt, f explore.Fault, err error) {
+func (s *sets) batched(q queuedAt, f explore.Fault, err error, at time.Duration) {
 	if q.place == "" {
 		return
 	}
@@ -105,13 +107,13 @@ func (s *sets) batched(q queuedAt, f explore.Fault, err error) {
 		s.faulted[q.place] = true
 	}
 	s.mu.Unlock()
-	opCommand(op, "", q, f, err)
+	opCommand(op, "", q, f, err, at)
 }
 
 // opCommand records, for op (none if nil), a command seen: a
 // grant-making one's token, a fair attempt's place, and any fault or
-// error it met.
-func opCommand(op *opSeen, token string, q queuedAt, f explore.Fault, err error) {
+// error it met, returned to its caller at at.
+func opCommand(op *opSeen, token string, q queuedAt, f explore.Fault, err error, at time.Duration) {
 	if op == nil {
 		return
 	}
@@ -125,6 +127,7 @@ func opCommand(op *opSeen, token string, q queuedAt, f explore.Fault, err error)
 	}
 	if f.Kind != explore.None || err != nil && err != redis.Nil && !strings.HasPrefix(err.Error(), "NOSCRIPT") {
 		op.faulted = true
+		op.faultsAt = append(op.faultsAt, at)
 	}
 }
 

@@ -63,14 +63,14 @@ func (w *world) watchTokens(h *explore.Hook) {
 			}
 			if !explore.Pipelined(ctx) {
 				op := w.sets.opOf(ctx, q)
-				opCommand(op, token, q, f, e)
+				opCommand(op, token, q, f, e, w.chk.now())
 				w.sawElection(op, c, token, e)
 				w.touchedPlace(q.place)
 				w.attemptPlace(token, q.place)
 			} else {
 				// A batch goes under its first caller's context:
 				// tell the others by the place they name.
-				w.sets.batched(q, f, e)
+				w.sets.batched(q, f, e, w.chk.now())
 				w.touchedPlace(q.place)
 				w.attemptPlace(token, q.place)
 			}
