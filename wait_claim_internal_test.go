@@ -243,6 +243,37 @@ func (h *lateCopy) last() []any {
 	return h.after
 }
 
+// lateCopySetup starts the setting of the late-copy tests on a Redis of
+// their own: rdb, a plain client; h, the Locker of the key's holder; live,
+// that of the live waiter queued behind; and w, that of the waiter whose
+// attempt of the script whose SHA1 is sha is held up in the network
+// (late, armed by the test). The Lockers close as the test ends.
+func lateCopySetup(t *testing.T, sha string) (rdb *redis.Client, h, live, w *Locker, late *lateCopy) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb = srv.Client(t)
+	h, live = mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
+	late = newLateCopy(sha)
+	wc := srv.Client(t)
+	wc.AddHook(late)
+	w = mustNew(t, wc)
+	t.Cleanup(func() {
+		_ = w.Close()
+		_ = live.Close()
+		_ = h.Close()
+	})
+	return rdb, h, live, w, late
+}
+
+// attemptScript returns the SHA1 of a waiting Acquire's attempt script in
+// the mode fair says.
+func attemptScript(fair bool) string {
+	if fair {
+		return acquireFairScript.Hash()
+	}
+	return plainScripts.acquire.Hash()
+}
+
 // TestLateCopyReplacingTheBidIsClaimed: a waiter's attempt is held up in
 // the network; the client times out, and its clean-up is lost (so the
 // token is not buried, lua/claim.lua); its next attempt is answered busy
@@ -393,19 +424,7 @@ func TestRefusedWithdrawCostsUnderASecond(t *testing.T) {
 func TestLateCopyAfterGiveUpCostsUnderASecond(t *testing.T) {
 	for _, fair := range []bool{false, true} {
 		t.Run(mode(fair), func(t *testing.T) {
-			srv := redistest.Start(t)
-			h, live := mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
-			defer h.Close()
-			defer live.Close()
-			sha := plainScripts.acquire.Hash()
-			if fair {
-				sha = acquireFairScript.Hash()
-			}
-			late := newLateCopy(sha)
-			wc := srv.Client(t)
-			wc.AddHook(late)
-			w := mustNew(t, wc)
-			defer w.Close()
+			rdb, h, live, w, late := lateCopySetup(t, attemptScript(fair))
 			ctx := context.Background()
 			const key = "late-copy-gone"
 			o := Options{TTL: longLease, Wait: longLease, Fair: fair, Retry: LinearBackoff(time.Millisecond)}
@@ -428,7 +447,7 @@ func TestLateCopyAfterGiveUpCostsUnderASecond(t *testing.T) {
 			cancel()
 			<-done
 			w.Close() // its withdraw and its leave are done
-			late.land(t, srv.Client(t))
+			late.land(t, rdb)
 			got := queueWaiters(t, live, key, 1, o)
 			released := time.Now()
 			if err := holder.Release(ctx); err != nil {
@@ -454,20 +473,7 @@ func TestLateCopyOnAFreeKeyTakesNothing(t *testing.T) {
 				name = mode(fair) + "/served"
 			}
 			t.Run(name, func(t *testing.T) {
-				srv := redistest.Start(t)
-				rdb := srv.Client(t)
-				h, live := mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
-				defer h.Close()
-				defer live.Close()
-				sha := plainScripts.acquire.Hash()
-				if fair {
-					sha = acquireFairScript.Hash()
-				}
-				late := newLateCopy(sha)
-				wc := srv.Client(t)
-				wc.AddHook(late)
-				w := mustNew(t, wc)
-				defer w.Close()
+				rdb, h, live, w, late := lateCopySetup(t, attemptScript(fair))
 				ctx := context.Background()
 				const key = "late-copy-free"
 				o := Options{TTL: longLease, Wait: longLease, Fair: fair, Retry: LinearBackoff(time.Millisecond)}
@@ -538,16 +544,7 @@ func TestLateCopyOnAFreeKeyTakesNothing(t *testing.T) {
 // to the copy's token. (Before, the copy's entry was granted the key, and
 // the live waiter waited out the claim window.)
 func TestFairLateCopyOnAHeldKeyQueuesNobody(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	h, live := mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
-	defer h.Close()
-	defer live.Close()
-	late := newLateCopy(acquireFairScript.Hash())
-	wc := srv.Client(t)
-	wc.AddHook(late)
-	w := mustNew(t, wc)
-	defer w.Close()
+	rdb, h, live, w, late := lateCopySetup(t, acquireFairScript.Hash())
 	ctx := context.Background()
 	const key = "fair-late-copy-held"
 	o := Options{TTL: longLease, Wait: longLease, Fair: true, Retry: LinearBackoff(time.Millisecond)}
@@ -596,16 +593,7 @@ func TestFairLateCopyOnAHeldKeyQueuesNobody(t *testing.T) {
 // buries it, so its copy, come once the AcquireAll gave up and the keys
 // are free, takes none of them.
 func TestLateSetCopyOnFreeKeysTakesNothing(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	h, live := mustNew(t, srv.Client(t)), mustNew(t, srv.Client(t))
-	defer h.Close()
-	defer live.Close()
-	late := newLateCopy(multiPlain.acquire.Hash())
-	wc := srv.Client(t)
-	wc.AddHook(late)
-	w := mustNew(t, wc)
-	defer w.Close()
+	rdb, h, live, w, late := lateCopySetup(t, multiPlain.acquire.Hash())
 	ctx := context.Background()
 	keys := []string{"late-set-a", "late-set-b"}
 
