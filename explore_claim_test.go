@@ -76,10 +76,10 @@ func (w *world) sawNotice(li int, channel, payload string, lost bool) {
 	if w.fleetFaults {
 		late = maxInFlight // a command delayed before the kill runs after it
 	}
-	if owner == w.doomed && w.killedAt >= 0 && at > w.killedAt+late+padlock.BidLife+claimSlack &&
-		!w.pausedIn(start.Add(w.killedAt-maxInFlight), start.Add(at)) && !w.chk.restartIn(w.killedAt-maxInFlight, at) {
+	if owner == w.doomed && w.killedAt() >= 0 && at > w.killedAt()+late+padlock.BidLife+claimSlack &&
+		!w.pausedIn(start.Add(w.killedAt()-maxInFlight), start.Add(at)) && !w.chk.restartIn(w.killedAt()-maxInFlight, at) {
 		w.chk.fail(invClaimed, at, "%s: a release granted the key to %s, the bid of L%d, which was killed at %.3fs: a bid placed %v ago or more was granted",
-			channel, token, owner, w.killedAt.Seconds(), padlock.BidLife)
+			channel, token, owner, w.killedAt().Seconds(), padlock.BidLife)
 		return
 	}
 	w.late.Go(func() {
@@ -129,7 +129,7 @@ func (w *world) checkClaimed(key, token string, owner int, heard time.Duration) 
 	start := w.tr.Start()
 	switch {
 	case owner < 0 || lost:
-	case owner == w.doomed && w.killedAt >= 0:
+	case owner == w.doomed && w.killedAt() >= 0:
 	case w.closedAt[owner].Load() != 0 || w.isClosed(owner):
 	case w.pausedIn(start.Add(heard-maxInFlight), start.Add(now)) || w.chk.restartIn(heard-maxInFlight, now):
 	case w.faultedIn(owner, heard-claimSlack, now):

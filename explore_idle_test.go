@@ -38,7 +38,8 @@ const idleBound = padlock.ClaimWindow + time.Second + 100*time.Millisecond
 // killed, and when (a share of the run); the kill takes effect through
 // the hook (killer) on its client and through its notices (noticesOf).
 func (w *world) doom(nLockers int) {
-	w.doomed, w.killedAt = -1, -1
+	w.doomed = -1
+	w.killedNs.Store(-1)
 	w.fleetTTL = pick(w.rng(-885), 5*time.Second, 30*time.Second)
 	if dr := w.rng(-880); w.fleet && dr.IntN(2) == 0 {
 		w.doomed, w.killShare = nLockers-1, dr.Float64()
@@ -117,7 +118,7 @@ func (w *world) kill(run time.Duration) {
 			time.Sleep(time.Millisecond)
 		}
 		w.tr.Add("L%d killed", w.doomed)
-		w.killedAt = w.chk.now()
+		w.killedNs.Store(int64(w.chk.now()))
 		w.dead.Store(true)
 	})
 }
@@ -136,6 +137,10 @@ func (w *world) holding(suffix string) bool {
 	return false
 }
 
+// killedAt returns when the doomed Locker was killed, since the start
+// (-1 until then).
+func (w *world) killedAt() time.Duration { return time.Duration(w.killedNs.Load()) }
+
 // killedNow reports whether Locker li is dead.
 func (w *world) killedNow(li int) bool { return li == w.doomed && w.dead.Load() }
 
@@ -147,7 +152,7 @@ func (w *world) checkIdle() {
 	type span struct{ from, to time.Duration }
 	const forever = time.Duration(1 << 60)
 	key := w.keys[0]
-	killedAt := w.killedAt
+	killedAt := w.killedAt()
 	dead := func(li int) bool { return li == w.doomed && killedAt >= 0 }
 	o := w.order
 	o.mu.Lock()
@@ -274,7 +279,7 @@ func (w *world) excusedIdle(at, next time.Duration) bool {
 		// finds the key by its own timer (explore.Cluster).
 		return true
 	}
-	if w.killedAt >= 0 && w.killedAt <= next {
+	if w.killedAt() >= 0 && w.killedAt() <= next {
 		return true
 	}
 	// A command a pause held up may have run late, and a release whose
@@ -307,8 +312,8 @@ func (w *world) excusedIdle(at, next time.Duration) bool {
 
 // killNote says which Locker was killed, and when, for a failure.
 func (w *world) killNote() string {
-	if w.doomed < 0 || w.killedAt < 0 {
+	if w.doomed < 0 || w.killedAt() < 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (L%d killed at %.3fs)", w.doomed, w.killedAt.Seconds())
+	return fmt.Sprintf(" (L%d killed at %.3fs)", w.doomed, w.killedAt().Seconds())
 }

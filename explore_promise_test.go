@@ -317,7 +317,7 @@ func (w *world) checkProgress() {
 		op.mu.Unlock()
 		// A Locker killed (a fleet run) cleans nothing up: what it
 		// sent before may still run after, for a lease.
-		killed := li == w.doomed && w.killedAt >= 0 && ended >= w.killedAt-maxInFlight
+		killed := li == w.doomed && w.killedAt() >= 0 && ended >= w.killedAt()-maxInFlight
 		switch {
 		case ended < 0:
 			busy[key] = append(busy[key], span{began - maxInFlight, forever})

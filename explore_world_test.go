@@ -93,7 +93,7 @@ type world struct {
 	doomed     int
 	fleetTTL   time.Duration
 	killShare  float64
-	killedAt   time.Duration
+	killedNs   atomic.Int64 // killedAt, read by the notices' goroutines too
 	dead       atomic.Bool
 	grantsLost bool
 	// grants: the grant notices heard in a fleet run (the claimed
