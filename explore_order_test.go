@@ -102,13 +102,14 @@ type askSeen struct {
 	li  int
 	key string // the Redis key
 	at  time.Duration
+	op  *opSeen // the waiting Acquire that sent it (nil: unknown, a batch)
 }
 
 // sawAsk records c, a command client li sent that came back without a
 // fault, if it is an attempt of a waiting Acquire that found the key held
 // (acquire.lua: its ARGV[5] is '1', and it answers the holder's lease as
 // a negative number).
-func (w *world) sawAsk(li int, c redis.Cmder) {
+func (w *world) sawAsk(li int, c redis.Cmder, op *opSeen) {
 	args := c.Args()
 	if len(args) < 10 || w.cluster != nil || w.redlock {
 		return
@@ -135,7 +136,7 @@ func (w *world) sawAsk(li int, c redis.Cmder) {
 	}
 	if busy {
 		w.order.mu.Lock()
-		w.order.asks = append(w.order.asks, askSeen{li, fmt.Sprint(args[3]), w.chk.now()})
+		w.order.asks = append(w.order.asks, askSeen{li, fmt.Sprint(args[3]), w.chk.now(), op})
 		w.order.mu.Unlock()
 	}
 }
@@ -393,6 +394,7 @@ func (w *world) checkOrder() {
 	w.checkQueueJumps()
 	w.checkHandOffOrder()
 	w.checkTurns()
+	w.checkTurnBound()
 	w.checkWriterFirst()
 	w.checkLeaderAfterGrant()
 	w.checkObserved()

@@ -59,7 +59,11 @@ func (w *world) watchTokens(h *explore.Hook) {
 			}
 			token, q := w.tokenSent(id, srv, c, e)
 			if e == nil && f.Kind == explore.None {
-				w.sawAsk(id, c)
+				var op *opSeen
+				if !explore.Pipelined(ctx) {
+					op, _ = ctx.Value(opKey{}).(*opSeen)
+				}
+				w.sawAsk(id, c, op)
 			}
 			if !explore.Pipelined(ctx) {
 				op := w.sets.opOf(ctx, q)
