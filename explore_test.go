@@ -44,6 +44,7 @@ import (
 //	                          Cluster in memory: one seed in three of every family but redlock), redlock
 //	PADLOCK_EXPLORE_STOP=1    stop at the first failing seed
 //	PADLOCK_EXPLORE_IGNORE=a,b  do not report invariants a and b (to look past a known break)
+//	PADLOCK_EXPLORE_COMMANDS=1  trace every command the Lockers send, with its reply
 
 // exploreSeeds is the default number of seeds of a plain go test, about
 // ten seconds without -race. CI's budget is ciExploreSeeds: .ci/run and

@@ -3,6 +3,7 @@ package padlock_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,8 +52,12 @@ func newTokenSends() *tokenSends {
 // watchTokens makes the world check every command h's client sends.
 func (w *world) watchTokens(h *explore.Hook) {
 	id := h.ID
+	commands := os.Getenv("PADLOCK_EXPLORE_COMMANDS") != ""
 	h.Seen = func(ctx context.Context, cmds []redis.Cmder, f explore.Fault, srv string, err error) {
 		for _, c := range cmds {
+			if commands {
+				w.tr.Add("L%d %v: %v, %v", id, c.Args(), c.(interface{ Val() any }).Val(), c.Err())
+			}
 			e := c.Err()
 			if e == nil && len(cmds) == 1 {
 				e = err

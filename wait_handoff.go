@@ -167,6 +167,14 @@ func (l *Locker) handOff(lk *Lock, releasing time.Time, next *lockID) (handed bo
 	if to := nextInTurn(l.id, kw.wanters, time.Now().Add(-2*l.recheck)); to != "" {
 		g.yieldTo, g.window = to, l.yield
 	}
+	if next != nil && l.bids {
+		// The rename spent this Locker's bid (handover.lua), for a waiter
+		// that does not take the lock after all: the release bids again
+		// for the first waiter still here, or the grant it makes to
+		// another Locker's bid would cost this Locker's waiters their
+		// turn (the next release would find no bid of theirs).
+		g.bid = kw.nextBid()
+	}
 	clear(kw.wanters)
 	return false, g, nil
 }

@@ -498,3 +498,87 @@ func TestHandOffOnlyToTheWaiterItWasMadeFor(t *testing.T) {
 		t.Errorf("B holds the lock under a token naming owner %q, want waiter-B", got)
 	}
 }
+
+// A hand-off whose rename ran, but whose waiter gave up while the rename
+// was on its way, gives the key back to Redis when the waiter behind it
+// came after the turn began and another Locker's waiter asked: Redis
+// grants the key to that waiter's bid. The rename spent this Locker's bid
+// (handover.lua), which by then was the waiter behind's: the release bids
+// again for it, so that the other Locker's next release grants the key
+// back (its turn) rather than finding no bid of this Locker's. (It once
+// placed none, and the waiter lost its turn.)
+func TestUnfinishedHandOffBidsAgain(t *testing.T) {
+	t.Parallel()
+	attempts := &countAttempts{}
+	srv := redistest.Start(t)
+	a := mustNew(t, srv.Client(t), WithObserver(attempts))
+	defer a.Close()
+	b := mustNew(t, srv.Client(t))
+	defer b.Close()
+	ctx := ctxFor(t)
+	key := testKey(t)
+	o := Options{TTL: 10 * time.Second, Wait: time.Minute}
+
+	// b holds the key; a's holder-to-be and then its first waiter queue
+	// behind it.
+	first := mustAcquire(t, b, ctx, key, Options{TTL: o.TTL})
+	holderGot := queueWaiters(t, a, key, 1, o)
+	ctx1, cancel1 := context.WithCancel(ctx)
+	done1 := make(chan error, 1)
+	go func() {
+		lk, err := a.Acquire(ctx1, key, o)
+		if lk != nil {
+			_ = lk.Release(ctx)
+		}
+		done1 <- err
+	}()
+	awaitWaiters(t, a, key, "a's first waiter in line", func(kw *keyWaiters) bool { return kw != nil && len(kw.waiters) == 2 })
+	waitParked(t, a, key, 2)
+	// b's release grants the key to a's bid: a's turn begins, with its
+	// first waiter in line.
+	holder := handedOnRelease(t, ctx, first, holderGot)
+	// a's second waiter comes during the turn; then b's waiter asks.
+	second := joinLine(t, a, key, "a's second waiter", o, 2)
+	theirs := queueWaiters(t, b, key, 1, o)
+	awaitWaiters(t, a, key, "b's want heard", func(kw *keyWaiters) bool { return len(kw.wanters) > 0 })
+	// The first waiter gives up while the rename made for it is on its
+	// way; the second, first now, tries Redis (busy: it bids) and sleeps
+	// again.
+	a.confirming = func() {
+		tried := attempts.n.Load()
+		cancel1()
+		<-done1
+		for attempts.n.Load() == tried {
+			time.Sleep(time.Millisecond)
+		}
+		waitParked(t, a, key, 1)
+	}
+	if err := holder.lk.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	a.confirming = nil
+	hb := <-theirs
+	if hb.lk == nil {
+		t.Fatal("b's waiter got no lock")
+	}
+	bid, err := srv.Client(t).HGet(ctx, hb.lk.id.bidsKey(), a.id).Result()
+	if err != nil {
+		t.Fatalf("a's bid once its release granted the key to b's waiter: %v; want one, for a's waiter still in line", err)
+	}
+	if err := hb.lk.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var lk *Lock
+	select {
+	case lk = <-second:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("a's second waiter has no lock 5s after b's waiter let go (a's bid was %q)", bid)
+	}
+	if lk == nil {
+		t.Fatal("a's second waiter got no lock")
+	}
+	defer lk.Release(ctx)
+	if lk.Fence() <= hb.lk.Fence() {
+		t.Fatalf("a's second waiter got fence %d after b's %d: want it above", lk.Fence(), hb.lk.Fence())
+	}
+}
