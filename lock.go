@@ -200,9 +200,12 @@ func (lk *Lock) unguard(h *Lock) {
 // not be reached, or when the release was sent again after its connection
 // closed and found the lock gone: behind a proxy or load balancer the copy
 // sent first may have run, so whether it released the lock or found it
-// lost cannot be told. Either way the lock is no longer renewed. Release is safe on a nil Lock and when called twice
-// (later calls return nil). Releasing a reentrant handle (see Context) ends
-// the contexts made from that handle (ErrReleased) and nothing else; the
+// lost cannot be told. Either way the lock is no longer renewed. A ctx
+// that is done does not keep the key locked for the rest of the lease: the
+// release is then sent on a context of its own, for at most a second.
+// Release is safe on a nil Lock and when called twice (later calls
+// return nil). Releasing a reentrant handle (see Context) ends the
+// contexts made from that handle (ErrReleased) and nothing else; the
 // outermost handle releases the lock. When an Acquire of the same Locker
 // is waiting for the key, Release may hand the lock straight to it, after
 // one round trip that confirms Redis still holds the lock; the waiter's
@@ -271,6 +274,15 @@ func (lk *Lock) letGo(ctx context.Context, id *lockID, g giveBack, renameErr err
 	// Locker was closed) may still be ours in Redis: ask, so the key does
 	// not stay locked for the rest of its lease.
 	lk.locker.watchdog.remove(lk.lease)
+	if ctx.Err() != nil {
+		// A context that ended (a request whose client went away, a
+		// deadline that passed during the hand-off's round trip) must not
+		// leave the key locked, for nobody, for the rest of its lease: the
+		// release goes on a context of its own.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+	}
 	if g.bid != nil {
 		g.bid.sent = time.Now()
 		defer lk.locker.bidPlaced(id.lockKey(), g.bid)

@@ -1,6 +1,7 @@
 package padlock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -257,5 +258,42 @@ func TestForeignValueIsNotOurs(t *testing.T) {
 			rdb.Del(ctx, lockKey)
 			lk.Release(ctx)
 		})
+	}
+}
+
+// A Release whose context is done (a request whose client went away)
+// still gives the key back: it is not left locked, for nobody, for the
+// rest of its lease. The same for a set's. (Both once sent nothing.)
+func TestReleaseOnAnEndedContextLetsGo(t *testing.T) {
+	l, _, rdb := newLocker(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	for _, multi := range []bool{false, true} {
+		done, cancel := context.WithCancel(ctx)
+		var err error
+		if multi {
+			ml, aerr := l.AcquireAll(done, []string{key + ":a", key + ":b"}, padlock.Options{TTL: time.Minute})
+			if aerr != nil {
+				t.Fatal(aerr)
+			}
+			cancel()
+			err = ml.Release(done)
+		} else {
+			lk := mustAcquire(t, l, done, key, padlock.Options{TTL: time.Minute})
+			cancel()
+			err = lk.Release(done)
+		}
+		if err != nil {
+			t.Errorf("AcquireAll %v: Release on a cancelled context: %v; want nil, the key given back", multi, err)
+		}
+		names := []string{key}
+		if multi {
+			names = []string{key + ":a", key + ":b"}
+		}
+		for _, k := range names {
+			if n, err := rdb.Exists(ctx, l.RedisKey(k)).Result(); err != nil || n != 0 {
+				t.Errorf("AcquireAll %v: %s still locked after Release on a cancelled context (%v); want it free", multi, k, err)
+			}
+		}
 	}
 }

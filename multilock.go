@@ -217,8 +217,9 @@ func (m *MultiLock) Extend(ctx context.Context, ttl time.Duration) error {
 // Release lets every key go, one round trip per hash slot (one in all off
 // Cluster). It returns ErrNotHeld when some key was no longer held (the
 // others are released all the same), and an ErrUnavailable error when
-// Redis could not be reached; either way no key is renewed any more.
-// Release is safe on a nil MultiLock and when called twice (later calls
+// Redis could not be reached; either way no key is renewed any more. A
+// ctx that is done does not keep the keys locked: the release is then
+// sent on a context of its own, for at most a second. Release is safe on a nil MultiLock and when called twice (later calls
 // return nil). Release the set even after Done closed: the keys not lost
 // stay locked until then.
 func (m *MultiLock) Release(ctx context.Context) error {
@@ -228,6 +229,13 @@ func (m *MultiLock) Release(ctx context.Context) error {
 	l := m.locker
 	for _, lk := range m.members {
 		l.watchdog.remove(lk.lease)
+	}
+	if ctx.Err() != nil {
+		// As Lock.Release: an ended context does not keep the keys
+		// locked for the rest of their leases.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
 	}
 	var slots slotStore
 	if !m.fallback {
