@@ -184,6 +184,19 @@ func (l *Locker) Close() error {
 // cleanupTimeout bounds the best-effort release after a failed attempt.
 const cleanupTimeout = time.Second
 
+// cleanupKey marks the context of a clean-up (cleanupContext).
+type cleanupKey struct{}
+
+// cleanupContext returns the context of a clean-up that follows ctx's
+// operation (a release, a withdraw, a rollback): not ended with ctx, and
+// bounded by cleanupTimeout. A clean-up's script that the server did not
+// have (NOSCRIPT) is sent again as EVAL even when that bound ran out as
+// the reply came (script.runCounted): the server said it did not run it,
+// and a clean-up that never runs leaves a key locked for nobody.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithValue(context.WithoutCancel(ctx), cleanupKey{}, true), cleanupTimeout)
+}
+
 func (l *Locker) cleanup(ctx context.Context, id *lockID) {
 	l.cleanupAs(ctx, id, giveBack{notify: true, withdraw: true})
 }
@@ -197,7 +210,7 @@ func (l *Locker) cleanupLost(ctx context.Context, id *lockID) {
 }
 
 func (l *Locker) cleanupAs(ctx context.Context, id *lockID, g giveBack) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	_, _ = l.store.release(ctx, id, g)
 }

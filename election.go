@@ -140,7 +140,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 		case errors.Is(err, ErrNotHeld):
 			continue // lost before it could take office
 		default:
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			rctx, cancel := cleanupContext(ctx)
 			_ = lk.Release(rctx)
 			cancel()
 			return nil, err

@@ -23,10 +23,10 @@ import (
 // that began no earlier than giveUpSlack before they returned. Excused: a
 // stretch with a fault of any Locker in reach, a grant notice lost, a
 // kill (a dead Locker's bid may be granted, and its grant lapse), a pause
-// or restart, a fair waiter on the key, an AcquireAll of any Locker (its
-// release, and the rollback of an attempt that found another key busy,
-// give the key back to Redis without a grant: the waiters it wakes race
-// for it, docs/locks.md).
+// or restart, a fair waiter on the key. An AcquireAll takes its turn as
+// a single-key waiter does (it waits for a busy key in its Locker's line,
+// and its release grants the key on in the same order:
+// lua/multi_release.lua).
 const invTurnBound = "turn-bound"
 
 // giveUpSlack is how long a waiter that gives up may take from the end of
@@ -75,7 +75,7 @@ func (w *world) checkTurnBound() {
 			continue
 		}
 		if w.faultedIn(-1, a.at, end) || w.chk.restartIn(a.at, end) || w.pausedIn(start.Add(a.at), start.Add(end)) ||
-			w.anySetWaitedIn(a.at, end) || (w.killedAt() >= 0 && w.killedAt() < end) ||
+			(w.killedAt() >= 0 && w.killedAt() < end) ||
 			slices.ContainsFunc(noticesLost, func(t time.Duration) bool { return t >= a.at-time.Second && t <= end }) {
 			continue
 		}

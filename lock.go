@@ -280,7 +280,7 @@ func (lk *Lock) letGo(ctx context.Context, id *lockID, g giveBack, renameErr err
 		// leave the key locked, for nobody, for the rest of its lease: the
 		// release goes on a context of its own.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		ctx, cancel = cleanupContext(ctx)
 		defer cancel()
 	}
 	if g.bid != nil {
@@ -383,7 +383,7 @@ func (l *Locker) rename(ctx context.Context, lk *Lock, next *lockID) error {
 	case err != nil:
 		l.watchdog.settle(ls, seq, false)
 		// Whichever token holds the lock now, let it go.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		rctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		_, _ = l.store.release(rctx, next, giveBack{notify: true})
 		return unavailable("release", err)
@@ -451,7 +451,7 @@ func (l *Locker) renameFair(ctx context.Context, lk *Lock, next *lockID, place s
 	case err != nil:
 		l.watchdog.settle(ls, seq, false)
 		// If the hand-off ran, next's token holds the lock: let it go.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		rctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		_, _ = l.store.release(rctx, next, giveBack{})
 		return 0, false, unavailable("release", err)

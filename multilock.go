@@ -234,7 +234,7 @@ func (m *MultiLock) Release(ctx context.Context) error {
 		// As Lock.Release: an ended context does not keep the keys
 		// locked for the rest of their leases.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		ctx, cancel = cleanupContext(ctx)
 		defer cancel()
 	}
 	var slots slotStore

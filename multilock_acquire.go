@@ -190,7 +190,7 @@ func (a *multiAcquisition) giveBack(ctx context.Context) {
 	if a.held == nil {
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	rctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	_ = a.held.Release(rctx)
 	a.held = nil
@@ -308,7 +308,7 @@ func (a *multiAcquisition) rollback(ctx context.Context, groups [][]int) {
 	if len(groups) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	for _, g := range groups {
 		_, _ = a.l.releaseGroup(ctx, a.slots, a.idsOf(g), false)
@@ -318,7 +318,7 @@ func (a *multiAcquisition) rollback(ctx context.Context, groups [][]int) {
 // rollbackLost gives back the keys of g, whose call failed after it may
 // have reached Redis, and with bury buries the attempt there.
 func (a *multiAcquisition) rollbackLost(ctx context.Context, g []int, bury bool) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	_, _ = a.l.releaseGroup(ctx, a.slots, a.idsOf(g), bury)
 }

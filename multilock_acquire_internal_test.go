@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,4 +227,87 @@ func sleepingIn(fn string) bool {
 		}
 	}
 	return false
+}
+
+// A set's release grants each key a waiter asked for to the bid of the
+// Locker next in turn, as a single key's release does: the waiters of a
+// key that sets take too keep their turns (a waiter waits at most one
+// turn of each other process). (A set's release once deleted its keys,
+// and the waiters it woke raced for them.)
+func TestSetReleaseGrantsTheKey(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	gate := &gateHook{open: make(chan struct{})}
+	ac := srv.Client(t)
+	ac.AddHook(gate)
+	a := mustNew(t, ac)
+	defer a.Close()
+	b := mustNew(t, srv.Client(t))
+	defer b.Close()
+	rdb := srv.Client(t)
+	ctx := ctxFor(t)
+	key := testKey(t)
+	set, err := b.AcquireAll(ctx, []string{key, key + ":other"}, Options{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lock, 1)
+	go func() {
+		lk, err := a.Acquire(ctx, key, Options{TTL: time.Minute, Wait: 30 * time.Second})
+		if err != nil {
+			t.Errorf("a's waiter: %v", err)
+		}
+		got <- lk
+	}()
+	waitParked(t, a, key, 1)
+	bids := a.keys.lock(key) + ":bids"
+	var bid string
+	for deadline := time.Now().Add(10 * time.Second); bid == "" && time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		bid, _ = rdb.HGet(ctx, bids, a.id).Result()
+	}
+	if bid == "" {
+		t.Fatal("a's waiter placed no bid")
+	}
+	token := bid[strings.LastIndexByte(bid, ' ')+1:]
+	// a's claim waits at the gate, so that Redis shows what the release
+	// did.
+	gate.armed.Store(true)
+	if err := set.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v, err := rdb.Get(ctx, a.keys.lock(key)).Result()
+	if err != nil || !strings.HasPrefix(v, token+"|") {
+		t.Errorf("after the set's release the key holds %q (%v); want the grant to a's bid, %s", v, err, token)
+	}
+	close(gate.open)
+	if lk := <-got; lk != nil {
+		_ = lk.Release(ctx)
+	}
+}
+
+// gateHook holds every command of its client, once armed, until open is
+// closed.
+type gateHook struct {
+	armed atomic.Bool
+	open  chan struct{}
+}
+
+func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.armed.Load() {
+			<-h.open
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.armed.Load() {
+			<-h.open
+		}
+		return next(ctx, cmds)
+	}
 }

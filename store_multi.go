@@ -33,9 +33,10 @@ func newMultiScripts(sharded bool) *multiScripts {
 		if sharded {
 			src = strings.ReplaceAll(src, "redis.pcall('publish'", "redis.pcall('spublish'")
 		}
-		return newScript(grantLua + claimLua + src)
+		return newScript(grantLua + src)
 	}
-	return &multiScripts{acquire: flavour(multiAcquireLua), release: flavour(multiReleaseLua)}
+	// The release grants keys at release as a single key's does (bids.lua).
+	return &multiScripts{acquire: flavour(claimLua + multiAcquireLua), release: flavour(bidsLua + multiReleaseLua)}
 }
 
 func (s single) multiScripts() *multiScripts {
@@ -106,7 +107,7 @@ func slotGrantOf(ids []*lockID, cmd *redis.Cmd) (slotGrant, error) {
 // with bury, the rollback of a waiting attempt whose reply was lost, it
 // also buries the attempt's token (lua/claim.lua).
 func (s single) releaseSlot(ctx context.Context, ids []*lockID, notify []bool, bury bool) ([]bool, error) {
-	keys := make([]string, len(ids), len(ids)+1)
+	keys := make([]string, len(ids), 2*len(ids)+1)
 	flags := make([]byte, len(ids))
 	for i, id := range ids {
 		keys[i] = id.lockKey()
@@ -115,10 +116,18 @@ func (s single) releaseSlot(ctx context.Context, ids []*lockID, notify []bool, b
 			flags[i] = '1'
 		}
 	}
-	args := []any{ids[0].token, string(flags)}
+	args := []any{ids[0].token, string(flags), ""}
+	if s.self != nil {
+		// Grants at release: each key a waiter asked for goes to the bid
+		// of the Locker next in turn.
+		for _, id := range ids {
+			keys = append(keys, id.bidsKey())
+		}
+		args = append(args, s.self)
+	}
 	if bury {
 		keys = append(keys, ids[0].lostKey())
-		args = append(args, ids[0].ttl.Milliseconds())
+		args[2] = ids[0].ttl.Milliseconds()
 	}
 	reply, err := s.multiScripts().release.run(ctx, s.client, s.retries, keys, args...).Int64Slice()
 	if err != nil {

@@ -117,7 +117,7 @@ func (a acked) acquire(ctx context.Context, id *lockID, at *attempt) (grant, err
 	if err := a.confirmed(wait); err != nil {
 		// A lock that a failover may lose is not handed out; the Locker's
 		// clean-up would release it too, but not after every kind of error.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		rctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		_, _ = a.single.release(rctx, id, giveBack{notify: true})
 		return grant{}, err
@@ -267,7 +267,7 @@ func (a acked) acquireSlot(ctx context.Context, ids []*lockID, lockerID any, wai
 		return g, err
 	}
 	if err := a.confirmed(wait); err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		rctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		_, _ = a.single.releaseSlot(rctx, ids, make([]bool, len(ids)), false)
 		return slotGrant{}, err

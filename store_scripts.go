@@ -121,6 +121,13 @@ func (s *script) run(ctx context.Context, c processor, retries int, keys []strin
 func (s *script) runCounted(ctx context.Context, c processor, retries int, keys []string, args ...any) (*redis.Cmd, bool) {
 	cmd, again := s.process(ctx, c, retries, "evalsha", s.sha, keys, args)
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if ctx.Err() != nil && ctx.Value(cleanupKey{}) != nil {
+			// A clean-up whose bound ran out as the NOSCRIPT reply came:
+			// it did not run, so it goes again, with a bound of its own.
+			var cancel context.CancelFunc
+			ctx, cancel = cleanupContext(ctx)
+			defer cancel()
+		}
 		var again2 bool
 		cmd, again2 = s.process(ctx, c, retries, "eval", s.src, keys, args)
 		again = again || again2

@@ -251,3 +251,50 @@ func fairScriptsOn(t *testing.T) (*redis.Client, *Locker) {
 	t.Cleanup(func() { l.Close() })
 	return rdb, l
 }
+
+// A clean-up's script that the server did not have (NOSCRIPT) is sent
+// again as EVAL even when the clean-up's bound ran out as that reply
+// came: the server said it did not run it. (The EVAL once went on the
+// ended context, so it was never sent: the rollback of a set's lost
+// attempt that met a slow reply on a server without the script left a
+// copy of the attempt holding the keys for their lease.)
+func TestCleanupAfterASlowNoScriptRuns(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := ctxFor(t)
+	slow := &lagHook{after: func(args []any) bool { return fmt.Sprint(args[0]) == "evalsha" }, afterDelay: cleanupTimeout + 100*time.Millisecond}
+	rdb.AddHook(slow)
+	key := testKey(t)
+	s := newScript("return redis.call('del', KEYS[1])")
+	if err := rdb.Set(ctx, key, "held", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	slow.armed.Store(true)
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	if n, err := s.run(cctx, rdb, 0, []string{key}).Int64(); err != nil || n != 1 {
+		t.Errorf("the clean-up's script: %d, %v; want 1 (run as EVAL after NOSCRIPT)", n, err)
+	}
+	if n, err := rdb.Exists(ctx, key).Result(); err != nil || n != 0 {
+		t.Errorf("the key after the clean-up: exists %d (%v); want it gone", n, err)
+	}
+	// An operation that is not a clean-up ends with its context.
+	if err := rdb.Set(ctx, key, "held", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	octx, ocancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer ocancel()
+	if err := s.run(octx, rdb, 0, []string{key}).Err(); err == nil {
+		t.Error("an attempt's script after its context ended: ran; want the context's error")
+	}
+	if n, err := rdb.Exists(ctx, key).Result(); err != nil || n != 1 {
+		t.Errorf("the key after an operation whose context ended: exists %d (%v); want it kept", n, err)
+	}
+}

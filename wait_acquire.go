@@ -162,7 +162,7 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 		a.withdrawOrphans(ctx, n.leave(channel, a.w, lk != nil))
 		if hl := n.unclaimed(a.w); hl != nil {
 			// Handed over as the wait ended: let it go.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			rctx, cancel := cleanupContext(ctx)
 			_ = hl.Release(rctx)
 			cancel()
 		}
@@ -467,7 +467,7 @@ func (a *acquisition) receive(ctx context.Context, lk *Lock) (*Lock, error) {
 		// Lost between the hand-off and this wake-up, or about to be: no
 		// lock to return. Let it go, in case Redis still has it, and try
 		// Redis.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		rctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		_ = lk.Release(rctx)
 		// A fair hand-off took this waiter off the queue.
@@ -481,7 +481,7 @@ func (a *acquisition) receive(ctx context.Context, lk *Lock) (*Lock, error) {
 	// that the lock can be handed on to the next waiter, then let it go.
 	// (wait leaves again, which is harmless.)
 	a.withdrawOrphans(ctx, a.l.notifier.leave(a.id.lockKey(), a.w, true))
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	rctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	_ = lk.Release(rctx)
 	return nil, a.failure(ctx)
@@ -606,7 +606,7 @@ func (a *acquisition) withdrawBids(ctx context.Context) {
 
 // leaveQueue takes a waiter queued as place out of the queue of id's key.
 func (l *Locker) leaveQueue(ctx context.Context, id *lockID, place string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	_ = l.store.leaveQueue(ctx, id, place)
 }

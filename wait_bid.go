@@ -236,7 +236,7 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 func (l *Locker) withdraw(ctx context.Context, ids []*lockID) {
 	ctx = context.WithoutCancel(ctx)
 	withdraw := func() {
-		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		ctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		for _, id := range ids {
 			if _, err := l.store.release(ctx, id, giveBack{notify: true, withdraw: true}); err != nil && ctx.Err() != nil {
