@@ -353,6 +353,22 @@ func (w *world) checkProgress() {
 			check = append(check, waited{op, key, began, ended})
 		}
 	}
+	// The AcquireAlls of a killed Locker that were on their way at the
+	// kill: one whose attempt's reply was lost may have a copy that runs
+	// late and takes its keys, and its rollback, which would bury it,
+	// was never sent (a dead holder's lease).
+	if w.doomed >= 0 && w.killedAt() >= 0 {
+		o.mu.Lock()
+		sets := slices.Clone(o.setsWaited[w.doomed])
+		o.mu.Unlock()
+		for _, s := range sets {
+			if s[1] >= w.killedAt()-maxInFlight {
+				for _, k := range w.keys {
+					busy[k] = append(busy[k], span{s[0] - maxInFlight, s[1] + maxInFlight + max(longest, 2*w.fleetTTL)})
+				}
+			}
+		}
+	}
 	start := w.tr.Start()
 	for _, wt := range check {
 		spans := append(slices.Clone(busy[wt.key]), everywhere...)
