@@ -37,11 +37,17 @@ type faultWindow struct{ from, to time.Duration }
 // the key: a stall or a delay for its length, a slow reply until the
 // caller gives up on it (its context's deadline or the read timeout),
 // and then, for every kind, the clean-up or the send again that follows,
-// which may meet a fault of its own (a window of its own).
+// which may meet a fault of its own (a window of its own); a delayed
+// command's clean-up follows at once, not after it runs.
 func faultReach(f explore.Fault) time.Duration {
 	const after = 100 * time.Millisecond
 	switch f.Kind {
-	case explore.Stall, explore.Delay:
+	case explore.Delay:
+		// The caller sees a timeout at once, and its clean-up, sent
+		// then, has a window of its own: the command's own effect ends
+		// as it runs, a round trip after its delay.
+		return f.D + 20*time.Millisecond
+	case explore.Stall:
 		return f.D + after
 	case explore.Slow:
 		return min(f.D, 3*time.Second) + after

@@ -112,7 +112,7 @@ func (a *multiAcquisition) run(ctx context.Context) (*MultiLock, error) {
 	n := a.l.notifier
 	defer func() {
 		if a.w != nil {
-			n.leave(a.channel, a.w, false)
+			a.leave(ctx)
 		}
 	}()
 	timer := time.NewTimer(time.Hour)
@@ -357,6 +357,15 @@ func (a *multiAcquisition) failure(ctx context.Context) error {
 	return a.notAcquired(ctx, key)
 }
 
+// leave takes the acquisition out of its line, and withdraws the bids
+// that waiters passed to it when nobody is left to claim them
+// (notifier.leave).
+func (a *multiAcquisition) leave(ctx context.Context) {
+	if orphans := a.l.notifier.leave(a.channel, a.w, false); len(orphans) > 0 {
+		a.l.withdraw(ctx, idsOf(orphans))
+	}
+}
+
 // line puts the acquisition in the Locker's line for the key found busy,
 // so that its release notice wakes it, leaving the line of a key found
 // busy before.
@@ -370,7 +379,7 @@ func (a *multiAcquisition) line(ctx context.Context) {
 		return
 	}
 	if a.w != nil {
-		n.leave(a.channel, a.w, false)
+		a.leave(ctx)
 	}
 	// The notifier wakes waiters through what it knows of their Acquire;
 	// a MultiLock waiter never parks, so no lock is handed to it, and no

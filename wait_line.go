@@ -286,8 +286,14 @@ func (n *notifier) leave(channel string, w *waiter, acquired bool) (orphans []bi
 		case wasFirst && !acquired:
 			kw.waiters[0].signal()
 		}
+		if !slices.ContainsFunc(kw.waiters, claimsLineBids) {
+			// Fair waiters are left, which never claim a default-mode
+			// grant: the bids passed to the line have nobody to claim
+			// them, and the caller withdraws them.
+			orphans, kw.lineBids = kw.lineBids, nil
+		}
 		n.mu.Unlock()
-		return nil
+		return orphans
 	}
 	delete(n.keys, channel)
 	n.waited.Add(-1)
@@ -391,7 +397,8 @@ func (n *notifier) leaveBids(w *waiter, b *bids) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	kw := w.kw
-	if len(kw.waiters) < 2 || !slices.Contains(kw.waiters, w) {
+	if len(kw.waiters) < 2 || !slices.Contains(kw.waiters, w) ||
+		!slices.ContainsFunc(kw.waiters, func(x *waiter) bool { return x != w && claimsLineBids(x) }) {
 		return false
 	}
 	kw.lineBids = append(kw.lineBids, b.sent...)
@@ -399,6 +406,12 @@ func (n *notifier) leaveBids(w *waiter, b *bids) bool {
 	w.bids, w.standing = w.bids[:0], false
 	return true
 }
+
+// claimsLineBids reports whether x may claim the bids passed to its line
+// (granted): a default-mode lock's waiter. A fair waiter is granted the
+// key only by fair releases (docs/locks.md), so bids passed to a line of
+// fair waiters alone would be granted to nobody.
+func claimsLineBids(x *waiter) bool { return x.a != nil && !x.a.o.Fair }
 
 // nextBid returns the bid for kw's first waiter that a release granting
 // the key to another Locker's waiter places, or nil when that waiter does

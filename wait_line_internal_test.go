@@ -254,3 +254,31 @@ func TestLastToLeaveGetsTheLineBids(t *testing.T) {
 		t.Fatalf("the last to leave got %v; want the bid passed to the line", orphans)
 	}
 }
+
+// The last default-mode waiter to leave a line that fair waiters stay in
+// gets the line's bids too: a fair waiter never claims a default-mode
+// grant, so a release would grant them to nobody. (They once stayed
+// until the last fair waiter left, and a default release, or a set's,
+// granted one to nobody for the claim window.)
+func TestLastDefaultWaiterGetsTheLineBids(t *testing.T) {
+	srv := redistest.Start(t)
+	n := newNotifier(srv.Client(t), "self")
+	defer n.close()
+	ctx := context.Background()
+	const channel = "padlock:{k}"
+	l := mustNew(t, srv.Client(t))
+	defer l.Close()
+	def := n.join(ctx, channel, &acquisition{l: l, key: "k", o: Options{Wait: time.Second}}, false)
+	fair := n.join(ctx, channel, &acquisition{l: l, key: "k", o: Options{Wait: time.Second, Fair: true}}, false)
+	passed := bidSent{id: mintID(l.keys, "k", Options{}), busy: true}
+	n.mu.Lock()
+	def.kw.lineBids = append(def.kw.lineBids, passed)
+	n.mu.Unlock()
+	orphans := n.leave(channel, def, false)
+	if len(orphans) != 1 || orphans[0].id != passed.id {
+		t.Fatalf("the last default-mode waiter to leave got %v; want the bid passed to the line, which the fair waiter left will not claim", orphans)
+	}
+	if orphans := n.leave(channel, fair, false); len(orphans) != 0 {
+		t.Fatalf("the fair waiter, last to leave, got %v; want nothing left", orphans)
+	}
+}

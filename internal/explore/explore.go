@@ -230,7 +230,15 @@ func (h *Hook) apply(cmds []redis.Cmder, run func(context.Context) error, ctx co
 	h.prev.Store(f.Kind != None)
 	what := describe(cmds)
 	if f.Kind != None && h.Faulted != nil {
-		h.Faulted(cmds, f)
+		rf := f
+		if dl, ok := ctx.Deadline(); ok && f.Kind == Slow && idx%2 == 0 {
+			// A slow reply may come at the caller's deadline instead
+			// (below): told as the longer of the two.
+			if u := time.Until(dl); u > rf.D && u < readTimeout {
+				rf.D = u
+			}
+		}
+		h.Faulted(cmds, rf)
 	}
 	time.Sleep(h.plan.Latency)
 	if a := h.plan.Align; a > 0 {
