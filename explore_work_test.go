@@ -71,6 +71,12 @@ func (w *world) locker(actor, li int) {
 			// to a waiter that is not there that held the key for one
 			// would break the idle invariant.
 			o.NoRenew, o.TTL = false, w.fleetTTL
+			if li == w.doomed {
+				// The doomed Locker's waiters wait long: one killed in a
+				// fair queue stays there, dead, for most of its wait
+				// unless its entry leaves once its bid is bidLife old.
+				o.Wait = 8 * time.Second
+			}
 		}
 		if w.maxWait != 0 {
 			o.Wait = min(o.Wait, w.maxWait)
