@@ -47,6 +47,13 @@ func (w *world) doom(nLockers int) {
 	if lr := w.rng(-890); w.fleet && lr.IntN(2) == 0 {
 		w.grantsLost = true
 	}
+	// One fleet in two has an impatient Locker, whose waiters give up
+	// within 600 ms: its give-ups withdraw its bids, and the last of its
+	// line the bids passed to the line, while others' releases grant.
+	w.impatient = -1
+	if ir := w.rng(-895); w.fleet && ir.IntN(2) == 0 {
+		w.impatient = ir.IntN(nLockers)
+	}
 }
 
 // killer is a go-redis hook that fails every command once its Locker is

@@ -51,7 +51,8 @@ func (w *world) locker(actor, li int) {
 	if w.fam == "sem" || w.fam == "semfair" {
 		sem, _ = l.Semaphore(permits)
 	}
-	sets := w.rng(-600000 - actor) // drawn apart: AcquireAlls in fleet runs
+	sets := w.rng(-600000 - actor)     // drawn apart: AcquireAlls in fleet runs
+	patience := w.rng(-700000 - actor) // drawn apart: an impatient Locker's waits
 	for time.Now().Before(w.end) && !w.isClosed(li) && !w.killedNow(li) {
 		key := pick(r, w.keys...)
 		o := padlock.Options{
@@ -71,6 +72,9 @@ func (w *world) locker(actor, li int) {
 			// to a waiter that is not there that held the key for one
 			// would break the idle invariant.
 			o.NoRenew, o.TTL = false, w.fleetTTL
+			if li == w.impatient {
+				o.Wait = time.Duration(100+patience.IntN(500)) * time.Millisecond
+			}
 			if li == w.doomed {
 				// The doomed Locker's waiters wait long: one killed in a
 				// fair queue stays there, dead, for most of its wait

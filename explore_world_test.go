@@ -96,6 +96,9 @@ type world struct {
 	killedNs   atomic.Int64 // killedAt, read by the notices' goroutines too
 	dead       atomic.Bool
 	grantsLost bool
+	// impatient: a fleet run's Locker whose waiters give up soon (-1:
+	// none).
+	impatient int
 	// grants: the grant notices heard in a fleet run (the claimed
 	// invariant, explore_claim_test.go).
 	grants grantsSeen
