@@ -197,6 +197,17 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithValue(context.WithoutCancel(ctx), cleanupKey{}, true), cleanupTimeout)
 }
 
+// releaseContext returns ctx for a release, or, when ctx is done already
+// (a request whose client went away, a deadline that passed during a
+// hand-off's round trip), a clean-up's context: an ended context must
+// not leave a key locked, for nobody, for the rest of its lease.
+func releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx.Err() != nil {
+		return cleanupContext(ctx)
+	}
+	return ctx, func() {}
+}
+
 func (l *Locker) cleanup(ctx context.Context, id *lockID) {
 	l.cleanupAs(ctx, id, giveBack{notify: true, withdraw: true})
 }

@@ -274,15 +274,8 @@ func (lk *Lock) letGo(ctx context.Context, id *lockID, g giveBack, renameErr err
 	// Locker was closed) may still be ours in Redis: ask, so the key does
 	// not stay locked for the rest of its lease.
 	lk.locker.watchdog.remove(lk.lease)
-	if ctx.Err() != nil {
-		// A context that ended (a request whose client went away, a
-		// deadline that passed during the hand-off's round trip) must not
-		// leave the key locked, for nobody, for the rest of its lease: the
-		// release goes on a context of its own.
-		var cancel context.CancelFunc
-		ctx, cancel = cleanupContext(ctx)
-		defer cancel()
-	}
+	ctx, cancel := releaseContext(ctx)
+	defer cancel()
 	if g.bid != nil {
 		g.bid.sent = time.Now()
 		defer lk.locker.bidPlaced(id.lockKey(), g.bid)

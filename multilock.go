@@ -219,7 +219,8 @@ func (m *MultiLock) Extend(ctx context.Context, ttl time.Duration) error {
 // others are released all the same), and an ErrUnavailable error when
 // Redis could not be reached; either way no key is renewed any more. A
 // ctx that is done does not keep the keys locked: the release is then
-// sent on a context of its own, for at most a second. Release is safe on a nil MultiLock and when called twice (later calls
+// sent on a context of its own, for at most a second. Release is safe on
+// a nil MultiLock and when called twice (later calls
 // return nil). Release the set even after Done closed: the keys not lost
 // stay locked until then.
 func (m *MultiLock) Release(ctx context.Context) error {
@@ -230,13 +231,8 @@ func (m *MultiLock) Release(ctx context.Context) error {
 	for _, lk := range m.members {
 		l.watchdog.remove(lk.lease)
 	}
-	if ctx.Err() != nil {
-		// As Lock.Release: an ended context does not keep the keys
-		// locked for the rest of their leases.
-		var cancel context.CancelFunc
-		ctx, cancel = cleanupContext(ctx)
-		defer cancel()
-	}
+	ctx, cancel := releaseContext(ctx)
+	defer cancel()
 	var slots slotStore
 	if !m.fallback {
 		slots, _ = l.store.(slotStore)

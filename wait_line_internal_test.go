@@ -232,20 +232,12 @@ func bidsGone(t *testing.T, rdb *redis.Client, bids, locker string) {
 // TestLastToLeaveGetsTheLineBids: the bids waiters passed to a line go
 // back to whoever leaves it last, to withdraw them; nobody before.
 func TestLastToLeaveGetsTheLineBids(t *testing.T) {
-	srv := redistest.Start(t)
-	n := newNotifier(srv.Client(t), "self")
-	defer n.close()
+	n, l, channel := lineBidsSetup(t)
 	ctx := context.Background()
-	const channel = "padlock:{k}"
-	l := mustNew(t, srv.Client(t))
-	defer l.Close()
 	a := &acquisition{l: l, key: "k", o: Options{Wait: time.Second}}
 	first := n.join(ctx, channel, a, false)
 	second := n.join(ctx, channel, a, false)
-	passed := bidSent{id: mintID(l.keys, "k", Options{}), busy: true}
-	n.mu.Lock()
-	first.kw.lineBids = append(first.kw.lineBids, passed)
-	n.mu.Unlock()
+	passed := passBidToLine(n, l, first)
 	if orphans := n.leave(channel, first, false); len(orphans) != 0 {
 		t.Fatalf("the first to leave got %d line bids, with a waiter still in line", len(orphans))
 	}
@@ -261,19 +253,11 @@ func TestLastToLeaveGetsTheLineBids(t *testing.T) {
 // until the last fair waiter left, and a default release, or a set's,
 // granted one to nobody for the claim window.)
 func TestLastDefaultWaiterGetsTheLineBids(t *testing.T) {
-	srv := redistest.Start(t)
-	n := newNotifier(srv.Client(t), "self")
-	defer n.close()
+	n, l, channel := lineBidsSetup(t)
 	ctx := context.Background()
-	const channel = "padlock:{k}"
-	l := mustNew(t, srv.Client(t))
-	defer l.Close()
 	def := n.join(ctx, channel, &acquisition{l: l, key: "k", o: Options{Wait: time.Second}}, false)
 	fair := n.join(ctx, channel, &acquisition{l: l, key: "k", o: Options{Wait: time.Second, Fair: true}}, false)
-	passed := bidSent{id: mintID(l.keys, "k", Options{}), busy: true}
-	n.mu.Lock()
-	def.kw.lineBids = append(def.kw.lineBids, passed)
-	n.mu.Unlock()
+	passed := passBidToLine(n, l, def)
 	orphans := n.leave(channel, def, false)
 	if len(orphans) != 1 || orphans[0].id != passed.id {
 		t.Fatalf("the last default-mode waiter to leave got %v; want the bid passed to the line, which the fair waiter left will not claim", orphans)
@@ -281,4 +265,25 @@ func TestLastDefaultWaiterGetsTheLineBids(t *testing.T) {
 	if orphans := n.leave(channel, fair, false); len(orphans) != 0 {
 		t.Fatalf("the fair waiter, last to leave, got %v; want nothing left", orphans)
 	}
+}
+
+// lineBidsSetup returns a notifier and a Locker on a server of t's own,
+// and the channel of key "k", for the tests of the bids passed to a line.
+func lineBidsSetup(t *testing.T) (*notifier, *Locker, string) {
+	srv := redistest.Start(t)
+	n := newNotifier(srv.Client(t), "self")
+	t.Cleanup(n.close)
+	l := mustNew(t, srv.Client(t))
+	t.Cleanup(func() { _ = l.Close() })
+	return n, l, "padlock:{k}"
+}
+
+// passBidToLine puts a bid in w's line, as a waiter passes its own there,
+// and returns it.
+func passBidToLine(n *notifier, l *Locker, w *waiter) bidSent {
+	passed := bidSent{id: mintID(l.keys, "k", Options{}), busy: true}
+	n.mu.Lock()
+	w.kw.lineBids = append(w.kw.lineBids, passed)
+	n.mu.Unlock()
+	return passed
 }
