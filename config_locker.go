@@ -215,15 +215,17 @@ func (l *Locker) cleanup(ctx context.Context, id *lockID) {
 // cleanupLost is cleanup for an attempt of a waiting Acquire whose reply
 // was lost: it also buries the attempt's token, so that a copy of it that
 // reaches Redis after this clean-up (held up in the network) takes
-// nothing, whenever the wait ends (lua/claim.lua).
-func (l *Locker) cleanupLost(ctx context.Context, id *lockID) {
-	l.cleanupAs(ctx, id, giveBack{notify: true, withdraw: true, bury: true})
+// nothing, whenever the wait ends (lua/claim.lua). It reports whether
+// Redis answered: if not, the burial may not have reached it either.
+func (l *Locker) cleanupLost(ctx context.Context, id *lockID) (buried bool) {
+	return l.cleanupAs(ctx, id, giveBack{notify: true, withdraw: true, bury: true}) == nil
 }
 
-func (l *Locker) cleanupAs(ctx context.Context, id *lockID, g giveBack) {
+func (l *Locker) cleanupAs(ctx context.Context, id *lockID, g giveBack) error {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	_, _ = l.store.release(ctx, id, g)
+	_, err := l.store.release(ctx, id, g)
+	return err
 }
 
 // maybeSent reports whether a failed command may have reached Redis: not

@@ -362,7 +362,7 @@ func (a *multiAcquisition) failure(ctx context.Context) error {
 // (notifier.leave).
 func (a *multiAcquisition) leave(ctx context.Context) {
 	if orphans := a.l.notifier.leave(a.channel, a.w, false); len(orphans) > 0 {
-		a.l.withdraw(ctx, idsOf(orphans))
+		a.l.withdraw(ctx, orphans)
 	}
 }
 

@@ -3,6 +3,7 @@ package padlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -308,7 +309,9 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 	switch {
 	case err == nil && g.first > 0:
 		// The attempt named every bid a held: Redis took them over or
-		// dropped them (acquire.lua).
+		// dropped them (acquire.lua). Those whose burial may not have
+		// reached Redis are buried now.
+		a.l.buryUnburied(ctx, a.bids.sent)
 		a.bids.reset()
 		lk := newLock(a.l, a.key, a.id, g.first, a.o, sent, replied)
 		lk.fenceEnd = g.last
@@ -326,7 +329,7 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 		if at != nil && at.bids {
 			// A release may grant the bid before this reply comes: the
 			// waiter looks for its notice before it sleeps (waitTurn).
-			a.noteBid(sent, true, false)
+			a.noteBid(sent, true, false, false)
 		}
 	default:
 		a.lastErr = err
@@ -345,8 +348,8 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 			// Nor a copy of it that comes after the clean-up: a waiting
 			// attempt's is buried.
 			if at != nil && at.bids {
-				a.l.cleanupLost(ctx, a.id)
-				a.noteBid(sent, false, true)
+				buried := a.l.cleanupLost(ctx, a.id)
+				a.noteBid(sent, false, true, !buried)
 			} else {
 				a.l.cleanup(ctx, a.id)
 			}
@@ -516,15 +519,15 @@ func (a *acquisition) pullBids() {
 		return
 	}
 	if other := a.l.notifier.takeLineBids(a.w, &a.bids, a.id.ttl, a.o.NoRenew); len(other) > 0 {
-		a.l.withdraw(context.Background(), idsOf(other))
+		a.l.withdraw(context.Background(), other)
 	}
 }
 
 // noteBid records, after an attempt sent at sent that did not get the
 // lock, whether it may have left a bid (bids.note), and tells a's line
 // which tokens a grant to a may name.
-func (a *acquisition) noteBid(sent time.Time, busy, maybe bool) {
-	if a.bids.note(a.id, sent, a.o.NoRenew, busy, maybe) && a.w != nil {
+func (a *acquisition) noteBid(sent time.Time, busy, maybe, unburied bool) {
+	if a.bids.note(a.id, sent, a.o.NoRenew, busy, maybe, unburied) && a.w != nil {
 		a.l.notifier.setBids(a.w, a.bids.tokens(), a.bids.standing())
 	}
 }
@@ -587,7 +590,7 @@ func (a *acquisition) returnBids(ctx context.Context) {
 // claim what a release would grant them.
 func (a *acquisition) withdrawOrphans(ctx context.Context, orphans []bidSent) {
 	if len(orphans) > 0 {
-		a.l.withdraw(ctx, idsOf(orphans))
+		a.l.withdraw(ctx, orphans)
 	}
 }
 
@@ -599,9 +602,9 @@ func (a *acquisition) withdrawOrphans(ctx context.Context, orphans []bidSent) {
 // wait ends; the Locker's Close waits for it. All the releases share one
 // cleanupTimeout.
 func (a *acquisition) withdrawBids(ctx context.Context) {
-	ids := idsOf(a.bids.sent)
+	sent := slices.Clone(a.bids.sent)
 	a.bids.reset()
-	a.l.withdraw(ctx, ids)
+	a.l.withdraw(ctx, sent)
 }
 
 // leaveQueue takes a waiter queued as place out of the queue of id's key.

@@ -78,6 +78,11 @@ type bidSent struct {
 	// the Locker had.
 	answered  time.Time
 	byRelease bool
+	// unburied: its reply was lost and so was its clean-up's
+	// (Locker.cleanupLost), which may never have reached Redis: a copy of
+	// it held up in the network may still land, take the key or bid. Its
+	// withdrawal, and the claim that serves its waiter, bury it again.
+	unburied bool
 }
 
 // bids are the attempts of one waiting Acquire that may have left a bid,
@@ -100,7 +105,7 @@ func (b *bids) reset() { b.sent = b.sent[:0] }
 // reply was lost stays named for the rest of the wait, busy answers or
 // not: a copy of it may still reach Redis and place its bid after a
 // later one, and the release would grant that.
-func (b *bids) note(id *lockID, sent time.Time, noRenew, busy, maybe bool) bool {
+func (b *bids) note(id *lockID, sent time.Time, noRenew, busy, maybe, unburied bool) bool {
 	switch {
 	case busy:
 		b.sent = slices.DeleteFunc(b.sent, func(s bidSent) bool { return s.busy })
@@ -110,7 +115,7 @@ func (b *bids) note(id *lockID, sent time.Time, noRenew, busy, maybe bool) bool 
 		for i := range b.sent {
 			b.sent[i].busy = false
 		}
-		b.add(bidSent{id: id, sent: sent, noRenew: noRenew})
+		b.add(bidSent{id: id, sent: sent, noRenew: noRenew, unburied: unburied})
 	default:
 		return false
 	}
@@ -227,19 +232,21 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 		return
 	}
 	n.mu.Unlock()
-	l.withdraw(context.Background(), []*lockID{b.id})
+	l.withdraw(context.Background(), []bidSent{{id: b.id}})
 }
 
-// withdraw takes the bids of ids out of Redis, and lets go of the key
+// withdraw takes the bids sent out of Redis, and lets go of the key
 // where one was granted meanwhile, behind the caller (the Locker's Close
-// waits for it), with one cleanupTimeout for them all.
-func (l *Locker) withdraw(ctx context.Context, ids []*lockID) {
+// waits for it), with one cleanupTimeout for them all. An unburied one is
+// buried as it goes (lua/claim.lua): a copy of it that lands after the
+// withdrawal takes nothing.
+func (l *Locker) withdraw(ctx context.Context, sent []bidSent) {
 	ctx = context.WithoutCancel(ctx)
 	withdraw := func() {
 		ctx, cancel := cleanupContext(ctx)
 		defer cancel()
-		for _, id := range ids {
-			if _, err := l.store.release(ctx, id, giveBack{notify: true, withdraw: true}); err != nil && ctx.Err() != nil {
+		for _, s := range sent {
+			if _, err := l.store.release(ctx, s.id, giveBack{notify: true, withdraw: true, bury: s.unburied}); err != nil && ctx.Err() != nil {
 				return
 			}
 		}
@@ -249,11 +256,17 @@ func (l *Locker) withdraw(ctx context.Context, ids []*lockID) {
 	}
 }
 
-// idsOf returns the identities of the bids sent.
-func idsOf(sent []bidSent) []*lockID {
-	ids := make([]*lockID, len(sent))
-	for i, b := range sent {
-		ids[i] = b.id
+// buryUnburied buries, behind the caller, the attempts among sent whose
+// clean-up after a lost reply may never have reached Redis, once their
+// waiter holds the key: a copy of one that lands later takes nothing.
+func (l *Locker) buryUnburied(ctx context.Context, sent []bidSent) {
+	var lost []bidSent
+	for _, s := range sent {
+		if s.unburied {
+			lost = append(lost, s)
+		}
 	}
-	return ids
+	if len(lost) > 0 {
+		l.withdraw(ctx, lost)
+	}
 }

@@ -158,13 +158,17 @@ func queueWaitersNow(l *Locker, key string, o Options) <-chan handed {
 type lateCopy struct {
 	sha string
 	// cleanupSha, when set, is the script of the clean-up of the held
-	// attempt (release.lua), which is lost too and never runs.
-	cleanupSha string
-	armed      atomic.Bool
-	mu         sync.Mutex
-	held       []any
-	after      []any
-	taken      chan struct{}
+	// attempt (release.lua), which is lost too and never runs; with
+	// firstCleanupOnly, only the first call of it that names the held
+	// attempt is lost.
+	cleanupSha       string
+	firstCleanupOnly bool
+	cleanupsLost     int
+	armed            atomic.Bool
+	mu               sync.Mutex
+	held             []any
+	after            []any
+	taken            chan struct{}
 }
 
 func newLateCopy(sha string) *lateCopy { return &lateCopy{sha: sha, taken: make(chan struct{})} }
@@ -209,7 +213,11 @@ func (h *lateCopy) lostCleanup(args []any) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.held != nil && fmt.Sprint(scriptArgv(args)[0]) == fmt.Sprint(scriptArgv(h.held)[0])
+	if h.held == nil || fmt.Sprint(scriptArgv(args)[0]) != fmt.Sprint(scriptArgv(h.held)[0]) || h.firstCleanupOnly && h.cleanupsLost > 0 {
+		return false
+	}
+	h.cleanupsLost++
+	return true
 }
 
 func (h *lateCopy) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -464,76 +472,92 @@ func TestLateCopyAfterGiveUpCostsUnderASecond(t *testing.T) {
 // key is free. The clean-up buried the attempt's token (lua/claim.lua):
 // the copy takes no key, leaves no bid and queues nobody, and the next
 // Acquire, with no wait, has the key. (Before, the copy held the key, for
-// nobody, its whole lease.)
+// nobody, its whole lease.) When the clean-up's reply is lost too, and it
+// never ran, the waiter's withdrawal as it gives up, or the claim that
+// serves it, buries the token again. (Before, a give-up withdrew the bid
+// without burying it, and the copy held the free key its lease.)
 func TestLateCopyOnAFreeKeyTakesNothing(t *testing.T) {
 	for _, fair := range []bool{false, true} {
 		for _, served := range []bool{false, true} {
-			name := mode(fair) + "/gave-up"
-			if served {
-				name = mode(fair) + "/served"
-			}
-			t.Run(name, func(t *testing.T) {
-				rdb, h, live, w, late := lateCopySetup(t, attemptScript(fair))
-				ctx := context.Background()
-				const key = "late-copy-free"
-				o := Options{TTL: longLease, Wait: longLease, Fair: fair, Retry: LinearBackoff(time.Millisecond)}
-
-				holder, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: fair})
-				if err != nil {
-					t.Fatal(err)
-				}
-				late.armed.Store(true)
-				wctx, cancel := context.WithCancel(ctx)
-				defer cancel()
-				done := make(chan *Lock, 1)
-				go func() {
-					lk, _ := w.Acquire(wctx, key, o)
-					done <- lk
-				}()
-				lost := late.token()
-				waitForWaiters(t, w, key, 1)
-				waitParked(t, w, key, 1)
+			for _, cleanupLost := range []bool{false, true} {
+				name := mode(fair) + "/gave-up"
 				if served {
-					if err := holder.Release(ctx); err != nil {
-						t.Fatal(err)
-					}
-					lk := <-done
-					if lk == nil {
-						t.Fatal("the waiter was not served")
-					}
-					if err := lk.Release(ctx); err != nil {
-						t.Fatal(err)
-					}
-				} else {
-					cancel()
-					if lk := <-done; lk != nil {
-						t.Fatal("the waiter that gave up holds the key")
-					}
-					if err := holder.Release(ctx); err != nil {
-						t.Fatal(err)
-					}
+					name = mode(fair) + "/served"
 				}
-				w.Close() // its withdraws and its leave are done
-				late.land(t, rdb)
-				if v, err := rdb.Get(ctx, holder.id.lockKey()).Result(); err != redis.Nil {
-					t.Fatalf("the key holds %q (%v) after the late copy of the lost attempt %s; want it free", v, err, lost)
+				if cleanupLost {
+					name += "/clean-up-lost"
 				}
-				for id, b := range rdb.HGetAll(ctx, holder.id.bidsKey()).Val() {
-					if strings.Contains(b, lost) {
-						t.Errorf("the late copy left a bid %s=%q", id, b)
-					}
-				}
-				if q := rdb.LRange(ctx, holder.id.keys[2], 0, -1).Val(); len(q) != 0 {
-					t.Errorf("the queue holds %q after the late copy; want it empty", q)
-				}
-				lk, err := live.Acquire(ctx, key, Options{TTL: longLease, Fair: fair})
-				if err != nil {
-					t.Fatalf("an Acquire with no wait after the late copy: %v; want the free key", err)
-				}
-				lk.Release(ctx)
-			})
+				t.Run(name, func(t *testing.T) { lateCopyOnAFreeKey(t, fair, served, cleanupLost) })
+			}
 		}
 	}
+}
+
+func lateCopyOnAFreeKey(t *testing.T, fair, served, cleanupLost bool) {
+	rdb, h, live, w, late := lateCopySetup(t, attemptScript(fair))
+	if cleanupLost {
+		late.cleanupSha, late.firstCleanupOnly = plainScripts.release.Hash(), true
+		if fair {
+			late.cleanupSha = plainScripts.releaseFair.Hash()
+		}
+	}
+	ctx := context.Background()
+	const key = "late-copy-free"
+	o := Options{TTL: longLease, Wait: longLease, Fair: fair, Retry: LinearBackoff(time.Millisecond)}
+
+	holder, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: fair})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.armed.Store(true)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan *Lock, 1)
+	go func() {
+		lk, _ := w.Acquire(wctx, key, o)
+		done <- lk
+	}()
+	lost := late.token()
+	waitForWaiters(t, w, key, 1)
+	waitParked(t, w, key, 1)
+	if served {
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lk := <-done
+		if lk == nil {
+			t.Fatal("the waiter was not served")
+		}
+		if err := lk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		cancel()
+		if lk := <-done; lk != nil {
+			t.Fatal("the waiter that gave up holds the key")
+		}
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close() // its withdraws and its leave are done
+	late.land(t, rdb)
+	if v, err := rdb.Get(ctx, holder.id.lockKey()).Result(); err != redis.Nil {
+		t.Fatalf("the key holds %q (%v) after the late copy of the lost attempt %s; want it free", v, err, lost)
+	}
+	for id, b := range rdb.HGetAll(ctx, holder.id.bidsKey()).Val() {
+		if strings.Contains(b, lost) {
+			t.Errorf("the late copy left a bid %s=%q", id, b)
+		}
+	}
+	if q := rdb.LRange(ctx, holder.id.keys[2], 0, -1).Val(); len(q) != 0 {
+		t.Errorf("the queue holds %q after the late copy; want it empty", q)
+	}
+	lk, err := live.Acquire(ctx, key, Options{TTL: longLease, Fair: fair})
+	if err != nil {
+		t.Fatalf("an Acquire with no wait after the late copy: %v; want the free key", err)
+	}
+	lk.Release(ctx)
 }
 
 // TestFairLateCopyOnAHeldKeyQueuesNobody: in fair mode, a waiter's
