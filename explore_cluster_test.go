@@ -268,7 +268,7 @@ func (cl *exploreCluster) run(t *testing.T, seed uint64) ([]violation, *explore.
 	tr := explore.NewTrace()
 	// Fewer Extends than in memory: a lease changed to a short one is
 	// not judged by slow-master.
-	w := &world{t: t, seed: seed, fam: "cluster", tr: tr, maxWait: 2 * time.Second, maxSet: 3, extendOdds: 150, tokens: newTokenSends(), sets: newSets(), order: newOrderSeen()}
+	w := &world{t: t, seed: seed, fam: "cluster", tr: tr, maxWait: 2 * time.Second, maxSet: 3, extendOdds: 150, tokens: newTokenSends(), copies: newCopiesSeen(), sets: newSets(), order: newOrderSeen()}
 	cr := &clusterRun{world: w, cl: cl, pauses: map[int][]span{}, faults: map[[2]int][]span{}, slow: map[int][]span{}}
 	r := w.rng(-1)
 	w.plan = &explore.Plan{Seed: seed, Rate: pick(r, 0.03, 0.08, 0.15)}

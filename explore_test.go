@@ -190,7 +190,7 @@ func TestExplore(t *testing.T) {
 
 func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.Trace) {
 	tr := explore.NewTrace()
-	w := &world{t: t, seed: seed, fam: fam, tr: tr, tokens: newTokenSends(), sets: newSets(), order: newOrderSeen()}
+	w := &world{t: t, seed: seed, fam: fam, tr: tr, tokens: newTokenSends(), copies: newCopiesSeen(), sets: newSets(), order: newOrderSeen()}
 	r := w.rng(-1)
 	rates := []float64{0.03, 0.08, 0.15}
 	rate := rates[r.IntN(len(rates))]

@@ -52,6 +52,7 @@ func newTokenSends() *tokenSends {
 // watchTokens makes the world check every command h's client sends.
 func (w *world) watchTokens(h *explore.Hook) {
 	id := h.ID
+	w.watchCopies(h)
 	commands := os.Getenv("PADLOCK_EXPLORE_COMMANDS") != ""
 	h.Seen = func(ctx context.Context, cmds []redis.Cmder, f explore.Fault, srv string, err error) {
 		for _, c := range cmds {

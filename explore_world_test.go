@@ -52,6 +52,7 @@ type world struct {
 	jobs *jobs // the schedule family's job
 
 	tokens *tokenSends // token-fresh: every grant-making command sent
+	copies *copiesSeen // copy-inert: the clean-ups that ran
 	sets   *sets       // whole-or-none: what AcquireAll's attempts took
 	order  *orderSeen  // the order invariants: queues, lines, the election
 	// electKey is the Redis key of the election's lock, in the election

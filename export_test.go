@@ -148,6 +148,23 @@ func GrantScripts() map[string]GrantScript {
 	return m
 }
 
+// CleanupScripts holds, by SHA1 and by source, the name of each script
+// that gives back a mutex grant or a set's (release, release_fair,
+// multi_release): the clean-up of an attempt whose reply was lost is one
+// of them, with the attempt's token as its ARGV[1].
+func CleanupScripts() map[string]string {
+	m := map[string]string{}
+	add := func(s *script, name string) { m[s.sha], m[s.src] = name, name }
+	for _, ps := range []*publishingScripts{plainScripts, shardedScripts} {
+		add(ps.release, "release")
+		add(ps.releaseFair, "release_fair")
+	}
+	for _, ms := range []*multiScripts{multiPlain, multiSharded} {
+		add(ms.release, "multi_release")
+	}
+	return m
+}
+
 // ElectScripts holds the SHA1 and the source of the script that writes
 // an election's leader record (Campaign's, Proclaim's): the explorer
 // reads its replies, 1 when the record was written and 0 when the term no

@@ -60,6 +60,24 @@ type Hook struct {
 	// it was sent to, and the error the caller gets (go-redis sets a
 	// single command's error from it only after the hooks return).
 	Seen func(ctx context.Context, cmds []redis.Cmder, f Fault, srv string, err error)
+	// Ran, when set before the first command, is told of every command
+	// (or pipeline) the server ran as the caller sent it, as it comes
+	// back from the server: err is what the server answered, which the
+	// caller may never see (a lost reply). A late copy is not told here
+	// but to Late.
+	Ran func(cmds []redis.Cmder, err error)
+	// Late, when set before the first command, runs each late copy (of
+	// a delayed command, or of one that a paused server runs as it
+	// resumes) by calling run, and may look at the server around it.
+	Late func(cmds []redis.Cmder, run func())
+}
+
+// ran tells Ran of cmds, which the server answered with err.
+func (h *Hook) ran(cmds []redis.Cmder, err error) error {
+	if h.Ran != nil {
+		h.Ran(cmds, err)
+	}
+	return err
 }
 
 // seen tells Seen of cmds.
@@ -126,6 +144,10 @@ func NewHook(id int, name string, plan *Plan, tr *Trace, late *sync.WaitGroup, s
 	return &Hook{ID: id, Name: name, plan: plan, side: side, tr: tr, late: late}
 }
 
+// Server returns the in-memory server h's client reaches, or nil for a
+// client of real servers.
+func (h *Hook) Server() *Server { return h.srv }
+
 // Off turns the faults of h off (for the checks at the end of a run).
 func (h *Hook) Off() { h.off.Store(true) }
 
@@ -180,7 +202,7 @@ func (h *Hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		cmds := []redis.Cmder{cmd}
-		run := func(ctx context.Context) error { return h.srv.answerInfo(cmds, next(ctx, cmd)) }
+		run := func(ctx context.Context) error { return h.ran(cmds, h.srv.answerInfo(cmds, next(ctx, cmd))) }
 		if h.off.Load() {
 			time.Sleep(h.plan.Latency)
 			err := run(ctx)
@@ -205,7 +227,7 @@ func (h *Hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		defer h.done()
 		ctx = context.WithValue(ctx, pipelineKey{}, true)
-		run := func(ctx context.Context) error { return h.srv.answerInfo(cmds, next(ctx, cmds)) }
+		run := func(ctx context.Context) error { return h.ran(cmds, h.srv.answerInfo(cmds, next(ctx, cmds))) }
 		if h.off.Load() || len(cmds) == 0 || exempt(cmds[0].Name()) {
 			time.Sleep(h.plan.Latency)
 			err := run(ctx)
@@ -322,15 +344,22 @@ func (h *Hook) later(cmds []redis.Cmder, d time.Duration) {
 		}
 		ctx := context.Background()
 		var err error
-		if len(copies) == 1 {
-			err = h.side.Process(ctx, copies[0])
-		} else {
+		send := func() {
+			if len(copies) == 1 {
+				err = h.side.Process(ctx, copies[0])
+				return
+			}
 			_, err = h.side.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, c := range copies {
 					_ = p.Process(ctx, c)
 				}
 				return nil
 			})
+		}
+		if h.Late != nil {
+			h.Late(copies, send)
+		} else {
+			send()
 		}
 		h.tr.Add("%s late: %s ran: %s", h.Name, describe(copies), result(copies, err))
 	}()
