@@ -1,6 +1,7 @@
 package padlock_test
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -27,8 +28,9 @@ import (
 // and acquire_fair with it, multi_acquire's '2'), whose token a clean-up
 // (release, release_fair or multi_release naming it, on the same first
 // key) had run with before the copy was sent to the server, and within
-// the attempt's lease of that clean-up, must leave the token nowhere in
-// Redis outside the lost sets where it was not before. Excused: a restart
+// the attempt's lease of that clean-up, must leave every key it names
+// but the lost set as it found it: each is read whole just before and
+// just after the copy, in one transaction with it. Excused: a restart
 // between the clean-up and the copy (the lost set went with it).
 const invCopyInert = "copy-inert"
 
@@ -100,13 +102,14 @@ func (w *world) watchCopies(h *explore.Hook) {
 			cs.mu.Unlock()
 		}
 	}
-	h.Late = func(cmds []redis.Cmder, run func()) {
+	h.Around = func(cmds []redis.Cmder) (before, after []redis.Cmder, done func()) {
 		type watched struct {
 			token, script string
 			cleaned       time.Duration
-			before        map[string]bool
+			keys          []string
+			before, after *redis.Cmd
 		}
-		var ws []watched
+		var ws []*watched
 		now := w.chk.now()
 		for _, c := range cmds {
 			token, name, lease, ok := w.buriable(c)
@@ -122,19 +125,60 @@ func (w *world) watchCopies(h *explore.Hook) {
 			if !cleaned || at >= now || now-at >= lease-5*time.Millisecond || w.chk.restartIn(at, now) {
 				continue
 			}
-			ws = append(ws, watched{token, name, at, tracesOf(srv, token)})
-		}
-		run()
-		for _, x := range ws {
-			for k := range tracesOf(srv, x.token) {
-				if x.before[k] {
-					continue
+			x := &watched{token: token, script: name, cleaned: at}
+			for _, k := range sc.keys {
+				if !strings.HasSuffix(k, ":lost") {
+					x.keys = append(x.keys, k)
 				}
-				w.chk.fail(invCopyInert, w.chk.now(), "a late copy of %s under token %s, whose clean-up ran at %.3fs, changed %s on %s: a copy of a waiting attempt that comes after its clean-up must take no key, leave no bid and queue nobody",
-					x.script, x.token, x.cleaned.Seconds(), k, srv.Name)
+			}
+			x.before, x.after = dumpCmd(x.keys), dumpCmd(x.keys)
+			before, after = append(before, x.before), append(after, x.after)
+			ws = append(ws, x)
+		}
+		return before, after, func() {
+			for _, x := range ws {
+				b, errB := x.before.StringSlice()
+				a, errA := x.after.StringSlice()
+				if errB != nil || errA != nil {
+					continue // the transaction did not run (a closed run)
+				}
+				for i, k := range x.keys {
+					if b[i] != a[i] {
+						w.chk.fail(invCopyInert, w.chk.now(), "a late copy of %s under token %s, whose clean-up ran at %.3fs, changed %s on %s from %q to %q: a copy of a waiting attempt that comes after its clean-up must take no key, leave no bid and queue nobody",
+							x.script, x.token, x.cleaned.Seconds(), k, srv.Name, b[i], a[i])
+					}
+				}
 			}
 		}
 	}
+}
+
+// dumpLua reads each of its keys whole: its type and its value.
+const dumpLua = `local out = {}
+for i, k in ipairs(KEYS) do
+  local t = redis.call('type', k)
+  if type(t) == 'table' then t = t.ok end
+  local v = ''
+  if t == 'string' then v = redis.call('get', k)
+  elseif t == 'hash' then v = table.concat(redis.call('hgetall', k), ' ')
+  elseif t == 'list' then v = table.concat(redis.call('lrange', k, 0, -1), ' ')
+  elseif t == 'zset' then v = table.concat(redis.call('zrange', k, 0, -1, 'withscores'), ' ')
+  elseif t == 'set' then
+    local m = redis.call('smembers', k)
+    table.sort(m)
+    v = table.concat(m, ' ')
+  end
+  out[i] = t .. ':' .. v
+end
+return out`
+
+// dumpCmd returns a command that reads keys whole (dumpLua).
+func dumpCmd(keys []string) *redis.Cmd {
+	args := []any{"eval", dumpLua, len(keys)}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	return redis.NewCmd(context.Background(), args...)
 }
 
 // buriable returns the token of an attempt whose clean-up buries it (it
@@ -161,53 +205,4 @@ func (w *world) buriable(c redis.Cmder) (token, name string, lease time.Duration
 		return "", "", 0, false
 	}
 	return sc.argv[gs.Token-1], gs.Name, time.Duration(ms) * time.Millisecond, true
-}
-
-// tracesOf returns where token is in srv's keys outside the lost sets:
-// "key" for a string value that holds it, "key[field]" for a hash field
-// that names it or whose value does, "key[]" for a list, set or sorted
-// set member that does.
-func tracesOf(srv *explore.Server, token string) map[string]bool {
-	m := srv.M
-	out := map[string]bool{}
-	for _, k := range m.Keys() {
-		if strings.HasSuffix(k, ":lost") {
-			continue
-		}
-		switch m.Type(k) {
-		case "string":
-			if v, err := m.Get(k); err == nil && strings.Contains(v, token) {
-				out[k] = true
-			}
-		case "hash":
-			fs, _ := m.HKeys(k)
-			for _, f := range fs {
-				if strings.Contains(f, token) || strings.Contains(m.HGet(k, f), token) {
-					out[k+"["+f+"]"] = true
-				}
-			}
-		case "list":
-			vs, _ := m.List(k)
-			for _, v := range vs {
-				if strings.Contains(v, token) {
-					out[k+"[]"] = true
-				}
-			}
-		case "set":
-			vs, _ := m.Members(k)
-			for _, v := range vs {
-				if strings.Contains(v, token) {
-					out[k+"[]"] = true
-				}
-			}
-		case "zset":
-			vs, _ := m.ZMembers(k)
-			for _, v := range vs {
-				if strings.Contains(v, token) {
-					out[k+"[]"] = true
-				}
-			}
-		}
-	}
-	return out
 }

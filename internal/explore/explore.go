@@ -19,6 +19,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -66,10 +67,13 @@ type Hook struct {
 	// caller may never see (a lost reply). A late copy is not told here
 	// but to Late.
 	Ran func(cmds []redis.Cmder, err error)
-	// Late, when set before the first command, runs each late copy (of
-	// a delayed command, or of one that a paused server runs as it
-	// resumes) by calling run, and may look at the server around it.
-	Late func(cmds []redis.Cmder, run func())
+	// Around, when set before the first command, is asked of each late
+	// copy (of a delayed command, or of one that a paused server runs as
+	// it resumes) for commands to run just before it and just after it,
+	// in one transaction with it (MULTI/EXEC), so that nothing else runs
+	// in between; done is called once they ran. With none, the copy runs
+	// alone.
+	Around func(cmds []redis.Cmder) (before, after []redis.Cmder, done func())
 }
 
 // ran tells Ran of cmds, which the server answered with err.
@@ -344,11 +348,27 @@ func (h *Hook) later(cmds []redis.Cmder, d time.Duration) {
 		}
 		ctx := context.Background()
 		var err error
-		send := func() {
-			if len(copies) == 1 {
-				err = h.side.Process(ctx, copies[0])
-				return
+		var before, after []redis.Cmder
+		done := func() {}
+		if h.Around != nil {
+			before, after, done = h.Around(copies)
+		}
+		switch {
+		case len(before)+len(after) > 0:
+			_, err = h.side.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				for _, c := range slices.Concat(before, copies, after) {
+					_ = p.Process(ctx, c)
+				}
+				return nil
+			})
+			for _, c := range copies {
+				if e := c.Err(); e != nil && err == nil {
+					err = e
+				}
 			}
+		case len(copies) == 1:
+			err = h.side.Process(ctx, copies[0])
+		default:
 			_, err = h.side.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, c := range copies {
 					_ = p.Process(ctx, c)
@@ -356,11 +376,7 @@ func (h *Hook) later(cmds []redis.Cmder, d time.Duration) {
 				return nil
 			})
 		}
-		if h.Late != nil {
-			h.Late(copies, send)
-		} else {
-			send()
-		}
+		done()
 		h.tr.Add("%s late: %s ran: %s", h.Name, describe(copies), result(copies, err))
 	}()
 }
