@@ -102,7 +102,7 @@ func (w *world) watchCopies(h *explore.Hook) {
 			cs.mu.Unlock()
 		}
 	}
-	h.Around = func(cmds []redis.Cmder) (before, after []redis.Cmder, done func()) {
+	h.Around = func(cmds []redis.Cmder) (around [][2]redis.Cmder, done func()) {
 		type watched struct {
 			token, script string
 			cleaned       time.Duration
@@ -111,7 +111,8 @@ func (w *world) watchCopies(h *explore.Hook) {
 		}
 		var ws []*watched
 		now := w.chk.now()
-		for _, c := range cmds {
+		around = make([][2]redis.Cmder, len(cmds))
+		for i, c := range cmds {
 			token, name, lease, ok := w.buriable(c)
 			if !ok {
 				continue
@@ -132,10 +133,10 @@ func (w *world) watchCopies(h *explore.Hook) {
 				}
 			}
 			x.before, x.after = dumpCmd(x.keys), dumpCmd(x.keys)
-			before, after = append(before, x.before), append(after, x.after)
+			around[i] = [2]redis.Cmder{x.before, x.after}
 			ws = append(ws, x)
 		}
-		return before, after, func() {
+		return around, func() {
 			for _, x := range ws {
 				b, errB := x.before.StringSlice()
 				a, errA := x.after.StringSlice()

@@ -395,6 +395,7 @@ func (w *world) checkOrder() {
 	w.checkHandOffOrder()
 	w.checkTurns()
 	w.checkTurnBound()
+	w.checkBidFresh()
 	w.checkWriterFirst()
 	w.checkLeaderAfterGrant()
 	w.checkObserved()

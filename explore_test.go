@@ -459,6 +459,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	if fam == "fair" || fam == "semfair" || fam == "rw" {
 		wg.Go(w.watchQueues)
 	}
+	wg.Go(w.watchBids)
 	if fam == "multi" && len(w.srvs) == 1 {
 		wg.Go(w.watchSets)
 	}

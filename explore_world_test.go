@@ -53,6 +53,7 @@ type world struct {
 
 	tokens *tokenSends // token-fresh: every grant-making command sent
 	copies *copiesSeen // copy-inert: the clean-ups that ran
+	bids   bidsRead    // bid-fresh: the stale bids read in Redis
 	sets   *sets       // whole-or-none: what AcquireAll's attempts took
 	order  *orderSeen  // the order invariants: queues, lines, the election
 	// electKey is the Redis key of the election's lock, in the election

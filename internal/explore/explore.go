@@ -69,11 +69,12 @@ type Hook struct {
 	Ran func(cmds []redis.Cmder, err error)
 	// Around, when set before the first command, is asked of each late
 	// copy (of a delayed command, or of one that a paused server runs as
-	// it resumes) for commands to run just before it and just after it,
-	// in one transaction with it (MULTI/EXEC), so that nothing else runs
-	// in between; done is called once they ran. With none, the copy runs
-	// alone.
-	Around func(cmds []redis.Cmder) (before, after []redis.Cmder, done func())
+	// it resumes; of a pipeline, one per command) for a command to run
+	// just before each command of it and one just after (around[i], nil
+	// for none), in one transaction with it (MULTI/EXEC), so that nothing
+	// else runs in between; done is called once they ran. With none, the
+	// copy runs as it was sent.
+	Around func(cmds []redis.Cmder) (around [][2]redis.Cmder, done func())
 }
 
 // ran tells Ran of cmds, which the server answered with err.
@@ -348,16 +349,22 @@ func (h *Hook) later(cmds []redis.Cmder, d time.Duration) {
 		}
 		ctx := context.Background()
 		var err error
-		var before, after []redis.Cmder
+		var around [][2]redis.Cmder
 		done := func() {}
 		if h.Around != nil {
-			before, after, done = h.Around(copies)
+			around, done = h.Around(copies)
 		}
 		switch {
-		case len(before)+len(after) > 0:
+		case slices.ContainsFunc(around, func(a [2]redis.Cmder) bool { return a[0] != nil || a[1] != nil }):
 			_, err = h.side.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				for _, c := range slices.Concat(before, copies, after) {
+				for i, c := range copies {
+					if a := around[i][0]; a != nil {
+						_ = p.Process(ctx, a)
+					}
 					_ = p.Process(ctx, c)
+					if a := around[i][1]; a != nil {
+						_ = p.Process(ctx, a)
+					}
 				}
 				return nil
 			})

@@ -1,0 +1,141 @@
+package padlock_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/padlockgo/padlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// The bid-fresh invariant: "a waiter that bids places its bid again every
+// bidRefresh while it waits, so only one that is gone has one so old"
+// (wait_claim.go; lua/claim.lua: a bid placed bidLife ago is not granted).
+// Read off Redis in the mutex fleet runs on one node: every 50 ms the
+// explorer reads the key's bids hash ("<ms registered> <lease ms>
+// <token>" by Locker, lua/bids.lua); a bid registered more than
+// bidRefresh and bidFreshSlack ago, whose Locker has had a waiting
+// Acquire of the key since before then that found the key held (it bids)
+// and still waits, breaks it: that waiter, or the one ahead of it in its
+// Locker's line, was to place it again. Excused: a fault of that Locker
+// in reach, a pause or restart, a kill of it, a fair waiter or an
+// AcquireAll of it on the key in the stretch.
+const invBidFresh = "bid-fresh"
+
+// bidFreshSlack is what the invariant allows past bidRefresh: round
+// trips and the goroutine stalls of a run.
+const bidFreshSlack = 300 * time.Millisecond
+
+// staleBid is a bid the explorer read older than bidRefresh and
+// bidFreshSlack.
+type staleBid struct {
+	at, placed time.Duration // when it was read, and registered (run time)
+	key, token string        // the lock's Redis key, and the bid's token
+}
+
+// bidsRead is what the invariant has read.
+type bidsRead struct {
+	mu    sync.Mutex
+	stale []staleBid
+}
+
+// watchBids reads the bids hashes every 50 ms until the run ends, in a
+// mutex fleet run on one node.
+func (w *world) watchBids() {
+	if !w.fleet || w.fam != "mutex" || w.cluster != nil || len(w.srvs) != 1 {
+		return
+	}
+	s := w.srvs[0]
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Dialer: s.Dial, DisableIdentity: true, Protocol: 2})
+	defer c.Close()
+	for time.Now().Before(w.end) {
+		time.Sleep(50 * time.Millisecond)
+		w.readBids(context.Background(), c)
+	}
+}
+
+// readBids reads the bids hashes of the server c reaches and records the
+// stale bids.
+func (w *world) readBids(ctx context.Context, c *redis.Client) {
+	keys, _ := c.Keys(ctx, "*:bids").Result()
+	now := w.chk.now()
+	nowMs := time.Now().UnixMilli()
+	for _, k := range keys {
+		bids, err := c.HGetAll(ctx, k).Result()
+		if err != nil {
+			continue
+		}
+		for _, v := range bids {
+			f := strings.Fields(v)
+			if len(f) != 3 {
+				continue
+			}
+			ms, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				continue
+			}
+			age := time.Duration(nowMs-ms) * time.Millisecond
+			if age <= padlock.BidLife/2+bidFreshSlack {
+				continue
+			}
+			w.bids.mu.Lock()
+			w.bids.stale = append(w.bids.stale, staleBid{at: now, placed: now - age, key: strings.TrimSuffix(k, ":bids"), token: f[2]})
+			w.bids.mu.Unlock()
+		}
+	}
+}
+
+// checkBidFresh checks the stale bids read against the waiters of their
+// Lockers, at the end of a run.
+func (w *world) checkBidFresh() {
+	w.bids.mu.Lock()
+	stale := slices.Clone(w.bids.stale)
+	w.bids.mu.Unlock()
+	if len(stale) == 0 {
+		return
+	}
+	ops := w.opViews()
+	w.order.mu.Lock()
+	asks := slices.Clone(w.order.asks)
+	w.order.mu.Unlock()
+	start := w.tr.Start()
+	for _, s := range stale {
+		li := w.ownerOf(s.token)
+		key := w.keyOfRedis(s.key)
+		if li < 0 || key == "" {
+			continue
+		}
+		// The stretch in which its Locker's first waiter was to place the
+		// bid again.
+		from := s.at - padlock.BidLife/2 - bidFreshSlack
+		if w.faultedIn(li, from-time.Second, s.at) || w.chk.restartIn(from-time.Second, s.at) ||
+			w.pausedIn(start.Add(from-time.Second), start.Add(s.at)) || (li == w.doomed && w.killedAt() >= 0) ||
+			w.setWaitedIn(li, from, s.at) {
+			continue
+		}
+		if slices.ContainsFunc(ops, func(o opView) bool {
+			return o.li == li && o.key == key && o.fair && o.began < s.at && (o.ended < 0 || o.ended > from)
+		}) {
+			continue
+		}
+		for _, a := range asks {
+			if a.op == nil || a.li != li || a.key != s.key || a.at > from {
+				continue
+			}
+			a.op.mu.Lock()
+			o := opView{li: a.op.li, kind: a.op.kind, key: a.op.key, fair: a.op.fair, faulted: a.op.faulted, began: a.op.began, ended: a.op.ended, granted: a.op.granted}
+			a.op.mu.Unlock()
+			waiting := (o.granted < 0 || o.granted > s.at) && (o.ended < 0 || o.ended > s.at+giveUpSlack)
+			if o.kind != "mutex" || o.fair || o.faulted || !waiting {
+				continue
+			}
+			w.chk.fail(invBidFresh, s.at, "%s: L%d's bid %s, registered at %.3fs, is %v old while its waiter, which found the key held at %.3fs, still waits: a waiting Locker's bid is placed again every %v",
+				key, li, s.token, s.placed.Seconds(), (s.at - s.placed).Round(time.Millisecond), a.at.Seconds(), padlock.BidLife/2)
+			return
+		}
+	}
+}
