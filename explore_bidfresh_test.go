@@ -113,7 +113,7 @@ func (w *world) checkBidFresh() {
 		// bid again.
 		from := s.at - padlock.BidLife/2 - bidFreshSlack
 		if w.faultedIn(li, from-time.Second, s.at) || w.chk.restartIn(from-time.Second, s.at) ||
-			w.pausedIn(start.Add(from-time.Second), start.Add(s.at)) || (li == w.doomed && w.killedAt() >= 0) ||
+			w.pausedIn(start.Add(from-time.Second), start.Add(s.at)) || (li == w.doomed && w.killedAt() >= 0 && w.killedAt() < s.at+maxInFlight) ||
 			w.setWaitedIn(li, from, s.at) {
 			continue
 		}

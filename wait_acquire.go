@@ -273,8 +273,12 @@ func (a *acquisition) sleep(first, live bool) time.Duration {
 	}
 	if a.bidding() {
 		// A bid placed bidLife ago is not granted: the waiter places it
-		// again well before (lua/claim.lua).
-		d = min(d, bidRefresh)
+		// again well before (lua/claim.lua), bidRefresh after its last
+		// attempt however often it is woken in between.
+		if a.rebidAt.IsZero() {
+			a.rebidAt = time.Now().Add(bidRefresh)
+		}
+		d = min(d, max(time.Until(a.rebidAt), time.Millisecond))
 		if e := a.l.notifier.grantEnds(a.w); e.After(time.Now()) {
 			// Another Locker's waiter was granted the key: look again
 			// when the grant ends, in case nobody claims it.
@@ -294,6 +298,7 @@ func (a *acquisition) sleep(first, live bool) time.Duration {
 // returns), and neither when the caller may wait for a turn and try again.
 func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 	a.tries++
+	a.rebidAt = time.Time{}
 	a.begin()
 	if at != nil {
 		a.prepare(at)

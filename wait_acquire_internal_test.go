@@ -337,6 +337,59 @@ func TestBidKeptFresh(t *testing.T) {
 	nextLiveWaiter(t, got, released).Release(ctx)
 }
 
+// TestBidKeptFreshWhileOthersAreGranted: grants to other Lockers' bids
+// come and go while a waiter bids (the notice "g<ms> <token>" of each
+// moves when the waiter looks again, to the grant's end, in case nobody
+// claims it). The waiter still places its bid again bidRefresh after its
+// last attempt: those wake-ups do not put it off. (Before, each one
+// counted bidRefresh from itself, so grants heard more often than every
+// bidRefresh kept the bid from ever being placed again, and a release
+// then skipped it as stale: the Locker lost its turn.)
+func TestBidKeptFreshWhileOthersAreGranted(t *testing.T) {
+	srv, a, b := twoLockers(t)
+	b.recheck = time.Hour
+	ctx := context.Background()
+	const key = "fresh-bid-grants"
+	holder, err := a.Acquire(ctx, key, Options{TTL: longLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := queueWaiters(t, b, key, 1, Options{TTL: longLease, Wait: longLease})
+	rdb := srv.Client(t)
+	stop := make(chan struct{})
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(claimWindow / 2):
+			}
+			// A grant to a bid of some other Locker: its waiter claims it
+			// (or not) within the claim window.
+			rdb.Publish(ctx, holder.id.lockKey(), fmt.Sprintf("g%d %s", claimWindow.Milliseconds(), newToken()))
+		}
+	}()
+	defer func() { close(stop); <-published }()
+	for end := time.Now().Add(bidLife + 2*time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		// "<ms registered> <lease ms> <token>" (lua/bids.lua)
+		at, _, _ := strings.Cut(rdb.HGet(ctx, holder.id.bidsKey(), b.id).Val(), " ")
+		placed, err := strconv.ParseInt(at, 10, 64)
+		if err != nil {
+			t.Fatalf("no bid of the waiter in Redis: %q", at)
+		}
+		if age := time.Duration(rdb.Time(ctx).Val().UnixMilli()-placed) * time.Millisecond; age >= bidLife {
+			t.Fatalf("the waiter's bid is %v old while grants elsewhere came and went: not placed again every %v", age, bidRefresh)
+		}
+	}
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nextLiveWaiter(t, got, released).Release(ctx)
+}
+
 // TestFairLateCopyQueuesNobody: a fair waiter's attempt sent after Redis
 // confirmed it queued (the attempt after its first, answered busy) is
 // copied on its way, as a proxy that sends a request again may, and the

@@ -20,6 +20,11 @@ type pacing struct {
 	failed    int           // attempts in a row that Redis failed
 	failedAt  time.Time     // when the first of them was sent
 	retryAt   time.Time     // when the retry strategy lets the next attempt go, short of a notice
+	// rebidAt is when the first in line places the Locker's bid again
+	// (bidRefresh after the sleep that followed its last attempt began):
+	// a wake-up that only moves when to look again (a grant elsewhere)
+	// must not move it later. Zero until that first sleep.
+	rebidAt time.Time
 }
 
 // mayRetry decides, after an attempt that did not get the lock, whether
