@@ -37,10 +37,25 @@ type staleBid struct {
 	key, token string        // the lock's Redis key, and the bid's token
 }
 
-// bidsRead is what the invariant has read.
+// The bid-owned invariant: a bid stands only for a waiter ("a waiter
+// that gives up withdraws its bids, and so does the last waiter to leave
+// a Locker's line for the bids passed to the line", wait_claim.go). In
+// the same reads, a bid whose Locker has had no waiting Acquire or
+// AcquireAll of the key for bidOwnedSlack breaks it: a release would
+// grant the key to it, for nobody. Excused: a fault of that Locker in
+// reach (a withdraw may be the one faulted), a pause or restart, a kill
+// of it.
+const invBidOwned = "bid-owned"
+
+// bidOwnedSlack is how long a Locker's last waiter may take to withdraw
+// its bids once it left: the withdrawal goes behind the Acquire's answer.
+const bidOwnedSlack = 200 * time.Millisecond
+
+// bidsRead is what the invariants have read.
 type bidsRead struct {
 	mu    sync.Mutex
 	stale []staleBid
+	all   []staleBid // every bid read (bid-owned)
 }
 
 // watchBids reads the bids hashes every 50 ms until the run ends, in a
@@ -79,11 +94,12 @@ func (w *world) readBids(ctx context.Context, c *redis.Client) {
 				continue
 			}
 			age := time.Duration(nowMs-ms) * time.Millisecond
-			if age <= padlock.BidLife/2+bidFreshSlack {
-				continue
-			}
+			b := staleBid{at: now, placed: now - age, key: strings.TrimSuffix(k, ":bids"), token: f[2]}
 			w.bids.mu.Lock()
-			w.bids.stale = append(w.bids.stale, staleBid{at: now, placed: now - age, key: strings.TrimSuffix(k, ":bids"), token: f[2]})
+			w.bids.all = append(w.bids.all, b)
+			if age > padlock.BidLife/2+bidFreshSlack {
+				w.bids.stale = append(w.bids.stale, b)
+			}
 			w.bids.mu.Unlock()
 		}
 	}
@@ -137,5 +153,39 @@ func (w *world) checkBidFresh() {
 				key, li, s.token, s.placed.Seconds(), (s.at - s.placed).Round(time.Millisecond), a.at.Seconds(), padlock.BidLife/2)
 			return
 		}
+	}
+}
+
+// checkBidOwned checks every bid read against the waiters of its Locker,
+// at the end of a run.
+func (w *world) checkBidOwned() {
+	w.bids.mu.Lock()
+	all := slices.Clone(w.bids.all)
+	w.bids.mu.Unlock()
+	if len(all) == 0 {
+		return
+	}
+	ops := w.opViews()
+	start := w.tr.Start()
+	for _, b := range all {
+		li := w.ownerOf(b.token)
+		key := w.keyOfRedis(b.key)
+		if li < 0 || key == "" {
+			continue
+		}
+		since := b.at - bidOwnedSlack
+		if w.faultedIn(li, since-time.Second, b.at) || w.chk.restartIn(since-time.Second, b.at) ||
+			w.pausedIn(start.Add(since-time.Second), start.Add(b.at)) || (li == w.doomed && w.killedAt() >= 0 && w.killedAt() < b.at+maxInFlight) ||
+			w.setWaitedIn(li, since, b.at+maxInFlight) {
+			continue
+		}
+		if slices.ContainsFunc(ops, func(o opView) bool {
+			return o.li == li && o.key == key && o.began <= b.at && (o.ended < 0 || o.ended >= since)
+		}) {
+			continue
+		}
+		w.chk.fail(invBidOwned, b.at, "%s: L%d's bid %s (registered at %.3fs) stands at %.3fs, while no waiter of L%d has waited for the key since %.3fs: a release would grant it to nobody",
+			key, li, b.token, b.placed.Seconds(), b.at.Seconds(), li, since.Seconds())
+		return
 	}
 }

@@ -53,7 +53,20 @@ func (w *world) doom(nLockers int) {
 	w.impatient = -1
 	if ir := w.rng(-895); w.fleet && ir.IntN(2) == 0 {
 		w.impatient = ir.IntN(nLockers)
+		if qr := w.rng(-896); qr.IntN(2) == 0 {
+			w.quitShare = 0.3 + 0.5*qr.Float64()
+		}
 	}
+}
+
+// quit reports whether Locker li, the impatient one, has stopped
+// starting operations (quitShare).
+func (w *world) quit(li int) bool {
+	if li != w.impatient || w.quitShare == 0 {
+		return false
+	}
+	start := w.tr.Start()
+	return time.Now().After(start.Add(time.Duration(float64(w.end.Sub(start)) * w.quitShare)))
 }
 
 // killer is a go-redis hook that fails every command once its Locker is

@@ -396,6 +396,7 @@ func (w *world) checkOrder() {
 	w.checkTurns()
 	w.checkTurnBound()
 	w.checkBidFresh()
+	w.checkBidOwned()
 	w.checkWriterFirst()
 	w.checkLeaderAfterGrant()
 	w.checkObserved()

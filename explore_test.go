@@ -376,7 +376,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	w.end = time.Now().Add(run)
 	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations, hot keys %v, commands in steps of %v, notices starved %v, fleet %v", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run, w.hot, w.plan.Align, w.noticesStarved, w.fleet)
 	if w.fleet {
-		tr.Add("fleet: leases of %v, L%d killed at %.0f%% of the run (-1: none), grant notices lost %v, AcquireAlls among the waiters %v, command faults %v, L%d impatient (-1: none)", w.fleetTTL, w.doomed, 100*w.killShare, w.grantsLost, w.fleetSets, w.fleetFaults, w.impatient)
+		tr.Add("fleet: leases of %v, L%d killed at %.0f%% of the run (-1: none), grant notices lost %v, AcquireAlls among the waiters %v, command faults %v, L%d impatient (-1: none), quitting at %.0f%% of the run (0: never)", w.fleetTTL, w.doomed, 100*w.killShare, w.grantsLost, w.fleetSets, w.fleetFaults, w.impatient, 100*w.quitShare)
 	}
 	if w.cluster != nil {
 		tr.Add("a Cluster in memory of %d masters; keys on masters %v", len(w.srvs), w.keyMasters())

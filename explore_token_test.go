@@ -64,6 +64,7 @@ func (w *world) watchTokens(h *explore.Hook) {
 				e = err
 			}
 			token, q := w.tokenSent(id, srv, c, e)
+			w.releaseBidSent(id, c)
 			if e == nil && f.Kind == explore.None {
 				var op *opSeen
 				if !explore.Pipelined(ctx) {
@@ -132,6 +133,21 @@ func (w *world) tokenSent(id int, srv string, c redis.Cmder, cerr error) (string
 			gs.Name, srv, key, token, prev.script, prev.client, prev.err)
 	}
 	return token, q
+}
+
+// releaseBidSent records, for a release that places its Locker's next
+// bid (release.lua's ARGV[7], the token of its first waiter's next
+// attempt), that client id sent that token: a grant to it is that
+// Locker's to claim (the claimed invariant).
+func (w *world) releaseBidSent(id int, c redis.Cmder) {
+	sc, ok := scriptCallOf(c)
+	if !ok || w.copies.cleanups[sc.script] != "release" || len(sc.argv) < 8 || sc.argv[6] == "" {
+		return
+	}
+	t := w.tokens
+	t.mu.Lock()
+	t.client[sc.argv[6]] = id
+	t.mu.Unlock()
 }
 
 // sentAgain reports whether a command that ended with err is sent again

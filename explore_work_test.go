@@ -53,7 +53,7 @@ func (w *world) locker(actor, li int) {
 	}
 	sets := w.rng(-600000 - actor)     // drawn apart: AcquireAlls in fleet runs
 	patience := w.rng(-700000 - actor) // drawn apart: an impatient Locker's waits
-	for time.Now().Before(w.end) && !w.isClosed(li) && !w.killedNow(li) {
+	for time.Now().Before(w.end) && !w.isClosed(li) && !w.killedNow(li) && !w.quit(li) {
 		key := pick(r, w.keys...)
 		o := padlock.Options{
 			TTL:  pick(r, w.ttl, w.ttl, w.ttl, 300*time.Millisecond, 2*time.Second),

@@ -101,6 +101,11 @@ type world struct {
 	// impatient: a fleet run's Locker whose waiters give up soon (-1:
 	// none).
 	impatient int
+	// quitShare: the share of the run after which the impatient Locker
+	// starts no more operations (0: it never stops), as a process whose
+	// traffic ends: its last waiters give up, and nothing of it may be
+	// left standing in Redis (bid-owned).
+	quitShare float64
 	// grants: the grant notices heard in a fleet run (the claimed
 	// invariant, explore_claim_test.go).
 	grants grantsSeen
