@@ -53,7 +53,7 @@ func (w *world) doom(nLockers int) {
 	w.impatient = -1
 	if ir := w.rng(-895); w.fleet && ir.IntN(2) == 0 {
 		w.impatient = ir.IntN(nLockers)
-		if qr := w.rng(-896); qr.IntN(2) == 0 {
+		if qr := w.rng(-896); w.fam == "mutex" && qr.IntN(2) == 0 {
 			w.quitShare = 0.3 + 0.5*qr.Float64()
 		}
 	}
