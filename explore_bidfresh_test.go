@@ -21,9 +21,10 @@ import (
 // bidRefresh and bidFreshSlack ago, whose Locker has had a waiting
 // Acquire of the key since before then that found the key held (it bids)
 // and still waits, breaks it: that waiter, or the one ahead of it in its
-// Locker's line, was to place it again. Excused: a fault of that Locker
-// in reach, a pause or restart, a kill of it, a fair waiter or an
-// AcquireAll of it on the key in the stretch.
+// Locker's line, was to place it again (an AcquireAll first in the line
+// too: it waits for the busy key as a single-key waiter does). Excused: a
+// fault of that Locker in reach, a pause or restart, a kill of it, a fair
+// waiter of it on the key in the stretch.
 const invBidFresh = "bid-fresh"
 
 // bidFreshSlack is what the invariant allows past bidRefresh: round
@@ -129,8 +130,7 @@ func (w *world) checkBidFresh() {
 		// bid again.
 		from := s.at - padlock.BidLife/2 - bidFreshSlack
 		if w.faultedIn(li, from-time.Second, s.at) || w.chk.restartIn(from-time.Second, s.at) ||
-			w.pausedIn(start.Add(from-time.Second), start.Add(s.at)) || (li == w.doomed && w.killedAt() >= 0 && w.killedAt() < s.at+maxInFlight) ||
-			w.setWaitedIn(li, from, s.at) {
+			w.pausedIn(start.Add(from-time.Second), start.Add(s.at)) || (li == w.doomed && w.killedAt() >= 0 && w.killedAt() < s.at+maxInFlight) {
 			continue
 		}
 		if slices.ContainsFunc(ops, func(o opView) bool {
