@@ -104,12 +104,7 @@ func TestRedlockFreshNodes(t *testing.T) {
 	}
 
 	for _, s := range servers {
-		c := s.Client(t)
-		for _, kv := range [][2]string{{"appendonly", "yes"}, {"appendfsync", "always"}} {
-			if err := c.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
-				t.Fatalf("CONFIG SET %s %s on %s: %v", kv[0], kv[1], s, err)
-			}
-		}
+		s.PersistEveryWrite(t)
 	}
 	// A node timeout a node that has just begun to fsync every write
 	// meets on a loaded machine too (100 ms once did not, beside CI).

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -24,12 +23,7 @@ func redlockConfig(t *testing.T, persistent bool) (config, []*redistest.Server) 
 	for _, s := range srvs {
 		cfg.RedisAddrs = append(cfg.RedisAddrs, s.Addr())
 		if persistent {
-			rdb := s.Client(t)
-			for _, kv := range [][2]string{{"appendonly", "yes"}, {"appendfsync", "always"}} {
-				if err := rdb.ConfigSet(context.Background(), kv[0], kv[1]).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			s.PersistEveryWrite(t)
 		}
 	}
 	cfg.RedisMode = modeRedlock

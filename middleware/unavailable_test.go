@@ -48,13 +48,7 @@ func TestLockUnavailableWithWait(t *testing.T) {
 	}{"Redlock loses its quorum while the request waits for a busy key", func(t *testing.T) (*padlock.Locker, func()) {
 		l, servers := startRedlock(t)
 		for _, s := range servers {
-			// Persisting every write lets fresh nodes vote at once.
-			c := s.Client(t)
-			for _, kv := range [][2]string{{"appendonly", "yes"}, {"appendfsync", "always"}} {
-				if err := c.ConfigSet(context.Background(), kv[0], kv[1]).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			s.PersistEveryWrite(t) // fresh nodes vote at once
 		}
 		// The key is held by another Locker on the same nodes, one that
 		// waits for a node long enough for a loaded machine: taking it is

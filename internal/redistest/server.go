@@ -210,6 +210,21 @@ func (s *Server) Client(t testing.TB, opts ...func(*redis.Options)) *redis.Clien
 	return c
 }
 
+// PersistEveryWrite makes s append every write to its AOF and fsync it
+// before it answers (appendonly yes, appendfsync always), as a Redlock
+// node whose restart loses nothing runs. Turning the AOF on forks the
+// server, which on a loaded machine may take seconds: the commands wait
+// up to 30 s for their replies.
+func (s *Server) PersistEveryWrite(t testing.TB) {
+	t.Helper()
+	c := s.Client(t, func(o *redis.Options) { o.ReadTimeout, o.ContextTimeoutEnabled = 30*time.Second, false })
+	for _, kv := range [][2]string{{"appendonly", "yes"}, {"appendfsync", "always"}} {
+		if err := c.ConfigSet(context.Background(), kv[0], kv[1]).Err(); err != nil {
+			t.Fatalf("redistest: CONFIG SET %s %s on %s: %v", kv[0], kv[1], s.Addr(), err)
+		}
+	}
+}
+
 // Kill stops the server at once, as a crash would: SIGKILL for a real
 // server (resuming it first if paused), Close for the fallback. It returns
 // once the port refuses connections. Killing a killed server does nothing.
