@@ -119,7 +119,6 @@ func (w *world) checkBidFresh() {
 	w.order.mu.Lock()
 	asks := slices.Clone(w.order.asks)
 	w.order.mu.Unlock()
-	start := w.tr.Start()
 	for _, s := range stale {
 		li := w.ownerOf(s.token)
 		key := w.keyOfRedis(s.key)
@@ -129,8 +128,7 @@ func (w *world) checkBidFresh() {
 		// The stretch in which its Locker's first waiter was to place the
 		// bid again.
 		from := s.at - padlock.BidLife/2 - bidFreshSlack
-		if w.faultedIn(li, from-time.Second, s.at) || w.chk.restartIn(from-time.Second, s.at) ||
-			w.pausedIn(start.Add(from-time.Second), start.Add(s.at)) || (li == w.doomed && w.killedAt() >= 0 && w.killedAt() < s.at+maxInFlight) {
+		if w.bidExcused(li, from, s.at) {
 			continue
 		}
 		if slices.ContainsFunc(ops, func(o opView) bool {
@@ -166,7 +164,6 @@ func (w *world) checkBidOwned() {
 		return
 	}
 	ops := w.opViews()
-	start := w.tr.Start()
 	for _, b := range all {
 		li := w.ownerOf(b.token)
 		key := w.keyOfRedis(b.key)
@@ -174,9 +171,7 @@ func (w *world) checkBidOwned() {
 			continue
 		}
 		since := b.at - bidOwnedSlack
-		if w.faultedIn(li, since-time.Second, b.at) || w.chk.restartIn(since-time.Second, b.at) ||
-			w.pausedIn(start.Add(since-time.Second), start.Add(b.at)) || (li == w.doomed && w.killedAt() >= 0 && w.killedAt() < b.at+maxInFlight) ||
-			w.setWaitedIn(li, since, b.at+maxInFlight) {
+		if w.bidExcused(li, since, b.at) || w.setWaitedIn(li, since, b.at+maxInFlight) {
 			continue
 		}
 		if slices.ContainsFunc(ops, func(o opView) bool {
@@ -188,4 +183,14 @@ func (w *world) checkBidOwned() {
 			key, li, b.token, b.placed.Seconds(), b.at.Seconds(), li, since.Seconds())
 		return
 	}
+}
+
+// bidExcused reports whether what Locker li's bid did from from to at is
+// excused: a fault of li in reach from a second before, a pause or
+// restart then, or li killed.
+func (w *world) bidExcused(li int, from, at time.Duration) bool {
+	start := w.tr.Start()
+	return w.faultedIn(li, from-time.Second, at) || w.chk.restartIn(from-time.Second, at) ||
+		w.pausedIn(start.Add(from-time.Second), start.Add(at)) ||
+		li == w.doomed && w.killedAt() >= 0 && w.killedAt() < at+maxInFlight
 }

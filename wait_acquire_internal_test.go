@@ -319,22 +319,31 @@ func TestBidKeptFresh(t *testing.T) {
 	}
 	got := queueWaiters(t, b, key, 1, Options{TTL: longLease, Wait: longLease})
 	rdb := srv.Client(t)
-	for end := time.Now().Add(bidLife + time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		// "<ms registered> <lease ms> <token>" (lua/bids.lua)
-		at, _, _ := strings.Cut(rdb.HGet(ctx, holder.id.bidsKey(), b.id).Val(), " ")
-		placed, err := strconv.ParseInt(at, 10, 64)
-		if err != nil {
-			t.Fatalf("no bid of the waiter in Redis: %q", at)
-		}
-		if age := time.Duration(rdb.Time(ctx).Val().UnixMilli()-placed) * time.Millisecond; age >= bidLife {
-			t.Fatalf("the waiter's bid is %v old: not placed again every %v", age, bidRefresh)
-		}
-	}
+	bidStaysFresh(t, rdb, holder.id, b, bidLife+time.Second, "")
 	released := time.Now()
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	nextLiveWaiter(t, got, released).Release(ctx)
+}
+
+// bidStaysFresh reads, every 50 ms for d, the bid of waiting Locker b on
+// id's key, and fails t if it is missing or bidLife old; while says what
+// else went on.
+func bidStaysFresh(t *testing.T, rdb *redis.Client, id *lockID, b *Locker, d time.Duration, while string) {
+	t.Helper()
+	ctx := context.Background()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		// "<ms registered> <lease ms> <token>" (lua/bids.lua)
+		at, _, _ := strings.Cut(rdb.HGet(ctx, id.bidsKey(), b.id).Val(), " ")
+		placed, err := strconv.ParseInt(at, 10, 64)
+		if err != nil {
+			t.Fatalf("no bid of the waiter in Redis: %q", at)
+		}
+		if age := time.Duration(rdb.Time(ctx).Val().UnixMilli()-placed) * time.Millisecond; age >= bidLife {
+			t.Fatalf("the waiter's bid is %v old%s: not placed again every %v", age, while, bidRefresh)
+		}
+	}
 }
 
 // TestBidKeptFreshWhileOthersAreGranted: grants to other Lockers' bids
@@ -372,17 +381,7 @@ func TestBidKeptFreshWhileOthersAreGranted(t *testing.T) {
 		}
 	}()
 	defer func() { close(stop); <-published }()
-	for end := time.Now().Add(bidLife + 2*time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		// "<ms registered> <lease ms> <token>" (lua/bids.lua)
-		at, _, _ := strings.Cut(rdb.HGet(ctx, holder.id.bidsKey(), b.id).Val(), " ")
-		placed, err := strconv.ParseInt(at, 10, 64)
-		if err != nil {
-			t.Fatalf("no bid of the waiter in Redis: %q", at)
-		}
-		if age := time.Duration(rdb.Time(ctx).Val().UnixMilli()-placed) * time.Millisecond; age >= bidLife {
-			t.Fatalf("the waiter's bid is %v old while grants elsewhere came and went: not placed again every %v", age, bidRefresh)
-		}
-	}
+	bidStaysFresh(t, rdb, holder.id, b, bidLife+2*time.Second, " while grants elsewhere came and went")
 	released := time.Now()
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
