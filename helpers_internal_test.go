@@ -115,7 +115,11 @@ func redlockOn(t testing.TB, servers []*redistest.Server, opts ...RedlockOption)
 			o.ContextTimeoutEnabled = true
 			// Socket timeouts far above the node timeout, so the timing
 			// checks below can only pass if the node timeout bounds calls.
+			// The dial's too: a call without a node timeout (Inspect) would
+			// otherwise fail on a loaded machine, where a new connection to
+			// a live node once took over the 1 s default.
 			o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
+			o.DialTimeout = 10 * time.Second
 			// After a pool's size in failed dials go-redis probes a dead node from
 			// a goroutine that sees its pool closed only a second later,
 			// past goleak's patience. Tests that kill nodes never get there.
