@@ -20,6 +20,7 @@ var (
 	RedlockOn    = redlockOn
 	AwaitVotes   = awaitVotes
 	ClusterKeys  = clusterKeys
+	LeaseRanOut  = leaseRanOut
 	// StoredToken is the grant token a lock key's value names.
 	StoredToken = tokenOf
 )

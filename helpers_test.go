@@ -30,6 +30,7 @@ var (
 	startRedlock = padlock.StartRedlock
 	redlockOn    = padlock.RedlockOn
 	awaitVotes   = padlock.AwaitVotes
+	leaseRanOut  = padlock.LeaseRanOut
 )
 
 const (
