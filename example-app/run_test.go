@@ -176,7 +176,12 @@ func TestRunRedlock(t *testing.T) {
 	t.Parallel() // servers of its own, which it waits on
 	redistest.Require(t)
 	cfg := testConfig(t)
-	cfg.lockTTL = time.Second // a fresh node votes after this long
+	// A fresh node votes after this long. Short, so the nodes vote soon,
+	// but 3 s rather than 1: the job's lock is renewed each third of it
+	// across the app's 500 ms node timeout, and with 1 s a loaded machine
+	// stalling the renewals for half a second lost the lock (the job's
+	// 409). Nothing here depends on the lease's length.
+	cfg.lockTTL = 3 * time.Second
 	// Fresh nodes, not the binary's spares: nodes that vote at once let
 	// the app's own scheduled reindex take the job's lock as it starts.
 	srvs := redistest.StartN(t, 3)
