@@ -63,9 +63,13 @@ func TestLockClientCannotHoldLock(t *testing.T) {
 	t.Parallel() // its cases wait out leases, on servers of their own
 	const bound = time.Second
 	// Past the bound the lock is no longer renewed, and ends with its
-	// lease (500ms) while the attacker's handler still runs; the other
-	// caller waits a little for it, less than the attack lasts.
-	lease := httplock.WithLockOptions(padlock.Options{TTL: 500 * time.Millisecond, Wait: 1500 * time.Millisecond})
+	// lease (2 s) while the attacker's handler still runs; the other
+	// caller, 2 bounds after the attack began, waits for it, less than the
+	// body attack lasts (16 bytes, 8 s): 2 s + 5 s. The lease is renewed
+	// every 667 ms, so only a stall of over a second before the bound could
+	// lose the lock there (with a 500 ms lease, a stall of 330 ms on a
+	// loaded machine did, and the cause was "lock lost", not the bound).
+	lease := httplock.WithLockOptions(padlock.Options{TTL: 2 * time.Second, Wait: 5 * time.Second})
 	tests := []struct {
 		name   string
 		opt    httplock.Option
@@ -111,7 +115,7 @@ func TestLockClientCannotHoldLock(t *testing.T) {
 			start := time.Now()
 			var status <-chan string
 			if tt.attack == "body" {
-				status = slowClient(t, addr, "/orders/1?attacker=1", 8, 500*time.Millisecond)
+				status = slowClient(t, addr, "/orders/1?attacker=1", 16, 500*time.Millisecond)
 			} else {
 				conn, err := net.Dial("tcp", addr)
 				if err != nil {
