@@ -114,6 +114,35 @@ func leaseRanOut(taken time.Time, lease time.Duration) bool {
 	return time.Since(taken) >= lease-lease/50
 }
 
+// meterStalls starts measuring how late this process runs a goroutine
+// that sleeps a millisecond at a time; the returned func stops it and
+// says the most that one such sleep overran. That is time a loaded
+// machine did not run the test's goroutines, which a bound on how soon
+// something happens after an event may allow for: the machine would have
+// run the code under test no sooner.
+func meterStalls() (stop func() time.Duration) {
+	done := make(chan struct{})
+	worst := make(chan time.Duration)
+	go func() {
+		var most time.Duration
+		for {
+			select {
+			case <-done:
+				worst <- most
+				return
+			default:
+			}
+			start := time.Now()
+			time.Sleep(time.Millisecond)
+			most = max(most, time.Since(start)-time.Millisecond)
+		}
+	}()
+	return func() time.Duration {
+		close(done)
+		return <-worst
+	}
+}
+
 // redlockOn returns a Redlock Locker on servers, with clients of its own
 // (another process, as far as Redis can tell), closed when t ends.
 func redlockOn(t testing.TB, servers []*redistest.Server, opts ...RedlockOption) *Locker {
