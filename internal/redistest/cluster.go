@@ -21,6 +21,17 @@ const (
 	// for a loaded CI machine (redis-cli's wait to join once took over
 	// 20 s beside CI).
 	clusterTimeout = 60 * time.Second
+	// nodeTimeout is the nodes' cluster-node-timeout, 1 s, so that a
+	// killed node is noticed quickly.
+	nodeTimeout = "1000"
+	// formingNodeTimeout is their cluster-node-timeout while the cluster
+	// forms (clusterTimeout): Redis drops a handshake after the node
+	// timeout, and a node whose handshake with the one it was introduced
+	// to is dropped is never introduced again. On a loaded machine a node
+	// stalled for over a second as it met the others, and the cluster
+	// never formed (redis-cli --cluster create waited to join until it
+	// was killed).
+	formingNodeTimeout = "60000"
 )
 
 // Cluster is a Redis Cluster of real redis-server masters on loopback
@@ -57,7 +68,7 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 			"--cluster-enabled", "yes",
 			// Relative to the node's own directory, so nodes never share it.
 			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "1000",
+			"--cluster-node-timeout", nodeTimeout,
 		}}
 	}
 	c := &Cluster{nodes: startReal(t, specs, true)}
@@ -77,6 +88,9 @@ func (c *Cluster) form(ctx context.Context) error {
 		clients[i] = redis.NewClient(n.Options())
 		defer clients[i].Close()
 	}
+	if err := setNodeTimeout(ctx, clients, formingNodeTimeout); err != nil {
+		return err
+	}
 	if cli, err := findRedisCLI(); err == nil && len(c.nodes) >= 3 {
 		args := append([]string{"--cluster", "create"}, c.Addrs()...)
 		args = append(args, "--cluster-replicas", "0", "--cluster-yes")
@@ -84,7 +98,10 @@ func (c *Cluster) form(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
 		}
-		return awaitClusterOK(ctx, clients)
+		if err := awaitClusterOK(ctx, clients); err != nil {
+			return err
+		}
+		return setNodeTimeout(ctx, clients, nodeTimeout)
 	}
 	for i, rdb := range clients {
 		// Distinct config epochs, set before the nodes meet, spare them
@@ -108,7 +125,23 @@ func (c *Cluster) form(ctx context.Context) error {
 			return fmt.Errorf("%s: meet %s: %w", c.nodes[0].Addr(), n.Addr(), err)
 		}
 	}
-	return awaitClusterOK(ctx, clients)
+	if err := awaitClusterOK(ctx, clients); err != nil {
+		return err
+	}
+	return setNodeTimeout(ctx, clients, nodeTimeout)
+}
+
+// setNodeTimeout sets cluster-node-timeout (in milliseconds) on every
+// node: formingNodeTimeout while a cluster forms, nodeTimeout once it has.
+// A restarted node starts with nodeTimeout, and meets no one anew: it
+// knows the others from its nodes.conf.
+func setNodeTimeout(ctx context.Context, clients []*redis.Client, ms string) error {
+	for _, rdb := range clients {
+		if err := rdb.ConfigSet(ctx, "cluster-node-timeout", ms).Err(); err != nil {
+			return fmt.Errorf("%s: CONFIG SET cluster-node-timeout %s: %w", rdb.Options().Addr, ms, err)
+		}
+	}
+	return nil
 }
 
 // WaitOK waits until every node reports cluster_state:ok with all slots

@@ -29,7 +29,7 @@ func StartClusterWithReplicas(t testing.TB, masters, perMaster int) *Cluster {
 		specs[i] = spec{bin: bin, dir: t.TempDir(), data: true, args: []string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "1000",
+			"--cluster-node-timeout", nodeTimeout,
 		}}
 	}
 	c.replicas = startReal(t, specs, true)
@@ -50,6 +50,9 @@ func (c *Cluster) attachReplicas(ctx context.Context) error {
 	for i, n := range all {
 		clients[i] = redis.NewClient(n.Options())
 		defer clients[i].Close()
+	}
+	if err := setNodeTimeout(ctx, clients, formingNodeTimeout); err != nil {
+		return err
 	}
 	seed := clients[0]
 	ids := make([]string, len(c.nodes))
@@ -93,7 +96,7 @@ func (c *Cluster) attachReplicas(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", m.Addr(), err)
 		}
 	}
-	return nil
+	return setNodeTimeout(ctx, clients, nodeTimeout)
 }
 
 // ReplicasOf returns the replicas of Nodes()[i], as started: a failover
