@@ -17,8 +17,14 @@ import (
 
 func TestRedlockMutualExclusion(t *testing.T) {
 	t.Parallel()
-	l1, servers := startRedlock(t, 5)
-	l2 := redlockOn(t, servers)
+	// Each hold is a millisecond, but on a loaded machine the time from
+	// a grant to its release passed rlMaxLease's 1 s (the Release then
+	// found the lock lost); a 3 s lease leaves room. Fresh nodes then vote
+	// after about 5 s, which awaitVotes waits for.
+	const ttl = 3 * time.Second
+	opts := []padlock.RedlockOption{padlock.WithMaxLease(ttl), padlock.WithDefaults(padlock.Options{TTL: ttl})}
+	l1, servers := startRedlock(t, 5, opts...)
+	l2 := redlockOn(t, servers, opts...)
 	awaitVotes(t, l2)
 	ctx := ctxFor(t)
 	key := testKey(t)
