@@ -164,9 +164,10 @@ func TestHoldOwner(t *testing.T) {
 			l, _, _ := newLocker(t, padlock.WithDefaults(padlock.Options{Owner: "host=web-1 pid=7"}))
 			ctx := ctxFor(t)
 			for _, want := range []string{"host=web-1 pid=7", "host=web-1 pid=7 req=a:b"} {
-				// Renewed every 500ms: in time on a loaded machine too (a
-				// 600ms lease once lost its renewal beside CI).
-				o := padlock.Options{TTL: 1500 * time.Millisecond}
+				// Renewed every second: in time on a loaded machine too (a
+				// 600ms lease once lost its renewal beside CI, and 1.5 s
+				// beside two more runs of the suite).
+				o := padlock.Options{TTL: 3 * time.Second}
 				if want != "host=web-1 pid=7" {
 					o.Owner = want
 				}
@@ -180,7 +181,7 @@ func TestHoldOwner(t *testing.T) {
 				if h := l.Held(); len(h) != 1 || h[0].Owner != want {
 					t.Errorf("Held: got %+v, want one hold, owner %q", h, want)
 				}
-				time.Sleep(1600 * time.Millisecond)
+				time.Sleep(o.TTL + 100*time.Millisecond)
 				if err := lk.Err(); err != nil {
 					t.Fatalf("after a lease: got %v, want the hold renewed", err)
 				}
