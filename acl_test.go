@@ -211,11 +211,18 @@ func TestACLDocumentedPermissions(t *testing.T) {
 					aclUser(t, srv, rules[aclEvery], rules[aclCluster], rules[aclTopology], rules[aclInspect])
 				}
 				return c.Nodes(), c.Client(t), func() *padlock.Locker {
-					return padlock.MustNew(t, c.Client(t, func(o *redis.ClusterOptions) { o.Username, o.Password = rules[aclEvery][2], "secret" }))
+					return padlock.MustNew(t, c.Client(t, func(o *redis.ClusterOptions) {
+						o.Username, o.Password = rules[aclEvery][2], "secret"
+						// A Cluster client's round trip once took longer
+						// than the test clients' 1 s on a loaded machine,
+						// which says nothing of the permissions.
+						o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
+					}))
 				}
 			},
 			fair: true,
-			ttl:  time.Second,
+			// A lease the watchdog keeps on a loaded machine too.
+			ttl:  3 * time.Second,
 			hold: 4 * time.Second,
 		},
 		{
