@@ -24,6 +24,14 @@ import (
 // fault (more follow one, in bursts: explore.Plan).
 const fleetFaultRate = 0.03
 
+// fleetRefuseRate is the share of a faulted fleet's other commands whose
+// connection is refused: they never reach Redis (more after a fault: the
+// clean-up of a lost reply is refused with it, explore.Plan.RefuseRate).
+// What a refused clean-up leaves undone its waiter does again: a copy
+// of the lost attempt may still land while it waits, and its bid is the
+// waiter's to claim.
+const fleetRefuseRate = 0.01
+
 // faultsSeen is when each Locker's commands met a fault, and until when
 // that fault may still keep the key (faultReach).
 type faultsSeen struct {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -41,8 +42,14 @@ func (w *world) doom(nLockers int) {
 	w.doomed = -1
 	w.killedNs.Store(-1)
 	w.fleetTTL = pick(w.rng(-885), 5*time.Second, 30*time.Second)
-	if dr := w.rng(-880); w.fleet && dr.IntN(2) == 0 {
+	// Every fair fleet kills one (its fleets are few: one fair run in
+	// three): a fair waiter killed in the queue leaves its entry there.
+	if dr := w.rng(-880); w.fleet && (dr.IntN(2) == 0 || w.fam == "fair") {
 		w.doomed, w.killShare = nLockers-1, dr.Float64()
+		// One kill in two falls at a grant to the doomed Locker: a
+		// waiter killed as the release names it (a grant nobody will
+		// claim, in either mode).
+		w.killAtGrant = dr.IntN(2) == 0
 	}
 	if lr := w.rng(-890); w.fleet && lr.IntN(2) == 0 {
 		w.grantsLost = true
@@ -70,7 +77,9 @@ func (w *world) quit(li int) bool {
 }
 
 // killer is a go-redis hook that fails every command once its Locker is
-// killed: nothing of a dead process reaches Redis.
+// killed: nothing of a dead process reaches Redis. It sits below the
+// fault hook, which sees the failure and, told Gone, decides no fault for
+// a dead process's command (a delayed one would run later, without it).
 type killer struct{ dead *atomic.Bool }
 
 var errKilled = errors.New("explore: the process was killed")
@@ -107,9 +116,10 @@ func (w *world) noticesOf(l *padlock.Locker, i int) {
 		return
 	}
 	r := w.rng(-895 - i)
+	gr := w.rng(-1895 - i) // drawn apart: the grants' give-ups
 	var n atomic.Int64
 	padlock.SetNoticeFault(l, func(channel, payload string) (int, time.Duration) {
-		if w.doomed == i && w.dead.Load() {
+		if w.doomed == i && w.dead.Load() || w.atGrant(i, payload, gr) {
 			w.sawNotice(i, channel, payload, true)
 			return 0, 0
 		}
@@ -134,13 +144,79 @@ func (w *world) kill(run time.Duration) {
 	suffix := fmt.Sprintf("@L%d", w.doomed)
 	w.wg.Go(func() {
 		time.Sleep(time.Duration(w.killShare * float64(run)))
+		if w.killAtGrant {
+			// noticesOf kills it at the next grant to it; if none comes
+			// within killGrantWait, it dies here after all.
+			w.killArmed.Store(true)
+			time.Sleep(killGrantWait)
+		}
 		for time.Now().Before(w.end) && w.holding(suffix) {
 			time.Sleep(time.Millisecond)
 		}
-		w.tr.Add("L%d killed", w.doomed)
-		w.killedNs.Store(int64(w.chk.now()))
-		w.dead.Store(true)
+		w.die("")
 	})
+}
+
+// killGrantWait is how long a kill at a grant waits for a grant to the
+// doomed Locker before it kills it anyway.
+const killGrantWait = 3 * time.Second
+
+// die kills the doomed Locker now, unless it is dying already; how says
+// at what, for the trace.
+func (w *world) die(how string) bool {
+	if !w.killing.CompareAndSwap(false, true) {
+		return false
+	}
+	w.tr.Add("L%d killed%s", w.doomed, how)
+	w.killedNs.Store(int64(w.chk.now()))
+	w.dead.Store(true)
+	return true
+}
+
+// atGrant is told of each grant notice Locker i hears in a fleet run,
+// before it is delivered, and says whether it is lost: the doomed Locker,
+// armed to die at a grant, dies at one to its own bid (so the notice is
+// lost with it); the impatient Locker's waiters all give up at one grant
+// to it in three, as it arrives.
+func (w *world) atGrant(i int, payload string, r *rand.Rand) (lost bool) {
+	token, ok := grantToken(payload)
+	if !ok || w.ownerOf(token) != i {
+		return false
+	}
+	if i == w.doomed && w.killArmed.Load() && !w.holding(fmt.Sprintf("@L%d", i)) && w.die(fmt.Sprintf(" at the grant to %s", token)) {
+		return true
+	}
+	if i == w.impatient && r.IntN(3) == 0 {
+		w.giveUpsMu.Lock()
+		n := len(w.giveUps)
+		for _, cancel := range w.giveUps {
+			cancel()
+		}
+		w.giveUpsMu.Unlock()
+		if n > 0 {
+			w.tr.Add("L%d: its %d waiters give up at the grant to %s", i, n, token)
+		}
+	}
+	return false
+}
+
+// waitsOn registers, for the impatient Locker, the cancel of an
+// operation's context for atGrant; the returned func unregisters it.
+func (w *world) waitsOn(li int, op *opSeen, cancel context.CancelFunc) func() {
+	if li != w.impatient {
+		return func() {}
+	}
+	w.giveUpsMu.Lock()
+	defer w.giveUpsMu.Unlock()
+	if w.giveUps == nil {
+		w.giveUps = map[*opSeen]context.CancelFunc{}
+	}
+	w.giveUps[op] = cancel
+	return func() {
+		w.giveUpsMu.Lock()
+		defer w.giveUpsMu.Unlock()
+		delete(w.giveUps, op)
+	}
 }
 
 // holding reports whether a goroutine whose name ends in suffix (its

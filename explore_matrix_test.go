@@ -54,11 +54,15 @@ func (w *world) newClusterLocker(i int, opts ...padlock.LockerOption) *padlock.L
 	var below []redis.Hook
 	if i == w.doomed {
 		// Below every node's fault hook, as on one node: nothing of a
-		// dead process goes out, and the fault hook sees it fail.
+		// dead process goes out, and the fault hook sees it fail (and,
+		// told Gone, decides no fault for it that would run it late).
 		below = append(below, killer{&w.dead})
 	}
 	c, hs := w.cluster.NewClient(8*i, fmt.Sprintf("L%d", i), w.plan, w.tr, &w.late, below...)
 	for _, h := range hs {
+		if i == w.doomed {
+			h.Gone = w.dead.Load
+		}
 		w.watchTokens(h)
 		w.watchFaults(h, i)
 	}

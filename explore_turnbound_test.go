@@ -23,10 +23,11 @@ import (
 // that began no earlier than giveUpSlack before they returned. Excused: a
 // stretch with a fault of any Locker in reach, a grant notice lost, a
 // kill (a dead Locker's bid may be granted, and its grant lapse), a pause
-// or restart, a fair waiter on the key. An AcquireAll takes its turn as
-// a single-key waiter does (it waits for a busy key in its Locker's line,
-// and its release grants the key on in the same order:
-// lua/multi_release.lua).
+// or restart, a fair waiter on the key, an AcquireAll of the waiter's
+// Locker running meanwhile (its turn may have been the set's). An
+// AcquireAll takes its turn as a single-key waiter does (it waits for a
+// busy key in its Locker's line, and its release grants the key on in
+// the same order: lua/multi_release.lua).
 const invTurnBound = "turn-bound"
 
 // giveUpSlack is how long a waiter that gives up may take from the end of
@@ -97,7 +98,11 @@ func (w *world) checkTurnBound() {
 				turns[r.li] = append(turns[r.li], r.granted)
 			}
 		}
-		if fairHere || len(turns[wt.li]) > 0 {
+		// An AcquireAll of the waiter's own Locker that ran meanwhile may
+		// have taken the key from Redis (a turn of that Locker's), held
+		// it, or given it back when its other keys were busy: a turn the
+		// waiter's Locker had, which the ops do not show.
+		if fairHere || len(turns[wt.li]) > 0 || w.setWaitedIn(wt.li, from, end) {
 			continue
 		}
 		for li, ts := range turns {

@@ -99,6 +99,7 @@ func (w *world) locker(actor, li int) {
 		kind, capacity := "mutex", 1
 		ctx, cancel := opCtx(r)
 		ctx, op := withOp(ctx)
+		unwait := w.waitsOn(li, op, cancel)
 		began := w.chk.now()
 		var (
 			lk  *padlock.Lock
@@ -123,6 +124,7 @@ func (w *world) locker(actor, li int) {
 			w.began(op, li, kind, key, o)
 			lk, err = l.Acquire(ctx, key, o)
 		}
+		unwait()
 		w.ended(op, err == nil)
 		w.gaveUp(op, ctx, err, o)
 		w.checkCancelled(li, g, kind+" "+key, ctx, err)

@@ -1,6 +1,7 @@
 package padlock_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -98,6 +99,13 @@ type world struct {
 	killedNs   atomic.Int64 // killedAt, read by the notices' goroutines too
 	dead       atomic.Bool
 	grantsLost bool
+	// killAtGrant: the doomed Locker dies at the first grant to one of
+	// its bids after killShare (its waiter never hears it), not at a
+	// moment of its own; killArmed once killShare has passed, killing
+	// once one of the two ways has begun the kill.
+	killAtGrant bool
+	killArmed   atomic.Bool
+	killing     atomic.Bool
 	// impatient: a fleet run's Locker whose waiters give up soon (-1:
 	// none).
 	impatient int
@@ -106,6 +114,11 @@ type world struct {
 	// traffic ends: its last waiters give up, and nothing of it may be
 	// left standing in Redis (bid-owned).
 	quitShare float64
+	// giveUps: the impatient Locker's waiting Acquires, by operation,
+	// each with the cancel of its context: one grant to it in three
+	// makes them all give up as it arrives (noticesOf).
+	giveUpsMu sync.Mutex
+	giveUps   map[*opSeen]context.CancelFunc
 	// grants: the grant notices heard in a fleet run (the claimed
 	// invariant, explore_claim_test.go).
 	grants grantsSeen

@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,6 +35,10 @@ const readTimeout = 3 * time.Second
 // Timeout is the error a caller sees for a reply that did not come: what
 // go-redis returns on a read deadline.
 var Timeout error = &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+
+// Refusal is the error a caller sees for a command whose connection was
+// refused (Refused): what go-redis returns when it cannot dial.
+var Refusal error = &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
 
 // Hook is the fault layer of one client (a redis.Hook).
 type Hook struct {
@@ -75,6 +80,12 @@ type Hook struct {
 	// else runs in between; done is called once they ran. With none, the
 	// copy runs as it was sent.
 	Around func(cmds []redis.Cmder) (around [][2]redis.Cmder, done func())
+	// Gone, when set before the first command, reports whether the
+	// client's process is dead: a command sent then meets no fault (a
+	// delay or a paused server would run a copy of it later, on the side
+	// client) and goes straight to the hooks below, which fail it. What
+	// was on its way before still arrives.
+	Gone func() bool
 }
 
 // ran tells Ran of cmds, which the server answered with err.
@@ -251,10 +262,20 @@ func setErr(cmds []redis.Cmder, err error) error {
 }
 
 func (h *Hook) apply(cmds []redis.Cmder, run func(context.Context) error, ctx context.Context) (err error) {
+	if h.Gone != nil && h.Gone() {
+		err := run(ctx)
+		h.seen(ctx, cmds, Fault{}, err)
+		return err
+	}
 	idx := h.n.Add(1)
-	f := h.plan.Decide(h.ID, idx, h.prev.Load())
+	after := h.prev.Load()
+	f := h.plan.Decide(h.ID, idx, after)
+	if f.Kind == None && h.plan.DecideRefused(h.ID, idx, after) {
+		f.Kind = Refused
+	}
 	defer func() { h.seen(ctx, cmds, f, err) }()
-	h.prev.Store(f.Kind != None)
+	// A refusal does not start a burst: Decide's draws stay as they were.
+	h.prev.Store(f.Kind != None && f.Kind != Refused)
 	what := describe(cmds)
 	if f.Kind != None && h.Faulted != nil {
 		rf := f
@@ -270,6 +291,10 @@ func (h *Hook) apply(cmds []redis.Cmder, run func(context.Context) error, ctx co
 	time.Sleep(h.plan.Latency)
 	if a := h.plan.Align; a > 0 {
 		time.Sleep(time.Until(time.Now().Truncate(a).Add(a)))
+	}
+	if f.Kind == Refused {
+		h.tr.Add("%s#%d %s: connection refused, not sent", h.Name, idx, what)
+		return setErr(cmds, Refusal)
 	}
 	if until := h.paused(); !until.IsZero() {
 		// The server reads nothing until it resumes; the caller gives up

@@ -26,10 +26,15 @@ const (
 	// waits for it, past its context's deadline (go-redis reads until its
 	// ReadTimeout), and gives up only at the ReadTimeout.
 	Slow
+	// Refused never reaches the server: the caller's connection was
+	// refused (a server down or restarting, a full accept queue), and the
+	// caller sees a dial error at once. Decide draws it apart from the
+	// others (Plan.RefuseRate).
+	Refused
 )
 
 func (k Kind) String() string {
-	return [...]string{"none", "stall", "lost", "reset", "delay", "slow"}[k]
+	return [...]string{"none", "stall", "lost", "reset", "delay", "slow", "refused"}[k]
 }
 
 // Fault is one decision: its kind and, for Stall and Delay, how long.
@@ -65,6 +70,30 @@ type Plan struct {
 	// microsecond, or a coarse clock source's within its tick. Leases
 	// still run on the exact clock.
 	Align time.Duration
+	// RefuseRate is the share of the commands that meet no other fault
+	// whose connection is refused (Refused); after a faulted command on
+	// the same client, refuseBurstRate. Drawn apart from the other
+	// faults, so that a plan without it decides as before.
+	RefuseRate float64
+}
+
+// refuseBurstRate is RefuseRate after a faulted command: the connection
+// that lost a reply is often the one the server no longer accepts, and
+// the clean-up that follows is refused with it.
+const refuseBurstRate = 0.6
+
+// DecideRefused reports whether the idx-th command of client, which met
+// no other fault, is refused; after is as for Decide.
+func (p *Plan) DecideRefused(client int, idx uint64, after bool) bool {
+	if p.RefuseRate == 0 {
+		return false
+	}
+	rate := p.RefuseRate
+	if after {
+		rate = max(rate, refuseBurstRate)
+	}
+	r := rand.New(rand.NewPCG(p.Seed^0x2545f491, uint64(client)<<40^idx))
+	return r.Float64() < rate
 }
 
 // ConnFault is what a client's connection does to the reply of one
