@@ -246,7 +246,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		// Command faults in one fleet in two: a fault stalls the key
 		// only as long as it lasts (explore_fleetfault_test.go).
 		if w.rng(-850).IntN(2) == 0 {
-			w.plan.Rate, w.fleetFaults = fleetFaultRate, true
+			w.plan.Rate, w.plan.RefuseRate, w.fleetFaults = fleetFaultRate, fleetRefuseRate, true
 		}
 	}
 	// Commands that reach the server in steps: TIME repeats its reading
@@ -312,6 +312,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 			c, h := explore.NewClient(i, fmt.Sprintf("L%d", i), w.srv, w.plan, tr, &w.late)
 			if i == w.doomed {
 				c.AddHook(killer{&w.dead})
+				h.Gone = w.dead.Load
 			}
 			w.watchTokens(h)
 			w.watchFaults(h, i)
