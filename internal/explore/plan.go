@@ -28,8 +28,9 @@ const (
 	Slow
 	// Refused never reaches the server: the caller's connection was
 	// refused (a server down or restarting, a full accept queue), and the
-	// caller sees a dial error at once. Decide draws it apart from the
-	// others (Plan.RefuseRate).
+	// caller sees a dial error at once. Decide never returns it: the
+	// hook draws it apart from the others (Plan.DecideRefused), for a
+	// command Decide left without a fault.
 	Refused
 )
 
