@@ -18,7 +18,7 @@ import (
 // aclDenials returns what srv's ACL refused since aclUser, one line each.
 func aclDenials(t *testing.T, srv *redistest.Server) []string {
 	t.Helper()
-	entries, err := srv.Client(t).ACLLog(ctxFor(t), 100).Result()
+	entries, err := srv.Client(t, patient).ACLLog(ctxFor(t), 100).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,6 +27,17 @@ func aclDenials(t *testing.T, srv *redistest.Server) []string {
 		out = append(out, fmt.Sprintf("%s %s %s (%s, %d times)", e.Reason, e.Context, e.Object, e.Username, e.Count))
 	}
 	return out
+}
+
+// patientTimeout is how long the tests' own reads and writes (the ACL
+// log, a script flush) wait for Redis: a loaded machine once kept a
+// Cluster node's answer from the test clients' 1 s, which says nothing
+// of the permissions under test.
+const patientTimeout = 10 * time.Second
+
+// patient gives a test's own client patientTimeout.
+func patient(o *redis.Options) {
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = patientTimeout, patientTimeout, patientTimeout
 }
 
 // scriptErrors is a go-redis hook that records the errors of the scripts
@@ -197,7 +208,7 @@ func TestACLDocumentedPermissions(t *testing.T) {
 			start: func(t *testing.T) ([]*redistest.Server, redis.Cmdable, func() *padlock.Locker) {
 				srv := redistest.Start(t)
 				aclUser(t, srv, base...)
-				return []*redistest.Server{srv}, srv.Client(t), func() *padlock.Locker { return padlock.MustNew(t, srv.Client(t, user)) }
+				return []*redistest.Server{srv}, srv.Client(t, patient), func() *padlock.Locker { return padlock.MustNew(t, srv.Client(t, user)) }
 			},
 			fair: true,
 			ttl:  time.Second,
@@ -210,15 +221,17 @@ func TestACLDocumentedPermissions(t *testing.T) {
 				for _, srv := range c.Nodes() {
 					aclUser(t, srv, rules[aclEvery], rules[aclCluster], rules[aclTopology], rules[aclInspect])
 				}
-				return c.Nodes(), c.Client(t), func() *padlock.Locker {
-					return padlock.MustNew(t, c.Client(t, func(o *redis.ClusterOptions) {
-						o.Username, o.Password = rules[aclEvery][2], "secret"
-						// A Cluster client's round trip once took longer
-						// than the test clients' 1 s on a loaded machine,
-						// which says nothing of the permissions.
-						o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
-					}))
-				}
+				return c.Nodes(), c.Client(t, func(o *redis.ClusterOptions) {
+						o.ReadTimeout, o.WriteTimeout = patientTimeout, patientTimeout
+					}), func() *padlock.Locker {
+						return padlock.MustNew(t, c.Client(t, func(o *redis.ClusterOptions) {
+							o.Username, o.Password = rules[aclEvery][2], "secret"
+							// A Cluster client's round trip once took longer
+							// than the test clients' 1 s on a loaded machine,
+							// which says nothing of the permissions.
+							o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
+						}))
+					}
 			},
 			fair: true,
 			// A lease the watchdog keeps on a loaded machine too.
@@ -252,7 +265,7 @@ func TestACLDocumentedPermissions(t *testing.T) {
 			start: func(t *testing.T) ([]*redistest.Server, redis.Cmdable, func() *padlock.Locker) {
 				s := redistest.StartSentinel(t, 1)
 				aclUser(t, s.Master(), append(base, rules[aclReplicaAck])...)
-				return []*redistest.Server{s.Master()}, s.Master().Client(t), func() *padlock.Locker {
+				return []*redistest.Server{s.Master()}, s.Master().Client(t, patient), func() *padlock.Locker {
 					c := s.Client(t, func(o *redis.FailoverOptions) { o.Username, o.Password = rules[aclEvery][2], "secret" })
 					return padlock.MustNew(t, c, padlock.WithReplicaAck(1, 800*time.Millisecond))
 				}
@@ -307,7 +320,7 @@ func TestACLDocumentedPermissions(t *testing.T) {
 				t.Fatalf("Acquire: %v", err)
 			}
 			for _, srv := range srvs {
-				if err := srv.Client(t).ScriptFlush(ctx).Err(); err != nil {
+				if err := srv.Client(t, patient).ScriptFlush(ctx).Err(); err != nil {
 					t.Fatal(err)
 				}
 			}

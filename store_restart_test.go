@@ -43,13 +43,14 @@ func TestRedlockRestartedNodeDoesNotVote(t *testing.T) {
 		var b *padlock.Lock
 		b, err = lb.Acquire(ctx, key, padlock.Options{})
 		took := time.Since(asked)
-		if took < rlMaxLease {
+		missed := missedNodeTimeout(err)
+		if took < rlMaxLease && !missed {
 			break
 		}
 		if try == 3 {
-			t.Fatalf("the restart and B's Acquire took %v, past A's %v lease, three times: too slow to check the rule", took, rlMaxLease)
+			t.Fatalf("the restart and B's Acquire took %v (A's lease: %v), or a node missed the node timeout, three times: too slow to check the rule: %v", took, rlMaxLease, err)
 		}
-		t.Logf("try %d: the restart and B's Acquire took %v, past A's %v lease (a loaded machine): %v", try, took, rlMaxLease, err)
+		t.Logf("try %d: the restart and B's Acquire took %v, past A's %v lease, or a node missed the %v node timeout (a loaded machine): %v", try, took, rlMaxLease, rlNodeTimeout, err)
 		if b != nil {
 			_ = b.Release(ctx)
 		}
@@ -74,6 +75,23 @@ func TestRedlockRestartedNodeDoesNotVote(t *testing.T) {
 		t.Errorf("B acquired %v after A asked for a %v lease, before it ended", since, rlMaxLease)
 	}
 	_ = lk.Release(ctx)
+}
+
+// missedNodeTimeout reports whether err says a node missed the node
+// timeout or could not be reached: on a loaded machine a healthy node, or
+// the restarted one's first command on a broken connection, may, which
+// says nothing of the restart rule.
+func missedNodeTimeout(err error) bool {
+	var qe *padlock.QuorumError
+	if !errors.As(err, &qe) {
+		return false
+	}
+	for _, r := range qe.Nodes {
+		if r.Outcome == padlock.NodeTimeout || r.Outcome == padlock.NodeUnreachable {
+			return true
+		}
+	}
+	return false
 }
 
 // TestRedlockFreshNodes: nodes that just started do not vote for the max

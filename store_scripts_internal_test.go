@@ -261,24 +261,39 @@ func fairScriptsOn(t *testing.T) (*redis.Client, *Locker) {
 func TestCleanupAfterASlowNoScriptRuns(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	rdb := srv.Client(t)
+	// Socket timeouts past the clean-up's bound: only the contexts end a
+	// command here, as on a loaded machine a 1s read timeout once did.
+	rdb := srv.Client(t, func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second })
 	ctx := ctxFor(t)
 	slow := &lagHook{after: func(args []any) bool { return fmt.Sprint(args[0]) == "evalsha" }, afterDelay: cleanupTimeout + 100*time.Millisecond}
 	rdb.AddHook(slow)
 	key := testKey(t)
 	s := newScript("return redis.call('del', KEYS[1])")
-	if err := rdb.Set(ctx, key, "held", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
+	for try := 1; ; try++ {
+		if err := rdb.Set(ctx, key, "held", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		slow.armed.Store(true)
+		cctx, cancel := cleanupContext(ctx)
+		n, err := s.run(cctx, rdb, 0, []string{key}).Int64()
+		cancel()
+		slow.armed.Store(false)
+		// The EVAL has a bound of its own, cleanupTimeout: a machine that
+		// took longer than that to answer it ran out of the bound, which
+		// says nothing of the second chance. Once more, then.
+		if errors.Is(err, context.DeadlineExceeded) && try < 3 {
+			t.Logf("try %d: the EVAL ran out of its own %v bound; again", try, cleanupTimeout)
+			continue
+		}
+		if err != nil || n != 1 {
+			t.Errorf("the clean-up's script: %d, %v; want 1 (run as EVAL after NOSCRIPT)", n, err)
+		}
+		break
 	}
 	slow.armed.Store(true)
-	cctx, cancel := cleanupContext(ctx)
-	defer cancel()
-	if n, err := s.run(cctx, rdb, 0, []string{key}).Int64(); err != nil || n != 1 {
-		t.Errorf("the clean-up's script: %d, %v; want 1 (run as EVAL after NOSCRIPT)", n, err)
-	}
 	if n, err := rdb.Exists(ctx, key).Result(); err != nil || n != 0 {
 		t.Errorf("the key after the clean-up: exists %d (%v); want it gone", n, err)
 	}

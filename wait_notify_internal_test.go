@@ -265,7 +265,31 @@ func TestSubscribeRefusedFollowsStrategy(t *testing.T) {
 // The older waiter, woken as its subscription is made again, claims the
 // grant within the claim window, so it keeps its turn.
 func TestFairGrantLostWithTheConnectionKeepsTheTurn(t *testing.T) {
-	srv, a, b := twoLockers(t)
+	// The older waiter claims within the claim window only if the machine
+	// lets it: its first command after the connection drops is timed, and
+	// a turn lost with that command's answer late (a loaded machine) is
+	// tried again, at most three times in all.
+	for try := 1; ; try++ {
+		if !fairGrantLostWithTheConnection(t, try == 3) {
+			return
+		}
+		t.Logf("try %d: the older waiter's claim was answered after the claim window; again", try)
+	}
+}
+
+// fairGrantLostWithTheConnection runs TestFairGrantLostWithTheConnectionKeepsTheTurn
+// once; it reports whether the younger waiter took the turn because the
+// older one's claim was not answered within the claim window (so the run
+// proved nothing), unless last, when that fails t.
+func fairGrantLostWithTheConnection(t *testing.T, last bool) (slow bool) {
+	srv := redistest.Start(t)
+	a := mustNew(t, srv.Client(t))
+	defer a.Close()
+	bClient := srv.Client(t)
+	claims := &firstCommand{}
+	bClient.AddHook(claims)
+	b := mustNew(t, bClient)
+	defer b.Close()
 	c := mustNew(t, srv.Client(t))
 	defer c.Close()
 	b.recheck, c.recheck = time.Hour, time.Hour // only a notice, or the grant's end, wakes them
@@ -290,6 +314,7 @@ func TestFairGrantLostWithTheConnectionKeepsTheTurn(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// The connection that lost it drops, and go-redis subscribes again.
+	claims.arm()
 	if err := srv.Client(t).ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -306,6 +331,13 @@ func TestFairGrantLostWithTheConnectionKeepsTheTurn(t *testing.T) {
 			t.Fatal(err)
 		}
 	case h := <-younger:
+		if answered, ok := claims.answered(); !last && (!ok || answered.Sub(released) >= claimWindow) {
+			h.lk.Release(ctx)
+			if h := <-older; h.lk != nil {
+				h.lk.Release(ctx)
+			}
+			return true
+		}
 		t.Fatalf("the waiter queued later got the lock first (fence %d): the older one's grant ran out unclaimed", h.lk.Fence())
 	case <-time.After(5 * time.Second):
 		t.Fatal("neither waiter got the lock within 5s of the release")
@@ -314,5 +346,52 @@ func TestFairGrantLostWithTheConnectionKeepsTheTurn(t *testing.T) {
 		t.Fatal("the younger waiter got no lock")
 	} else {
 		h.lk.Release(ctx)
+	}
+	return false
+}
+
+// firstCommand is a go-redis hook that, once armed, keeps when the first
+// command (or pipeline) after it was answered.
+type firstCommand struct {
+	mu    sync.Mutex
+	armed bool
+	at    time.Time
+}
+
+func (f *firstCommand) arm() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.armed = true
+}
+
+func (f *firstCommand) answered() (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.at, !f.at.IsZero()
+}
+
+func (f *firstCommand) note() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.armed && f.at.IsZero() {
+		f.at = time.Now()
+	}
+}
+
+func (f *firstCommand) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *firstCommand) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		f.note()
+		return err
+	}
+}
+
+func (f *firstCommand) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		f.note()
+		return err
 	}
 }

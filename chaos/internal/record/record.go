@@ -45,6 +45,11 @@ const (
 	HeldSample = "held"
 	Closed     = "closed" // the worker closed its Locker (SIGUSR1)
 	Extend     = "extend" // an Extend returned: T0 call, T return, Value the TTL, Err
+	// Starved says the machine gave the worker's process less than a
+	// third of a CPU from T0 to T while its -spin goroutines kept one busy: the
+	// operating system, not the Go runtime the scenario starves, held the
+	// process back (a loaded machine).
+	Starved = "starved"
 )
 
 // Event is one line of a worker's record.

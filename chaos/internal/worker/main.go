@@ -155,6 +155,9 @@ func run(f flags) error {
 	for range f.spin {
 		go burn(ctx)
 	}
+	if f.spin > 0 {
+		go meterCPU(ctx, rec)
+	}
 	// SIGUSR1 closes the Locker under the workers, waiters and holder
 	// alike; each worker stops once Acquire says the Locker is closed.
 	usr1 := make(chan os.Signal, 1)
@@ -207,6 +210,46 @@ func burn(ctx context.Context) {
 		x = x*6364136223846793005 + 1442695040888963407
 	}
 	runtime.KeepAlive(x)
+}
+
+// meterCPU records when the machine withholds the CPU the process's
+// spinning goroutines ask for: every 50ms it compares the process's CPU
+// time (user and system, every thread) with the time passed, and records
+// a record.Starved span when the process ran less than a third of it.
+// At GOMAXPROCS=1 with goroutines that never stop, a process the
+// operating system serves runs the whole time (two thirds of it when the
+// suite's three spinning workers share two CPUs); one that runs less than
+// a third shares its CPU with many other processes, which no lock design
+// can help.
+func meterCPU(ctx context.Context, rec *record.Writer) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	wall, cpu := record.Now(), processCPU()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		nowWall, nowCPU := record.Now(), processCPU()
+		if nowCPU < 0 || cpu < 0 {
+			return // no CPU clock: nothing to say
+		}
+		if 3*(nowCPU-cpu) < nowWall-wall {
+			rec.Add(record.Event{Kind: record.Starved, T0: wall, T: nowWall})
+		}
+		wall, cpu = nowWall, nowCPU
+	}
+}
+
+// processCPU is the CPU time the process has used, in nanoseconds, or -1
+// when the system does not say.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 func newLocker(f flags) (*padlock.Locker, func(), error) {
