@@ -38,6 +38,11 @@ type grantsSeen struct {
 	// lostAt: when a live Locker lost a grant notice (the idle
 	// invariant's excuse).
 	lostAt []time.Duration
+	// to: when a grant to a bid of each Locker was first heard of, by
+	// the Locker whose attempt placed it (a turn of that Locker's, the
+	// turn-bound invariant's; an AcquireAll's among them, which the ops
+	// do not show).
+	to map[int][]time.Duration
 }
 
 // sawNotice is told every notice Locker li's notifier received in a fleet
@@ -69,6 +74,12 @@ func (w *world) sawNotice(li int, channel, payload string, lost bool) {
 	}
 	at := w.chk.now()
 	owner := w.ownerOf(token)
+	g.mu.Lock()
+	if g.to == nil {
+		g.to = map[int][]time.Duration{}
+	}
+	g.to[owner] = append(g.to[owner], at)
+	g.mu.Unlock()
 	// A command the killed Locker sent before it died may still run late,
 	// after a pause, and place a bid then.
 	start := w.tr.Start()

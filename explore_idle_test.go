@@ -45,7 +45,11 @@ func (w *world) doom(nLockers int) {
 	// Every fair fleet kills one (its fleets are few: one fair run in
 	// three): a fair waiter killed in the queue leaves its entry there.
 	if dr := w.rng(-880); w.fleet && (dr.IntN(2) == 0 || w.fam == "fair") {
-		w.doomed, w.killShare = nLockers-1, dr.Float64()
+		// Within the first 60% of the run: a kill needs bidLife, a
+		// claim window and a recheck (its excuse) and then more than the
+		// idle bound after it for a stall it leaves to show, 5 s or so,
+		// which a kill late in a 16 s run never has.
+		w.doomed, w.killShare = nLockers-1, killShareMax*dr.Float64()
 		// One kill in two falls at a grant to the doomed Locker: a
 		// waiter killed as the release names it (a grant nobody will
 		// claim, in either mode).
@@ -156,6 +160,10 @@ func (w *world) kill(run time.Duration) {
 		w.die("")
 	})
 }
+
+// killShareMax bounds the share of a fleet run at which its doomed
+// Locker is killed.
+const killShareMax = 0.6
 
 // killGrantWait is how long a kill at a grant waits for a grant to the
 // doomed Locker before it kills it anyway.

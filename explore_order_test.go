@@ -62,6 +62,9 @@ type orderSeen struct {
 	// and, when its other keys are busy, gives it back, a turn the checks
 	// cannot see; and it is never fair.
 	setsWaited map[int][][2]time.Duration
+	// setsTook: when an AcquireAll of each Locker returned a set that
+	// holds the fleet run's key: a turn of that Locker's.
+	setsTook map[int][]time.Duration
 	// queues are the last snapshot of each queue, by server and name.
 	queues map[string]*queueSnapshot
 	// queuedAt is when a snapshot first showed each place queued;
@@ -590,6 +593,36 @@ func (w *world) setWaited(li int, began time.Duration) {
 		o.setsWaited = map[int][][2]time.Duration{}
 	}
 	o.setsWaited[li] = append(o.setsWaited[li], [2]time.Duration{began, w.chk.now()})
+}
+
+// setTook records that an AcquireAll of Locker li returned, now, a set
+// that holds the fleet run's key.
+func (w *world) setTook(li int) {
+	o := w.order
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.setsTook == nil {
+		o.setsTook = map[int][]time.Duration{}
+	}
+	o.setsTook[li] = append(o.setsTook[li], w.chk.now())
+}
+
+// turnOfSetOrGrant reports whether Locker li began a turn in (from, to)
+// that the ops do not show: an AcquireAll of li's returned its set, or a
+// release granted the key to a bid of li's (a set's, which may claim it
+// and give it back when its other keys are busy, or a single-key
+// waiter's, whose grant the ops show too).
+func (w *world) turnOfSetOrGrant(li int, from, to time.Duration) bool {
+	in := func(t time.Duration) bool { return t > from && t < to }
+	o := w.order
+	o.mu.Lock()
+	took := slices.ContainsFunc(o.setsTook[li], in)
+	o.mu.Unlock()
+	g := &w.grants
+	g.mu.Lock()
+	granted := slices.ContainsFunc(g.to[li], in)
+	g.mu.Unlock()
+	return took || granted
 }
 
 // setWaitedIn reports whether an AcquireAll of Locker li ran at some time

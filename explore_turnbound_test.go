@@ -23,8 +23,9 @@ import (
 // that began no earlier than giveUpSlack before they returned. Excused: a
 // stretch with a fault of any Locker in reach, a grant notice lost, a
 // kill (a dead Locker's bid may be granted, and its grant lapse), a pause
-// or restart, a fair waiter on the key, an AcquireAll of the waiter's
-// Locker running meanwhile (its turn may have been the set's). An
+// or restart, a fair waiter on the key, a turn of the waiter's Locker
+// the ops do not show (an AcquireAll of its that returned its set, or a
+// grant to one of its bids: a set's may be given back). An
 // AcquireAll takes its turn as a single-key waiter does (it waits for a
 // busy key in its Locker's line, and its release grants the key on in
 // the same order: lua/multi_release.lua).
@@ -98,11 +99,11 @@ func (w *world) checkTurnBound() {
 				turns[r.li] = append(turns[r.li], r.granted)
 			}
 		}
-		// An AcquireAll of the waiter's own Locker that ran meanwhile may
-		// have taken the key from Redis (a turn of that Locker's), held
-		// it, or given it back when its other keys were busy: a turn the
-		// waiter's Locker had, which the ops do not show.
-		if fairHere || len(turns[wt.li]) > 0 || w.setWaitedIn(wt.li, from, end) {
+		// An AcquireAll of the waiter's own Locker may have taken the key
+		// meanwhile (its set returned), or been granted it at a release
+		// and, its other keys busy, given it back: a turn the waiter's
+		// Locker had, which the ops do not show.
+		if fairHere || len(turns[wt.li]) > 0 || w.turnOfSetOrGrant(wt.li, from, end) {
 			continue
 		}
 		for li, ts := range turns {

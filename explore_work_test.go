@@ -191,6 +191,9 @@ func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options, of []st
 	w.refused(g, err)
 	if err == nil {
 		w.setGranted(m)
+		if w.fleet && slices.Contains(keys, w.keys[0]) {
+			w.setTook(li)
+		}
 	} else {
 		w.setFailed(li, g, keys, op, began)
 	}
