@@ -80,15 +80,19 @@ func TestClusterSlowMasterRenewal(t *testing.T) {
 		scriptsFlushed bool
 		replicaAck     bool
 		readTimeout    time.Duration
+		ttl            time.Duration // renewed every third of it
 	}{
-		{name: "scripts loaded", readTimeout: time.Second},
-		{name: "scripts flushed", scriptsFlushed: true, readTimeout: time.Second},
-		{name: "replica ack", replicaAck: true, readTimeout: 2500 * time.Millisecond},
+		{name: "scripts loaded", readTimeout: time.Second, ttl: 3 * time.Second},
+		{name: "scripts flushed", scriptsFlushed: true, readTimeout: time.Second, ttl: 3 * time.Second},
+		// A replica's acknowledgement on a loaded machine once missed
+		// 1 s twice in a row, which lost the healthy lock of a 3 s lease:
+		// a 2 s wait for it, and a lease that outlasts two such misses.
+		{name: "replica ack", replicaAck: true, readTimeout: 4 * time.Second, ttl: 7 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // a Cluster of its own, whose lease it waits out
 			redistest.Require(t)
-			const ttl = 3 * time.Second // renewed every 1s
+			ttl := tc.ttl
 			var (
 				c    *redistest.Cluster
 				opts []LockerOption
@@ -102,7 +106,7 @@ func TestClusterSlowMasterRenewal(t *testing.T) {
 						}
 					}
 				}
-				opts = append(opts, WithReplicaAck(1, time.Second)) // slack for a loaded machine
+				opts = append(opts, WithReplicaAck(1, 2*time.Second)) // slack for a loaded machine
 			} else {
 				c = redistest.StartCluster(t, 3)
 			}
