@@ -2,10 +2,12 @@ package padlock
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
 	"github.com/padlockgo/padlock/internal/hashslot"
+	"github.com/redis/go-redis/v9"
 )
 
 // The attempts and the wait of AcquireAll (multilock.go has the set it
@@ -302,8 +304,8 @@ func (a *multiAcquisition) acquireGroup(ctx context.Context, g []int, waiting bo
 	return slotGrant{fences: []int64{gr.first}}, nil
 }
 
-// rollback gives back the keys of groups, best-effort: whatever of them
-// this attempt's token holds.
+// rollback gives back the keys of groups: whatever of them this
+// attempt's token holds.
 func (a *multiAcquisition) rollback(ctx context.Context, groups [][]int) {
 	if len(groups) == 0 {
 		return
@@ -311,7 +313,7 @@ func (a *multiAcquisition) rollback(ctx context.Context, groups [][]int) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
 	for _, g := range groups {
-		_, _ = a.l.releaseGroup(ctx, a.slots, a.idsOf(g), false)
+		a.releaseAnswered(ctx, g, false)
 	}
 }
 
@@ -320,8 +322,37 @@ func (a *multiAcquisition) rollback(ctx context.Context, groups [][]int) {
 func (a *multiAcquisition) rollbackLost(ctx context.Context, g []int, bury bool) {
 	ctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	_, _ = a.l.releaseGroup(ctx, a.slots, a.idsOf(g), bury)
+	a.releaseAnswered(ctx, g, bury)
 }
+
+// releaseAnswered releases the keys of g under this attempt's tokens (and
+// with bury buries them) until Redis answers, or ctx, a clean-up's
+// bound, ends. A rollback whose reply was lost, or that never left, may
+// not have run: the set's token would then hold the keys, for nobody,
+// for the rest of the lease (the caller has moved on, to a new token or
+// an error). Sent again it is harmless: it releases only this token.
+func (a *multiAcquisition) releaseAnswered(ctx context.Context, g []int, bury bool) {
+	backoff := rollbackRetryBackoff
+	for {
+		_, err := a.l.releaseGroup(ctx, a.slots, a.idsOf(g), bury)
+		var reply redis.Error
+		if err == nil || ctx.Err() != nil || errors.As(err, &reply) || errors.Is(err, redis.ErrClosed) {
+			return // ran, or answered, or cannot be sent any more
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		backoff = min(2*backoff, 8*rollbackRetryBackoff)
+	}
+}
+
+// rollbackRetryBackoff is the first pause before a rollback that got no
+// answer is sent again (doubling, to 8 times this).
+const rollbackRetryBackoff = 10 * time.Millisecond
 
 // releaseGroup releases the locks of ids, one slot's keys with one call
 // (or one key, through the Locker's store), and reports which were held.

@@ -311,3 +311,47 @@ func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		return next(ctx, cmds)
 	}
 }
+
+// TestSetRollbackSentAgainWhenUnanswered: a waiting AcquireAll's attempt
+// takes its keys and its reply is lost, the rollback that follows never
+// reaches Redis, and the wait ends there (no later attempt of the set
+// takes its own keys over). The rollback is sent again until Redis
+// answers it, so the keys do not stay held, for nobody, under the lost
+// attempt's token for the rest of its lease. (Sent once, they stayed
+// held for the lease.)
+func TestSetRollbackSentAgainWhenUnanswered(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	drop := &holdScript{s: multiPlain.release}
+	lose := &loseAcquireReply{sha: multiPlain.acquire.Hash(), fn: drop.arm}
+	client.AddHook(lose)
+	client.AddHook(drop)
+	l := mustNew(t, client)
+	t.Cleanup(func() { _ = l.Close() })
+	rdb := srv.Client(t)
+	ctx := ctxFor(t)
+	keys := []string{testKey(t) + ":a", testKey(t) + ":b"}
+	// Loaded, so that the attempt lost runs as EVALSHA.
+	for _, s := range []*script{multiPlain.acquire, multiPlain.release} {
+		if err := rdb.ScriptLoad(ctx, s.src).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	lose.armed.Store(true)
+	// A wait that the retry's hour of backoff outlasts: one attempt.
+	m, acqErr := l.AcquireAll(ctx, keys, Options{TTL: time.Minute, Wait: 200 * time.Millisecond, Retry: LinearBackoff(time.Hour)})
+	if acqErr == nil {
+		m.Release(ctx)
+		t.Fatal("AcquireAll got the keys from an attempt whose reply was lost; want an error")
+	}
+	if lose.armed.Load() || drop.late() == nil {
+		t.Fatalf("the attempt's reply lost: %v, its rollback held back: %v; want both (the test lost neither)", !lose.armed.Load(), drop.late() != nil)
+	}
+	for _, k := range keys {
+		if v, err := rdb.Get(ctx, l.RedisKey(k)).Result(); err != redis.Nil {
+			t.Errorf("%s holds %q (%v, PTTL %v) after the AcquireAll returned %v; want it free: the rollback sent again", k, v, err, rdb.PTTL(ctx, l.RedisKey(k)).Val(), acqErr)
+		}
+	}
+}
