@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -119,7 +120,10 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.O
 	default:
 		return nil, fmt.Errorf("unknown redis mode %q", cfg.RedisMode)
 	}
-	if err := b.ping(ctx); err != nil {
+	pctx, pcancel := context.WithTimeout(ctx, startupPingTimeout)
+	err := b.ping(pctx)
+	pcancel()
+	if err != nil {
 		b.close()
 		return nil, fmt.Errorf("redis (%s): %w", b.desc, err)
 	}
@@ -135,7 +139,7 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.O
 	// at start (docs/cluster-sentinel.md, "Eviction"). The app
 	// still starts, as a demo; a service may rather refuse to.
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	err := padlock.CheckDeployment(cctx, b.nodes...)
+	err = padlock.CheckDeployment(cctx, b.nodes...)
 	cancel()
 	switch {
 	case errors.Is(err, padlock.ErrEvictingRedis):
@@ -146,16 +150,20 @@ func connect(ctx context.Context, cfg config, logger *slog.Logger, obs padlock.O
 	return b, nil
 }
 
-// ping checks that every node answers.
+// startupPingTimeout bounds the PINGs that check, at start, that every
+// node answers: a fresh node on a loaded machine once took longer than
+// 2 s to, and the app refused to start.
+const startupPingTimeout = 5 * time.Second
+
+// ping checks that every node answers before ctx ends, asking them all
+// at once.
 func (b *backend) ping(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	var errs []error
-	for _, n := range b.nodes {
-		if err := n.Ping(ctx).Err(); err != nil {
-			errs = append(errs, err)
-		}
+	errs := make([]error, len(b.nodes))
+	var wg sync.WaitGroup
+	for i, n := range b.nodes {
+		wg.Go(func() { errs[i] = n.Ping(ctx).Err() })
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
