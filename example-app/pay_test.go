@@ -33,6 +33,11 @@ func TestConcurrentPaysChargeOnce(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig(t)
 			cfg.payWait = tt.wait
+			// A connection for every request and patient timeouts: beside
+			// two more test runs, requests that waited for one of go-redis's
+			// default pool (4 s) rightly got 503, which says nothing of
+			// the lock.
+			cfg.RedisAddrs[0] = "redis://" + cfg.RedisAddrs[0] + "?pool_size=250&pool_timeout=30s&read_timeout=10s&write_timeout=10s&dial_timeout=10s"
 			a, ts := startApp(t, cfg)
 			id := createOrder(t, ts)
 			var authorizations atomic.Int64
