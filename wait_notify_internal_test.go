@@ -244,17 +244,19 @@ func TestSubscribeRefusedFollowsStrategy(t *testing.T) {
 	}
 	defer holder.Release(ctx)
 
-	// LinearBackoff(20ms) sleeps 10-20ms between attempts: 50 to 100 in a
-	// second. Expect a fifth of the fewest, for a loaded machine; once
-	// per subscribe timeout would be 2.
-	const wait, step = time.Second, 20 * time.Millisecond
+	// LinearBackoff(20ms) sleeps 10-20ms between attempts: 150 to 300 in
+	// three seconds, on a quiet machine. Once per subscribe timeout would
+	// be 4; a loaded machine, whose round trips and wake-ups are slow,
+	// once made 4 a second. So: more than twice the once-per-timeout
+	// count, and never more often than the strategy says.
+	const wait, step = 3 * time.Second, 20 * time.Millisecond
 	_, err = l.Acquire(ctx, "refused", Options{Wait: wait, Retry: LinearBackoff(step)})
 	if !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("got %v, want ErrNotAcquired", err)
 	}
 	n := calls.Load()
-	if least, most := int64(wait/step/5), int64(wait/(step/2))+3; n < least || n > most {
-		t.Fatalf("got %d attempts in %v, want %d to %d (one each 10-20ms)", n, wait, least, most)
+	if least, most := 2*int64(wait/subscribeTimeout+1)+1, int64(wait/(step/2))+3; n < least || n > most {
+		t.Fatalf("got %d attempts in %v, want %d to %d (one each 10-20ms; once per %v subscribe timeout would be %d)", n, wait, least, most, subscribeTimeout, wait/subscribeTimeout+1)
 	}
 }
 

@@ -83,9 +83,11 @@ func TestLockClientCannotHoldLock(t *testing.T) {
 	t.Parallel() // its cases wait out leases, on servers of their own
 	const bound = time.Second
 	// Past the bound the lock is no longer renewed, and ends with its
-	// lease (500ms) while the attacker's handler still runs; the other
-	// caller waits a little for it, less than the attack lasts.
-	lease := httplock.WithLockOptions(padlock.Options{TTL: 500 * time.Millisecond, Wait: 1500 * time.Millisecond})
+	// lease (1 s) while the attacker's handler still runs; the other
+	// caller waits a little for it, less than the attack lasts. (A 500 ms
+	// lease once lost its renewals before the bound on a loaded machine,
+	// and the attacker's context said lock lost, not the bound.)
+	lease := httplock.WithLockOptions(padlock.Options{TTL: time.Second, Wait: 1500 * time.Millisecond})
 	tests := []struct {
 		name   string
 		opts   []httplock.Option

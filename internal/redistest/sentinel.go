@@ -24,8 +24,10 @@ const (
 	sentinelDownAfter = 500 * time.Millisecond
 	// sentinelTimeout bounds the waits for replication to start, for the
 	// sentinels to see the whole setup, and WaitMaster. Sentinels learn of
-	// each other from hello messages sent every 2 s.
-	sentinelTimeout = 20 * time.Second
+	// each other from hello messages sent every 2 s. A minute: a loaded
+	// machine once kept a failover from completing within 20 s (each try
+	// that fails waits out twice the failover timeout).
+	sentinelTimeout = 60 * time.Second
 )
 
 // SentinelSetup is a master, one replica of it and the sentinels that
