@@ -213,18 +213,25 @@ func (s *SentinelSetup) MasterAddr(t testing.TB) string {
 	t.Helper()
 	clients := s.sentinelClients()
 	defer closeAll(clients)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Asked again until sentinelTimeout: on a loaded machine every
+	// sentinel once missed its client's read timeout at once.
+	ctx, cancel := context.WithTimeout(context.Background(), sentinelTimeout)
 	defer cancel()
-	var errs []error
-	for _, sc := range clients {
-		addr, err := sc.GetMasterAddrByName(ctx, MasterName).Result()
-		if err == nil && len(addr) == 2 {
-			return net.JoinHostPort(addr[0], addr[1])
+	for {
+		var errs []error
+		for _, sc := range clients {
+			addr, err := sc.GetMasterAddrByName(ctx, MasterName).Result()
+			if err == nil && len(addr) == 2 {
+				return net.JoinHostPort(addr[0], addr[1])
+			}
+			errs = append(errs, fmt.Errorf("%s: %v", sc, err))
 		}
-		errs = append(errs, fmt.Errorf("%s: %v", sc, err))
+		if ctx.Err() != nil {
+			t.Fatalf("redistest: no sentinel names the master: %v", errors.Join(errs...))
+			return ""
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("redistest: no sentinel names the master: %v", errors.Join(errs...))
-	return ""
 }
 
 // WaitMaster waits until every sentinel that answers reports addr as the
