@@ -1,6 +1,9 @@
 package padlock_test
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +34,57 @@ const fleetFaultRate = 0.03
 // of the lost attempt may still land while it waits, and its bid is the
 // waiter's to claim.
 const fleetRefuseRate = 0.01
+
+// lateCopyRate is the share of a faulted fleet's attempts (Acquire's,
+// AcquireAll's, in either mode) whose caller times out at once while the
+// command runs later (explore.Delay), lateCopyMin to lateCopyMax later:
+// beside the drawn faults, of every kind and command, which make few
+// late copies of the commands the grant at release turns on. A copy
+// that lands after its waiter's next attempt was answered may replace
+// the waiter's bid (the release then grants the key to the token of
+// the lost attempt, which the waiter must still name), or, in fair
+// mode, after its waiter was served or gave up, must queue nobody;
+// its clean-up, sent at once, is often refused with it (a burst).
+const (
+	lateCopyRate = 0.04
+	lateCopyMin  = 50 * time.Millisecond
+	lateCopyMax  = 2 * time.Second
+)
+
+// lateCopies aims late copies at the attempts sent through h, in a
+// faulted fleet run.
+func (w *world) lateCopies(h *explore.Hook) {
+	if !w.fleetFaults {
+		return
+	}
+	h.Target = func(cmds []redis.Cmder, idx uint64) explore.Fault {
+		if len(cmds) != 1 || !w.isAttempt(cmds[0]) {
+			return explore.Fault{}
+		}
+		r := rand.New(rand.NewPCG(w.seed^0x1a7ec0b1, uint64(h.ID)<<40^idx))
+		if r.Float64() >= lateCopyRate {
+			return explore.Fault{}
+		}
+		return explore.Fault{Kind: explore.Delay, D: lateCopyMin + time.Duration(r.Int64N(int64(lateCopyMax-lateCopyMin)))}
+	}
+}
+
+// isAttempt reports whether c is an attempt: a script that takes a
+// mutex key or bids for it (acquire, acquire_fair, multi_acquire).
+func (w *world) isAttempt(c redis.Cmder) bool {
+	args := c.Args()
+	if len(args) < 2 {
+		return false
+	}
+	if verb := strings.ToLower(fmt.Sprint(args[0])); verb != "evalsha" && verb != "eval" {
+		return false
+	}
+	switch w.tokens.scripts[fmt.Sprint(args[1])].Name {
+	case "acquire", "acquire_fair", "multi_acquire":
+		return true
+	}
+	return false
+}
 
 // faultsSeen is when each Locker's commands met a fault, and until when
 // that fault may still keep the key (faultReach).

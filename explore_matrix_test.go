@@ -65,6 +65,7 @@ func (w *world) newClusterLocker(i int, opts ...padlock.LockerOption) *padlock.L
 		}
 		w.watchTokens(h)
 		w.watchFaults(h, i)
+		w.lateCopies(h)
 	}
 	w.clients = append(w.clients, c)
 	w.hooks = append(w.hooks, hs...)

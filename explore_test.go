@@ -37,7 +37,7 @@ import (
 //
 //	PADLOCK_EXPLORE_SEEDS=N   how many seeds (default exploreSeeds; CI runs ciExploreSeeds)
 //	PADLOCK_EXPLORE_FIRST=n   the first seed (default 1)
-//	PADLOCK_EXPLORE_SEED=n    one seed, with its whole trace on failure
+//	PADLOCK_EXPLORE_SEED=n    one seed, with its whole trace on failure (a fleet seed too: fleetSeedBase and up)
 //	PADLOCK_EXPLORE_REPLAY=k  run each seed k times, and report how often it failed
 //	PADLOCK_EXPLORE_FAMILY=f  only scenarios of family f (mutex, fair, rw, election, sem, semfair, keep, extend, resume, multi, redlock, schedule)
 //	PADLOCK_EXPLORE_DEPLOYMENT=d  only runs on deployment d: single (one node), cluster (a Redis
@@ -60,6 +60,29 @@ const ciExploreSeeds = 400
 
 // The scenario families; a seed's family is seed mod len(families).
 var families = []string{"mutex", "fair", "rw", "election", "sem", "semfair", "keep", "extend", "resume", "multi", "redlock", "schedule"}
+
+// Fleet seeds: every seed from fleetSeedBase is a fleet run (mutex or
+// fair: fleetFamilies, by seed), whatever its draws; TestExplore runs one
+// after every fleetEvery-th seed below the base (after seed s, the fleet
+// seed fleetSeedBase+s/fleetEvery), so a budget of N seeds holds N/4 of
+// them beside the plain seeds' own fleets (one mutex run in three, one
+// fair run in three), which are too few to meet the rarer ways a key may
+// stall: a late copy that replaces a bid, a line's bids left behind.
+// Fleet runs are cheap: their operations wait on the virtual clock.
+const (
+	fleetSeedBase = 1 << 20
+	fleetEvery    = 4
+)
+
+var fleetFamilies = []string{"mutex", "fair", "mutex"}
+
+// seedFamily returns seed's family, and whether it is a fleet seed.
+func seedFamily(seed uint64) (fam string, fleet bool) {
+	if seed >= fleetSeedBase {
+		return fleetFamilies[seed%uint64(len(fleetFamilies))], true
+	}
+	return families[seed%uint64(len(families))], false
+}
 
 func envInt(t *testing.T, name string, def int) int {
 	s := os.Getenv(name)
@@ -101,9 +124,18 @@ func TestExplore(t *testing.T) {
 		firstBad = -1
 	)
 	began := time.Now()
+	// The seeds to run: each of the n from first, and after every
+	// fleetEvery-th of them a fleet seed (fleetSeed).
+	var seeds []uint64
 	for i := 0; i < n; i++ {
 		seed := uint64(first + i)
-		fam := families[seed%uint64(len(families))]
+		seeds = append(seeds, seed)
+		if seed < fleetSeedBase && seed%fleetEvery == 0 && !verbose {
+			seeds = append(seeds, fleetSeedBase+seed/fleetEvery)
+		}
+	}
+	for _, seed := range seeds {
+		fam, _ := seedFamily(seed)
 		if only != "" && fam != only {
 			continue
 		}
@@ -191,6 +223,7 @@ func TestExplore(t *testing.T) {
 func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.Trace) {
 	tr := explore.NewTrace()
 	w := &world{t: t, seed: seed, fam: fam, tr: tr, tokens: newTokenSends(), copies: newCopiesSeen(), sets: newSets(), order: newOrderSeen()}
+	_, fleetSeed := seedFamily(seed)
 	r := w.rng(-1)
 	rates := []float64{0.03, 0.08, 0.15}
 	rate := rates[r.IntN(len(rates))]
@@ -233,12 +266,12 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	// and whose release notices are often lost, so that waiters must
 	// find free keys by their own timers (the progress invariant, which
 	// only operations without a fault show).
-	if sr := w.rng(-820); fam == "mutex" && sr.IntN(3) == 0 {
+	if sr := w.rng(-820); fam == "mutex" && sr.IntN(3) == 0 && !fleetSeed {
 		w.plan.Rate, w.plan.ConnRate, w.noticesStarved = 0, 0, true
 	}
 	// Drawn apart: half the other mutex runs on one node or the Cluster
 	// are a fleet, and a fair run in three.
-	if fr := w.rng(-840); (fam == "mutex" && fr.IntN(2) == 0 || fam == "fair" && fr.IntN(3) == 0) && !w.redlock && !w.noticesStarved {
+	if fr := w.rng(-840); (fam == "mutex" && fr.IntN(2) == 0 || fam == "fair" && fr.IntN(3) == 0 || fleetSeed) && !w.redlock && !w.noticesStarved {
 		w.plan.Rate, w.plan.ConnRate, w.fleet = 0, 0, true
 		// AcquireAlls among its waiters: in every mutex fleet, and in
 		// one fair fleet in two, which then mixes the modes.
@@ -316,6 +349,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 			}
 			w.watchTokens(h)
 			w.watchFaults(h, i)
+			w.lateCopies(h)
 			w.clients = append(w.clients, c)
 			w.hooks = append(w.hooks, h)
 			w.lhooks = append(w.lhooks, []*explore.Hook{h})

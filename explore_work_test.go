@@ -484,11 +484,13 @@ func (w *world) letGo(r *rand.Rand, h *hold, li int, o padlock.Options) {
 	// later, and those end in an error): it must not report that it
 	// found the lock gone. (Not when an Extend raced it: a shorter one
 	// lowers the trust after it was read.)
-	// On Redlock, a restart dropped the lock from a node, and renewals
-	// reach only the others: a second restart, up to a max lease later,
-	// leaves too few nodes holding it.
+	// A restart without persistence while it was held dropped the lock,
+	// which its holder trusts until a renewal or this release finds it
+	// gone (the named window). On Redlock, a restart dropped the lock
+	// from a node, and renewals reach only the others: a second restart,
+	// up to a max lease later, leaves too few nodes holding it.
 	now := w.chk.now()
-	window := from - maxInFlight
+	window := min(from, h.start) - maxInFlight
 	if w.redlock {
 		window -= exploreMaxLease
 	}

@@ -56,6 +56,12 @@ type Hook struct {
 	conns    atomic.Uint64 // connections dialed
 	lastDone atomic.Int64  // when a command last returned to its caller (UnixNano)
 
+	// Target, when set before the first command, is asked of each
+	// command (or pipeline) the plan left without a fault, with its
+	// index, for a fault aimed at what it is (a run's late copies of
+	// waiting attempts); Kind None for none. What it returns meets the
+	// command as a drawn fault would, and starts a burst as one does.
+	Target func(cmds []redis.Cmder, idx uint64) Fault
 	// Faulted, when set before the first command, is told of every
 	// command (or pipeline) that meets a fault, as the fault begins.
 	Faulted func(cmds []redis.Cmder, f Fault)
@@ -270,6 +276,9 @@ func (h *Hook) apply(cmds []redis.Cmder, run func(context.Context) error, ctx co
 	idx := h.n.Add(1)
 	after := h.prev.Load()
 	f := h.plan.Decide(h.ID, idx, after)
+	if f.Kind == None && h.Target != nil {
+		f = h.Target(cmds, idx)
+	}
 	if f.Kind == None && h.plan.DecideRefused(h.ID, idx, after) {
 		f.Kind = Refused
 	}
