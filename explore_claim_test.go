@@ -143,10 +143,12 @@ func (w *world) checkClaimed(key, token string, owner int, heard time.Duration) 
 	case owner == w.doomed && w.killedAt() >= 0:
 	case w.closedAt[owner].Load() != 0 || w.isClosed(owner):
 	case w.pausedIn(start.Add(heard-maxInFlight), start.Add(now)) || w.chk.restartIn(heard-maxInFlight, now):
-	case w.faultedIn(owner, heard-claimSlack, now):
+	case w.claimFaulted(owner, token, heard-claimSlack, now):
 		// A fault on the grantee's commands still in reach: its claim,
-		// or its withdraw, may be the one faulted. (A bid that a late
-		// copy placed is granted after its fault is over: no excuse.)
+		// or its withdraw, may be the one faulted, or a stall may hold
+		// up the waiter that claims. (A bid that a late copy placed is
+		// granted after its fault is over: no excuse; nor is any other
+		// fault of the grantee's Locker meanwhile.)
 	default:
 		w.chk.fail(invClaimed, now, "%s: the grant to %s (L%d's bid), heard of at %.3fs, still holds the key %v later, unclaimed: its waiter neither claimed it nor let it go%s",
 			key, token, owner, heard.Seconds(), now-heard, w.killNote())

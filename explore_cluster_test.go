@@ -287,7 +287,7 @@ func (cl *exploreCluster) run(t *testing.T, seed uint64) ([]violation, *explore.
 		}
 		side := redis.NewClusterClient(opt())
 		h := explore.NewHook(i, fmt.Sprintf("L%d", i), w.plan, tr, &w.late, side)
-		h.Faulted = func(cmds []redis.Cmder, f explore.Fault) {
+		h.Faulted = func(_ context.Context, cmds []redis.Cmder, f explore.Fault) {
 			at := tr.Since()
 			cr.mu.Lock()
 			defer cr.mu.Unlock()

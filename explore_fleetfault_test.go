@@ -1,8 +1,11 @@
 package padlock_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,7 +40,8 @@ const fleetRefuseRate = 0.01
 
 // lateCopyRate is the share of a faulted fleet's attempts (Acquire's,
 // AcquireAll's, in either mode) whose caller times out at once while the
-// command runs later (explore.Delay), lateCopyMin to lateCopyMax later:
+// command runs later (explore.Delay), lateCopyMin to lateCopyMax later
+// (half of them within lateCopyShort: while the waiter still waits):
 // beside the drawn faults, of every kind and command, which make few
 // late copies of the commands the grant at release turns on. A copy
 // that lands after its waiter's next attempt was answered may replace
@@ -46,42 +50,146 @@ const fleetRefuseRate = 0.01
 // mode, after its waiter was served or gave up, must queue nobody;
 // its clean-up, sent at once, is often refused with it (a burst).
 const (
-	lateCopyRate = 0.04
-	lateCopyMin  = 50 * time.Millisecond
-	lateCopyMax  = 2 * time.Second
+	lateCopyRate  = 0.08
+	lateCopyMin   = 5 * time.Millisecond
+	lateCopyShort = 300 * time.Millisecond
+	lateCopyMax   = 2 * time.Second
+	// cleanupRefusals: a clean-up and padlock's four sends again.
+	cleanupRefusals = 5
 )
 
 // lateCopies aims late copies at the attempts sent through h, in a
-// faulted fleet run.
+// faulted fleet seed's run (the plain seeds' fleets keep their drawn
+// faults alone: more faults excuse more, and a turn taken out of order
+// or a grant held its bid's lease shows best where faults are few).
+//
+// One late copy in two has its clean-up refused too, every time padlock
+// sends it (the first cleanupRefusals clean-up scripts that name its
+// token: a waiter's cleanupLost, sent again on a refused connection, as
+// every command, 8 to 64 ms apart): its token is not buried then, and the
+// copy, when it lands, may take the key or bid, while its waiter still
+// waits or after; what the clean-up left undone the waiter's withdrawal,
+// or the claim that serves it, does.
 func (w *world) lateCopies(h *explore.Hook) {
-	if !w.fleetFaults {
+	if !w.fleetFaults || !w.fleetSeed {
 		return
 	}
+	var mu sync.Mutex
+	refuse := map[string]int{} // tokens whose next clean-ups are refused, how many
 	h.Target = func(cmds []redis.Cmder, idx uint64) explore.Fault {
-		if len(cmds) != 1 || !w.isAttempt(cmds[0]) {
+		if len(cmds) != 1 {
+			return explore.Fault{}
+		}
+		c := cmds[0]
+		if w.copies.cleanups[scriptOf(c)] != "" {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range namesOf(cmds) {
+				if refuse[s] > 0 {
+					refuse[s]--
+					return explore.Fault{Kind: explore.Refused}
+				}
+			}
+			return explore.Fault{}
+		}
+		if !w.isAttempt(c) {
 			return explore.Fault{}
 		}
 		r := rand.New(rand.NewPCG(w.seed^0x1a7ec0b1, uint64(h.ID)<<40^idx))
 		if r.Float64() >= lateCopyRate {
 			return explore.Fault{}
 		}
-		return explore.Fault{Kind: explore.Delay, D: lateCopyMin + time.Duration(r.Int64N(int64(lateCopyMax-lateCopyMin)))}
+		if token := w.attemptToken(c); token != "" && r.IntN(2) == 0 {
+			mu.Lock()
+			refuse[token] = cleanupRefusals
+			mu.Unlock()
+		}
+		upTo := lateCopyMax
+		if r.IntN(2) == 0 {
+			upTo = lateCopyShort
+		}
+		return explore.Fault{Kind: explore.Delay, D: lateCopyMin + time.Duration(r.Int64N(int64(upTo-lateCopyMin)))}
 	}
+}
+
+// scriptOf returns the SHA1 (or source) of the script c runs, or "".
+func scriptOf(c redis.Cmder) string {
+	args := c.Args()
+	if len(args) < 2 {
+		return ""
+	}
+	if verb := strings.ToLower(fmt.Sprint(args[0])); verb != "evalsha" && verb != "eval" {
+		return ""
+	}
+	return fmt.Sprint(args[1])
+}
+
+// attemptToken returns the token of the grant attempt c would make, or "".
+func (w *world) attemptToken(c redis.Cmder) string {
+	gs, ok := w.tokens.scripts[scriptOf(c)]
+	args := c.Args()
+	if !ok || len(args) < 3 {
+		return ""
+	}
+	nk, err := strconv.Atoi(fmt.Sprint(args[2]))
+	at := 3 + nk + gs.Token - 1
+	if err != nil || at >= len(args) {
+		return ""
+	}
+	return fmt.Sprint(args[at])
 }
 
 // isAttempt reports whether c is an attempt: a script that takes a
 // mutex key or bids for it (acquire, acquire_fair, multi_acquire).
 func (w *world) isAttempt(c redis.Cmder) bool {
-	args := c.Args()
-	if len(args) < 2 {
-		return false
-	}
-	if verb := strings.ToLower(fmt.Sprint(args[0])); verb != "evalsha" && verb != "eval" {
-		return false
-	}
-	switch w.tokens.scripts[fmt.Sprint(args[1])].Name {
+	switch w.scriptName(c) {
 	case "acquire", "acquire_fair", "multi_acquire":
 		return true
+	}
+	return false
+}
+
+// scriptName returns the name of the grant-making script c runs
+// (padlock.GrantScripts), or "".
+func (w *world) scriptName(c redis.Cmder) string {
+	return w.tokens.scripts[scriptOf(c)].Name
+}
+
+// claimFaulted reports whether a fault of Locker li in reach at some time
+// in [from, to] may be what keeps its grant to token unclaimed: a fault
+// of a command that names token (the claim, an attempt that takes the
+// grant over, a withdraw); one of a clean-up, which may hold up the
+// withdrawal of token behind it (a waiter that leaves withdraws its bids
+// one after another); a stall or a slow reply that holds up one of li's
+// operations that wait for a key (the first in line among them claims);
+// or one of li's fair attempts held up so, behind which the next waits
+// in the combiner. A lost, reset, delayed or refused attempt of another
+// waiter returns to its caller at once: it holds up no claim.
+func (w *world) claimFaulted(li int, token string, from, to time.Duration) bool {
+	for _, f := range w.faultWindows(li) {
+		if f.from > to || f.to < from {
+			continue
+		}
+		if f.cleanup || slices.Contains(f.names, token) {
+			return true
+		}
+		if f.kind != explore.Stall && f.kind != explore.Slow {
+			continue
+		}
+		if f.fair {
+			return true
+		}
+		if f.op == nil {
+			continue
+		}
+		f.op.mu.Lock()
+		// An AcquireAll's record has no kind: it may be waiting.
+		o := f.op
+		waiting := o.kind == "" || (o.granted < 0 || o.granted >= from) && (o.ended < 0 || o.ended >= from)
+		f.op.mu.Unlock()
+		if waiting {
+			return true
+		}
 	}
 	return false
 }
@@ -93,7 +201,34 @@ type faultsSeen struct {
 	windows map[int][]faultWindow
 }
 
-type faultWindow struct{ from, to time.Duration }
+// faultWindow is one fault's reach, and what met it: the caller's
+// operation (nil for a pipeline, or a command sent behind the caller),
+// the kind of fault, the strings the commands name (tokens among them),
+// whether they are fair attempts, which a Locker sends through its
+// combiner (store_combine.go), so that one on its way holds up the next,
+// and whether they are clean-ups (a release, a withdrawal, a burial),
+// which a waiter that leaves sends one after another.
+type faultWindow struct {
+	from, to time.Duration
+	op       *opSeen
+	kind     explore.Kind
+	names    []string
+	fair     bool
+	cleanup  bool
+}
+
+// names returns the strings cmds name that may be tokens.
+func namesOf(cmds []redis.Cmder) []string {
+	var out []string
+	for _, c := range cmds {
+		for _, a := range c.Args() {
+			if s, ok := a.(string); ok && len(s) >= 16 {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
 
 // faultReach is how long after it begins a fault may keep its effect on
 // the key: a stall or a delay for its length, a slow reply until the
@@ -123,15 +258,23 @@ func (w *world) watchFaults(h *explore.Hook, li int) {
 	if !w.fleetFaults {
 		return
 	}
-	h.Faulted = func(cmds []redis.Cmder, f explore.Fault) {
+	h.Faulted = func(ctx context.Context, cmds []redis.Cmder, f explore.Fault) {
 		now := w.chk.now()
+		fw := faultWindow{from: now, to: now + faultReach(f), kind: f.Kind, names: namesOf(cmds)}
+		if !explore.Pipelined(ctx) {
+			fw.op, _ = ctx.Value(opKey{}).(*opSeen)
+		}
+		for _, c := range cmds {
+			fw.fair = fw.fair || w.scriptName(c) == "acquire_fair"
+			fw.cleanup = fw.cleanup || w.copies.cleanups[scriptOf(c)] != ""
+		}
 		fs := &w.faults
 		fs.mu.Lock()
 		defer fs.mu.Unlock()
 		if fs.windows == nil {
 			fs.windows = map[int][]faultWindow{}
 		}
-		fs.windows[li] = append(fs.windows[li], faultWindow{now, now + faultReach(f)})
+		fs.windows[li] = append(fs.windows[li], fw)
 	}
 }
 

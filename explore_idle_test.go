@@ -326,7 +326,7 @@ func (w *world) checkIdle() {
 				// its lease: a dead holder's.
 				f.to += 2 * w.fleetTTL
 			}
-			held = append(held, span(f))
+			held = append(held, span{f.from, f.to})
 		}
 	}
 	slices.SortFunc(held, func(a, b span) int { return cmp.Compare(a.from, b.from) })

@@ -64,14 +64,14 @@ var families = []string{"mutex", "fair", "rw", "election", "sem", "semfair", "ke
 // Fleet seeds: every seed from fleetSeedBase is a fleet run (mutex or
 // fair: fleetFamilies, by seed), whatever its draws; TestExplore runs one
 // after every fleetEvery-th seed below the base (after seed s, the fleet
-// seed fleetSeedBase+s/fleetEvery), so a budget of N seeds holds N/4 of
+// seed fleetSeedBase+s/fleetEvery), so a budget of N seeds holds N/2 of
 // them beside the plain seeds' own fleets (one mutex run in three, one
 // fair run in three), which are too few to meet the rarer ways a key may
 // stall: a late copy that replaces a bid, a line's bids left behind.
 // Fleet runs are cheap: their operations wait on the virtual clock.
 const (
 	fleetSeedBase = 1 << 20
-	fleetEvery    = 4
+	fleetEvery    = 2
 )
 
 var fleetFamilies = []string{"mutex", "fair", "mutex"}
@@ -224,6 +224,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	tr := explore.NewTrace()
 	w := &world{t: t, seed: seed, fam: fam, tr: tr, tokens: newTokenSends(), copies: newCopiesSeen(), sets: newSets(), order: newOrderSeen()}
 	_, fleetSeed := seedFamily(seed)
+	w.fleetSeed = fleetSeed
 	r := w.rng(-1)
 	rates := []float64{0.03, 0.08, 0.15}
 	rate := rates[r.IntN(len(rates))]
@@ -276,9 +277,10 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		// AcquireAlls among its waiters: in every mutex fleet, and in
 		// one fair fleet in two, which then mixes the modes.
 		w.fleetSets = fam == "mutex" || w.rng(-845).IntN(2) == 0
-		// Command faults in one fleet in two: a fault stalls the key
-		// only as long as it lasts (explore_fleetfault_test.go).
-		if w.rng(-850).IntN(2) == 0 {
+		// Command faults in one fleet in two (three in four of the
+		// fleet seeds'): a fault stalls the key only as long as it
+		// lasts (explore_fleetfault_test.go).
+		if fr := w.rng(-850); fr.IntN(2) == 0 || fleetSeed && fr.IntN(2) == 0 {
 			w.plan.Rate, w.plan.RefuseRate, w.fleetFaults = fleetFaultRate, fleetRefuseRate, true
 		}
 	}

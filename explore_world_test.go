@@ -126,6 +126,9 @@ type world struct {
 	// when (explore_fleetfault_test.go).
 	fleetFaults bool
 	faults      faultsSeen
+	// fleetSeed: a fleet seed's run (seedFamily), whose faulted runs also
+	// meet late copies of attempts (lateCopies).
+	fleetSeed bool
 }
 
 // extendNow reports whether a holder calls Extend before this step.

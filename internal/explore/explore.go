@@ -63,8 +63,9 @@ type Hook struct {
 	// command as a drawn fault would, and starts a burst as one does.
 	Target func(cmds []redis.Cmder, idx uint64) Fault
 	// Faulted, when set before the first command, is told of every
-	// command (or pipeline) that meets a fault, as the fault begins.
-	Faulted func(cmds []redis.Cmder, f Fault)
+	// command (or pipeline) that meets a fault, as the fault begins,
+	// with its caller's context.
+	Faulted func(ctx context.Context, cmds []redis.Cmder, f Fault)
 	// Seen, when set before the first command, is told of every command
 	// (or pipeline) as it returns to its caller: its context (the
 	// caller's, with its values), the fault it met (Kind None if none;
@@ -295,7 +296,7 @@ func (h *Hook) apply(cmds []redis.Cmder, run func(context.Context) error, ctx co
 				rf.D = u
 			}
 		}
-		h.Faulted(cmds, rf)
+		h.Faulted(ctx, cmds, rf)
 	}
 	time.Sleep(h.plan.Latency)
 	if a := h.plan.Align; a > 0 {
