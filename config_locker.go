@@ -197,6 +197,37 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithValue(context.WithoutCancel(ctx), cleanupKey{}, true), cleanupTimeout)
 }
 
+// untilAnswered sends a clean-up with send until Redis answers it (a reply,
+// an error reply among them), the client is closed, or ctx (a clean-up's,
+// bounded by cleanupTimeout) ends, pausing cleanupRetryBackoff, doubling
+// to eight times that, between sends. A clean-up that got no answer may
+// never have reached Redis, and what it leaves undone may hold a key for
+// nobody for a whole lease: a rollback's keys, or a lost attempt left
+// unburied, whose copy held up in the network takes the key when it
+// lands. Every clean-up is safe to send twice: it names one grant's token.
+func untilAnswered(ctx context.Context, send func() error) {
+	backoff := cleanupRetryBackoff
+	for {
+		err := send()
+		var reply redis.Error
+		if err == nil || ctx.Err() != nil || errors.As(err, &reply) || errors.Is(err, redis.ErrClosed) {
+			return // ran, or answered, or cannot be sent any more
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		backoff = min(2*backoff, 8*cleanupRetryBackoff)
+	}
+}
+
+// cleanupRetryBackoff is the first pause before a clean-up that got no
+// answer is sent again (untilAnswered).
+const cleanupRetryBackoff = 10 * time.Millisecond
+
 // releaseContext returns ctx for a release, or, when ctx is done already
 // (a request whose client went away, a deadline that passed during a
 // hand-off's round trip), a clean-up's context: an ended context must

@@ -2,12 +2,10 @@ package padlock
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
 	"github.com/padlockgo/padlock/internal/hashslot"
-	"github.com/redis/go-redis/v9"
 )
 
 // The attempts and the wait of AcquireAll (multilock.go has the set it
@@ -332,27 +330,11 @@ func (a *multiAcquisition) rollbackLost(ctx context.Context, g []int, bury bool)
 // for the rest of the lease (the caller has moved on, to a new token or
 // an error). Sent again it is harmless: it releases only this token.
 func (a *multiAcquisition) releaseAnswered(ctx context.Context, g []int, bury bool) {
-	backoff := rollbackRetryBackoff
-	for {
+	untilAnswered(ctx, func() error {
 		_, err := a.l.releaseGroup(ctx, a.slots, a.idsOf(g), bury)
-		var reply redis.Error
-		if err == nil || ctx.Err() != nil || errors.As(err, &reply) || errors.Is(err, redis.ErrClosed) {
-			return // ran, or answered, or cannot be sent any more
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return
-		}
-		backoff = min(2*backoff, 8*rollbackRetryBackoff)
-	}
+		return err
+	})
 }
-
-// rollbackRetryBackoff is the first pause before a rollback that got no
-// answer is sent again (doubling, to 8 times this).
-const rollbackRetryBackoff = 10 * time.Millisecond
 
 // releaseGroup releases the locks of ids, one slot's keys with one call
 // (or one key, through the Locker's store), and reports which were held.

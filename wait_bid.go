@@ -237,16 +237,21 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 
 // withdraw takes the bids sent out of Redis, and lets go of the key
 // where one was granted meanwhile, behind the caller (the Locker's Close
-// waits for it), with one cleanupTimeout for them all. An unburied one is
-// buried as it goes (lua/claim.lua): a copy of it that lands after the
-// withdrawal takes nothing.
+// waits for it), with one cleanupTimeout for them all, each sent again
+// until Redis answers it (untilAnswered). An unburied one is buried as it
+// goes (lua/claim.lua): a copy of it that lands after the withdrawal
+// takes nothing.
 func (l *Locker) withdraw(ctx context.Context, sent []bidSent) {
 	ctx = context.WithoutCancel(ctx)
 	withdraw := func() {
 		ctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		for _, s := range sent {
-			if _, err := l.store.release(ctx, s.id, giveBack{notify: true, withdraw: true, bury: s.unburied}); err != nil && ctx.Err() != nil {
+			untilAnswered(ctx, func() error {
+				_, err := l.store.release(ctx, s.id, giveBack{notify: true, withdraw: true, bury: s.unburied})
+				return err
+			})
+			if ctx.Err() != nil {
 				return
 			}
 		}

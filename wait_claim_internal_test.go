@@ -159,16 +159,16 @@ type lateCopy struct {
 	sha string
 	// cleanupSha, when set, is the script of the clean-up of the held
 	// attempt (release.lua), which is lost too and never runs; with
-	// firstCleanupOnly, only the first call of it that names the held
-	// attempt is lost.
-	cleanupSha       string
-	firstCleanupOnly bool
-	cleanupsLost     int
-	armed            atomic.Bool
-	mu               sync.Mutex
-	held             []any
-	after            []any
-	taken            chan struct{}
+	// cleanupsToLose, only that many first calls of it that name the held
+	// attempt are lost.
+	cleanupSha     string
+	cleanupsToLose int
+	cleanupsLost   int
+	armed          atomic.Bool
+	mu             sync.Mutex
+	held           []any
+	after          []any
+	taken          chan struct{}
 }
 
 func newLateCopy(sha string) *lateCopy { return &lateCopy{sha: sha, taken: make(chan struct{})} }
@@ -213,7 +213,7 @@ func (h *lateCopy) lostCleanup(args []any) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.held == nil || fmt.Sprint(scriptArgv(args)[0]) != fmt.Sprint(scriptArgv(h.held)[0]) || h.firstCleanupOnly && h.cleanupsLost > 0 {
+	if h.held == nil || fmt.Sprint(scriptArgv(args)[0]) != fmt.Sprint(scriptArgv(h.held)[0]) || h.cleanupsToLose > 0 && h.cleanupsLost >= h.cleanupsToLose {
 		return false
 	}
 	h.cleanupsLost++
@@ -475,28 +475,31 @@ func TestLateCopyAfterGiveUpCostsUnderASecond(t *testing.T) {
 // nobody, its whole lease.) When the clean-up's reply is lost too, and it
 // never ran, the waiter's withdrawal as it gives up, or the claim that
 // serves it, buries the token again. (Before, a give-up withdrew the bid
-// without burying it, and the copy held the free key its lease.)
+// without burying it, and the copy held the free key its lease.) When
+// that burial gets no answer either, it is sent again until Redis
+// answers. (Before, it was sent once, and the copy held the free key its
+// lease.)
 func TestLateCopyOnAFreeKeyTakesNothing(t *testing.T) {
 	for _, fair := range []bool{false, true} {
 		for _, served := range []bool{false, true} {
-			for _, cleanupLost := range []bool{false, true} {
+			for lost, what := range []string{"", "/clean-up-lost", "/clean-up-and-burial-lost"} {
 				name := mode(fair) + "/gave-up"
 				if served {
 					name = mode(fair) + "/served"
 				}
-				if cleanupLost {
-					name += "/clean-up-lost"
-				}
-				t.Run(name, func(t *testing.T) { lateCopyOnAFreeKey(t, fair, served, cleanupLost) })
+				t.Run(name+what, func(t *testing.T) { lateCopyOnAFreeKey(t, fair, served, lost) })
 			}
 		}
 	}
 }
 
-func lateCopyOnAFreeKey(t *testing.T, fair, served, cleanupLost bool) {
+// lateCopyOnAFreeKey runs TestLateCopyOnAFreeKeyTakesNothing's case:
+// cleanupsLost is how many of the calls that clean up or bury the held
+// attempt are lost (never run, their callers time out).
+func lateCopyOnAFreeKey(t *testing.T, fair, served bool, cleanupsLost int) {
 	rdb, h, live, w, late := lateCopySetup(t, attemptScript(fair))
-	if cleanupLost {
-		late.cleanupSha, late.firstCleanupOnly = plainScripts.release.Hash(), true
+	if cleanupsLost > 0 {
+		late.cleanupSha, late.cleanupsToLose = plainScripts.release.Hash(), cleanupsLost
 		if fair {
 			late.cleanupSha = plainScripts.releaseFair.Hash()
 		}
