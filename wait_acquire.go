@@ -236,7 +236,11 @@ func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, e
 		}
 		if lk != nil {
 			// Handed on within the Locker: the hand-off took the Locker's
-			// bid out of Redis (handover.lua), so none of a's stands.
+			// bid out of Redis (handover.lua), so none of a's stands. An
+			// attempt whose reply and clean-up were lost may still land,
+			// held up in the network: it is buried, as when an attempt
+			// serves a.
+			a.l.buryUnburied(ctx, a.bids.sent)
 			a.bids.reset()
 			if lk, err := a.receive(ctx, lk); lk != nil || err != nil {
 				return lk, err

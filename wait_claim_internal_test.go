@@ -493,6 +493,81 @@ func TestLateCopyOnAFreeKeyTakesNothing(t *testing.T) {
 	}
 }
 
+// TestLateCopyAfterAHandOffTakesNothing: as TestLateCopyOnAFreeKeyTakesNothing,
+// with the waiter served by a hand-off within its Locker, the holder
+// being of the same Locker: a waiting attempt's reply is lost and so is
+// its clean-up, the holder hands the lock on to the waiter, which lets
+// go, and then the attempt's copy, held up in the network, lands on the
+// free key. The hand-off buries the attempt, as an attempt that serves
+// the waiter does, so the copy takes nothing. (Before, the hand-off
+// forgot the attempt, and the copy held the free key, for nobody, its
+// whole lease.)
+func TestLateCopyAfterAHandOffTakesNothing(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(mode(fair), func(t *testing.T) {
+			rdb, _, live, w, late := lateCopySetup(t, attemptScript(fair))
+			late.cleanupSha, late.cleanupsToLose = plainScripts.release.Hash(), 1
+			if fair {
+				late.cleanupSha = plainScripts.releaseFair.Hash()
+			}
+			handedOn := &handOnSeen{}
+			w.cfg.observer = handedOn // before its first operation
+			ctx := context.Background()
+			key := "late-copy-handed-" + mode(fair)
+			o := Options{TTL: longLease, Wait: longLease, Fair: fair, Retry: LinearBackoff(time.Millisecond)}
+			holder, err := w.Acquire(ctx, key, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			late.armed.Store(true)
+			done := make(chan *Lock, 1)
+			go func() {
+				lk, _ := w.Acquire(ctx, key, o)
+				done <- lk
+			}()
+			lost := late.token()
+			waitForWaiters(t, w, key, 1)
+			waitParked(t, w, key, 1)
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			lk := <-done
+			if lk == nil {
+				t.Fatal("the waiter was not served")
+			}
+			if !handedOn.seen.Load() {
+				t.Fatal("the holder's Release did not hand the lock on to the waiter of its Locker")
+			}
+			if err := lk.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			w.Close() // its burials are done
+			late.land(t, rdb)
+			if v, err := rdb.Get(ctx, holder.id.lockKey()).Result(); err != redis.Nil {
+				t.Fatalf("the key holds %q (%v) after the late copy of the lost attempt %s; want it free", v, err, lost)
+			}
+			lk2, err := live.Acquire(ctx, key, Options{TTL: longLease, Fair: fair})
+			if err != nil {
+				t.Fatalf("an Acquire with no wait after the late copy: %v; want the free key", err)
+			}
+			lk2.Release(ctx)
+		})
+	}
+}
+
+// handOnSeen is an Observer that records whether a Release handed a lock
+// on within its Locker.
+type handOnSeen struct {
+	NopObserver
+	seen atomic.Bool
+}
+
+func (h *handOnSeen) LockReleased(e LockReleasedEvent) {
+	if e.HandedOn {
+		h.seen.Store(true)
+	}
+}
+
 // lateCopyOnAFreeKey runs TestLateCopyOnAFreeKeyTakesNothing's case:
 // cleanupsLost is how many of the calls that clean up or bury the held
 // attempt are lost (never run, their callers time out).
