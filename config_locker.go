@@ -205,14 +205,11 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // nobody for a whole lease: a rollback's keys, or a lost attempt left
 // unburied, whose copy held up in the network takes the key when it
 // lands. Every clean-up is safe to send twice: it names one grant's token.
+// Only work behind a caller waits so (notifier.goBehind): an operation
+// returns at its deadline, and its clean-ups go on behind it.
 func untilAnswered(ctx context.Context, send func() error) {
 	backoff := cleanupRetryBackoff
-	for {
-		err := send()
-		var reply redis.Error
-		if err == nil || ctx.Err() != nil || errors.As(err, &reply) || errors.Is(err, redis.ErrClosed) {
-			return // ran, or answered, or cannot be sent any more
-		}
+	for !answered(ctx, send()) {
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
@@ -222,6 +219,13 @@ func untilAnswered(ctx context.Context, send func() error) {
 		}
 		backoff = min(2*backoff, 8*cleanupRetryBackoff)
 	}
+}
+
+// answered reports whether a clean-up that ended with err needs no other
+// send: it ran, Redis answered it, the client is closed, or ctx ended.
+func answered(ctx context.Context, err error) bool {
+	var reply redis.Error
+	return err == nil || ctx.Err() != nil || errors.As(err, &reply) || errors.Is(err, redis.ErrClosed)
 }
 
 // cleanupRetryBackoff is the first pause before a clean-up that got no

@@ -324,15 +324,28 @@ func (a *multiAcquisition) rollbackLost(ctx context.Context, g []int, bury bool)
 }
 
 // releaseAnswered releases the keys of g under this attempt's tokens (and
-// with bury buries them) until Redis answers, or ctx, a clean-up's
-// bound, ends. A rollback whose reply was lost, or that never left, may
-// not have run: the set's token would then hold the keys, for nobody,
+// with bury buries them) until Redis answers (untilAnswered). A rollback
+// whose reply was lost, or that never left, may not have run: the set's
+// token would then hold the keys, for nobody,
 // for the rest of the lease (the caller has moved on, to a new token or
 // an error). Sent again it is harmless: it releases only this token.
+//
+// The first send is the caller's; those after it go behind the caller
+// (notifier.goBehind), which returns at its deadline, each with a
+// clean-up's bound of its own; a closed Locker sends once.
 func (a *multiAcquisition) releaseAnswered(ctx context.Context, g []int, bury bool) {
-	untilAnswered(ctx, func() error {
-		_, err := a.l.releaseGroup(ctx, a.slots, a.idsOf(g), bury)
+	ids, slots := a.idsOf(g), a.slots
+	send := func(ctx context.Context) error {
+		_, err := a.l.releaseGroup(ctx, slots, ids, bury)
 		return err
+	}
+	if answered(ctx, send(ctx)) {
+		return
+	}
+	a.l.notifier.goBehind(func() {
+		ctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		untilAnswered(ctx, func() error { return send(ctx) })
 	})
 }
 

@@ -238,26 +238,31 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 // withdraw takes the bids sent out of Redis, and lets go of the key
 // where one was granted meanwhile, behind the caller (the Locker's Close
 // waits for it), with one cleanupTimeout for them all, each sent again
-// until Redis answers it (untilAnswered). An unburied one is buried as it
-// goes (lua/claim.lua): a copy of it that lands after the withdrawal
-// takes nothing.
+// until Redis answers it (untilAnswered); a closed Locker sends each once,
+// in the caller. An unburied one is buried as it goes (lua/claim.lua): a
+// copy of it that lands after the withdrawal takes nothing.
 func (l *Locker) withdraw(ctx context.Context, sent []bidSent) {
 	ctx = context.WithoutCancel(ctx)
-	withdraw := func() {
+	withdraw := func(again bool) {
 		ctx, cancel := cleanupContext(ctx)
 		defer cancel()
 		for _, s := range sent {
-			untilAnswered(ctx, func() error {
+			send := func() error {
 				_, err := l.store.release(ctx, s.id, giveBack{notify: true, withdraw: true, bury: s.unburied})
 				return err
-			})
+			}
+			if again {
+				untilAnswered(ctx, send)
+			} else {
+				_ = send()
+			}
 			if ctx.Err() != nil {
 				return
 			}
 		}
 	}
-	if !l.notifier.goBehind(withdraw) {
-		withdraw()
+	if !l.notifier.goBehind(func() { withdraw(true) }) {
+		withdraw(false)
 	}
 }
 
