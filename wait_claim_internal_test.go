@@ -519,15 +519,7 @@ func TestLateCopyAfterAHandOffTakesNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			late.armed.Store(true)
-			done := make(chan *Lock, 1)
-			go func() {
-				lk, _ := w.Acquire(ctx, key, o)
-				done <- lk
-			}()
-			lost := late.token()
-			waitForWaiters(t, w, key, 1)
-			waitParked(t, w, key, 1)
+			done, lost := waitWithLateCopy(t, ctx, w, late, key, o)
 			if err := holder.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -553,6 +545,24 @@ func TestLateCopyAfterAHandOffTakesNothing(t *testing.T) {
 			lk2.Release(ctx)
 		})
 	}
+}
+
+// waitWithLateCopy arms late and starts a waiting Acquire of key on w
+// with ctx, whose first attempt late holds up in the network; it returns
+// once the waiter is parked in its line, with where its lock (or nil)
+// will come and the token of the attempt held up.
+func waitWithLateCopy(t *testing.T, ctx context.Context, w *Locker, late *lateCopy, key string, o Options) (<-chan *Lock, string) {
+	t.Helper()
+	late.armed.Store(true)
+	done := make(chan *Lock, 1)
+	go func() {
+		lk, _ := w.Acquire(ctx, key, o)
+		done <- lk
+	}()
+	lost := late.token()
+	waitForWaiters(t, w, key, 1)
+	waitParked(t, w, key, 1)
+	return done, lost
 }
 
 // handOnSeen is an Observer that records whether a Release handed a lock
@@ -587,17 +597,9 @@ func lateCopyOnAFreeKey(t *testing.T, fair, served bool, cleanupsLost int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	late.armed.Store(true)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan *Lock, 1)
-	go func() {
-		lk, _ := w.Acquire(wctx, key, o)
-		done <- lk
-	}()
-	lost := late.token()
-	waitForWaiters(t, w, key, 1)
-	waitParked(t, w, key, 1)
+	done, lost := waitWithLateCopy(t, wctx, w, late, key, o)
 	if served {
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -655,16 +657,8 @@ func TestFairLateCopyOnAHeldKeyQueuesNobody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	late.armed.Store(true)
 	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan *Lock, 1)
-	go func() {
-		lk, _ := w.Acquire(wctx, key, o)
-		done <- lk
-	}()
-	lost := late.token()
-	waitForWaiters(t, w, key, 1)
-	waitParked(t, w, key, 1)
+	done, lost := waitWithLateCopy(t, wctx, w, late, key, o)
 	cancel()
 	if lk := <-done; lk != nil {
 		t.Fatal("the waiter that gave up holds the key")
