@@ -109,6 +109,9 @@ func TestRedlockPersistentNodes(t *testing.T) {
 func TestHealthzRedlockDegraded(t *testing.T) {
 	t.Parallel() // servers of its own, which it waits on
 	cfg, srvs := redlockConfig(t, true)
+	// A node killed refuses at once; one up answers within this even on a
+	// loaded machine (the default 500 ms is not: a live node read as down).
+	cfg.nodeTimeout = 2 * time.Second
 	a, ts := startApp(t, cfg)
 	admin := httptest.NewServer(a.admin)
 	defer admin.Close()
