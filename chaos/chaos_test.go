@@ -567,7 +567,10 @@ type toldCount struct{ lost, release int }
 
 // told sorts the holders that faults caught by how they learned of the
 // loss: Done closed with ErrLockLost (lost), or Release returned an error
-// rather than confirm a release; untold are those told by neither.
+// rather than confirm a release; untold are those told by neither. A
+// holder whose Release returned before the fault took hold (c.took: a
+// process stopped just as it let go, its record written after it
+// resumed) was not caught.
 func told(evs []record.Event, hits []caught) (n toldCount, untold []caught) {
 	for _, c := range hits {
 		it, ok := iteration(evs, c)
@@ -576,6 +579,9 @@ func told(evs []record.Event, hits []caught) (n toldCount, untold []caught) {
 			continue
 		}
 		switch {
+		case slices.ContainsFunc(evs, func(ev record.Event) bool {
+			return ev.Worker == c.id && ev.N == it && ev.Kind == record.Released && ev.T <= c.took
+		}):
 		case slices.ContainsFunc(evs, func(ev record.Event) bool {
 			return ev.Worker == c.id && ev.N == it && ev.Kind == record.Lost
 		}):

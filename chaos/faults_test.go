@@ -25,11 +25,12 @@ func pauseHolder(times int, d time.Duration) func(*env) {
 				}
 				at := record.Now()
 				e.pause(id)
-				if !e.stillHolding(id, record.Now()) {
+				took := record.Now()
+				if !e.stillHolding(id, took) {
 					e.resume(id) // it had just let go; try again
 					continue
 				}
-				e.hitHolder(id, at)
+				e.hitHolder(id, at, took)
 				time.Sleep(d)
 				e.resume(id)
 				e.window("frozen process", at, record.Now()+int64(wakeSlack), id%record.GoroutineStride)
@@ -87,7 +88,7 @@ func restartRedisJoin(times int, join bool) func(*env) {
 					e.start()
 				}
 				if e.stillHolding(id, at) {
-					e.hitHolder(id, at)
+					e.hitHolder(id, at, at)
 					break
 				}
 			}

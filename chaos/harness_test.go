@@ -440,18 +440,21 @@ func (e *env) hit() {
 }
 
 // caught is a holder a fault hit inside its critical section: worker id,
-// at the moment at.
+// at the moment at; took is when the fault had surely taken hold (a
+// SIGSTOP seen in /proc): a section that ended by then, its record not
+// yet written when the harness looked, was not caught.
 type caught struct {
-	id int
-	at int64
+	id       int
+	at, took int64
 }
 
 // hitHolder counts a fault that caught worker id inside its critical
-// section at the moment at, and remembers whom it caught.
-func (e *env) hitHolder(id int, at int64) {
+// section at the moment at, in effect by took, and remembers whom it
+// caught.
+func (e *env) hitHolder(id int, at, took int64) {
 	e.mu.Lock()
 	e.faults++
-	e.caught = append(e.caught, caught{id: id, at: at})
+	e.caught = append(e.caught, caught{id: id, at: at, took: took})
 	e.mu.Unlock()
 }
 
