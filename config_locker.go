@@ -228,6 +228,25 @@ func answered(ctx context.Context, err error) bool {
 	return err == nil || ctx.Err() != nil || errors.As(err, &reply) || errors.Is(err, redis.ErrClosed)
 }
 
+// answeredBehind sends a clean-up with send, in the caller, with a
+// clean-up's bound; when Redis did not answer it, it is sent again behind
+// the caller (notifier.goBehind), which has moved on, until Redis answers
+// (untilAnswered), with a clean-up's bound of its own. A closed Locker
+// sends it once.
+func (l *Locker) answeredBehind(ctx context.Context, send func(context.Context) error) {
+	first, cancel := cleanupContext(ctx)
+	done := answered(first, send(first))
+	cancel()
+	if done {
+		return
+	}
+	l.notifier.goBehind(func() {
+		ctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		untilAnswered(ctx, func() error { return send(ctx) })
+	})
+}
+
 // cleanupRetryBackoff is the first pause before a clean-up that got no
 // answer is sent again (untilAnswered).
 const cleanupRetryBackoff = 10 * time.Millisecond

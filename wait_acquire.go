@@ -169,7 +169,7 @@ func (a *acquisition) wait(ctx context.Context) (*Lock, error) {
 		}
 	}
 	if a.o.Fair && lk == nil {
-		a.l.leaveQueue(ctx, a.id, a.at.place) // any attempt may have queued it
+		a.leaveFair(ctx)
 	}
 	if lk == nil && len(a.bids.sent) > 0 {
 		a.withdrawBids(ctx)
@@ -240,7 +240,7 @@ func (a *acquisition) waitTurn(ctx context.Context, timer *time.Timer) (*Lock, e
 			// attempt whose reply and clean-up were lost may still land,
 			// held up in the network: it is buried, as when an attempt
 			// serves a.
-			a.l.buryUnburied(ctx, a.bids.sent)
+			a.buryUnburied(ctx)
 			a.bids.reset()
 			if lk, err := a.receive(ctx, lk); lk != nil || err != nil {
 				return lk, err
@@ -320,7 +320,7 @@ func (a *acquisition) try(ctx context.Context, at *attempt) (*Lock, error) {
 		// The attempt named every bid a held: Redis took them over or
 		// dropped them (acquire.lua). Those whose burial may not have
 		// reached Redis are buried now.
-		a.l.buryUnburied(ctx, a.bids.sent)
+		a.buryUnburied(ctx)
 		a.bids.reset()
 		lk := newLock(a.l, a.key, a.id, g.first, a.o, sent, replied)
 		lk.fenceEnd = g.last
@@ -616,9 +616,39 @@ func (a *acquisition) withdrawBids(ctx context.Context) {
 	a.l.withdraw(ctx, sent)
 }
 
-// leaveQueue takes a waiter queued as place out of the queue of id's key.
+// leaveFair takes a fair waiter that ends without the lock out of its
+// key's queue (any attempt may have queued it). When one of its bids may
+// be unburied (a lost attempt whose clean-up got no answer), the leave
+// goes behind the caller, after that bid's withdrawal, which buries it:
+// a copy of the attempt that lands before the burial queues the waiter
+// again, with its bid, which a release would grant to nobody, and only a
+// leave that comes after the burial takes that entry out (a copy that
+// lands after the burial is refused). Otherwise the waiter leaves at once
+// (Locker.leaveQueue) and its bids are withdrawn behind it.
+func (a *acquisition) leaveFair(ctx context.Context) {
+	if !slices.ContainsFunc(a.bids.sent, func(s bidSent) bool { return s.unburied }) {
+		a.l.leaveQueue(ctx, a.id, a.at.place)
+		return
+	}
+	sent := slices.Clone(a.bids.sent)
+	a.bids.reset()
+	a.l.withdrawThen(ctx, sent, a.leaveSend())
+}
+
+// leaveSend returns the send of a's leave from its key's queue, for a
+// clean-up behind the caller.
+func (a *acquisition) leaveSend() func(context.Context) error {
+	l, id, place := a.l, a.id, a.at.place
+	return func(ctx context.Context) error { return l.store.leaveQueue(ctx, id, place) }
+}
+
+// leaveQueue takes a waiter queued as place out of the queue of id's key:
+// sent at once, and sent again behind the caller until Redis answers
+// (Locker.answeredBehind). A leave that never reached Redis leaves the
+// waiter first in line until its bid grows stale (lua/claim.lua), or,
+// without a bid, until its deadline.
 func (l *Locker) leaveQueue(ctx context.Context, id *lockID, place string) {
-	ctx, cancel := cleanupContext(ctx)
-	defer cancel()
-	_ = l.store.leaveQueue(ctx, id, place)
+	l.answeredBehind(ctx, func(ctx context.Context) error {
+		return l.store.leaveQueue(ctx, id, place)
+	})
 }

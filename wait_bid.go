@@ -242,15 +242,28 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 // in the caller. An unburied one is buried as it goes (lua/claim.lua): a
 // copy of it that lands after the withdrawal takes nothing.
 func (l *Locker) withdraw(ctx context.Context, sent []bidSent) {
+	l.withdrawThen(ctx, sent, nil)
+}
+
+// withdrawThen is withdraw, and then, within the same cleanupTimeout,
+// sends then (when not nil) the same way: after every withdrawal was
+// answered, or sent once on a closed Locker.
+func (l *Locker) withdrawThen(ctx context.Context, sent []bidSent, then func(context.Context) error) {
 	ctx = context.WithoutCancel(ctx)
 	withdraw := func(again bool) {
 		ctx, cancel := cleanupContext(ctx)
 		defer cancel()
+		sends := make([]func() error, 0, len(sent)+1)
 		for _, s := range sent {
-			send := func() error {
+			sends = append(sends, func() error {
 				_, err := l.store.release(ctx, s.id, giveBack{notify: true, withdraw: true, bury: s.unburied})
 				return err
-			}
+			})
+		}
+		if then != nil {
+			sends = append(sends, func() error { return then(ctx) })
+		}
+		for _, send := range sends {
 			if again {
 				untilAnswered(ctx, send)
 			} else {
@@ -266,17 +279,24 @@ func (l *Locker) withdraw(ctx context.Context, sent []bidSent) {
 	}
 }
 
-// buryUnburied buries, behind the caller, the attempts among sent whose
-// clean-up after a lost reply may never have reached Redis, once their
-// waiter holds the key: a copy of one that lands later takes nothing.
-func (l *Locker) buryUnburied(ctx context.Context, sent []bidSent) {
+// buryUnburied buries, behind the caller, the attempts among a's bids
+// whose clean-up after a lost reply may never have reached Redis, once a
+// holds the key: a copy of one that lands later takes nothing. A fair
+// waiter's place leaves the queue after them: a copy of an attempt that
+// asked to join and landed before its burial queued the place again,
+// with its bid, which a release would grant to nobody.
+func (a *acquisition) buryUnburied(ctx context.Context) {
 	var lost []bidSent
-	for _, s := range sent {
+	for _, s := range a.bids.sent {
 		if s.unburied {
 			lost = append(lost, s)
 		}
 	}
-	if len(lost) > 0 {
-		l.withdraw(ctx, lost)
+	switch {
+	case len(lost) == 0:
+	case a.o.Fair:
+		a.l.withdrawThen(ctx, lost, a.leaveSend())
+	default:
+		a.l.withdraw(ctx, lost)
 	}
 }

@@ -164,11 +164,17 @@ type lateCopy struct {
 	cleanupSha     string
 	cleanupsToLose int
 	cleanupsLost   int
-	armed          atomic.Bool
-	mu             sync.Mutex
-	held           []any
-	after          []any
-	taken          chan struct{}
+	// landBeforeBurial, when set, lands the held copy through it just
+	// before the first clean-up of the held attempt that is not lost
+	// reaches Redis.
+	landBeforeBurial *redis.Client
+	landed           bool
+	landErr          error
+	armed            atomic.Bool
+	mu               sync.Mutex
+	held             []any
+	after            []any
+	taken            chan struct{}
 }
 
 func newLateCopy(sha string) *lateCopy { return &lateCopy{sha: sha, taken: make(chan struct{})} }
@@ -213,7 +219,14 @@ func (h *lateCopy) lostCleanup(args []any) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.held == nil || fmt.Sprint(scriptArgv(args)[0]) != fmt.Sprint(scriptArgv(h.held)[0]) || h.cleanupsToLose > 0 && h.cleanupsLost >= h.cleanupsToLose {
+	if h.held == nil || fmt.Sprint(scriptArgv(args)[0]) != fmt.Sprint(scriptArgv(h.held)[0]) {
+		return false
+	}
+	if h.cleanupsToLose > 0 && h.cleanupsLost >= h.cleanupsToLose {
+		if c := h.landBeforeBurial; c != nil && !h.landed {
+			h.landed = true
+			h.landErr = c.Do(context.Background(), h.held...).Err()
+		}
 		return false
 	}
 	h.cleanupsLost++
@@ -371,6 +384,53 @@ func expiries(t *testing.T, rdb *redis.Client, key string) func() bool {
 				return expired
 			}
 		}
+	}
+}
+
+// TestRefusedLeaveSentAgain: a fair waiter gives up while Redis refuses
+// its connections for a moment. Its leave is sent again, behind its
+// answer, until Redis takes it, so the queue holds nothing of the waiter
+// once its Locker's clean-ups are done. (Before, the leave was sent once,
+// and the entry stood, first in line, until its bid grew stale.)
+func TestRefusedLeaveSentAgain(t *testing.T) {
+	srv := redistest.Start(t)
+	h := mustNew(t, srv.Client(t))
+	defer h.Close()
+	w, p := viaProxy(t, srv)
+	ctx := context.Background()
+	const key = "refused-leave"
+	o := Options{TTL: longLease, Wait: longLease, Fair: true}
+	holder, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		lk, err := w.Acquire(wctx, key, o)
+		if lk != nil {
+			lk.Release(ctx)
+		}
+		done <- err
+	}()
+	waitForWaiters(t, w, key, 1)
+	waitParked(t, w, key, 1)
+	queue := holder.id.keys[2]
+	if n := srv.Client(t).LLen(ctx, queue).Val(); n != 1 {
+		t.Fatalf("the queue holds %d entries while the waiter waits; want 1", n)
+	}
+	p.Refuse(true)
+	p.Reset()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiter ended with %v; want its context's end", err)
+	}
+	time.Sleep(100 * time.Millisecond) // the first leave is refused
+	p.Refuse(false)
+	w.Close() // its clean-ups are done
+	if q := srv.Client(t).LRange(ctx, queue, 0, -1).Val(); len(q) != 0 {
+		t.Fatalf("the queue holds %q after the waiter left; want it empty", q)
 	}
 }
 
@@ -545,6 +605,111 @@ func TestLateCopyAfterAHandOffTakesNothing(t *testing.T) {
 			lk2.Release(ctx)
 		})
 	}
+}
+
+// TestLateCopyBeforeItsBurialQueuesNobody: a waiter's first attempt is
+// held up in the network, the client times out, and its clean-up is
+// lost, so the attempt is not buried; the waiter gives up, or is served,
+// and the copy lands after that but before the waiter's withdrawal, or
+// the burial that follows the serving, reaches Redis. In fair mode the
+// copy, which asked to join the queue, queues the waiter's place again,
+// with its bid. The place leaves the queue only after that burial, which
+// takes the entry out: the queue and the bids hold nothing of the waiter
+// once its clean-ups are done, and the release goes to the live waiter,
+// not to a bid nobody claims. (Before, a waiter that gave up left the
+// queue first and withdrew after, and a waiter served never left it: the
+// entry stayed, and the release granted the key to nobody for its claim
+// window.)
+func TestLateCopyBeforeItsBurialQueuesNobody(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		for _, served := range []bool{false, true} {
+			name := mode(fair) + "/gave-up"
+			if served {
+				name = mode(fair) + "/served"
+			}
+			t.Run(name, func(t *testing.T) { lateCopyBeforeItsBurial(t, fair, served) })
+		}
+	}
+}
+
+func lateCopyBeforeItsBurial(t *testing.T, fair, served bool) {
+	rdb, h, live, w, late := lateCopySetup(t, attemptScript(fair))
+	late.cleanupSha, late.cleanupsToLose, late.landBeforeBurial = plainScripts.release.Hash(), 1, rdb
+	if fair {
+		late.cleanupSha = plainScripts.releaseFair.Hash()
+	}
+	ctx := context.Background()
+	const key = "late-copy-before-burial"
+	o := Options{TTL: longLease, Wait: longLease, Fair: fair, Retry: LinearBackoff(time.Millisecond)}
+	holder, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: fair})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done, lost := waitWithLateCopy(t, wctx, w, late, key, o)
+	bidsKey, queue := holder.id.bidsKey(), holder.id.keys[2]
+	// left reports whether the copy landed and nothing of it is left in
+	// the bids or the queue.
+	left := func() []string {
+		var out []string
+		for id, b := range rdb.HGetAll(ctx, bidsKey).Val() {
+			if strings.Contains(b, lost) {
+				out = append(out, fmt.Sprintf("a bid %s=%q", id, b))
+			}
+		}
+		for _, e := range rdb.LRange(ctx, queue, 0, -1).Val() {
+			out = append(out, fmt.Sprintf("the queue entry %q", e))
+		}
+		return out
+	}
+	landed := func() bool {
+		late.mu.Lock()
+		defer late.mu.Unlock()
+		if late.landErr != nil && late.landErr != redis.Nil {
+			t.Fatalf("the late copy: %v", late.landErr)
+		}
+		return late.landed
+	}
+	if served {
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lk := <-done
+		if lk == nil {
+			t.Fatal("the waiter was not served")
+		}
+		// Its burial goes on behind it, as it holds the key.
+		deadline := time.Now().Add(cleanupTimeout + time.Second)
+		for !landed() || len(left()) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%v after the waiter was served, the late copy landed %v, and left %q; want it landed, before the burial, and nothing of it left", cleanupTimeout+time.Second, landed(), left())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		holder = lk
+	} else {
+		cancel()
+		if lk := <-done; lk != nil {
+			t.Fatal("the waiter that gave up holds the key")
+		}
+		w.Close() // its withdrawals, burials and leave are done
+		if !landed() {
+			t.Fatal("the late copy did not land before the burial")
+		}
+		for _, what := range left() {
+			t.Errorf("%s is left after the waiter left; want nothing", what)
+		}
+	}
+	got := queueWaiters(t, live, key, 1, o)
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := rdb.Get(ctx, holder.id.lockKey()).Val(); strings.Contains(v, lost) {
+		t.Errorf("the release granted the key to the late copy's bid: %q", v)
+	}
+	nextLiveWaiter(t, got, released).Release(ctx)
 }
 
 // waitWithLateCopy arms late and starts a waiting Acquire of key on w
