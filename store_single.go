@@ -89,7 +89,7 @@ func (s single) release(ctx context.Context, id *lockID, g giveBack) (bool, erro
 		if g.window >= time.Millisecond {
 			window, yieldTo = strconv.FormatInt(g.window.Milliseconds(), 10), g.yieldTo
 		}
-		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.bidKeys(), id.argv[0], notify, s.self, withdraw, window, yieldTo,
+		cmd, again = s.scripts.release.runCounted(ctx, s.client, s.retries, id.bidLostKeys(), id.argv[0], notify, s.self, withdraw, window, yieldTo,
 			b.id.token, b.id.ttl.Milliseconds())
 		n, err := cmd.Int64()
 		b.placed = err == nil && n == 2

@@ -197,8 +197,11 @@ func parseGrant(msg string) (token string, hold time.Duration, ok bool) {
 // waiter behind would: the first waiter takes it over, trusting its lease
 // from when the release was sent. A release whose reply was lost may
 // have placed it: the waiter's next attempt names it then, as it names an
-// attempt of its own whose reply was lost. A bid that nobody is left to
-// wait for is withdrawn.
+// attempt of its own whose reply was lost, and it is unburied: its
+// withdrawal buries it, so that the release, if it was held up in the
+// network and lands after, places no bid for waiters who are gone (nor
+// once the waiter that took it over is served). A bid that nobody is
+// left to wait for is withdrawn.
 
 // releaseBid is the bid a release places for its Locker's first waiter.
 type releaseBid struct {
@@ -223,7 +226,7 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 		return
 	}
 	if kw != nil && len(kw.waiters) > 0 {
-		kw.lineBids = append(kw.lineBids, bidSent{id: b.id, sent: b.sent, busy: b.placed, noRenew: b.noRenew, byRelease: true})
+		kw.lineBids = append(kw.lineBids, bidSent{id: b.id, sent: b.sent, busy: b.placed, noRenew: b.noRenew, byRelease: true, unburied: b.maybe})
 		// Its grant may have been told already.
 		if slices.Contains(kw.grants, b.id.token) {
 			kw.waiters[0].signal()
@@ -232,7 +235,7 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 		return
 	}
 	n.mu.Unlock()
-	l.withdraw(context.Background(), []bidSent{{id: b.id}})
+	l.withdraw(context.Background(), []bidSent{{id: b.id, unburied: b.maybe}})
 }
 
 // withdraw takes the bids sent out of Redis, and lets go of the key

@@ -712,6 +712,64 @@ func lateCopyBeforeItsBurial(t *testing.T, fair, served bool) {
 	nextLiveWaiter(t, got, released).Release(ctx)
 }
 
+// TestLateReleaseBidsForNobody: a release that gives the key to another
+// Locker's waiter bids, in the same script, for its own Locker's first
+// waiter. Its reply is lost: it is held up in the network, and lands
+// only after that waiter gave up and its Locker withdrew the bid it may
+// have placed. The withdrawal buries the bid's token, so the release,
+// when it lands, grants the key to the other Locker's waiter and places
+// no bid; the bids hold nothing of the Locker whose waiters are gone.
+// (Before, the release placed the bid after its withdrawal, and the next
+// release granted the key to it, held by nobody for the claim window:
+// the explorer's claimed invariant, fleet seed 1048763.)
+func TestLateReleaseBidsForNobody(t *testing.T) {
+	rdb, other, _, w, late := lateCopySetup(t, plainScripts.release.Hash())
+	ctx := context.Background()
+	const key = "late-release-bid"
+	o := Options{TTL: longLease, Wait: longLease}
+	held, err := w.Acquire(ctx, key, Options{TTL: longLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := queueWaiters(t, other, key, 1, o)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan *Lock, 1)
+	go func() {
+		lk, _ := w.Acquire(wctx, key, o)
+		done <- lk
+	}()
+	waitForWaiters(t, w, key, 1)
+	waitParked(t, w, key, 1)
+	// The other Locker's want heard: w's turn is over, so its release
+	// grants the key to the other's bid, and bids for w's waiter.
+	awaitWaiters(t, w, key, "the other Locker's want heard", func(kw *keyWaiters) bool { return len(kw.wanters) > 0 })
+	late.armed.Store(true)
+	if err := held.Release(ctx); err == nil {
+		t.Fatal("the release's reply came; want it lost")
+	}
+	late.mu.Lock()
+	argv := scriptArgv(late.held)
+	late.mu.Unlock()
+	if len(argv) < 8 {
+		t.Fatalf("the release held up carries no bid: %q", argv)
+	}
+	bid := fmt.Sprint(argv[6])
+	cancel()
+	if lk := <-done; lk != nil {
+		t.Fatal("the waiter that gave up holds the key")
+	}
+	w.Close() // its withdrawals are done
+	late.land(t, rdb)
+	landed := time.Now()
+	for id, b := range rdb.HGetAll(ctx, held.id.bidsKey()).Val() {
+		if strings.Contains(b, bid) {
+			t.Errorf("the release placed the bid %s=%q after its Locker's waiters left", id, b)
+		}
+	}
+	nextLiveWaiter(t, got, landed).Release(ctx)
+}
+
 // waitWithLateCopy arms late and starts a waiting Acquire of key on w
 // with ctx, whose first attempt late holds up in the network; it returns
 // once the waiter is parked in its line, with where its lock (or nil)

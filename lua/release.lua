@@ -11,7 +11,10 @@
 -- KEYS[4], the key's lost set (claim.lua), then ARGV[5] a yield window in ms and ARGV[6] the id of
 -- the Locker to yield to (or both ''), then
 -- optionally ARGV[7..8] the releasing Locker's next bid: the token of its
--- first waiter's next attempt and the lease in ms
+-- first waiter's next attempt and the lease in ms, with KEYS[4] the key's
+-- lost set: a bid whose token is buried there is not placed (a release
+-- held up in the network whose bid its Locker withdrew meanwhile, for
+-- want of a reply: its waiters gave up)
 -- Returns 1 when the token held the lock and it is now gone, 2 when it
 -- was granted to another Locker's bid and ARGV[7]'s bid placed, 0
 -- otherwise.
@@ -46,7 +49,7 @@ end
 if bids and (marked or ARGV[2] == '1') then
   local now, to = grantBid(KEYS[1], KEYS[3], ARGV[3])
   if now then
-    if ARGV[7] and to ~= ARGV[3] then
+    if ARGV[7] and to ~= ARGV[3] and not buried(KEYS[4], ARGV[7]) then
       placeBid(KEYS[3], ARGV[3], ARGV[7], ARGV[8], now)
       redis.pcall('publish', KEYS[1], '*' .. ARGV[3])
       return 2
