@@ -262,6 +262,17 @@ func releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return ctx, func() {}
 }
 
+// endedOnItsWay reports whether a command sent on ctx failed with err
+// because ctx ended on the command's way: a release that may never have
+// left, which must not leave the key locked for nobody for the rest of
+// its lease, is then sent once more on a fresh clean-up's context, as
+// releaseContext does for a context that ended before. So is one on a
+// clean-up's context that something before it (a hand-off's round trip,
+// slow to come back) spent.
+func endedOnItsWay(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() != nil
+}
+
 func (l *Locker) cleanup(ctx context.Context, id *lockID) {
 	l.cleanupAs(ctx, id, giveBack{notify: true, withdraw: true})
 }

@@ -57,7 +57,7 @@ func (w *world) watchTokens(h *explore.Hook) {
 	h.Seen = func(ctx context.Context, cmds []redis.Cmder, f explore.Fault, srv string, err error) {
 		for _, c := range cmds {
 			if commands {
-				w.tr.Add("L%d %v", id, c) // its args, and its reply or error
+				w.tr.Add("L%d %v (fault %v, %v)", id, c, f.Kind, err) // its args, and its reply or error
 			}
 			e := c.Err()
 			if e == nil && len(cmds) == 1 {

@@ -201,8 +201,9 @@ func (lk *Lock) unguard(h *Lock) {
 // closed and found the lock gone: behind a proxy or load balancer the copy
 // sent first may have run, so whether it released the lock or found it
 // lost cannot be told. Either way the lock is no longer renewed. A ctx
-// that is done does not keep the key locked for the rest of the lease: the
-// release is then sent on a context of its own, for at most a second.
+// that is done, or that ends as the release goes out, does not keep the
+// key locked for the rest of the lease: the release is then sent (again)
+// on a context of its own, for at most a second.
 // Release is safe on a nil Lock and when called twice (later calls
 // return nil). Releasing a reentrant handle (see Context) ends the
 // contexts made from that handle (ErrReleased) and nothing else; the
@@ -281,6 +282,15 @@ func (lk *Lock) letGo(ctx context.Context, id *lockID, g giveBack, renameErr err
 		defer lk.locker.bidPlaced(id.lockKey(), g.bid)
 	}
 	ok, err := lk.locker.store.release(ctx, id, g)
+	if endedOnItsWay(ctx, err) {
+		// Sent again without the bid, whose token the first send spent
+		// (its fate is bidPlaced's): the release alone frees the key.
+		rctx, rcancel := cleanupContext(ctx)
+		if again, aerr := lk.locker.store.release(rctx, id, giveBack{notify: true}); aerr == nil && again {
+			ok, err = true, nil
+		}
+		rcancel()
+	}
 	switch {
 	case err != nil:
 		err = unavailable("release", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -583,5 +584,82 @@ func firstAfterRestart(t *testing.T, ctx context.Context, first <-chan acquireRe
 	}
 	if err := holder.Release(ctx); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("Release of a lock the restart lost: %v, want ErrNotHeld", err)
+	}
+}
+
+// endsOnItsWay is a go-redis hook that makes every call of the scripts
+// in shas, on a caller's context with a deadline (not a clean-up's), wait
+// for that deadline and fail with the context's error without reaching
+// Redis: a context that ends as the command goes out.
+type endsOnItsWay struct {
+	shas  []string
+	ended atomic.Int32
+}
+
+func (h *endsOnItsWay) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *endsOnItsWay) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if _, ok := ctx.Deadline(); ok && ctx.Value(cleanupKey{}) == nil && len(args) > 1 && args[0] == "evalsha" && slices.Contains(h.shas, fmt.Sprint(args[1])) {
+			<-ctx.Done()
+			h.ended.Add(1)
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *endsOnItsWay) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestReleaseWhoseContextEndsOnItsWay: the caller's context ends as its
+// Release goes out, so the release never reaches Redis. It is sent again
+// on a clean-up's context, as a release on a context that had ended
+// already is: Release returns nil, and the key is free, for a Lock and
+// for an AcquireAll's set. (Before, the key stayed locked, for nobody,
+// for the rest of its lease: the explorer's idle invariant, fleet seed
+// 1048733, where a hand-off's slow reply took the Release's deadline.)
+func TestReleaseWhoseContextEndsOnItsWay(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := srv.Client(t)
+	ends := &endsOnItsWay{shas: []string{plainScripts.release.Hash(), multiPlain.release.Hash()}}
+	c.AddHook(ends)
+	l := mustNew(t, c)
+	defer l.Close()
+	ctx := context.Background()
+
+	lk, err := l.Acquire(ctx, "ends-on-its-way", Options{TTL: longLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	if err := lk.Release(rctx); err != nil {
+		t.Errorf("Release = %v; want nil: the release sent again freed the key", err)
+	}
+	cancel()
+	if v, err := rdb.Get(ctx, l.RedisKey("ends-on-its-way")).Result(); err != redis.Nil {
+		t.Errorf("the key holds %q (%v) after Release; want it free", v, err)
+	}
+
+	m, err := l.AcquireAll(ctx, []string{"ends-a", "ends-b"}, Options{TTL: longLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel = context.WithTimeout(ctx, 20*time.Millisecond)
+	if err := m.Release(rctx); err != nil {
+		t.Errorf("the set's Release = %v; want nil: the release sent again freed the keys", err)
+	}
+	cancel()
+	for _, k := range []string{"ends-a", "ends-b"} {
+		if v, err := rdb.Get(ctx, l.RedisKey(k)).Result(); err != redis.Nil {
+			t.Errorf("%s holds %q (%v) after the set's Release; want it free", k, v, err)
+		}
+	}
+	if n := ends.ended.Load(); n < 2 {
+		t.Fatalf("%d releases met their context's end on the way; want both", n)
 	}
 }

@@ -218,8 +218,9 @@ func (m *MultiLock) Extend(ctx context.Context, ttl time.Duration) error {
 // Cluster). It returns ErrNotHeld when some key was no longer held (the
 // others are released all the same), and an ErrUnavailable error when
 // Redis could not be reached; either way no key is renewed any more. A
-// ctx that is done does not keep the keys locked: the release is then
-// sent on a context of its own, for at most a second. Release is safe on
+// ctx that is done, or that ends as the release goes out, does not keep
+// the keys locked: the release is then sent (again) on a context of its
+// own, for at most a second. Release is safe on
 // a nil MultiLock and when called twice (later calls
 // return nil). Release the set even after Done closed: the keys not lost
 // stay locked until then.
@@ -245,6 +246,16 @@ func (m *MultiLock) Release(ctx context.Context) error {
 			ids[j] = m.members[i].id
 		}
 		held, err := l.releaseGroup(ctx, slots, ids, false)
+		if endedOnItsWay(ctx, err) {
+			// ctx ended as the release went out: sent again on a
+			// clean-up's context of its own. Not held then: the first send
+			// released them, or they were lost; err stands.
+			rctx, rcancel := cleanupContext(ctx)
+			if again, aerr := l.releaseGroup(rctx, slots, ids, false); aerr == nil && !slices.Contains(again, false) {
+				held, err = again, nil
+			}
+			rcancel()
+		}
 		if err != nil {
 			if failed == nil {
 				failed = unavailable("release", err)
