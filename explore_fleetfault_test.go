@@ -50,12 +50,18 @@ const fleetRefuseRate = 0.01
 // mode, after its waiter was served or gave up, must queue nobody;
 // its clean-up, sent at once, is often refused with it (a burst).
 const (
-	lateCopyRate  = 0.08
-	lateCopyMin   = 5 * time.Millisecond
-	lateCopyShort = 300 * time.Millisecond
-	lateCopyMax   = 2 * time.Second
+	lateCopyRate = 0.08
+	// lateReleaseRate: the same for the releases that bid, which are
+	// few (a turn over with waiters of the Locker's own in line).
+	lateReleaseRate = 0.3
+	lateCopyMin     = 5 * time.Millisecond
+	lateCopyShort   = 300 * time.Millisecond
+	lateCopyMax     = 2 * time.Second
 	// cleanupRefusals: a clean-up and padlock's four sends again.
 	cleanupRefusals = 5
+	// lateCopyLanded: how long after a late copy lands its clean-ups
+	// are still refused, when they are until it lands.
+	lateCopyLanded = 5 * time.Millisecond
 )
 
 // lateCopies aims late copies at the attempts sent through h, in a
@@ -69,19 +75,27 @@ const (
 // every command, 8 to 64 ms apart): its token is not buried then, and the
 // copy, when it lands, may take the key or bid, while its waiter still
 // waits or after; what the clean-up left undone the waiter's withdrawal,
-// or the claim that serves it, does.
+// or the claim that serves it, does. Of the others, each short one (one
+// that lands within lateCopyShort, well within a clean-up's bound) has
+// every clean-up naming its token refused until it has landed: the burial
+// comes after the copy, whatever the waiter did meanwhile (a fair waiter
+// leaves the queue after it). Releases that bid for their Locker's first
+// waiter are held up so too (never refused): one that lands after that
+// Locker's waiters left, and withdrew the bid, places none.
 func (w *world) lateCopies(h *explore.Hook) {
 	if !w.fleetFaults || !w.fleetSeed {
 		return
 	}
 	var mu sync.Mutex
-	refuse := map[string]int{} // tokens whose next clean-ups are refused, how many
+	refuse := map[string]int{}            // tokens whose next clean-ups are refused, how many
+	refuseUntil := map[string]time.Time{} // tokens whose clean-ups are refused until then
 	h.Target = func(cmds []redis.Cmder, idx uint64) explore.Fault {
 		if len(cmds) != 1 {
 			return explore.Fault{}
 		}
 		c := cmds[0]
-		if w.copies.cleanups[scriptOf(c)] != "" {
+		bidding := w.releaseBidding(c)
+		if w.copies.cleanups[scriptOf(c)] != "" && !bidding {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, s := range namesOf(cmds) {
@@ -89,27 +103,45 @@ func (w *world) lateCopies(h *explore.Hook) {
 					refuse[s]--
 					return explore.Fault{Kind: explore.Refused}
 				}
+				if until, ok := refuseUntil[s]; ok && time.Now().Before(until) {
+					return explore.Fault{Kind: explore.Refused}
+				}
 			}
 			return explore.Fault{}
 		}
-		if !w.isAttempt(c) {
+		if !bidding && !w.isAttempt(c) {
 			return explore.Fault{}
 		}
 		r := rand.New(rand.NewPCG(w.seed^0x1a7ec0b1, uint64(h.ID)<<40^idx))
-		if r.Float64() >= lateCopyRate {
+		if rate := r.Float64(); rate >= lateCopyRate && !bidding || rate >= lateReleaseRate {
 			return explore.Fault{}
-		}
-		if token := w.attemptToken(c); token != "" && r.IntN(2) == 0 {
-			mu.Lock()
-			refuse[token] = cleanupRefusals
-			mu.Unlock()
 		}
 		upTo := lateCopyMax
 		if r.IntN(2) == 0 {
 			upTo = lateCopyShort
 		}
-		return explore.Fault{Kind: explore.Delay, D: lateCopyMin + time.Duration(r.Int64N(int64(upTo-lateCopyMin)))}
+		d := lateCopyMin + time.Duration(r.Int64N(int64(upTo-lateCopyMin)))
+		if token := w.attemptToken(c); token != "" && !bidding {
+			switch k := r.IntN(4); {
+			case k < 2:
+				mu.Lock()
+				refuse[token] = cleanupRefusals
+				mu.Unlock()
+			case upTo == lateCopyShort:
+				mu.Lock()
+				refuseUntil[token] = time.Now().Add(d + lateCopyLanded)
+				mu.Unlock()
+			}
+		}
+		return explore.Fault{Kind: explore.Delay, D: d}
 	}
+}
+
+// releaseBidding reports whether c is a release that bids for its
+// Locker's first waiter (lua/release.lua's ARGV[7]).
+func (w *world) releaseBidding(c redis.Cmder) bool {
+	sc, ok := scriptCallOf(c)
+	return ok && w.copies.cleanups[sc.script] == "release" && len(sc.argv) >= 8 && sc.argv[6] != ""
 }
 
 // scriptOf returns the SHA1 (or source) of the script c runs, or "".

@@ -58,11 +58,12 @@ func (w *world) doom(nLockers int) {
 	if lr := w.rng(-890); w.fleet && lr.IntN(2) == 0 {
 		w.grantsLost = true
 	}
-	// One fleet in two has an impatient Locker, whose waiters give up
-	// within 600 ms: its give-ups withdraw its bids, and the last of its
-	// line the bids passed to the line, while others' releases grant.
+	// One fleet in two has an impatient Locker, and every fleet seed's,
+	// whose waiters give up within 600 ms: its give-ups withdraw its
+	// bids, and the last of its line the bids passed to the line, while
+	// others' releases grant.
 	w.impatient = -1
-	if ir := w.rng(-895); w.fleet && ir.IntN(2) == 0 {
+	if ir := w.rng(-895); w.fleet && (ir.IntN(2) == 0 || w.fleetSeed) {
 		w.impatient = ir.IntN(nLockers)
 		if qr := w.rng(-896); w.fam == "mutex" && qr.IntN(2) == 0 {
 			w.quitShare = 0.3 + 0.5*qr.Float64()
@@ -320,10 +321,12 @@ func (w *world) checkIdle() {
 	// fault lasts (faultReach).
 	for li := range w.lockers {
 		for _, f := range w.faultWindows(li) {
-			if dead(li) && f.to >= killedAt {
+			if dead(li) && f.to+padlock.CleanupTimeout >= killedAt {
 				// A command the killed Locker sent may run after its
 				// death, take the key and hold it, for nobody alive,
-				// its lease: a dead holder's.
+				// its lease: a dead holder's. So may one that ran just
+				// before it, whose clean-up, sent again until Redis
+				// answers within a clean-up's bound, the kill cut short.
 				f.to += 2 * w.fleetTTL
 			}
 			held = append(held, span{f.from, f.to})

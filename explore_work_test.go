@@ -42,6 +42,23 @@ func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 // semPermits is the capacity of the sem families' semaphores.
 const semPermits = 2
 
+// impatientBeat is the beat the impatient Locker's waiters that gave up
+// come back on, the next one (a fleet run's; explore_idle_test.go); on
+// one beat in two (burstAt) all that come back wait only impatientBurst,
+// and then come back on the next impatientRest.
+const (
+	impatientBeat  = 300 * time.Millisecond
+	impatientRest  = 3 * time.Second
+	impatientBurst = 5 * time.Millisecond
+)
+
+// burstAt reports whether the impatient Locker's waiters that come back
+// on the beat at t all give up impatientBurst later: drawn from the seed
+// and t alone, so that every one of them draws the same.
+func (w *world) burstAt(t time.Time) bool {
+	return rand.New(rand.NewPCG(w.seed^0xb0257, uint64(t.UnixNano()))).IntN(2) == 0
+}
+
 func (w *world) locker(actor, li int) {
 	r := w.rng(actor)
 	g := fmt.Sprintf("g%d@L%d", actor, li)
@@ -53,6 +70,7 @@ func (w *world) locker(actor, li int) {
 	}
 	sets := w.rng(-600000 - actor)     // drawn apart: AcquireAlls in fleet runs
 	patience := w.rng(-700000 - actor) // drawn apart: an impatient Locker's waits
+	var beat time.Time                 // the impatient beat this goroutine came back on
 	for time.Now().Before(w.end) && !w.isClosed(li) && !w.killedNow(li) && !w.quit(li) {
 		key := pick(r, w.keys...)
 		o := padlock.Options{
@@ -74,6 +92,12 @@ func (w *world) locker(actor, li int) {
 			o.NoRenew, o.TTL = false, w.fleetTTL
 			if li == w.impatient {
 				o.Wait = time.Duration(100+patience.IntN(500)) * time.Millisecond
+				if !beat.IsZero() && w.burstAt(beat) {
+					// Every waiter back on this beat gives up at once,
+					// a round trip or two after it joined the line.
+					o.Wait = impatientBurst
+				}
+				beat = time.Time{}
 			}
 			if li == w.doomed {
 				// The doomed Locker's waiters wait long: one killed in a
@@ -142,6 +166,25 @@ func (w *world) locker(actor, li int) {
 				// A waiter that gave up is gone a while: what it left in
 				// Redis is nobody's (the claimed invariant).
 				away = 1000
+			}
+			if li == w.impatient {
+				// The impatient Locker's waiters come back on a beat of
+				// the run's clock, so two of them often call Acquire at
+				// one instant: both try Redis and bid, the second passes
+				// its bid to the line, and all may give up before the
+				// first takes it over; the last to leave withdraws it
+				// (the claimed invariant).
+				// The next beat, the same for every waiter that gave
+				// up since the last; after a burst, past bidLife: the
+				// bid the last of them left, or dropped, is then the
+				// Locker's last, for a release to grant.
+				every := impatientBeat
+				if o.Wait == impatientBurst {
+					every = impatientRest
+				}
+				beat = time.Now().Truncate(every).Add(every)
+				time.Sleep(time.Until(beat))
+				continue
 			}
 			time.Sleep(time.Duration(r.IntN(away)) * time.Millisecond)
 			continue

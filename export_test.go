@@ -188,3 +188,7 @@ const ClaimWindow = claimWindow
 
 // BidLife is the age at which a bid is no longer granted (wait_claim.go).
 const BidLife = bidLife
+
+// CleanupTimeout bounds a clean-up, with the sends again of one that got
+// no answer (config_locker.go).
+const CleanupTimeout = cleanupTimeout

@@ -617,29 +617,42 @@ func (a *acquisition) withdrawBids(ctx context.Context) {
 }
 
 // leaveFair takes a fair waiter that ends without the lock out of its
-// key's queue (any attempt may have queued it). When one of its bids may
-// be unburied (a lost attempt whose clean-up got no answer), the leave
-// goes behind the caller, after that bid's withdrawal, which buries it:
-// a copy of the attempt that lands before the burial queues the waiter
-// again, with its bid, which a release would grant to nobody, and only a
-// leave that comes after the burial takes that entry out (a copy that
-// lands after the burial is refused). Otherwise the waiter leaves at once
-// (Locker.leaveQueue) and its bids are withdrawn behind it.
+// key's queue (any attempt may have queued it), and withdraws its bids
+// after that, so that a grant to one of them made before the leave is let
+// go. When one of its bids may be unburied (a lost attempt whose clean-up
+// got no answer), it is buried first (leaveAfterBurial). Otherwise the
+// waiter leaves at once (Locker.leaveQueue) and its bids are withdrawn
+// behind it.
 func (a *acquisition) leaveFair(ctx context.Context) {
-	if !slices.ContainsFunc(a.bids.sent, func(s bidSent) bool { return s.unburied }) {
+	var lost []bidSent
+	for _, s := range a.bids.sent {
+		if s.unburied {
+			lost = append(lost, s)
+		}
+	}
+	if len(lost) == 0 {
 		a.l.leaveQueue(ctx, a.id, a.at.place)
 		return
 	}
 	sent := slices.Clone(a.bids.sent)
 	a.bids.reset()
-	a.l.withdrawThen(ctx, sent, a.leaveSend())
+	a.leaveAfterBurial(ctx, lost, sent)
 }
 
-// leaveSend returns the send of a's leave from its key's queue, for a
-// clean-up behind the caller.
-func (a *acquisition) leaveSend() func(context.Context) error {
+// leaveAfterBurial takes a fair waiter that no longer waits (it gave up,
+// or holds the key) out of its key's queue, behind the caller: it buries
+// lost, the attempts whose clean-up may never have reached Redis, then
+// leaves the queue, then withdraws rest. A copy of a lost attempt that
+// asked to join and landed before its burial queued the place again, with
+// its bid, which a release would grant to nobody: only a leave after the
+// burial takes that entry out (a copy that lands after the burial is
+// refused), and only a withdrawal after the leave lets go of a grant a
+// release made to the entry meanwhile.
+func (a *acquisition) leaveAfterBurial(ctx context.Context, lost, rest []bidSent) {
 	l, id, place := a.l, a.id, a.at.place
-	return func(ctx context.Context) error { return l.store.leaveQueue(ctx, id, place) }
+	sends := l.withdrawals(lost)
+	sends = append(sends, func(ctx context.Context) error { return l.store.leaveQueue(ctx, id, place) })
+	l.cleanUpBehind(ctx, append(sends, l.withdrawals(rest)...)...)
 }
 
 // leaveQueue takes a waiter queued as place out of the queue of id's key:

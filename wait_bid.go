@@ -245,40 +245,45 @@ func (l *Locker) bidPlaced(channel string, b *releaseBid) {
 // in the caller. An unburied one is buried as it goes (lua/claim.lua): a
 // copy of it that lands after the withdrawal takes nothing.
 func (l *Locker) withdraw(ctx context.Context, sent []bidSent) {
-	l.withdrawThen(ctx, sent, nil)
+	l.cleanUpBehind(ctx, l.withdrawals(sent)...)
 }
 
-// withdrawThen is withdraw, and then, within the same cleanupTimeout,
-// sends then (when not nil) the same way: after every withdrawal was
-// answered, or sent once on a closed Locker.
-func (l *Locker) withdrawThen(ctx context.Context, sent []bidSent, then func(context.Context) error) {
+// withdrawals returns the sends that take the bids sent out of Redis
+// (withdraw), in order.
+func (l *Locker) withdrawals(sent []bidSent) []func(context.Context) error {
+	sends := make([]func(context.Context) error, 0, len(sent))
+	for _, s := range sent {
+		sends = append(sends, func(ctx context.Context) error {
+			_, err := l.store.release(ctx, s.id, giveBack{notify: true, withdraw: true, bury: s.unburied})
+			return err
+		})
+	}
+	return sends
+}
+
+// cleanUpBehind sends the clean-ups sends one after another, behind the
+// caller (the Locker's Close waits for them), each once the one before it
+// was answered, each sent again until Redis answers it (untilAnswered),
+// with one cleanupTimeout for them all; a closed Locker sends each once,
+// in the caller.
+func (l *Locker) cleanUpBehind(ctx context.Context, sends ...func(context.Context) error) {
 	ctx = context.WithoutCancel(ctx)
-	withdraw := func(again bool) {
+	run := func(again bool) {
 		ctx, cancel := cleanupContext(ctx)
 		defer cancel()
-		sends := make([]func() error, 0, len(sent)+1)
-		for _, s := range sent {
-			sends = append(sends, func() error {
-				_, err := l.store.release(ctx, s.id, giveBack{notify: true, withdraw: true, bury: s.unburied})
-				return err
-			})
-		}
-		if then != nil {
-			sends = append(sends, func() error { return then(ctx) })
-		}
 		for _, send := range sends {
 			if again {
-				untilAnswered(ctx, send)
+				untilAnswered(ctx, func() error { return send(ctx) })
 			} else {
-				_ = send()
+				_ = send(ctx)
 			}
 			if ctx.Err() != nil {
 				return
 			}
 		}
 	}
-	if !l.notifier.goBehind(func() { withdraw(true) }) {
-		withdraw(false)
+	if !l.notifier.goBehind(func() { run(true) }) {
+		run(false)
 	}
 }
 
@@ -298,7 +303,7 @@ func (a *acquisition) buryUnburied(ctx context.Context) {
 	switch {
 	case len(lost) == 0:
 	case a.o.Fair:
-		a.l.withdrawThen(ctx, lost, a.leaveSend())
+		a.leaveAfterBurial(ctx, lost, lost)
 	default:
 		a.l.withdraw(ctx, lost)
 	}

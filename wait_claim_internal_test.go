@@ -170,11 +170,15 @@ type lateCopy struct {
 	landBeforeBurial *redis.Client
 	landed           bool
 	landErr          error
-	armed            atomic.Bool
-	mu               sync.Mutex
-	held             []any
-	after            []any
-	taken            chan struct{}
+	// beforeLeave, when set, runs once, before the first call of the
+	// script whose SHA1 is leaveSha reaches Redis.
+	leaveSha    string
+	beforeLeave func()
+	armed       atomic.Bool
+	mu          sync.Mutex
+	held        []any
+	after       []any
+	taken       chan struct{}
 }
 
 func newLateCopy(sha string) *lateCopy { return &lateCopy{sha: sha, taken: make(chan struct{})} }
@@ -184,6 +188,15 @@ func (h *lateCopy) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *lateCopy) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		args := cmd.Args()
+		if len(args) > 1 && args[0] == "evalsha" && h.leaveSha != "" && args[1] == h.leaveSha {
+			h.mu.Lock()
+			f := h.beforeLeave
+			h.beforeLeave = nil
+			h.mu.Unlock()
+			if f != nil {
+				f()
+			}
+		}
 		if h.lostCleanup(args) {
 			err := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 			cmd.SetErr(err)
@@ -710,6 +723,52 @@ func lateCopyBeforeItsBurial(t *testing.T, fair, served bool) {
 		t.Errorf("the release granted the key to the late copy's bid: %q", v)
 	}
 	nextLiveWaiter(t, got, released).Release(ctx)
+}
+
+// TestFairGiveUpLetsGoOfAGrantMadeAsItLeaves: a fair waiter with an
+// attempt whose reply and clean-up were lost gives up; it buries that
+// attempt, leaves the queue, and withdraws its bids, in that order. A
+// release that lands just before the leave grants the key to the bid its
+// queue entry carries: the withdrawal after the leave lets that grant go,
+// so the key is not held for nobody once the waiter's clean-ups are done,
+// and the live waiter behind it has the key. (A withdrawal before the
+// leave missed that grant, which held the key for its claim window: the
+// explorer's claimed invariant, fleet seed 1048633.)
+func TestFairGiveUpLetsGoOfAGrantMadeAsItLeaves(t *testing.T) {
+	rdb, h, live, w, late := lateCopySetup(t, attemptScript(true))
+	late.cleanupSha, late.cleanupsToLose = plainScripts.releaseFair.Hash(), 1
+	ctx := context.Background()
+	const key = "fair-grant-as-it-leaves"
+	o := Options{TTL: longLease, Wait: longLease, Fair: true, Retry: LinearBackoff(time.Millisecond)}
+	holder, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done, _ := waitWithLateCopy(t, wctx, w, late, key, o)
+	got := queueWaiters(t, live, key, 1, o)
+	released := make(chan time.Time, 1)
+	late.mu.Lock()
+	late.leaveSha = plainScripts.leaveFair.Hash()
+	late.beforeLeave = func() {
+		released <- time.Now()
+		if err := holder.Release(ctx); err != nil {
+			t.Errorf("the holder's release: %v", err)
+		}
+	}
+	late.mu.Unlock()
+	cancel()
+	if lk := <-done; lk != nil {
+		t.Fatal("the waiter that gave up holds the key")
+	}
+	w.Close() // its burial, its leave and its withdrawals are done
+	at := <-released
+	bid := fmt.Sprint(scriptArgv(late.last())[0]) // its entry's bid: its last attempt's
+	if v, err := rdb.Get(ctx, holder.id.lockKey()).Result(); err == nil && strings.HasPrefix(v, bid+"|") {
+		t.Errorf("the key holds the grant %q to the bid of the waiter that left; want it let go", v)
+	}
+	nextLiveWaiter(t, got, at).Release(ctx)
 }
 
 // TestLateReleaseBidsForNobody: a release that gives the key to another
