@@ -140,6 +140,9 @@ func TestReleaseBidsForItsOwnWaiters(t *testing.T) {
 	// a's third waiter queues behind its second, so it does not try.
 	third := joinLine(t, a, key, "a's third waiter", o, 2)
 	awaitWaiters(t, a, key, "b's want heard", func(kw *keyWaiters) bool { return len(kw.wanters) > 0 })
+	rdb := srv.Client(t)
+	before, _ := rdb.HGet(ctx, holder.id.bidsKey(), a.id).Result() // the second's, which the hand-off spends
+	handOffAt := time.Now()
 	if err := first.lk.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -161,11 +164,13 @@ func TestReleaseBidsForItsOwnWaiters(t *testing.T) {
 	default:
 	}
 	// The hand-off took a's bid (its second waiter's) out of Redis, and
-	// a's third waiter never bid.
-	if bid, err := srv.Client(t).HGet(ctx, second.lk.id.bidsKey(), a.id).Result(); err != redis.Nil {
-		t.Fatalf("a's bid in Redis after the hand-off: %q (%v); want none", bid, err)
+	// a's third waiter never bid, unless it was first in line for a
+	// recheck (a loaded machine), after which it looks again and bids
+	// anew.
+	if bid, err := rdb.HGet(ctx, second.lk.id.bidsKey(), a.id).Result(); err != redis.Nil && (bid == before || time.Since(handOffAt) < a.recheck) {
+		t.Fatalf("a's bid in Redis after the hand-off: %q (%v); want none (before it: %q)", bid, err, before)
 	}
-	sent := scripts.Load()
+	sent, sentAt := scripts.Load(), time.Now()
 	if err := second.lk.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -188,8 +193,10 @@ func TestReleaseBidsForItsOwnWaiters(t *testing.T) {
 		t.Fatal("a's third waiter got no lock")
 	}
 	defer last.Release(ctx)
-	if n := scripts.Load() - sent; n != 2 {
-		t.Fatalf("a sent %d scripts from its turn's last release to its third waiter's lock; want 2, the release, which bids for its waiter, and the claim", n)
+	// A waiter first in line bids again every bidRefresh: on a loaded
+	// machine, where this stretch lasts that long, those are a's too.
+	if n, again := scripts.Load()-sent, int64(time.Since(sentAt)/bidRefresh); n < 2 || n > 2+again {
+		t.Fatalf("a sent %d scripts from its turn's last release to its third waiter's lock; want 2, the release, which bids for its waiter, and the claim (and %d bids again)", n, again)
 	}
 	if !(holder.Fence() < first.lk.Fence() && second.lk.Fence() < hb.lk.Fence() && hb.lk.Fence() < last.Fence()) {
 		t.Fatalf("fences %d, %d, %d, %d, %d: want them rising", holder.Fence(), first.lk.Fence(), second.lk.Fence(), hb.lk.Fence(), last.Fence())
