@@ -3,6 +3,7 @@
 package chaos_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -38,5 +39,25 @@ func TestApartMachineStarved(t *testing.T) {
 		if got := len(starved) == 1; got != tc.starved || len(kept)+len(starved) != 1 {
 			t.Errorf("%s: kept %d, set apart %d; want set apart: %v", tc.name, len(kept), len(starved), tc.starved)
 		}
+	}
+}
+
+// TestLostElsewhereStarved: a lock on a healthy master reported lost
+// counts as a broken promise, unless its process measured itself
+// starved for a third of the TTL in the TTL before the loss.
+func TestLostElsewhereStarved(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	base := []record.Event{
+		{Worker: 1, N: 1, Kind: record.Acquire, Key: "k0", T0: 0, T: 10 * ms},
+		{Worker: 1, N: 1, Kind: record.Lost, T: 1200 * ms},
+		{Worker: 2, N: 1, Kind: record.Acquire, Key: "slow", T0: 0, T: 10 * ms},
+		{Worker: 2, N: 1, Kind: record.Lost, T: 1200 * ms},
+	}
+	if n := lostElsewhere(t, base, "slow", time.Second); n != 1 {
+		t.Fatalf("lostElsewhere = %d, want 1: the lock on the healthy master", n)
+	}
+	starved := append(slices.Clone(base), record.Event{Worker: 1, Kind: record.Starved, T0: 500 * ms, T: 1000 * ms})
+	if n := lostElsewhere(t, starved, "slow", time.Second); n != 0 {
+		t.Fatalf("lostElsewhere = %d with the process starved 500ms of the TTL before the loss, want 0", n)
 	}
 }
