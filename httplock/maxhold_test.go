@@ -83,11 +83,12 @@ func TestLockClientCannotHoldLock(t *testing.T) {
 	t.Parallel() // its cases wait out leases, on servers of their own
 	const bound = time.Second
 	// Past the bound the lock is no longer renewed, and ends with its
-	// lease (1 s) while the attacker's handler still runs; the other
-	// caller waits a little for it, less than the attack lasts. (A 500 ms
-	// lease once lost its renewals before the bound on a loaded machine,
-	// and the attacker's context said lock lost, not the bound.)
-	lease := httplock.WithLockOptions(padlock.Options{TTL: time.Second, Wait: 1500 * time.Millisecond})
+	// lease (2 s) while the attacker's handler still runs; the other
+	// caller waits a little for it, less than the attack lasts (4 s).
+	// (Leases of 500 ms and then 1 s lost their renewals before the bound
+	// on a loaded machine, and the attacker's context said lock lost, not
+	// the bound.)
+	lease := httplock.WithLockOptions(padlock.Options{TTL: 2 * time.Second, Wait: 2 * time.Second})
 	tests := []struct {
 		name   string
 		opts   []httplock.Option

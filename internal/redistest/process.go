@@ -18,7 +18,7 @@ const (
 	// readyTimeout bounds the wait for a started redis-server to answer.
 	// A healthy one answers within milliseconds; this only has to outlast a
 	// loaded CI machine.
-	readyTimeout = 10 * time.Second
+	readyTimeout = 30 * time.Second
 	// exitTimeout bounds the wait for a killed redis-server to be reaped.
 	exitTimeout = 10 * time.Second
 	// launchAttempts is how often a server is started before a port taken
