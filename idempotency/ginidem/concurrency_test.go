@@ -76,14 +76,14 @@ func TestIdempotencyConcurrent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := newOrders(t, tester, tt.opts...)
+			const n = 100
+			o := newOrdersFor(t, n, tester, tt.opts...)
 			slow := gin.New()
 			// Slow enough that the duplicates arrive while it runs.
 			slow.POST("/orders", ginidem.New(o.l, o.rdb, tester, tt.opts...), func(c *gin.Context) {
 				time.Sleep(50 * time.Millisecond)
 				o.create(c)
 			})
-			const n = 100
 			start := make(chan struct{})
 			res := make([]*httptest.ResponseRecorder, n)
 			var wg sync.WaitGroup

@@ -18,6 +18,7 @@ import (
 	"github.com/padlockgo/padlock"
 	"github.com/padlockgo/padlock/idempotency"
 	"github.com/padlockgo/padlock/idempotency/ginidem"
+	"github.com/padlockgo/padlock/internal/handlertest"
 	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/padlockgo/padlock/keyfunc"
 	"github.com/padlockgo/padlock/lockkey"
@@ -36,6 +37,24 @@ type orders struct {
 func newOrders(t testing.TB, caller func(*gin.Context) (string, error), opts ...idempotency.Option) *orders {
 	t.Helper()
 	l, srv, rdb := newLocker(t)
+	return ordersOn(l, srv, rdb, caller, opts...)
+}
+
+// newOrdersFor is newOrders with a client of its own for n requests at
+// once: a connection each, and the time a loaded machine takes to serve
+// them all (go-redis's pool timeout, and the test client's one-second
+// reads, once failed such a burst with 503s).
+func newOrdersFor(t testing.TB, n int, caller func(*gin.Context) (string, error), opts ...idempotency.Option) *orders {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t, func(o *redis.Options) {
+		o.PoolSize, o.PoolTimeout = n, 30*time.Second
+		o.ReadTimeout, o.WriteTimeout = 10*time.Second, 10*time.Second
+	})
+	return ordersOn(handlertest.LockerOn(t, rdb), srv, rdb, caller, opts...)
+}
+
+func ordersOn(l *padlock.Locker, srv *redistest.Server, rdb *redis.Client, caller func(*gin.Context) (string, error), opts ...idempotency.Option) *orders {
 	o := &orders{r: gin.New(), l: l, srv: srv, rdb: rdb}
 	var reqID atomic.Int64
 	o.r.Use(func(c *gin.Context) {
