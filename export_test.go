@@ -52,6 +52,10 @@ func SetNoticeRecheck(l *Locker, d time.Duration) { l.recheck = d }
 // WaitForWaiters waits until n Acquires of l wait for key.
 func WaitForWaiters(t *testing.T, l *Locker, key string, n int) { waitForWaiters(t, l, key, n) }
 
+// WaitParked waits until n Acquires of l are asleep in key's line, where
+// a Release of l may hand them the lock.
+func WaitParked(t *testing.T, l *Locker, key string, n int) { waitParked(t, l, key, n) }
+
 // LockRun identifies the lock in Redis that lk holds: the same for every
 // holder a hand-off within a Locker passed it to (each under a token of
 // its own), different for every lock taken from Redis.

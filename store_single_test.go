@@ -482,6 +482,12 @@ func TestFairLateRequestQueuesOnce(t *testing.T) {
 				t.Fatalf("entries of the waiter once the late request ran: got %d, want 1", got)
 			}
 			if tc.served {
+				if tc.local {
+					// A Release hands the lock on only to a waiter asleep
+					// in the line, which a loaded machine may not have put
+					// to sleep yet.
+					padlock.WaitParked(t, wl, key, 1)
+				}
 				if err := holder.Release(ctx); err != nil {
 					t.Fatalf("holder's Release: %v", err)
 				}
