@@ -183,6 +183,15 @@ type lateCopy struct {
 
 func newLateCopy(sha string) *lateCopy { return &lateCopy{sha: sha, taken: make(chan struct{})} }
 
+// loseCleanups makes the first n clean-ups of the held attempt lost, in
+// the mode fair says (release.lua's, or release_fair.lua's).
+func (h *lateCopy) loseCleanups(fair bool, n int) {
+	h.cleanupSha, h.cleanupsToLose = plainScripts.release.Hash(), n
+	if fair {
+		h.cleanupSha = plainScripts.releaseFair.Hash()
+	}
+}
+
 func (h *lateCopy) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *lateCopy) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -579,10 +588,7 @@ func TestLateCopyAfterAHandOffTakesNothing(t *testing.T) {
 	for _, fair := range []bool{false, true} {
 		t.Run(mode(fair), func(t *testing.T) {
 			rdb, _, live, w, late := lateCopySetup(t, attemptScript(fair))
-			late.cleanupSha, late.cleanupsToLose = plainScripts.release.Hash(), 1
-			if fair {
-				late.cleanupSha = plainScripts.releaseFair.Hash()
-			}
+			late.loseCleanups(fair, 1)
 			handedOn := &handOnSeen{}
 			w.cfg.observer = handedOn // before its first operation
 			ctx := context.Background()
@@ -647,10 +653,8 @@ func TestLateCopyBeforeItsBurialQueuesNobody(t *testing.T) {
 
 func lateCopyBeforeItsBurial(t *testing.T, fair, served bool) {
 	rdb, h, live, w, late := lateCopySetup(t, attemptScript(fair))
-	late.cleanupSha, late.cleanupsToLose, late.landBeforeBurial = plainScripts.release.Hash(), 1, rdb
-	if fair {
-		late.cleanupSha = plainScripts.releaseFair.Hash()
-	}
+	late.loseCleanups(fair, 1)
+	late.landBeforeBurial = rdb
 	ctx := context.Background()
 	const key = "late-copy-before-burial"
 	o := Options{TTL: longLease, Wait: longLease, Fair: fair, Retry: LinearBackoff(time.Millisecond)}
@@ -736,7 +740,7 @@ func lateCopyBeforeItsBurial(t *testing.T, fair, served bool) {
 // explorer's claimed invariant, fleet seed 1048633.)
 func TestFairGiveUpLetsGoOfAGrantMadeAsItLeaves(t *testing.T) {
 	rdb, h, live, w, late := lateCopySetup(t, attemptScript(true))
-	late.cleanupSha, late.cleanupsToLose = plainScripts.releaseFair.Hash(), 1
+	late.loseCleanups(true, 1)
 	ctx := context.Background()
 	const key = "fair-grant-as-it-leaves"
 	o := Options{TTL: longLease, Wait: longLease, Fair: true, Retry: LinearBackoff(time.Millisecond)}
@@ -866,10 +870,7 @@ func (h *handOnSeen) LockReleased(e LockReleasedEvent) {
 func lateCopyOnAFreeKey(t *testing.T, fair, served bool, cleanupsLost int) {
 	rdb, h, live, w, late := lateCopySetup(t, attemptScript(fair))
 	if cleanupsLost > 0 {
-		late.cleanupSha, late.cleanupsToLose = plainScripts.release.Hash(), cleanupsLost
-		if fair {
-			late.cleanupSha = plainScripts.releaseFair.Hash()
-		}
+		late.loseCleanups(fair, cleanupsLost)
 	}
 	ctx := context.Background()
 	const key = "late-copy-free"
