@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,6 +142,23 @@ func TestHandOffBlockOutlastsShortLine(t *testing.T) {
 	// when its turn comes is not handed it (handOff).
 	o := Options{Wait: 30 * time.Second, Retry: LinearBackoff(time.Hour)}
 	l.recheck = time.Hour
+	// Each turn's line empties as its waiter is served, and the UNSUBSCRIBE
+	// that follows goes behind the waiter. If it is confirmed only after
+	// the next waiter subscribed, padlock subscribes once more, and that
+	// confirmation wakes the waiter to try (a notice may have been missed
+	// in between): awake at the release, it is rightly not handed the
+	// lock. On a loaded machine the UNSUBSCRIBE is that slow, so each turn
+	// waits for it to be confirmed before its waiter queues.
+	var unsubscribed atomic.Int64
+	l.notifier.unsubscribedSeen = func(string) { unsubscribed.Add(1) }
+	awaitUnsubscribed := func(n int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); unsubscribed.Load() < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the UNSUBSCRIBE after the line's last waiter left was not confirmed (%d of %d)", unsubscribed.Load(), n)
+			}
+		}
+	}
 
 	// A waiter alone in line subscribes to the key's notices after its
 	// first attempt, and tries once more when the subscription is
@@ -171,6 +189,7 @@ func TestHandOffBlockOutlastsShortLine(t *testing.T) {
 		t.Fatal("the waiter did not get the lock")
 	}
 	for i := 1; i <= turns; i++ {
+		awaitUnsubscribed(int64(i))
 		got = asleepAfterSecondTry() // the other worker, back in line
 		if err := prev.lk.Release(ctx); err != nil {
 			t.Fatal(err)

@@ -46,6 +46,9 @@ type notifier struct {
 	// a notice as it arrives: how many copies are delivered (0: it is
 	// lost) and how late.
 	fault func(channel, payload string) (copies int, late time.Duration)
+	// unsubscribedSeen, set by tests before any subscription, is told of
+	// each UNSUBSCRIBE confirmation once it is handled.
+	unsubscribedSeen func(channel string)
 
 	connMu sync.Mutex // guards conns; held while a subscription is made
 	conns  map[string]*redis.PubSub
@@ -171,6 +174,9 @@ func (n *notifier) confirmed(channel string) {
 // came back for the channel after the last ones left, their SUBSCRIBE may
 // have reached Redis before that UNSUBSCRIBE: subscribe again for them.
 func (n *notifier) unsubscribed(channel string) {
+	if n.unsubscribedSeen != nil {
+		defer n.unsubscribedSeen(channel)
+	}
 	n.mu.Lock()
 	kw := n.keys[channel]
 	var conn *redis.PubSub
