@@ -624,12 +624,7 @@ func (a *acquisition) withdrawBids(ctx context.Context) {
 // waiter leaves at once (Locker.leaveQueue) and its bids are withdrawn
 // behind it.
 func (a *acquisition) leaveFair(ctx context.Context) {
-	var lost []bidSent
-	for _, s := range a.bids.sent {
-		if s.unburied {
-			lost = append(lost, s)
-		}
-	}
+	lost := a.bids.unburied()
 	if len(lost) == 0 {
 		a.l.leaveQueue(ctx, a.id, a.at.place)
 		return

@@ -161,6 +161,19 @@ func (b *bids) tokens() []string {
 	return t
 }
 
+// unburied returns the attempts of b whose clean-up after a lost reply
+// may never have reached Redis: a copy of one held up in the network may
+// still land, and must find it buried.
+func (b *bids) unburied() []bidSent {
+	var lost []bidSent
+	for _, s := range b.sent {
+		if s.unburied {
+			lost = append(lost, s)
+		}
+	}
+	return lost
+}
+
 // appendTokens appends the tokens of b to t: those an attempt names.
 func (b *bids) appendTokens(t []string) []string {
 	for _, s := range b.sent {
@@ -294,12 +307,7 @@ func (l *Locker) cleanUpBehind(ctx context.Context, sends ...func(context.Contex
 // asked to join and landed before its burial queued the place again,
 // with its bid, which a release would grant to nobody.
 func (a *acquisition) buryUnburied(ctx context.Context) {
-	var lost []bidSent
-	for _, s := range a.bids.sent {
-		if s.unburied {
-			lost = append(lost, s)
-		}
-	}
+	lost := a.bids.unburied()
 	switch {
 	case len(lost) == 0:
 	case a.o.Fair:
