@@ -224,8 +224,15 @@ func untilAnswered(ctx context.Context, send func() error) {
 // answered reports whether a clean-up that ended with err needs no other
 // send: it ran, Redis answered it, the client is closed, or ctx ended.
 func answered(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || redisAnswered(err)
+}
+
+// redisAnswered reports whether a command that ended with err was
+// answered by Redis (a reply, an error reply among them), or needs no
+// answer: the client is closed.
+func redisAnswered(err error) bool {
 	var reply redis.Error
-	return err == nil || ctx.Err() != nil || errors.As(err, &reply) || errors.Is(err, redis.ErrClosed)
+	return err == nil || errors.As(err, &reply) || errors.Is(err, redis.ErrClosed)
 }
 
 // answeredBehind sends a clean-up with send, in the caller, with a
@@ -237,9 +244,16 @@ func (l *Locker) answeredBehind(ctx context.Context, send func(context.Context) 
 	first, cancel := cleanupContext(ctx)
 	done := answered(first, send(first))
 	cancel()
-	if done {
-		return
+	if !done {
+		l.resendBehind(ctx, send)
 	}
+}
+
+// resendBehind sends a clean-up with send again behind the caller
+// (notifier.goBehind), which has moved on, until Redis answers it
+// (untilAnswered), with a clean-up's bound; a closed Locker sends nothing
+// more.
+func (l *Locker) resendBehind(ctx context.Context, send func(context.Context) error) {
 	l.notifier.goBehind(func() {
 		ctx, cancel := cleanupContext(ctx)
 		defer cancel()

@@ -203,7 +203,10 @@ func (lk *Lock) unguard(h *Lock) {
 // lost cannot be told. Either way the lock is no longer renewed. A ctx
 // that is done, or that ends as the release goes out, does not keep the
 // key locked for the rest of the lease: the release is then sent (again)
-// on a context of its own, for at most a second.
+// on a context of its own, for at most a second. Nor does a release that
+// Redis did not answer (a refused connection, a reset): Release returns
+// its ErrUnavailable error at once, and the release goes on behind it,
+// sent again until Redis answers, for at most a second.
 // Release is safe on a nil Lock and when called twice (later calls
 // return nil). Releasing a reentrant handle (see Context) ends the
 // contexts made from that handle (ErrReleased) and nothing else; the
@@ -282,14 +285,30 @@ func (lk *Lock) letGo(ctx context.Context, id *lockID, g giveBack, renameErr err
 		defer lk.locker.bidPlaced(id.lockKey(), g.bid)
 	}
 	ok, err := lk.locker.store.release(ctx, id, g)
+	heard := redisAnswered(err)
+	// Sent again without the bid, whose token the first send spent (its
+	// fate is bidPlaced's): the release alone frees the key.
+	again := func(ctx context.Context) (bool, error) {
+		return lk.locker.store.release(ctx, id, giveBack{notify: true})
+	}
 	if endedOnItsWay(ctx, err) {
-		// Sent again without the bid, whose token the first send spent
-		// (its fate is bidPlaced's): the release alone frees the key.
 		rctx, rcancel := cleanupContext(ctx)
-		if again, aerr := lk.locker.store.release(rctx, id, giveBack{notify: true}); aerr == nil && again {
+		held, aerr := again(rctx)
+		if aerr == nil && held {
 			ok, err = true, nil
 		}
+		heard = redisAnswered(aerr)
 		rcancel()
+	}
+	if !heard {
+		// No send was answered: the release may never have reached
+		// Redis (a refused connection, a reset), and the key would stay
+		// locked, for nobody, for the rest of its lease. It goes on
+		// behind the caller, which hears the error now.
+		lk.locker.resendBehind(ctx, func(ctx context.Context) error {
+			_, err := again(ctx)
+			return err
+		})
 	}
 	switch {
 	case err != nil:
@@ -385,10 +404,13 @@ func (l *Locker) rename(ctx context.Context, lk *Lock, next *lockID) error {
 	switch {
 	case err != nil:
 		l.watchdog.settle(ls, seq, false)
-		// Whichever token holds the lock now, let it go.
-		rctx, cancel := cleanupContext(ctx)
-		defer cancel()
-		_, _ = l.store.release(rctx, next, giveBack{notify: true})
+		// Whichever token holds the lock now, let it go: next's here,
+		// sent again behind the caller until Redis answers; lk's in
+		// letGo.
+		l.answeredBehind(ctx, func(ctx context.Context) error {
+			_, err := l.store.release(ctx, next, giveBack{notify: true})
+			return err
+		})
 		return unavailable("release", err)
 	case !ok:
 		l.watchdog.gone(ls, lk.id)
@@ -453,10 +475,12 @@ func (l *Locker) renameFair(ctx context.Context, lk *Lock, next *lockID, place s
 	switch {
 	case err != nil:
 		l.watchdog.settle(ls, seq, false)
-		// If the hand-off ran, next's token holds the lock: let it go.
-		rctx, cancel := cleanupContext(ctx)
-		defer cancel()
-		_, _ = l.store.release(rctx, next, giveBack{})
+		// If the hand-off ran, next's token holds the lock: let it go,
+		// sent again behind the caller until Redis answers.
+		l.answeredBehind(ctx, func(ctx context.Context) error {
+			_, err := l.store.release(ctx, next, giveBack{})
+			return err
+		})
 		return 0, false, unavailable("release", err)
 	case released:
 		return 0, true, nil

@@ -663,3 +663,48 @@ func TestReleaseWhoseContextEndsOnItsWay(t *testing.T) {
 		t.Fatalf("%d releases met their context's end on the way; want both", n)
 	}
 }
+
+// TestRefusedReleaseCostsUnderASecond: a holder lets go while Redis
+// refuses its connections, so its release never arrives. Release returns
+// ErrUnavailable at once, and the release goes on behind it, sent again
+// until Redis answers: the live waiter of another Locker has the key
+// within a second of Redis taking connections again, for a Lock in
+// either mode and for an AcquireAll's set, not the holder's 30 s lease.
+// (Before, a release was sent once, twice when its context ended on the
+// way: the key stayed locked, for nobody, for the rest of its lease.)
+func TestRefusedReleaseCostsUnderASecond(t *testing.T) {
+	for _, kind := range []string{"default", "fair", "set"} {
+		t.Run(kind, func(t *testing.T) {
+			srv := redistest.Start(t)
+			live := mustNew(t, srv.Client(t))
+			defer live.Close()
+			h, p := viaProxy(t, srv)
+			ctx := context.Background()
+			const key = "refused-release"
+			o := Options{TTL: longLease, Wait: longLease, Fair: kind == "fair"}
+			var release func(context.Context) error
+			if kind == "set" {
+				m, err := h.AcquireAll(ctx, []string{key, key + ":b"}, Options{TTL: longLease})
+				if err != nil {
+					t.Fatal(err)
+				}
+				release = m.Release
+			} else {
+				lk, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: o.Fair})
+				if err != nil {
+					t.Fatal(err)
+				}
+				release = lk.Release
+			}
+			got := queueWaiters(t, live, key, 1, o)
+			p.Refuse(true)
+			p.Reset()
+			if err := release(ctx); !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("Release while Redis refuses connections = %v; want ErrUnavailable", err)
+			}
+			time.Sleep(300 * time.Millisecond) // the release, sent again behind Release, is refused
+			p.Refuse(false)
+			nextLiveWaiter(t, got, time.Now()).Release(ctx)
+		})
+	}
+}

@@ -220,7 +220,9 @@ func (m *MultiLock) Extend(ctx context.Context, ttl time.Duration) error {
 // Redis could not be reached; either way no key is renewed any more. A
 // ctx that is done, or that ends as the release goes out, does not keep
 // the keys locked: the release is then sent (again) on a context of its
-// own, for at most a second. Release is safe on
+// own, for at most a second; one Redis did not answer goes on behind
+// Release, sent again until Redis answers, for at most a second. Release
+// is safe on
 // a nil MultiLock and when called twice (later calls
 // return nil). Release the set even after Done closed: the keys not lost
 // stay locked until then.
@@ -246,15 +248,26 @@ func (m *MultiLock) Release(ctx context.Context) error {
 			ids[j] = m.members[i].id
 		}
 		held, err := l.releaseGroup(ctx, slots, ids, false)
+		heard := redisAnswered(err)
 		if endedOnItsWay(ctx, err) {
 			// ctx ended as the release went out: sent again on a
 			// clean-up's context of its own. Not held then: the first send
 			// released them, or they were lost; err stands.
 			rctx, rcancel := cleanupContext(ctx)
-			if again, aerr := l.releaseGroup(rctx, slots, ids, false); aerr == nil && !slices.Contains(again, false) {
+			again, aerr := l.releaseGroup(rctx, slots, ids, false)
+			if aerr == nil && !slices.Contains(again, false) {
 				held, err = again, nil
 			}
+			heard = redisAnswered(aerr)
 			rcancel()
+		}
+		if !heard {
+			// Unanswered: sent again behind the caller until Redis
+			// answers, as a single lock's release is (Lock.letGo).
+			l.resendBehind(ctx, func(ctx context.Context) error {
+				_, err := l.releaseGroup(ctx, slots, ids, false)
+				return err
+			})
 		}
 		if err != nil {
 			if failed == nil {
