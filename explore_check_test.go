@@ -65,7 +65,10 @@ type hold struct {
 	alive         bool
 	run           any           // the lock in Redis it holds, which a hand-off passes on (padlock.LockRun)
 	releaseCalled time.Duration // Release or ReleaseAfter called; -1 if not
-	extended      bool          // Extend was called: a shorter change in flight lowers ValidUntil, and the anchor read from it
+	// releaseFailed: Release returned an error; -1 if not. One that Redis
+	// did not answer goes on behind it (lock.go letGo).
+	releaseFailed time.Duration
+	extended      bool // Extend was called: a shorter change in flight lowers ValidUntil, and the anchor read from it
 	// root is the grant a Resume took over (through any number of
 	// Detach and Resume), itself if none: the same fence, the same grant
 	// to a fenced store.
@@ -221,7 +224,7 @@ func (c *checker) grant(g, kind, key string, fence int64, lk *padlock.Lock, term
 	}
 	c.mu.Lock()
 	h := &hold{id: len(c.holds) + 1, g: g, kind: kind, key: key, fence: fence, lk: lk, term: term, cap: capacity,
-		began: began, anchor: anchor, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1, ended: -1}
+		began: began, anchor: anchor, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1, releaseFailed: -1, ended: -1}
 	h.root = h
 	if of != nil {
 		h.root = of.root
@@ -249,7 +252,7 @@ func (c *checker) grantMulti(g, key string, fence int64, m *padlock.MultiLock, b
 	trust := padlock.SetTrustedUntil(m)
 	c.mu.Lock()
 	h := &hold{id: len(c.holds) + 1, g: g, kind: "mutex", key: key, fence: fence, multi: m, cap: 1,
-		began: began, anchor: began, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1, ended: -1}
+		began: began, anchor: began, start: now, last: now, released: -1, resigned: -1, releaseCalled: -1, releaseFailed: -1, ended: -1}
 	h.root = h
 	c.holds = append(c.holds, h)
 	c.mu.Unlock()
@@ -400,6 +403,14 @@ func (c *checker) released(h *hold) {
 	now := c.now()
 	c.mu.Lock()
 	h.released = now
+	c.mu.Unlock()
+}
+
+// releaseFailedAt records that h's Release returned an error.
+func (c *checker) releaseFailedAt(h *hold) {
+	now := c.now()
+	c.mu.Lock()
+	h.releaseFailed = now
 	c.mu.Unlock()
 }
 

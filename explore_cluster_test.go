@@ -311,7 +311,7 @@ func (cl *exploreCluster) run(t *testing.T, seed uint64) ([]violation, *explore.
 		w.lockers = append(w.lockers, l)
 		w.closed = append(w.closed, make(chan struct{}))
 	}
-	w.closedAt = make([]atomic.Int64, nLockers)
+	w.closedAt, w.closingAt = make([]atomic.Int64, nLockers), make([]atomic.Int64, nLockers)
 	w.ttl = pick(r, time.Second, 1500*time.Millisecond, 2*time.Second)
 	w.keys = cl.keys
 	run := 3*time.Second + time.Duration(r.IntN(2000))*time.Millisecond

@@ -217,7 +217,7 @@ func (w *world) candidate(actor, li int) {
 		began := w.chk.now()
 		// The value is published inside Campaign: the checker learns whose
 		// it is from the term.
-		pending := &hold{fence: -1, kind: "term", key: "el", g: g, released: -1, resigned: -1, ended: -1}
+		pending := &hold{fence: -1, kind: "term", key: "el", g: g, released: -1, resigned: -1, releaseFailed: -1, ended: -1}
 		w.chk.publish(value, pending)
 		ctx, op := withOp(ctx)
 		tm, err := e.Campaign(ctx, value)

@@ -64,10 +64,11 @@ const (
 	lateCopyLanded = 5 * time.Millisecond
 )
 
-// lateCopies aims late copies at the attempts sent through h, in a
-// faulted fleet seed's run (the plain seeds' fleets keep their drawn
-// faults alone: more faults excuse more, and a turn taken out of order
-// or a grant held its bid's lease shows best where faults are few).
+// lateCopies aims late copies at the attempts Locker li sends through
+// h, in a faulted fleet seed's run (the plain seeds' fleets keep their
+// drawn faults alone: more faults excuse more, and a turn taken out of
+// order or a grant held its bid's lease shows best where faults are few;
+// an honest impatient Locker's attempts have none either).
 //
 // One late copy in two has its clean-up refused too, every time padlock
 // sends it (the first cleanupRefusals clean-up scripts that name its
@@ -82,8 +83,8 @@ const (
 // leaves the queue after it). Releases that bid for their Locker's first
 // waiter are held up so too (never refused): one that lands after that
 // Locker's waiters left, and withdrew the bid, places none.
-func (w *world) lateCopies(h *explore.Hook) {
-	if !w.fleetFaults || !w.fleetSeed {
+func (w *world) lateCopies(h *explore.Hook, li int) {
+	if !w.fleetFaults || !w.fleetSeed || li == w.impatient && w.impatientHonest {
 		return
 	}
 	var mu sync.Mutex

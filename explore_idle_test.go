@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/padlockgo/padlock"
+	"github.com/padlockgo/padlock/internal/explore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,8 +26,10 @@ import (
 // waiters give up by their contexts in every run. Then no stretch longer
 // than idleBound may pass while a live waiter waits for the key and no
 // live party holds it, where a killed Locker's holder holds it until its
-// lease ends (a dead holder costs its lease) and a pause or restart of
-// the server excuses the stretch it falls in; and none longer than
+// lease ends (a dead holder costs its lease), a holder whose Release
+// failed holds it a clean-up's bound more (the release goes on behind
+// it), and a pause or restart of the server excuses the stretches up to
+// a lease after it; and none longer than
 // quietIdleBound that no fault explains (excusedIdle).
 const invIdle = "idle"
 
@@ -68,7 +71,26 @@ func (w *world) doom(nLockers int) {
 		if qr := w.rng(-896); w.fam == "mutex" && qr.IntN(2) == 0 {
 			w.quitShare = 0.3 + 0.5*qr.Float64()
 		}
+		w.impatientHonest = w.fleetFaults && w.fleetSeed && w.rng(-897).IntN(2) == 0
 	}
+}
+
+// planOf returns the fault plan of Locker i's client: the run's, but
+// none for an honest impatient Locker's (impatientHonest).
+func (w *world) planOf(i int) *explore.Plan {
+	if i != w.impatient || !w.impatientHonest {
+		return w.plan
+	}
+	p := *w.plan
+	p.Rate, p.ConnRate, p.RefuseRate = 0, 0, 0
+	return &p
+}
+
+// closingBy reports whether Close was called on Locker li by at: the
+// sends again that go behind an operation stop then.
+func (w *world) closingBy(li int, at time.Duration) bool {
+	c := time.Duration(w.closingAt[li].Load())
+	return c != 0 && c <= at
 }
 
 // quit reports whether Locker li, the impatient one, has stopped
@@ -298,7 +320,7 @@ func (w *world) checkIdle() {
 			continue
 		}
 		c.mu.Lock()
-		released, called := h.released, h.releaseCalled
+		released, called, failed := h.released, h.releaseCalled, h.releaseFailed
 		c.mu.Unlock()
 		from := h.began - maxInFlight
 		if g, ok := granted[h]; ok && g >= 0 {
@@ -312,6 +334,12 @@ func (w *world) checkIdle() {
 		case known && dead(li):
 			// A dead holder holds the key until its lease ends.
 			to = max(killedAt, h.began) + maxInFlight + c.longestLease(h, 0)
+		case known && failed >= 0 && !w.closingBy(li, failed+padlock.CleanupTimeout):
+			// A release that Redis did not answer goes on behind
+			// Release, sent again until Redis answers, within a
+			// clean-up's bound (lock.go letGo); each send's fault holds
+			// the key its own window.
+			to = failed + padlock.CleanupTimeout + maxInFlight
 		case called >= 0:
 			to = called + maxInFlight + c.longestLease(h, 0)
 		}
@@ -349,7 +377,13 @@ func (w *world) checkIdle() {
 			if i < len(held) {
 				next = min(next, held[i].from)
 			}
-			if next-at > idleBound && !w.pausedIn(start.Add(at-maxInFlight), start.Add(next)) && !c.restartIn(at-maxInFlight, next) {
+			// A pause or restart excuses the stretches up to a lease
+			// after it: a command it held up may run at the resume and
+			// hold the key its lease, and a restart without persistence
+			// forgets the burials, so a copy held up in the network that
+			// lands after it takes the key for its lease too.
+			stopped := at - maxInFlight - w.fleetTTL
+			if next-at > idleBound && !w.pausedIn(start.Add(stopped), start.Add(next)) && !c.restartIn(stopped, next) {
 				c.fail(invIdle, next, "%s: nobody held the key from %.3fs to %.3fs (%v) while a live waiter waited for it (%.3fs to %.3fs); the bound is %v%s",
 					key, at.Seconds(), next.Seconds(), next-at, wt.from.Seconds(), wt.to.Seconds(), idleBound, w.killNote())
 				return

@@ -58,14 +58,14 @@ func (w *world) newClusterLocker(i int, opts ...padlock.LockerOption) *padlock.L
 		// told Gone, decides no fault for it that would run it late).
 		below = append(below, killer{&w.dead})
 	}
-	c, hs := w.cluster.NewClient(8*i, fmt.Sprintf("L%d", i), w.plan, w.tr, &w.late, below...)
+	c, hs := w.cluster.NewClient(8*i, fmt.Sprintf("L%d", i), w.planOf(i), w.tr, &w.late, below...)
 	for _, h := range hs {
 		if i == w.doomed {
 			h.Gone = w.dead.Load
 		}
 		w.watchTokens(h)
 		w.watchFaults(h, i)
-		w.lateCopies(h)
+		w.lateCopies(h, i)
 	}
 	w.clients = append(w.clients, c)
 	w.hooks = append(w.hooks, hs...)

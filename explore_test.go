@@ -344,14 +344,14 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		} else if w.cluster != nil {
 			l = w.newClusterLocker(i, padlock.WithClockDrift(drift, fixed), padlock.WithObserver(lineObserver{w: w}))
 		} else {
-			c, h := explore.NewClient(i, fmt.Sprintf("L%d", i), w.srv, w.plan, tr, &w.late)
+			c, h := explore.NewClient(i, fmt.Sprintf("L%d", i), w.srv, w.planOf(i), tr, &w.late)
 			if i == w.doomed {
 				c.AddHook(killer{&w.dead})
 				h.Gone = w.dead.Load
 			}
 			w.watchTokens(h)
 			w.watchFaults(h, i)
-			w.lateCopies(h)
+			w.lateCopies(h, i)
 			w.clients = append(w.clients, c)
 			w.hooks = append(w.hooks, h)
 			w.lhooks = append(w.lhooks, []*explore.Hook{h})
@@ -379,7 +379,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 		w.lockers = append(w.lockers, l)
 		w.closed = append(w.closed, make(chan struct{}))
 	}
-	w.closedAt = make([]atomic.Int64, nLockers)
+	w.closedAt, w.closingAt = make([]atomic.Int64, nLockers), make([]atomic.Int64, nLockers)
 	if fam == "election" {
 		w.electKey = w.lockers[0].RedisKey("el")
 	}
@@ -413,7 +413,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 	w.end = time.Now().Add(run)
 	tr.Add("seed %d: %s, %d Lockers, keys %v, fault rate %.2f, connection fault rate %.2f, late watchdogs %v, drift %v+%v, %v of operations, hot keys %v, commands in steps of %v, notices starved %v, fleet %v", seed, fam, nLockers, w.keys, w.plan.Rate, w.plan.ConnRate, lateWatchdog, drift, fixed, run, w.hot, w.plan.Align, w.noticesStarved, w.fleet)
 	if w.fleet {
-		tr.Add("fleet: leases of %v, L%d killed at %.0f%% of the run (-1: none), grant notices lost %v, AcquireAlls among the waiters %v, command faults %v, L%d impatient (-1: none), quitting at %.0f%% of the run (0: never)", w.fleetTTL, w.doomed, 100*w.killShare, w.grantsLost, w.fleetSets, w.fleetFaults, w.impatient, 100*w.quitShare)
+		tr.Add("fleet: leases of %v, L%d killed at %.0f%% of the run (-1: none), grant notices lost %v, AcquireAlls among the waiters %v, command faults %v, L%d impatient (-1: none), its commands faultless %v, quitting at %.0f%% of the run (0: never)", w.fleetTTL, w.doomed, 100*w.killShare, w.grantsLost, w.fleetSets, w.fleetFaults, w.impatient, w.impatientHonest, 100*w.quitShare)
 	}
 	if w.cluster != nil {
 		tr.Add("a Cluster in memory of %d masters; keys on masters %v", len(w.srvs), w.keyMasters())
@@ -483,6 +483,7 @@ func exploreSeed(t *testing.T, seed uint64, fam string) ([]violation, *explore.T
 			time.Sleep(at)
 			tr.Add("L%d closed", i)
 			close(w.closed[i])
+			w.closingAt[i].Store(int64(w.chk.now()))
 			_ = w.lockers[i].Close()
 			w.closedAt[i].Store(int64(w.chk.now()))
 		})

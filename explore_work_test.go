@@ -284,9 +284,11 @@ func (w *world) multi(r *rand.Rand, g string, li int, o padlock.Options, of []st
 	err = m.Release(ctx)
 	cancel()
 	w.tr.Add("%s released %v: %v", g, keys, err)
-	if err == nil {
-		for _, h := range hs {
+	for _, h := range hs {
+		if err == nil {
 			w.chk.released(h)
+		} else {
+			w.chk.releaseFailedAt(h)
 		}
 	}
 }
@@ -520,6 +522,8 @@ func (w *world) letGo(r *rand.Rand, h *hold, li int, o padlock.Options) {
 	if err == nil {
 		w.chk.released(h)
 		w.chk.releasedTruthfully(h, calledAt, o.TTL)
+	} else {
+		w.chk.releaseFailedAt(h)
 	}
 	// A release that returned before the lock's trust ran out ran every
 	// copy of its commands while the token held the lock (the lease in

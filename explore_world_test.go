@@ -46,9 +46,11 @@ type world struct {
 	lockers  []*padlock.Locker
 	closed   []chan struct{} // closed when lockers[i] was closed mid-run
 	closedAt []atomic.Int64  // when Close returned, since the start; 0 if not
-	late     sync.WaitGroup
-	wg       sync.WaitGroup // every goroutine of the run's operations
-	actors   atomic.Int64   // numbers the goroutines, for their randomness
+	// closingAt: when Close was called, since the start; 0 if not.
+	closingAt []atomic.Int64
+	late      sync.WaitGroup
+	wg        sync.WaitGroup // every goroutine of the run's operations
+	actors    atomic.Int64   // numbers the goroutines, for their randomness
 
 	jobs *jobs // the schedule family's job
 
@@ -109,6 +111,11 @@ type world struct {
 	// impatient: a fleet run's Locker whose waiters give up soon (-1:
 	// none).
 	impatient int
+	// impatientHonest: in one faulted fleet seed's run in two, the
+	// impatient Locker's commands meet no fault and no late copy
+	// (planOf), so that nothing excuses a bid its line leaves standing
+	// when all its waiters give up at once.
+	impatientHonest bool
 	// quitShare: the share of the run after which the impatient Locker
 	// starts no more operations (0: it never stops), as a process whose
 	// traffic ends: its last waiters give up, and nothing of it may be
