@@ -64,6 +64,19 @@ const (
 	lateCopyLanded = 5 * time.Millisecond
 )
 
+// The holders' releases (not an attempt's clean-up, nor one that bids)
+// meet faults of their own in a faulted fleet seed's run: refusedReleases
+// of them are refused cleanupRefusals times, so Release returns an error
+// and the release must go on behind it until Redis answers; and
+// stalledReleases are held up between padlock's send and go-redis's, up
+// to releaseStallMax, so that a Release's short deadline (opCtx) may end
+// on its way and the release never leave unless padlock sends it again.
+const (
+	refusedReleases = 0.1
+	stalledReleases = 0.1
+	releaseStallMax = 300 * time.Millisecond
+)
+
 // lateCopies aims late copies at the attempts Locker li sends through
 // h, in a faulted fleet seed's run (the plain seeds' fleets keep their
 // drawn faults alone: more faults excuse more, and a turn taken out of
@@ -90,6 +103,7 @@ func (w *world) lateCopies(h *explore.Hook, li int) {
 	var mu sync.Mutex
 	refuse := map[string]int{}            // tokens whose next clean-ups are refused, how many
 	refuseUntil := map[string]time.Time{} // tokens whose clean-ups are refused until then
+	drawn := map[string]bool{}            // holders' tokens whose release faults are drawn
 	h.Target = func(cmds []redis.Cmder, idx uint64) explore.Fault {
 		if len(cmds) != 1 {
 			return explore.Fault{}
@@ -99,6 +113,16 @@ func (w *world) lateCopies(h *explore.Hook, li int) {
 		if w.copies.cleanups[scriptOf(c)] != "" && !bidding {
 			mu.Lock()
 			defer mu.Unlock()
+			if token, ok := holderRelease(w, c); ok && !drawn[token] {
+				drawn[token] = true
+				r := rand.New(rand.NewPCG(w.seed^0x7e1ea5e, uint64(h.ID)<<40^idx))
+				switch x := r.Float64(); {
+				case x < refusedReleases:
+					refuse[token] = cleanupRefusals
+				case x < refusedReleases+stalledReleases:
+					return explore.Fault{Kind: explore.Stall, D: time.Millisecond + time.Duration(r.Int64N(int64(releaseStallMax)))}
+				}
+			}
 			for _, s := range namesOf(cmds) {
 				if refuse[s] > 0 {
 					refuse[s]--
@@ -136,6 +160,20 @@ func (w *world) lateCopies(h *explore.Hook, li int) {
 		}
 		return explore.Fault{Kind: explore.Delay, D: d}
 	}
+}
+
+// holderRelease returns the token c releases when c is a holder's
+// release: release.lua, not for an attempt (ARGV[4] '1', or 'x' when it
+// buries it).
+func holderRelease(w *world, c redis.Cmder) (string, bool) {
+	sc, ok := scriptCallOf(c)
+	if !ok || w.copies.cleanups[sc.script] != "release" || len(sc.argv) == 0 {
+		return "", false
+	}
+	if len(sc.argv) >= 4 && (sc.argv[3] == "1" || strings.HasPrefix(sc.argv[3], "x")) {
+		return "", false
+	}
+	return sc.argv[0], true
 }
 
 // releaseBidding reports whether c is a release that bids for its

@@ -453,6 +453,13 @@ const maxInFlight = 2 * time.Second
 // changes nothing.
 func (w *world) letGo(r *rand.Rand, h *hold, li int, o padlock.Options) {
 	ctx, cancel := opCtx(r)
+	if cr := w.rng(-1300000 - h.id); w.fleetFaults && w.fleetSeed && cr.IntN(3) == 0 {
+		// A faulted fleet seed's holders often let go on a short
+		// deadline (drawn apart), which a release held up on its way
+		// (stalledReleases) outlasts: the release must be sent again.
+		cancel()
+		ctx, cancel = context.WithTimeout(context.Background(), time.Duration(1+cr.IntN(50))*time.Millisecond)
+	}
 	defer cancel()
 	from := w.chk.now()
 	w.chk.releasing(h)
