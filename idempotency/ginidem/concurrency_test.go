@@ -97,7 +97,15 @@ func TestIdempotencyConcurrent(t *testing.T) {
 			wg.Wait()
 
 			if got := o.runs.Load(); got != 1 {
-				t.Fatalf("got %d handler runs, want 1", got)
+				codes := map[int]int{}
+				var first string
+				for _, w := range res {
+					codes[w.Code]++
+					if w.Code != http.StatusConflict && w.Code != http.StatusCreated && first == "" {
+						first = w.Body.String()
+					}
+				}
+				t.Fatalf("got %d handler runs, want 1; answers by status %v (the first other: %s)", got, codes, first)
 			}
 			var answers, replays, busy int
 			for _, w := range res {
