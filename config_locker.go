@@ -265,6 +265,63 @@ func (l *Locker) resendBehind(ctx context.Context, send func(context.Context) er
 // answer is sent again (untilAnswered).
 const cleanupRetryBackoff = 10 * time.Millisecond
 
+// releaseRetryMaxBackoff is the longest pause between the sends of a
+// release that got no answer once its first clean-up bound has passed
+// (resendRelease): about how often go-redis dials again once it stopped
+// dialling a server that refused it.
+const releaseRetryMaxBackoff = time.Second
+
+// releaseAnswered sends a release with send, in the caller, with a
+// clean-up's bound, and when Redis did not answer it, again behind the
+// caller (resendRelease) until Redis does or until.
+func (l *Locker) releaseAnswered(ctx context.Context, until time.Time, send func(context.Context) error) {
+	first, cancel := cleanupContext(ctx)
+	err := send(first)
+	cancel()
+	if !redisAnswered(err) {
+		l.resendRelease(ctx, until, send)
+	}
+}
+
+// resendRelease sends a release that Redis did not answer again, behind
+// the caller (notifier.goBehind), until Redis answers it or until the
+// lease it lets go of would have ended anyway (until), and for a clean-up's
+// bound at least. A release that never reached Redis leaves the key
+// locked, for nobody, until its lease ends, and a bound shorter than the
+// lease may end before Redis can be reached again: once a client's dials
+// have failed, go-redis stops dialling and tries again only about once a
+// second (its dial circuit breaker). The pauses double from
+// cleanupRetryBackoff to eight times that within the first bound, and on
+// to releaseRetryMaxBackoff after it. Close waits for the first bound
+// and cuts the rest short; a closed Locker sends nothing more.
+func (l *Locker) resendRelease(ctx context.Context, until time.Time, send func(context.Context) error) {
+	n := l.notifier
+	n.goBehind(func() {
+		first := time.Now().Add(cleanupTimeout)
+		ctx, cancel := context.WithDeadline(context.WithValue(context.WithoutCancel(ctx), cleanupKey{}, true), latest(first, until))
+		defer cancel()
+		backoff := cleanupRetryBackoff
+		for !answered(ctx, send(ctx)) {
+			var closing <-chan struct{}
+			longest := 8 * cleanupRetryBackoff
+			if time.Now().After(first) {
+				closing, longest = n.done, releaseRetryMaxBackoff
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-closing:
+				t.Stop()
+				return
+			}
+			backoff = min(2*backoff, longest)
+		}
+	})
+}
+
 // releaseContext returns ctx for a release, or, when ctx is done already
 // (a request whose client went away, a deadline that passed during a
 // hand-off's round trip), a clean-up's context: an ended context must

@@ -205,8 +205,11 @@ func (lk *Lock) unguard(h *Lock) {
 // key locked for the rest of the lease: the release is then sent (again)
 // on a context of its own, for at most a second. Nor does a release that
 // Redis did not answer (a refused connection, a reset): Release returns
-// its ErrUnavailable error at once, and the release goes on behind it,
-// sent again until Redis answers, for at most a second.
+// its ErrUnavailable error once the client gives up, and the release goes
+// on behind it, sent again until Redis answers or until the lease would
+// have ended anyway. An error reply (LOADING, READONLY after a failover)
+// is an answer, and is not sent again; nor is anything after the Locker
+// is closed.
 // Release is safe on a nil Lock and when called twice (later calls
 // return nil). Releasing a reentrant handle (see Context) ends the
 // contexts made from that handle (ErrReleased) and nothing else; the
@@ -304,8 +307,9 @@ func (lk *Lock) letGo(ctx context.Context, id *lockID, g giveBack, renameErr err
 		// No send was answered: the release may never have reached
 		// Redis (a refused connection, a reset), and the key would stay
 		// locked, for nobody, for the rest of its lease. It goes on
-		// behind the caller, which hears the error now.
-		lk.locker.resendBehind(ctx, func(ctx context.Context) error {
+		// behind the caller, which hears the error now, until Redis
+		// answers or the lease would have ended.
+		lk.locker.resendRelease(ctx, time.Now().Add(lk.Lease()), func(ctx context.Context) error {
 			_, err := again(ctx)
 			return err
 		})
@@ -405,9 +409,9 @@ func (l *Locker) rename(ctx context.Context, lk *Lock, next *lockID) error {
 	case err != nil:
 		l.watchdog.settle(ls, seq, false)
 		// Whichever token holds the lock now, let it go: next's here,
-		// sent again behind the caller until Redis answers; lk's in
-		// letGo.
-		l.answeredBehind(ctx, func(ctx context.Context) error {
+		// sent again behind the caller until Redis answers (or next's
+		// lease would have ended); lk's in letGo.
+		l.releaseAnswered(ctx, time.Now().Add(ttl), func(ctx context.Context) error {
 			_, err := l.store.release(ctx, next, giveBack{notify: true})
 			return err
 		})
@@ -476,8 +480,9 @@ func (l *Locker) renameFair(ctx context.Context, lk *Lock, next *lockID, place s
 	case err != nil:
 		l.watchdog.settle(ls, seq, false)
 		// If the hand-off ran, next's token holds the lock: let it go,
-		// sent again behind the caller until Redis answers.
-		l.answeredBehind(ctx, func(ctx context.Context) error {
+		// behind the caller, until Redis answers (or next's lease would
+		// have ended).
+		l.releaseAnswered(ctx, time.Now().Add(ttl), func(ctx context.Context) error {
 			_, err := l.store.release(ctx, next, giveBack{})
 			return err
 		})

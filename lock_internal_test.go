@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/padlockgo/padlock/internal/faultproxy"
 	"github.com/padlockgo/padlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -666,45 +667,97 @@ func TestReleaseWhoseContextEndsOnItsWay(t *testing.T) {
 
 // TestRefusedReleaseCostsUnderASecond: a holder lets go while Redis
 // refuses its connections, so its release never arrives. Release returns
-// ErrUnavailable at once, and the release goes on behind it, sent again
-// until Redis answers: the live waiter of another Locker has the key
-// within a second of Redis taking connections again, for a Lock in
-// either mode and for an AcquireAll's set, not the holder's 30 s lease.
-// (Before, a release was sent once, twice when its context ended on the
-// way: the key stayed locked, for nobody, for the rest of its lease.)
+// ErrUnavailable, and the release goes on behind it, sent again until
+// Redis answers: the live waiter of another Locker has the key soon after
+// Redis takes connections again, for a Lock in either mode and for an
+// AcquireAll's set, not the holder's 30 s lease. Two faults: connections
+// accepted and reset at once for 300 ms (the dial succeeds), and a server
+// down for 1.5 s, whose dials fail, so that go-redis, once a small pool's
+// dials failed, stops dialling and tries again about once a second (its
+// dial circuit breaker): the resends outlast it, bounded by the lease,
+// not by a clean-up's second. (Before, a release was sent once, twice
+// when its context ended on the way: the key stayed locked, for nobody,
+// for the rest of its lease; with the resends bounded by a second, the
+// server down for 1.5 s left it so too.)
 func TestRefusedReleaseCostsUnderASecond(t *testing.T) {
-	for _, kind := range []string{"default", "fair", "set"} {
-		t.Run(kind, func(t *testing.T) {
-			srv := redistest.Start(t)
-			live := mustNew(t, srv.Client(t))
-			defer live.Close()
-			h, p := viaProxy(t, srv)
-			ctx := context.Background()
-			const key = "refused-release"
-			o := Options{TTL: longLease, Wait: longLease, Fair: kind == "fair"}
-			var release func(context.Context) error
-			if kind == "set" {
-				m, err := h.AcquireAll(ctx, []string{key, key + ":b"}, Options{TTL: longLease})
-				if err != nil {
-					t.Fatal(err)
-				}
-				release = m.Release
-			} else {
-				lk, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: o.Fair})
-				if err != nil {
-					t.Fatal(err)
-				}
-				release = lk.Release
-			}
-			got := queueWaiters(t, live, key, 1, o)
-			p.Refuse(true)
-			p.Reset()
-			if err := release(ctx); !errors.Is(err, ErrUnavailable) {
-				t.Fatalf("Release while Redis refuses connections = %v; want ErrUnavailable", err)
-			}
-			time.Sleep(300 * time.Millisecond) // the release, sent again behind Release, is refused
-			p.Refuse(false)
-			nextLiveWaiter(t, got, time.Now()).Release(ctx)
-		})
+	for _, fault := range []string{"reset", "down"} {
+		for _, kind := range []string{"default", "fair", "set"} {
+			t.Run(fault+"/"+kind, func(t *testing.T) { testRefusedRelease(t, fault, kind) })
+		}
+	}
+}
+
+// downBound is how soon after a server that was down listens again the
+// live waiter must have the key: go-redis's next dial (about a second
+// after its last failed one), a resend (at most a second apart by then),
+// and the claim bound's room for a loaded machine.
+const downBound = 2*time.Second + claimBound
+
+func testRefusedRelease(t *testing.T, fault, kind string) {
+	srv := redistest.Start(t)
+	live := mustNew(t, srv.Client(t))
+	defer live.Close()
+	p, err := faultproxy.Start(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// A small pool: go-redis stops dialling once as many dials failed.
+	h := mustNew(t, srv.Client(t, func(o *redis.Options) { o.Addr, o.MaxRetries, o.PoolSize = p.Addr(), -1, 2 }))
+	defer h.Close()
+	ctx := context.Background()
+	const key = "refused-release"
+	o := Options{TTL: longLease, Wait: longLease, Fair: kind == "fair"}
+	var release func(context.Context) error
+	if kind == "set" {
+		m, err := h.AcquireAll(ctx, []string{key, key + ":b"}, Options{TTL: longLease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release = m.Release
+	} else {
+		lk, err := h.Acquire(ctx, key, Options{TTL: longLease, Fair: o.Fair})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release = lk.Release
+	}
+	got := queueWaiters(t, live, key, 1, o)
+	if fault == "down" {
+		if err := p.Down(true); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		p.Refuse(true)
+		p.Reset()
+	}
+	if err := release(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Release while Redis refuses connections = %v; want ErrUnavailable", err)
+	}
+	bound := claimBound
+	if fault == "down" {
+		time.Sleep(1500 * time.Millisecond) // the release, sent again behind Release, fails to dial
+		if err := p.Down(false); err != nil {
+			t.Fatal(err)
+		}
+		bound = downBound
+	} else {
+		time.Sleep(300 * time.Millisecond) // the release, sent again behind Release, is reset
+		p.Refuse(false)
+	}
+	back := time.Now()
+	select {
+	case g := <-got:
+		if g.lk == nil {
+			t.Fatal("the live waiter got no lock")
+		}
+		d := time.Since(back)
+		t.Logf("the live waiter had the key %v after Redis took connections again", d)
+		if d > bound {
+			t.Fatalf("the live waiter had the key %v after Redis took connections again; want it within %v, not the released lock's lease", d, bound)
+		}
+		g.lk.Release(ctx)
+	case <-time.After(longLease):
+		t.Fatalf("the live waiter did not get the key within %v of Redis taking connections again", longLease)
 	}
 }

@@ -221,8 +221,8 @@ func (m *MultiLock) Extend(ctx context.Context, ttl time.Duration) error {
 // ctx that is done, or that ends as the release goes out, does not keep
 // the keys locked: the release is then sent (again) on a context of its
 // own, for at most a second; one Redis did not answer goes on behind
-// Release, sent again until Redis answers, for at most a second. Release
-// is safe on
+// Release, sent again until Redis answers or until the keys' leases would
+// have ended anyway, as a Lock's (see Lock.Release). Release is safe on
 // a nil MultiLock and when called twice (later calls
 // return nil). Release the set even after Done closed: the keys not lost
 // stay locked until then.
@@ -263,8 +263,13 @@ func (m *MultiLock) Release(ctx context.Context) error {
 		}
 		if !heard {
 			// Unanswered: sent again behind the caller until Redis
-			// answers, as a single lock's release is (Lock.letGo).
-			l.resendBehind(ctx, func(ctx context.Context) error {
+			// answers or the keys' leases would have ended, as a single
+			// lock's release is (Lock.letGo).
+			var lease time.Duration
+			for _, lk := range m.members {
+				lease = max(lease, lk.Lease())
+			}
+			l.resendRelease(ctx, time.Now().Add(lease), func(ctx context.Context) error {
 				_, err := l.releaseGroup(ctx, slots, ids, false)
 				return err
 			})

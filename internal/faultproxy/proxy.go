@@ -31,7 +31,7 @@ import (
 // when done.
 type Proxy struct {
 	target string
-	ln     net.Listener
+	addr   string // where it listens, "127.0.0.1:port"
 
 	replyDelay   atomic.Int64 // time.Duration
 	requestDelay atomic.Int64 // time.Duration
@@ -40,7 +40,8 @@ type Proxy struct {
 	refuse       atomic.Bool
 
 	mu          sync.Mutex
-	dropMatch   []byte // DropRepliesTo's filter; nil: every request
+	ln          net.Listener // nil while Down
+	dropMatch   []byte       // DropRepliesTo's filter; nil: every request
 	links       map[*link]struct{}
 	partitioned bool
 	healed      chan struct{} // closed when a partition ends; nil while none
@@ -57,13 +58,13 @@ func Start(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy: listen: %w", err)
 	}
-	p := &Proxy{target: target, ln: ln, links: map[*link]struct{}{}}
-	p.wg.Go(p.accept)
+	p := &Proxy{target: target, addr: ln.Addr().String(), ln: ln, links: map[*link]struct{}{}}
+	p.wg.Go(func() { p.accept(ln) })
 	return p, nil
 }
 
 // Addr returns the address clients connect to, "127.0.0.1:port".
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.addr }
 
 // Target returns the address the proxy forwards to.
 func (p *Proxy) Target() string { return p.target }
@@ -119,6 +120,40 @@ func (p *Proxy) Partition(cut bool) {
 // forward them again (off). Connections already open are not touched.
 func (p *Proxy) Refuse(on bool) { p.refuse.Store(on) }
 
+// Down stops listening (on), as a server that is down: a new connection
+// is refused by the system (ECONNREFUSED), so the client's dial fails,
+// and every open connection is broken, as Reset does. Off listens again
+// on the same address. Unlike Refuse, a client's dials fail, which is
+// what go-redis counts before it stops dialling for a while.
+func (p *Proxy) Down(on bool) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	if on {
+		ln := p.ln
+		p.ln = nil
+		p.mu.Unlock()
+		if ln != nil {
+			_ = ln.Close()
+		}
+		p.Reset()
+		return nil
+	}
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return fmt.Errorf("faultproxy: listen again on %s: %w", p.addr, err)
+	}
+	p.ln = ln
+	p.wg.Go(func() { p.accept(ln) })
+	return nil
+}
+
 // Reset breaks every open connection: the client's end is reset (RST) and
 // the server's closed. New connections are forwarded as before.
 func (p *Proxy) Reset() {
@@ -150,17 +185,22 @@ func (p *Proxy) Close() error {
 		return nil
 	}
 	p.closed = true
+	ln := p.ln
+	p.ln = nil
 	p.mu.Unlock()
-	err := p.ln.Close()
+	var err error
+	if ln != nil {
+		err = ln.Close()
+	}
 	p.Partition(false)
 	p.Reset()
 	p.wg.Wait()
 	return err
 }
 
-func (p *Proxy) accept() {
+func (p *Proxy) accept(ln net.Listener) {
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return

@@ -3,6 +3,7 @@ package faultproxy_test
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -224,4 +225,41 @@ func awaitValue(t *testing.T, c *redis.Client, key, want string) {
 		}
 	}
 	t.Fatalf("server has %s = %q, want %q", key, got, want)
+}
+
+// Down: the proxy stops listening, so a dial is refused by the system
+// and every open connection breaks; up again, it listens on the same
+// address and forwards as before.
+func TestDown(t *testing.T) {
+	p, via, direct := setup(t)
+	ctx := context.Background()
+	if err := via.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	addr := p.Addr()
+	if err := p.Down(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := via.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING on a connection open before Down: got nil error, want it broken")
+	}
+	var op *net.OpError
+	if _, err := net.Dial("tcp", addr); !errors.As(err, &op) || op.Op != "dial" {
+		t.Fatalf("dial while down: got %v, want the dial refused", err)
+	}
+	if err := p.Down(false); err != nil {
+		t.Fatal(err)
+	}
+	if p.Addr() != addr {
+		t.Fatalf("listening on %s after Down(false), want %s", p.Addr(), addr)
+	}
+	// A new client: go-redis holds on to a failed dial's error for a while.
+	fresh := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer fresh.Close()
+	if err := fresh.Set(ctx, "up", "1", 0).Err(); err != nil {
+		t.Fatalf("SET through the proxy up again: %v", err)
+	}
+	if got := get(t, direct, "up"); got != "1" {
+		t.Fatalf("server has up = %q, want %q", got, "1")
+	}
 }
