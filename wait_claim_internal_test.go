@@ -779,7 +779,7 @@ func TestFairGiveUpLetsGoOfAGrantMadeAsItLeaves(t *testing.T) {
 // Locker's waiter bids, in the same script, for its own Locker's first
 // waiter. Its reply is lost: it is held up in the network, and lands
 // only after that waiter gave up and its Locker withdrew the bid it may
-// have placed. The withdrawal buries the bid's token, so the release,
+// have placed; the release's sends again, behind Release, are lost too. The withdrawal buries the bid's token, so the release,
 // when it lands, grants the key to the other Locker's waiter and places
 // no bid; the bids hold nothing of the Locker whose waiters are gone.
 // (Before, the release placed the bid after its withdrawal, and the next
@@ -787,6 +787,7 @@ func TestFairGiveUpLetsGoOfAGrantMadeAsItLeaves(t *testing.T) {
 // the explorer's claimed invariant, fleet seed 1048763.)
 func TestLateReleaseBidsForNobody(t *testing.T) {
 	rdb, other, _, w, late := lateCopySetup(t, plainScripts.release.Hash())
+	late.loseCleanups(false, 0) // every later send of the held release
 	ctx := context.Background()
 	const key = "late-release-bid"
 	o := Options{TTL: longLease, Wait: longLease}
