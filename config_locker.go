@@ -208,16 +208,31 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // Only work behind a caller waits so (notifier.goBehind): an operation
 // returns at its deadline, and its clean-ups go on behind it.
 func untilAnswered(ctx context.Context, send func() error) {
+	untilAnsweredPast(ctx, time.Time{}, nil, send)
+}
+
+// untilAnsweredPast is untilAnswered, which past a time that is not zero
+// lets its pauses grow on to releaseRetryMaxBackoff and stops once
+// closing is closed.
+func untilAnsweredPast(ctx context.Context, past time.Time, closing <-chan struct{}, send func() error) {
 	backoff := cleanupRetryBackoff
 	for !answered(ctx, send()) {
+		var stop <-chan struct{}
+		longest := 8 * cleanupRetryBackoff
+		if !past.IsZero() && time.Now().After(past) {
+			stop, longest = closing, releaseRetryMaxBackoff
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
 			return
+		case <-stop:
+			t.Stop()
+			return
 		}
-		backoff = min(2*backoff, 8*cleanupRetryBackoff)
+		backoff = min(2*backoff, longest)
 	}
 }
 
@@ -300,25 +315,7 @@ func (l *Locker) resendRelease(ctx context.Context, until time.Time, send func(c
 		first := time.Now().Add(cleanupTimeout)
 		ctx, cancel := context.WithDeadline(context.WithValue(context.WithoutCancel(ctx), cleanupKey{}, true), latest(first, until))
 		defer cancel()
-		backoff := cleanupRetryBackoff
-		for !answered(ctx, send(ctx)) {
-			var closing <-chan struct{}
-			longest := 8 * cleanupRetryBackoff
-			if time.Now().After(first) {
-				closing, longest = n.done, releaseRetryMaxBackoff
-			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-closing:
-				t.Stop()
-				return
-			}
-			backoff = min(2*backoff, longest)
-		}
+		untilAnsweredPast(ctx, first, n.done, func() error { return send(ctx) })
 	})
 }
 

@@ -745,19 +745,5 @@ func testRefusedRelease(t *testing.T, fault, kind string) {
 		time.Sleep(300 * time.Millisecond) // the release, sent again behind Release, is reset
 		p.Refuse(false)
 	}
-	back := time.Now()
-	select {
-	case g := <-got:
-		if g.lk == nil {
-			t.Fatal("the live waiter got no lock")
-		}
-		d := time.Since(back)
-		t.Logf("the live waiter had the key %v after Redis took connections again", d)
-		if d > bound {
-			t.Fatalf("the live waiter had the key %v after Redis took connections again; want it within %v, not the released lock's lease", d, bound)
-		}
-		g.lk.Release(ctx)
-	case <-time.After(longLease):
-		t.Fatalf("the live waiter did not get the key within %v of Redis taking connections again", longLease)
-	}
+	liveWaiterWithin(t, got, time.Now(), bound, "Redis took connections again", "the released lock's lease").Release(ctx)
 }

@@ -40,19 +40,27 @@ const longLease = 30 * time.Second
 // (queueWaiters) and fails t unless it came within claimBound of released.
 func nextLiveWaiter(t *testing.T, got <-chan handed, released time.Time) *Lock {
 	t.Helper()
+	return liveWaiterWithin(t, got, released, claimBound, "the release", "the lease of a waiter that is not there")
+}
+
+// liveWaiterWithin waits for the live waiter's lock on got, and fails t
+// unless it came within bound of from (when since happened), rather than
+// not before instead.
+func liveWaiterWithin(t *testing.T, got <-chan handed, from time.Time, bound time.Duration, since, instead string) *Lock {
+	t.Helper()
 	select {
 	case h := <-got:
 		if h.lk == nil {
 			t.Fatal("the live waiter got no lock")
 		}
-		d := time.Since(released)
-		t.Logf("the live waiter had the key %v after the release", d)
-		if d > claimBound {
-			t.Fatalf("the live waiter had the key %v after the release; want it within %v, not the lease of a waiter that is not there", d, claimBound)
+		d := time.Since(from)
+		t.Logf("the live waiter had the key %v after %s", d, since)
+		if d > bound {
+			t.Fatalf("the live waiter had the key %v after %s; want it within %v, not %s", d, since, bound, instead)
 		}
 		return h.lk
 	case <-time.After(longLease):
-		t.Fatalf("the live waiter did not get the key within %v of the release", longLease)
+		t.Fatalf("the live waiter did not get the key within %v of %s", longLease, since)
 	}
 	return nil
 }
